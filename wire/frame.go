@@ -1,0 +1,76 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Frame is a parsed, validated frame. Payload aliases the buffer given to
+// Parse.
+type Frame struct {
+	Header
+	Payload []byte
+}
+
+// Parse decodes and fully validates the frame at the start of b: header,
+// checksum, and the payload layout of its type. n is the number of bytes the
+// frame occupies (HeaderLen + payload); bytes after it are not looked at.
+// Every error wraps one of the package's sentinel errors. Parse never
+// allocates on success.
+func Parse(b []byte) (f Frame, n int, err error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return Frame{}, 0, err
+	}
+	n = HeaderLen + int(h.Length)
+	frame := b[:n]
+	if c := checksum(frame); c != h.Checksum {
+		return Frame{}, 0, fmt.Errorf("%w: got %#08x, header says %#08x", ErrChecksum, c, h.Checksum)
+	}
+	f = Frame{Header: h, Payload: frame[HeaderLen:]}
+	if err := validate(&f); err != nil {
+		return Frame{}, 0, err
+	}
+	return f, n, nil
+}
+
+// validate checks the payload layout of each frame type, so that decoders
+// and the message iterator cannot fail or over-read afterwards.
+func validate(f *Frame) error {
+	switch f.Type {
+	case TypeData, TypeRetransmit:
+		return validateMessages(f)
+	case TypeHeartbeat, TypeAck:
+		return fixed(f, 0, 0)
+	case TypeNak:
+		return validateNak(f)
+	case TypeHash:
+		return fixed(f, 0, hashLen)
+	case TypeSnapshotRequest:
+		return fixed(f, 0, snapshotRequestLen)
+	case TypeSnapshotChunk:
+		return validateSnapshotChunk(f)
+	case TypeNewEpoch:
+		if err := fixed(f, 0, newEpochLen); err != nil {
+			return err
+		}
+		if prev := binary.LittleEndian.Uint64(f.Payload); prev >= f.Epoch {
+			return fmt.Errorf("%w: new epoch %d not above previous %d", ErrSeq, f.Epoch, prev)
+		}
+		return nil
+	case TypeLeaseAcquire, TypeLeaseRenew, TypeLeaseGrant, TypeLeaseDeny, TypeLeaseQuery, TypeLeaseInfo:
+		return validateLease(f)
+	}
+	return fmt.Errorf("%w: %d", ErrType, uint8(f.Type))
+}
+
+// fixed checks a payload of exactly size bytes and the given count.
+func fixed(f *Frame, count uint16, size int) error {
+	if f.Count != count {
+		return fmt.Errorf("%w: %s count %d, want %d", ErrCount, f.Type, f.Count, count)
+	}
+	if len(f.Payload) != size {
+		return fmt.Errorf("%w: %s payload %d bytes, want %d", ErrLength, f.Type, len(f.Payload), size)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// MaxMembers bounds the in-sync set a lease frame can carry.
+const MaxMembers = 8
+
+const leaseFixedLen = 40
+
+// Lease is the body of every lease-protocol frame:
+//
+//   - LEASE_ACQUIRE / LEASE_RENEW (node -> witness): RequestID is the
+//     node's nonce, echoed in the reply so an old reply cannot be replayed
+//     to a newer request; Epoch is the epoch the node holds (renew) or 0;
+//     Members, when InSyncVersion is non-zero, is the in-sync set the
+//     primary proposes with this renew.
+//   - LEASE_GRANT (witness -> node): Epoch and DurationNs of the lease, the
+//     echoed RequestID, the in-sync set now in force.
+//   - LEASE_DENY: Holder and Epoch of the live lease and RemainingNs of it.
+//   - LEASE_QUERY / LEASE_INFO: who holds the lease, at which epoch.
+//
+// Seq in the header carries the sender's highest applied seq (0 for the
+// witness); it is informational.
+type Lease struct {
+	Type Type
+	Origin
+	Seq           uint64
+	RequestID     uint64
+	Holder        uint32
+	DurationNs    uint64
+	RemainingNs   uint64
+	InSyncVersion uint64
+	NMembers      int
+	Members       [MaxMembers]uint32
+}
+
+// IsLease reports whether t is a lease-protocol frame type.
+func IsLease(t Type) bool { return t >= TypeLeaseAcquire && t <= TypeLeaseInfo }
+
+// Len is the encoded size.
+func (l *Lease) Len() int { return HeaderLen + leaseFixedLen + 4*l.NMembers }
+
+// Append appends the encoded frame to dst. It panics on a non-lease Type or
+// an out-of-range NMembers, both programmer errors.
+func (l *Lease) Append(dst []byte) []byte {
+	if !IsLease(l.Type) || l.NMembers < 0 || l.NMembers > MaxMembers {
+		panic(fmt.Sprintf("wire: lease frame of type %s with %d members", l.Type, l.NMembers))
+	}
+	b, start := appendHeader(dst, l.Type, l.Origin, uint16(l.NMembers), l.Seq)
+	b = binary.LittleEndian.AppendUint64(b, l.RequestID)
+	b = binary.LittleEndian.AppendUint32(b, l.Holder)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, l.DurationNs)
+	b = binary.LittleEndian.AppendUint64(b, l.RemainingNs)
+	b = binary.LittleEndian.AppendUint64(b, l.InSyncVersion)
+	for _, m := range l.Members[:l.NMembers] {
+		b = binary.LittleEndian.AppendUint32(b, m)
+	}
+	return finish(b, start)
+}
+
+func validateLease(f *Frame) error {
+	if f.Count > MaxMembers {
+		return fmt.Errorf("%w: %s with %d members (max %d)", ErrCount, f.Type, f.Count, MaxMembers)
+	}
+	if len(f.Payload) != leaseFixedLen+4*int(f.Count) {
+		return fmt.Errorf("%w: %s payload %d bytes for %d members", ErrLength, f.Type, len(f.Payload), f.Count)
+	}
+	if r := binary.LittleEndian.Uint32(f.Payload[12:]); r != 0 {
+		return fmt.Errorf("%w: %s reserved word %#x", ErrFlags, f.Type, r)
+	}
+	return nil
+}
+
+// DecodeLease reads a parsed lease-protocol frame.
+func DecodeLease(f *Frame) (Lease, error) {
+	if !IsLease(f.Type) {
+		return Lease{}, fmt.Errorf("%w: %s is not a lease frame", ErrType, f.Type)
+	}
+	p := f.Payload
+	l := Lease{
+		Type:          f.Type,
+		Origin:        f.Origin(),
+		Seq:           f.Seq,
+		RequestID:     binary.LittleEndian.Uint64(p),
+		Holder:        binary.LittleEndian.Uint32(p[8:]),
+		DurationNs:    binary.LittleEndian.Uint64(p[16:]),
+		RemainingNs:   binary.LittleEndian.Uint64(p[24:]),
+		InSyncVersion: binary.LittleEndian.Uint64(p[32:]),
+		NMembers:      int(f.Count),
+	}
+	for i := 0; i < l.NMembers; i++ {
+		l.Members[i] = binary.LittleEndian.Uint32(p[leaseFixedLen+4*i:])
+	}
+	return l, nil
+}
