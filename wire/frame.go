@@ -48,6 +48,8 @@ func validate(f *Frame) error {
 		return fixed(f, 0, hashLen)
 	case TypeSnapshotRequest:
 		return fixed(f, 0, snapshotRequestLen)
+	case TypeNeedSnapshot:
+		return fixed(f, 0, needSnapshotLen)
 	case TypeSnapshotChunk:
 		return validateSnapshotChunk(f)
 	case TypeNewEpoch:

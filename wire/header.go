@@ -67,7 +67,8 @@ const (
 	TypeLeaseDeny       Type = 13 // witness -> node
 	TypeLeaseQuery      Type = 14 // anyone -> witness: who leads?
 	TypeLeaseInfo       Type = 15 // witness -> anyone: holder and epoch
-	typeMax                  = TypeLeaseInfo
+	TypeNeedSnapshot    Type = 16 // primary -> standby: the range asked for is gone
+	typeMax                  = TypeNeedSnapshot
 )
 
 var typeNames = [...]string{
@@ -86,6 +87,7 @@ var typeNames = [...]string{
 	TypeLeaseDeny:       "LEASE_DENY",
 	TypeLeaseQuery:      "LEASE_QUERY",
 	TypeLeaseInfo:       "LEASE_INFO",
+	TypeNeedSnapshot:    "NEED_SNAPSHOT",
 }
 
 func (t Type) String() string {
@@ -194,3 +196,7 @@ func checksum(f []byte) uint32 {
 	c := crc32.Update(0, castagnoli, f[:offChecksum])
 	return crc32.Update(c, castagnoli, f[HeaderLen:])
 }
+
+func appendUint64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+
+func uint64le(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }

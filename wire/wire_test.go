@@ -43,6 +43,8 @@ func samples(t testing.TB) map[string][]byte {
 		t.Fatal(err)
 	}
 	out["snapchunk"] = b
+	ns := NeedSnapshot{Origin: testOrigin, FirstAvailable: 1000, SnapshotSeq: 900}
+	out["needsnap"] = ns.Append(nil)
 	ne := NewEpoch{Origin: testOrigin, PrevEpoch: 41, LastSeq: 777}
 	out["newepoch"] = ne.Append(nil)
 	for _, typ := range []Type{TypeLeaseAcquire, TypeLeaseRenew, TypeLeaseGrant, TypeLeaseDeny, TypeLeaseQuery, TypeLeaseInfo} {
@@ -99,6 +101,10 @@ func reencode(t testing.TB, f *Frame) []byte {
 		b, err := x.Append(nil)
 		must(t, err)
 		return b
+	case f.Type == TypeNeedSnapshot:
+		x, err := DecodeNeedSnapshot(f)
+		must(t, err)
+		return x.Append(nil)
 	case f.Type == TypeNewEpoch:
 		x, err := DecodeNewEpoch(f)
 		must(t, err)
@@ -192,6 +198,7 @@ func TestDecoderRefusesOtherType(t *testing.T) {
 		func() error { _, err := DecodeSnapshotChunk(&f); return err },
 		func() error { _, err := DecodeNewEpoch(&f); return err },
 		func() error { _, err := DecodeLease(&f); return err },
+		func() error { _, err := DecodeNeedSnapshot(&f); return err },
 	}
 	for i, d := range decoders {
 		if err := d(); !errors.Is(err, ErrType) {
@@ -515,4 +522,24 @@ func ExampleBatch() {
 	// Output:
 	// 1 buy 100 @ 10
 	// 2 sell 50 @ 11
+}
+
+func TestRetype(t *testing.T) {
+	s := samples(t)
+	c := bytes.Clone(s["data"])
+	must(t, Retype(c, TypeRetransmit))
+	f, _, err := Parse(c)
+	must(t, err)
+	if f.Type != TypeRetransmit || f.Count != 3 {
+		t.Fatalf("retyped to %s count %d", f.Type, f.Count)
+	}
+	if err := Retype(c, TypeAck); !errors.Is(err, ErrType) {
+		t.Fatalf("retype to ACK: %v", err)
+	}
+	if err := Retype(bytes.Clone(s["ack"]), TypeData); !errors.Is(err, ErrType) {
+		t.Fatalf("retype of an ACK: %v", err)
+	}
+	if err := Retype(c[:10], TypeData); !errors.Is(err, ErrShort) {
+		t.Fatalf("retype of a stub: %v", err)
+	}
 }

@@ -1,0 +1,435 @@
+package sequencer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/seqbus/seqbus/wire"
+)
+
+// Defaults, each a configuration value.
+const (
+	// DefaultRingFrames keeps the last 4096 frames (about 6 MB of 1472-byte
+	// frames, ~170k 32-byte commands, ~15 ms at 10M commands/s or seconds at
+	// typical venue rates) in memory for NAKs; older ranges come from the
+	// journal.
+	DefaultRingFrames = 4096
+	// DefaultHeartbeatIntervalNs is 10 ms: a standby sees a tail gap within
+	// one interval after traffic stops (DESIGN.md).
+	DefaultHeartbeatIntervalNs = 10_000_000
+	// DefaultMaxFramesPerNak bounds what one NAK can make the primary send:
+	// 64 frames of 1472 bytes is ~94 KB. A standby with more missing NAKs
+	// again after its back-off, so repair continues at a bounded pace.
+	DefaultMaxFramesPerNak = 64
+	// DefaultRetransmitBytesPerSec is the retransmit bandwidth budget of the
+	// whole primary, shared by all standbys: 100 MB/s, under a 1 GbE link,
+	// so NAK storms cannot starve the live stream.
+	DefaultRetransmitBytesPerSec = 100_000_000
+	// DefaultRetransmitBurstBytes is the token-bucket depth: one full NAK.
+	DefaultRetransmitBurstBytes = DefaultMaxFramesPerNak * wire.DefaultDatagramLen
+)
+
+// ErrTooLarge is returned by Submit for a command that cannot fit one
+// datagram. Nothing is sequenced.
+var ErrTooLarge = errors.New("sequencer: command larger than one datagram can carry")
+
+// Output receives what the sequencer sends. Frames are valid only during
+// the call: the implementation copies or sends them before returning.
+type Output interface {
+	// Multicast sends a DATA, HEARTBEAT, HASH or NEW_EPOCH frame to the
+	// replication group.
+	Multicast(frame []byte)
+	// Unicast sends a RETRANSMIT or NEED_SNAPSHOT frame to one standby.
+	Unicast(node uint32, frame []byte)
+}
+
+// History is the read side of the journal, used for NAKed ranges older
+// than the ring. It is the one place the core reaches storage, as raft's
+// core reads its Storage.
+type History interface {
+	// ReadFrom calls fn for each record with seq >= from, in order, until
+	// fn returns false or the log ends. It returns an error when from is
+	// below the first record it holds (compacted away).
+	ReadFrom(from uint64, fn func(epoch, seq uint64, payload []byte) bool) error
+}
+
+// Config configures a Sequencer. Zero fields take the defaults above.
+type Config struct {
+	Stream                uint16
+	Node                  uint32
+	DatagramLen           int
+	RingFrames            int
+	HeartbeatIntervalNs   int64
+	MaxFramesPerNak       int
+	RetransmitBytesPerSec int64
+	RetransmitBurstBytes  int64
+}
+
+func (c *Config) withDefaults() {
+	if c.DatagramLen == 0 {
+		c.DatagramLen = wire.DefaultDatagramLen
+	}
+	if c.RingFrames == 0 {
+		c.RingFrames = DefaultRingFrames
+	}
+	if c.HeartbeatIntervalNs == 0 {
+		c.HeartbeatIntervalNs = DefaultHeartbeatIntervalNs
+	}
+	if c.MaxFramesPerNak == 0 {
+		c.MaxFramesPerNak = DefaultMaxFramesPerNak
+	}
+	if c.RetransmitBytesPerSec == 0 {
+		c.RetransmitBytesPerSec = DefaultRetransmitBytesPerSec
+	}
+	if c.RetransmitBurstBytes == 0 {
+		c.RetransmitBurstBytes = DefaultRetransmitBurstBytes
+	}
+}
+
+// Stats are the sequencer's counters.
+type Stats struct {
+	Commands          uint64 // commands sequenced
+	Frames            uint64 // DATA frames multicast
+	Heartbeats        uint64
+	NaksReceived      uint64
+	RetransmitFrames  uint64 // RETRANSMIT frames sent (ring and journal)
+	JournalFallbacks  uint64 // NAK ranges served from the journal
+	NeedSnapshots     uint64 // NAKs answered with NEED_SNAPSHOT
+	NakFramesClamped  uint64 // NAKs cut short by MaxFramesPerNak
+	NakBudgetExceeded uint64 // NAKs cut short by the bandwidth budget
+	NaksAboveHighest  uint64 // ranges above anything sent, ignored
+}
+
+type slot struct {
+	frame []byte
+	first uint64
+	last  uint64
+}
+
+// Sequencer is the primary's replication core. Not safe for concurrent
+// use: one runtime goroutine owns it.
+type Sequencer struct {
+	cfg    Config
+	origin wire.Origin
+	out    Output
+	hist   History
+
+	next    uint64 // seq the next command gets
+	sent    uint64 // highest seq multicast
+	batch   *wire.Batch
+	scratch *wire.Batch // for journal retransmits
+	tmp     []byte      // retyped copy of a ring frame
+
+	ring  []slot
+	head  int // index of the oldest slot
+	count int // slots in use
+
+	snapshotSeq uint64
+
+	lastSendNs   int64
+	tokens       int64
+	lastRefillNs int64
+	started      bool
+
+	stats Stats
+}
+
+// New returns a sequencer that leads under epoch and continues after
+// lastSeq (0 for a fresh stream; applied for a promoted standby). hist may
+// be nil, in which case ranges older than the ring are answered with
+// NEED_SNAPSHOT.
+func New(cfg Config, epoch, lastSeq uint64, out Output, hist History) *Sequencer {
+	cfg.withDefaults()
+	s := &Sequencer{
+		cfg:     cfg,
+		origin:  wire.Origin{Stream: cfg.Stream, Node: cfg.Node, Epoch: epoch},
+		out:     out,
+		hist:    hist,
+		next:    lastSeq + 1,
+		sent:    lastSeq,
+		batch:   wire.NewBatch(cfg.DatagramLen),
+		scratch: wire.NewBatch(cfg.DatagramLen),
+		tmp:     make([]byte, 0, cfg.DatagramLen),
+		ring:    make([]slot, cfg.RingFrames),
+		tokens:  cfg.RetransmitBurstBytes,
+	}
+	for i := range s.ring {
+		s.ring[i].frame = make([]byte, 0, cfg.DatagramLen)
+	}
+	s.batch.Reset(wire.TypeData, s.origin, s.next)
+	return s
+}
+
+// Epoch is the epoch this sequencer leads under.
+func (s *Sequencer) Epoch() uint64 { return s.origin.Epoch }
+
+// LastAssigned is the highest seq assigned so far.
+func (s *Sequencer) LastAssigned() uint64 { return s.next - 1 }
+
+// HighestSent is the highest seq multicast so far.
+func (s *Sequencer) HighestSent() uint64 { return s.sent }
+
+// SetSnapshotSeq records the seq of the latest snapshot, named in
+// NEED_SNAPSHOT answers so the standby knows what it will get.
+func (s *Sequencer) SetSnapshotSeq(seq uint64) { s.snapshotSeq = seq }
+
+// Stats returns a copy of the counters.
+func (s *Sequencer) Stats() Stats { return s.stats }
+
+// MaxCommand is the largest command Submit accepts.
+func (s *Sequencer) MaxCommand() int { return s.batch.MaxMessage() }
+
+// Submit assigns the next seq to cmd and packs it into the open batch,
+// multicasting the batch first if cmd does not fit. cmd is copied.
+func (s *Sequencer) Submit(cmd []byte, nowNs int64) (uint64, error) {
+	if len(cmd) > s.batch.MaxMessage() {
+		return 0, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(cmd), s.batch.MaxMessage())
+	}
+	if !s.batch.Add(cmd) {
+		s.seal(nowNs)
+		if !s.batch.Add(cmd) {
+			panic("sequencer: command refused by an empty batch")
+		}
+	}
+	seq := s.next
+	s.next++
+	s.stats.Commands++
+	return seq, nil
+}
+
+// Flush multicasts the open batch, if it holds anything.
+func (s *Sequencer) Flush(nowNs int64) {
+	if s.batch.Count() > 0 {
+		s.seal(nowNs)
+	}
+}
+
+// seal multicasts the open batch, keeps it in the ring and opens the next.
+func (s *Sequencer) seal(nowNs int64) {
+	frame := s.batch.Bytes()
+	first, last := s.batch.FirstSeq(), s.batch.NextSeq()-1
+	var sl *slot
+	if s.count == len(s.ring) {
+		sl = &s.ring[s.head]
+		s.head = (s.head + 1) % len(s.ring)
+	} else {
+		sl = &s.ring[(s.head+s.count)%len(s.ring)]
+		s.count++
+	}
+	sl.frame = append(sl.frame[:0], frame...)
+	sl.first, sl.last = first, last
+	s.out.Multicast(frame)
+	s.stats.Frames++
+	s.sent = last
+	s.lastSendNs = nowNs
+	s.started = true
+	s.batch.Reset(wire.TypeData, s.origin, s.next)
+}
+
+// Tick sends a HEARTBEAT when nothing was multicast for
+// HeartbeatIntervalNs. It reports whether it sent one.
+func (s *Sequencer) Tick(nowNs int64) bool {
+	if s.started && nowNs-s.lastSendNs < s.cfg.HeartbeatIntervalNs {
+		return false
+	}
+	s.Heartbeat(nowNs)
+	return true
+}
+
+// Heartbeat multicasts a HEARTBEAT now.
+func (s *Sequencer) Heartbeat(nowNs int64) {
+	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent}
+	s.tmp = hb.Append(s.tmp[:0])
+	s.out.Multicast(s.tmp)
+	s.stats.Heartbeats++
+	s.lastSendNs = nowNs
+	s.started = true
+}
+
+// AnnounceEpoch multicasts NEW_EPOCH: this primary leads from its epoch on
+// and lastSeq is the last seq of the previous epoch it holds.
+func (s *Sequencer) AnnounceEpoch(prevEpoch uint64, nowNs int64) {
+	ne := wire.NewEpoch{Origin: s.origin, PrevEpoch: prevEpoch, LastSeq: s.sent}
+	s.tmp = ne.Append(s.tmp[:0])
+	s.out.Multicast(s.tmp)
+	s.lastSendNs = nowNs
+	s.started = true
+}
+
+// SendHash multicasts the state hash after seq, for standbys to compare.
+func (s *Sequencer) SendHash(seq, hash uint64, nowNs int64) {
+	h := wire.Hash{Origin: s.origin, Seq: seq, Hash: hash}
+	s.tmp = h.Append(s.tmp[:0])
+	s.out.Multicast(s.tmp)
+	s.lastSendNs = nowNs
+	s.started = true
+}
+
+// refill adds retransmit tokens for the time since the last refill.
+func (s *Sequencer) refill(nowNs int64) {
+	if nowNs <= s.lastRefillNs {
+		return
+	}
+	elapsed := nowNs - s.lastRefillNs
+	s.lastRefillNs = nowNs
+	// Cap elapsed first so the product cannot overflow.
+	if elapsed > 10_000_000_000 {
+		elapsed = 10_000_000_000
+	}
+	s.tokens += elapsed * s.cfg.RetransmitBytesPerSec / 1_000_000_000
+	if s.tokens > s.cfg.RetransmitBurstBytes {
+		s.tokens = s.cfg.RetransmitBurstBytes
+	}
+}
+
+// OnNak answers a NAK from a standby: every range, in order, is resent as
+// RETRANSMIT frames from the ring, or from the journal for seqs older than
+// the ring, or answered with NEED_SNAPSHOT when neither holds it. One NAK
+// sends at most MaxFramesPerNak frames and only while the bandwidth budget
+// has tokens; the standby NAKs again for the rest after its back-off.
+func (s *Sequencer) OnNak(nak *wire.Nak, nowNs int64) {
+	s.stats.NaksReceived++
+	s.refill(nowNs)
+	budget := s.cfg.MaxFramesPerNak
+	for _, r := range nak.Ranges[:nak.N] {
+		if r.From > s.sent {
+			s.stats.NaksAboveHighest++
+			continue
+		}
+		r.To = min(r.To, s.sent)
+		var stop bool
+		budget, stop = s.resend(nak.Node, r, budget)
+		if stop {
+			return
+		}
+	}
+}
+
+// resend sends range r to node; stop reports a bound was hit.
+func (s *Sequencer) resend(node uint32, r wire.Range, budget int) (int, bool) {
+	oldest := s.ringOldest()
+	if r.From < oldest {
+		// The part below the ring comes from the journal.
+		to := min(r.To, oldest-1)
+		var stop bool
+		budget, stop = s.resendFromHistory(node, wire.Range{From: r.From, To: to}, budget)
+		if stop || r.To < oldest {
+			return budget, stop
+		}
+		r.From = oldest
+	}
+	for i := s.ringIndex(r.From); i < s.count; i++ {
+		sl := &s.ring[(s.head+i)%len(s.ring)]
+		if sl.first > r.To {
+			break
+		}
+		if !s.spend(len(sl.frame), &budget) {
+			return budget, true
+		}
+		s.tmp = append(s.tmp[:0], sl.frame...)
+		if err := wire.Retype(s.tmp, wire.TypeRetransmit); err != nil {
+			panic("sequencer: ring holds a bad frame: " + err.Error())
+		}
+		s.out.Unicast(node, s.tmp)
+		s.stats.RetransmitFrames++
+	}
+	return budget, false
+}
+
+// spend takes one frame of n bytes from the per-NAK budget and the
+// bandwidth bucket; false means a bound was hit (and is counted).
+func (s *Sequencer) spend(n int, budget *int) bool {
+	if *budget == 0 {
+		s.stats.NakFramesClamped++
+		return false
+	}
+	if s.tokens < int64(n) {
+		s.stats.NakBudgetExceeded++
+		return false
+	}
+	*budget--
+	s.tokens -= int64(n)
+	return true
+}
+
+// resendFromHistory re-packs journal records of r into RETRANSMIT frames.
+func (s *Sequencer) resendFromHistory(node uint32, r wire.Range, budget int) (int, bool) {
+	if s.hist == nil {
+		s.needSnapshot(node)
+		return budget, true
+	}
+	s.stats.JournalFallbacks++
+	stop := false
+	s.scratch.Reset(wire.TypeRetransmit, s.origin, r.From)
+	expect := r.From
+	flush := func() bool {
+		if s.scratch.Count() == 0 {
+			return true
+		}
+		frame := s.scratch.Bytes()
+		if !s.spend(len(frame), &budget) {
+			stop = true
+			return false
+		}
+		s.out.Unicast(node, frame)
+		s.stats.RetransmitFrames++
+		return true
+	}
+	err := s.hist.ReadFrom(r.From, func(_, seq uint64, payload []byte) bool {
+		if seq != expect || seq > r.To {
+			return false
+		}
+		if !s.scratch.Add(payload) {
+			if !flush() {
+				return false
+			}
+			s.scratch.Reset(wire.TypeRetransmit, s.origin, seq)
+			if !s.scratch.Add(payload) {
+				return false
+			}
+		}
+		expect++
+		return expect <= r.To
+	})
+	if stop {
+		return budget, true
+	}
+	if err != nil || expect == r.From {
+		s.needSnapshot(node)
+		return budget, true
+	}
+	if !flush() {
+		return budget, true
+	}
+	return budget, false
+}
+
+func (s *Sequencer) needSnapshot(node uint32) {
+	ns := wire.NeedSnapshot{Origin: s.origin, FirstAvailable: s.ringOldest(), SnapshotSeq: s.snapshotSeq}
+	s.tmp = ns.Append(s.tmp[:0])
+	s.out.Unicast(node, s.tmp)
+	s.stats.NeedSnapshots++
+}
+
+// ringOldest is the first seq the ring holds (HighestSent+1 when empty).
+func (s *Sequencer) ringOldest() uint64 {
+	if s.count == 0 {
+		return s.sent + 1
+	}
+	return s.ring[s.head].first
+}
+
+// ringIndex is the position (0 = oldest) of the slot holding seq, found by
+// binary search over the ordered ring.
+func (s *Sequencer) ringIndex(seq uint64) int {
+	lo, hi := 0, s.count
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if s.ring[(s.head+mid)%len(s.ring)].last < seq {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}

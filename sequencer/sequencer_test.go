@@ -1,0 +1,411 @@
+package sequencer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/seqbus/seqbus/wire"
+)
+
+// recorder is an Output that keeps parsed copies of everything sent.
+type recorder struct {
+	multicast [][]byte
+	unicast   [][]byte
+	to        []uint32
+}
+
+func (r *recorder) Multicast(f []byte) { r.multicast = append(r.multicast, bytes.Clone(f)) }
+func (r *recorder) Unicast(node uint32, f []byte) {
+	r.unicast = append(r.unicast, bytes.Clone(f))
+	r.to = append(r.to, node)
+}
+
+// tb is what both *testing.T and *rapid.T offer.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// messages returns seq -> payload for every DATA/RETRANSMIT frame in fs.
+func messages(t tb, fs [][]byte) map[uint64][]byte {
+	t.Helper()
+	out := map[uint64][]byte{}
+	for _, b := range fs {
+		f, _, err := wire.Parse(b)
+		if err != nil {
+			t.Fatalf("sent an invalid frame: %v", err)
+		}
+		it := f.Messages()
+		for {
+			seq, m, ok := it.Next()
+			if !ok {
+				break
+			}
+			out[seq] = bytes.Clone(m)
+		}
+	}
+	return out
+}
+
+func types(t tb, fs [][]byte) []wire.Type {
+	var out []wire.Type
+	for _, b := range fs {
+		f, _, err := wire.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f.Type)
+	}
+	return out
+}
+
+func cmd(seq uint64, n int) []byte {
+	b := make([]byte, max(n, 8))
+	binary.LittleEndian.PutUint64(b, seq)
+	return b
+}
+
+// history is a journal stand-in: records first..last, payload = cmd(seq).
+type history struct {
+	first, last uint64
+	size        int
+	reads       int
+}
+
+func (h *history) ReadFrom(from uint64, fn func(epoch, seq uint64, payload []byte) bool) error {
+	h.reads++
+	if from < h.first {
+		return errors.New("compacted")
+	}
+	for s := from; s <= h.last; s++ {
+		if !fn(1, s, cmd(s, h.size)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func TestSubmitAssignsSeqAndBatches(t *testing.T) {
+	var out recorder
+	s := New(Config{Stream: 1, Node: 9}, 3, 100, &out, nil)
+	for i := uint64(1); i <= 100; i++ {
+		seq, err := s.Submit(cmd(100+i, 32), 0)
+		if err != nil || seq != 100+i {
+			t.Fatalf("submit %d: seq %d err %v", i, seq, err)
+		}
+	}
+	s.Flush(0)
+	// 42 messages of 32 bytes fit a 1472-byte frame: 42 + 42 + 16.
+	if len(out.multicast) != 3 {
+		t.Fatalf("%d frames, want 3", len(out.multicast))
+	}
+	got := messages(t, out.multicast)
+	for seq := uint64(101); seq <= 200; seq++ {
+		if !bytes.Equal(got[seq], cmd(seq, 32)) {
+			t.Fatalf("seq %d missing or wrong", seq)
+		}
+	}
+	for _, b := range out.multicast {
+		f, _, _ := wire.Parse(b)
+		if f.Epoch != 3 || f.Node != 9 || f.Stream != 1 || f.Type != wire.TypeData || len(b) > wire.DefaultDatagramLen {
+			t.Fatalf("frame header %+v len %d", f.Header, len(b))
+		}
+	}
+	if s.HighestSent() != 200 || s.LastAssigned() != 200 {
+		t.Fatalf("sent %d assigned %d", s.HighestSent(), s.LastAssigned())
+	}
+	s.Flush(0)
+	if len(out.multicast) != 3 {
+		t.Fatal("an empty Flush sent a frame")
+	}
+}
+
+func TestSubmitTooLarge(t *testing.T) {
+	var out recorder
+	s := New(Config{}, 1, 0, &out, nil)
+	if _, err := s.Submit(make([]byte, s.MaxCommand()+1), 0); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v", err)
+	}
+	if s.LastAssigned() != 0 {
+		t.Fatal("a refused command was sequenced")
+	}
+	if seq, err := s.Submit(make([]byte, s.MaxCommand()), 0); err != nil || seq != 1 {
+		t.Fatalf("max-size command: %d %v", seq, err)
+	}
+}
+
+func TestHeartbeatWhenIdle(t *testing.T) {
+	var out recorder
+	s := New(Config{HeartbeatIntervalNs: 10}, 1, 0, &out, nil)
+	if !s.Tick(0) {
+		t.Fatal("no heartbeat at start")
+	}
+	if s.Tick(5) {
+		t.Fatal("heartbeat before the interval")
+	}
+	s.Submit(cmd(1, 8), 6)
+	s.Flush(6)
+	if s.Tick(15) {
+		t.Fatal("heartbeat right after data")
+	}
+	if !s.Tick(16) {
+		t.Fatal("no heartbeat after the interval")
+	}
+	f, _, err := wire.Parse(out.multicast[len(out.multicast)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := wire.DecodeHeartbeat(&f)
+	if err != nil || hb.HighestSeq != 1 {
+		t.Fatalf("heartbeat %+v %v", hb, err)
+	}
+}
+
+func nak(ranges ...wire.Range) *wire.Nak {
+	n := &wire.Nak{Origin: wire.Origin{Node: 5}}
+	for _, r := range ranges {
+		if !n.Add(r) {
+			panic("bad range")
+		}
+	}
+	return n
+}
+
+func fill(s *Sequencer, n uint64, size int) {
+	for i := uint64(0); i < n; i++ {
+		s.Submit(cmd(s.LastAssigned()+1, size), 0)
+	}
+	s.Flush(0)
+}
+
+func TestNakServedFromRing(t *testing.T) {
+	var out recorder
+	s := New(Config{}, 1, 0, &out, nil)
+	fill(s, 500, 32)
+	s.OnNak(nak(wire.Range{From: 10, To: 12}, wire.Range{From: 300, To: 320}), 1)
+	got := messages(t, out.unicast)
+	for _, seq := range []uint64{10, 11, 12, 300, 310, 320} {
+		if !bytes.Equal(got[seq], cmd(seq, 32)) {
+			t.Fatalf("seq %d not resent", seq)
+		}
+	}
+	for i, typ := range types(t, out.unicast) {
+		if typ != wire.TypeRetransmit || out.to[i] != 5 {
+			t.Fatalf("frame %d: %s to %d", i, typ, out.to[i])
+		}
+	}
+	// Frames hold 42: 10..12 lies in 1..42 and 300..320 in 295..336.
+	if len(out.unicast) != 2 {
+		t.Fatalf("%d frames resent, want 2", len(out.unicast))
+	}
+}
+
+func TestNakAboveHighestIgnored(t *testing.T) {
+	var out recorder
+	s := New(Config{}, 1, 0, &out, nil)
+	fill(s, 10, 32)
+	s.OnNak(nak(wire.Range{From: 11, To: 20}), 1)
+	if len(out.unicast) != 0 || s.Stats().NaksAboveHighest != 1 {
+		t.Fatalf("sent %d, stats %+v", len(out.unicast), s.Stats())
+	}
+	s.OnNak(nak(wire.Range{From: 9, To: 1000}), 1)
+	if got := messages(t, out.unicast); len(got) != 10 {
+		t.Fatalf("resent %d messages, want the frame holding 9..10", len(got))
+	}
+}
+
+func TestNakFallsBackToJournalThenSnapshot(t *testing.T) {
+	var out recorder
+	h := &history{first: 50, last: 10_000, size: 32}
+	s := New(Config{RingFrames: 4}, 2, 0, &out, h)
+	fill(s, 1000, 32) // ring keeps the last 4 frames only
+	if s.ringOldest() <= 100 {
+		t.Fatalf("ring still holds %d", s.ringOldest())
+	}
+	s.OnNak(nak(wire.Range{From: 60, To: 100}), 1)
+	got := messages(t, out.unicast)
+	for seq := uint64(60); seq <= 100; seq++ {
+		if !bytes.Equal(got[seq], cmd(seq, 32)) {
+			t.Fatalf("seq %d not resent from the journal", seq)
+		}
+	}
+	if s.Stats().JournalFallbacks != 1 {
+		t.Fatalf("stats %+v", s.Stats())
+	}
+	// Below the journal's first record: NEED_SNAPSHOT.
+	out = recorder{}
+	s.SetSnapshotSeq(49)
+	s.OnNak(nak(wire.Range{From: 10, To: 20}), 1)
+	if len(out.unicast) != 1 {
+		t.Fatalf("%d frames", len(out.unicast))
+	}
+	f, _, err := wire.Parse(out.unicast[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := wire.DecodeNeedSnapshot(&f)
+	if err != nil || ns.SnapshotSeq != 49 || ns.FirstAvailable != s.ringOldest() {
+		t.Fatalf("need snapshot %+v %v", ns, err)
+	}
+	// Without a journal, anything older than the ring is gone.
+	out = recorder{}
+	s2 := New(Config{RingFrames: 2}, 2, 0, &out, nil)
+	fill(s2, 500, 32)
+	s2.OnNak(nak(wire.Range{From: 1, To: 1}), 1)
+	if types(t, out.unicast)[0] != wire.TypeNeedSnapshot {
+		t.Fatal("no NEED_SNAPSHOT without a journal")
+	}
+}
+
+func TestNakBoundedPerNakAndByBandwidth(t *testing.T) {
+	var out recorder
+	s := New(Config{MaxFramesPerNak: 3}, 1, 0, &out, nil)
+	fill(s, 42*10, 32)
+	s.OnNak(nak(wire.Range{From: 1, To: 420}), 0)
+	if len(out.unicast) != 3 || s.Stats().NakFramesClamped != 1 {
+		t.Fatalf("sent %d frames, stats %+v", len(out.unicast), s.Stats())
+	}
+	// Bandwidth: 1 frame of burst, refilled at 1472 bytes per µs.
+	out = recorder{}
+	s = New(Config{RetransmitBurstBytes: 1472, RetransmitBytesPerSec: 1472_000_000}, 1, 0, &out, nil)
+	fill(s, 42*10, 32)
+	s.OnNak(nak(wire.Range{From: 1, To: 420}), 0)
+	if len(out.unicast) != 1 || s.Stats().NakBudgetExceeded != 1 {
+		t.Fatalf("sent %d frames with one frame of tokens, stats %+v", len(out.unicast), s.Stats())
+	}
+	s.OnNak(nak(wire.Range{From: 1, To: 420}), 0)
+	if len(out.unicast) != 1 {
+		t.Fatal("sent without tokens")
+	}
+	s.OnNak(nak(wire.Range{From: 1, To: 420}), 1000) // 1 µs later: one frame's worth
+	if len(out.unicast) != 2 {
+		t.Fatalf("sent %d after a refill of one frame", len(out.unicast))
+	}
+}
+
+func TestAnnounceAndHash(t *testing.T) {
+	var out recorder
+	s := New(Config{}, 5, 77, &out, nil)
+	s.AnnounceEpoch(4, 0)
+	s.SendHash(77, 0xabc, 0)
+	f, _, err := wire.Parse(out.multicast[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ne, _ := wire.DecodeNewEpoch(&f)
+	if ne.Epoch != 5 || ne.PrevEpoch != 4 || ne.LastSeq != 77 {
+		t.Fatalf("%+v", ne)
+	}
+	f, _, _ = wire.Parse(out.multicast[1])
+	h, _ := wire.DecodeHash(&f)
+	if h.Seq != 77 || h.Hash != 0xabc {
+		t.Fatalf("%+v", h)
+	}
+	if seq, _ := s.Submit(cmd(78, 8), 0); seq != 78 {
+		t.Fatalf("promoted sequencer continued at %d", seq)
+	}
+}
+
+// TestPropertyNakRecoversEverything: for random command sizes, flush points
+// and NAK ranges, with an unbounded budget, every NAKed seq that was sent
+// comes back with its original payload, from the ring or the journal.
+func TestPropertyNakRecoversEverything(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var out recorder
+		ringFrames := rapid.IntRange(1, 16).Draw(t, "ring")
+		n := rapid.Uint64Range(1, 600).Draw(t, "n")
+		size := rapid.IntRange(8, 200).Draw(t, "size")
+		h := &history{first: 1, last: n, size: size}
+		s := New(Config{RingFrames: ringFrames, MaxFramesPerNak: 1 << 20, RetransmitBurstBytes: 1 << 40}, 1, 0, &out, h)
+		for i := uint64(1); i <= n; i++ {
+			s.Submit(cmd(i, size), 0)
+			if rapid.IntRange(0, 9).Draw(t, "flush") == 0 {
+				s.Flush(0)
+			}
+		}
+		s.Flush(0)
+		sent := messages(t, out.multicast)
+		if uint64(len(sent)) != n {
+			t.Fatalf("multicast %d of %d", len(sent), n)
+		}
+		from := rapid.Uint64Range(1, n).Draw(t, "from")
+		to := rapid.Uint64Range(from, n+50).Draw(t, "to")
+		out.unicast = nil
+		s.OnNak(nak(wire.Range{From: from, To: to}), 1)
+		got := messages(t, out.unicast)
+		for seq := from; seq <= min(to, n); seq++ {
+			if !bytes.Equal(got[seq], cmd(seq, size)) {
+				t.Fatalf("seq %d not recovered (ring oldest %d)", seq, s.ringOldest())
+			}
+		}
+		for seq := range got {
+			if seq > n {
+				t.Fatalf("resent seq %d never assigned", seq)
+			}
+		}
+	})
+}
+
+func TestZeroAllocs(t *testing.T) {
+	var out nopOutput
+	s := New(Config{}, 1, 0, out, nil)
+	c := make([]byte, 32)
+	if a := testing.AllocsPerRun(1000, func() {
+		s.Submit(c, 0)
+	}); a != 0 {
+		t.Errorf("Submit: %v allocs", a)
+	}
+	s.Flush(0)
+	n := nak(wire.Range{From: 1, To: 100})
+	if a := testing.AllocsPerRun(100, func() { s.OnNak(n, 0) }); a != 0 {
+		t.Errorf("OnNak from ring: %v allocs", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { s.Tick(1 << 40) }); a != 0 {
+		t.Errorf("Tick: %v allocs", a)
+	}
+}
+
+type nopOutput struct{}
+
+func (nopOutput) Multicast([]byte)       {}
+func (nopOutput) Unicast(uint32, []byte) {}
+
+func BenchmarkSubmit32(b *testing.B) {
+	s := New(Config{}, 1, 0, nopOutput{}, nil)
+	c := make([]byte, 32)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Submit(c, 0)
+	}
+}
+
+func BenchmarkNakFromRing(b *testing.B) {
+	s := New(Config{RetransmitBurstBytes: 1 << 50, RetransmitBytesPerSec: 1 << 50}, 1, 0, nopOutput{}, nil)
+	fill(s, 42*64, 32)
+	n := nak(wire.Range{From: 1, To: 42 * 8})
+	b.ReportAllocs()
+	for b.Loop() {
+		s.OnNak(n, 0)
+	}
+}
+
+func ExampleSequencer() {
+	var out recorder
+	s := New(Config{Stream: 1, Node: 1}, 1, 0, &out, nil)
+	for _, c := range []string{"buy", "sell"} {
+		seq, _ := s.Submit([]byte(c), 0)
+		fmt.Println("seq", seq, c)
+	}
+	s.Flush(0)
+	fmt.Println("frames", len(out.multicast))
+	// Output:
+	// seq 1 buy
+	// seq 2 sell
+	// frames 1
+}
