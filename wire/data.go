@@ -35,11 +35,11 @@ func NewBatch(datagramLen int) *Batch {
 	return &Batch{buf: make([]byte, 0, datagramLen), limit: datagramLen}
 }
 
-// Reset starts a new frame of type t (TypeData or TypeRetransmit) whose
+// Reset starts a new frame of a batched type t (see Type.Batched) whose
 // first message will carry firstSeq.
 func (b *Batch) Reset(t Type, o Origin, firstSeq uint64) {
-	if t != TypeData && t != TypeRetransmit {
-		panic("wire: Batch.Reset with a type other than DATA or RETRANSMIT")
+	if !t.Batched() {
+		panic("wire: Batch.Reset with a type that carries no messages: " + t.String())
 	}
 	b.buf, b.start = appendHeader(b.buf[:0], t, o, 0, firstSeq)
 	b.count = 0
@@ -97,8 +97,8 @@ const maxUint16 = 1<<16 - 1
 // with seq firstSeq. It is the one-shot form of Batch, for retransmits and
 // tests; it returns ErrTooLarge when the frame would exceed MaxFrameLen.
 func AppendData(dst []byte, t Type, o Origin, firstSeq uint64, msgs ...[]byte) ([]byte, error) {
-	if t != TypeData && t != TypeRetransmit {
-		return dst, fmt.Errorf("%w: %s is not a data frame", ErrType, t)
+	if !t.Batched() {
+		return dst, fmt.Errorf("%w: %s carries no messages", ErrType, t)
 	}
 	size := HeaderLen
 	for _, m := range msgs {
@@ -148,7 +148,8 @@ func validateMessages(f *Frame) error {
 	return nil
 }
 
-// Messages iterates over the messages of a parsed DATA or RETRANSMIT frame.
+// Messages iterates over the messages of a parsed batched frame (DATA,
+// RETRANSMIT, COMMAND, OUTPUT).
 // The zero value yields nothing.
 type Messages struct {
 	rest []byte
@@ -159,7 +160,7 @@ type Messages struct {
 // Messages returns an iterator over f's messages; for any other frame type
 // it yields nothing.
 func (f *Frame) Messages() Messages {
-	if f.Type != TypeData && f.Type != TypeRetransmit {
+	if !f.Type.Batched() {
 		return Messages{}
 	}
 	return Messages{rest: f.Payload, seq: f.Seq, left: int(f.Count)}

@@ -10,7 +10,7 @@
 //	4      2    flags        0 (bits reserved for the MAC of a later version)
 //	6      2    stream id    which replicated stream this frame belongs to
 //	8      4    node id      the sender
-//	12     2    count        messages (DATA), ranges (NAK), members (LEASE)
+//	12     2    count        messages (DATA...), ranges (NAK), members (LEASE)
 //	14     2    reserved     0
 //	16     8    epoch        the sender's fencing epoch
 //	24     8    seq          first seq (DATA), highest (HEARTBEAT, ACK), ...

@@ -38,7 +38,7 @@ func Parse(b []byte) (f Frame, n int, err error) {
 // and the message iterator cannot fail or over-read afterwards.
 func validate(f *Frame) error {
 	switch f.Type {
-	case TypeData, TypeRetransmit:
+	case TypeData, TypeRetransmit, TypeCommand, TypeOutput:
 		return validateMessages(f)
 	case TypeHeartbeat, TypeAck:
 		return fixed(f, 0, 0)

@@ -68,7 +68,9 @@ const (
 	TypeLeaseQuery      Type = 14 // anyone -> witness: who leads?
 	TypeLeaseInfo       Type = 15 // witness -> anyone: holder and epoch
 	TypeNeedSnapshot    Type = 16 // primary -> standby: the range asked for is gone
-	typeMax                  = TypeNeedSnapshot
+	TypeCommand         Type = 17 // client -> primary: a batch of commands
+	TypeOutput          Type = 18 // primary -> client or market data: a batch of released outputs
+	typeMax                  = TypeOutput
 )
 
 var typeNames = [...]string{
@@ -88,6 +90,8 @@ var typeNames = [...]string{
 	TypeLeaseQuery:      "LEASE_QUERY",
 	TypeLeaseInfo:       "LEASE_INFO",
 	TypeNeedSnapshot:    "NEED_SNAPSHOT",
+	TypeCommand:         "COMMAND",
+	TypeOutput:          "OUTPUT",
 }
 
 func (t Type) String() string {
@@ -95,6 +99,15 @@ func (t Type) String() string {
 		return typeNames[t]
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// Batched reports whether frames of type t carry a batch of length-prefixed
+// messages (DATA, RETRANSMIT, COMMAND, OUTPUT) built with Batch and read
+// with Messages. In COMMAND frames Seq is the client's own number of the
+// first command; in OUTPUT frames it is the first output's number in its
+// stream (per client session, or the market-data sequence).
+func (t Type) Batched() bool {
+	return t == TypeData || t == TypeRetransmit || t == TypeCommand || t == TypeOutput
 }
 
 // Valid reports whether t is a frame type this version defines.

@@ -24,6 +24,13 @@ func samples(t testing.TB) map[string][]byte {
 		t.Fatal(err)
 	}
 	out["retransmit"] = re
+	for _, typ := range []Type{TypeCommand, TypeOutput} {
+		b, err := AppendData(nil, typ, testOrigin, 1, []byte("cmd"), []byte("cmd2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[typ.String()] = b
+	}
 	hb := Heartbeat{Origin: testOrigin, HighestSeq: 99}
 	out["heartbeat"] = hb.Append(nil)
 	ack := Ack{Origin: testOrigin, Seq: 98}
@@ -60,7 +67,7 @@ func samples(t testing.TB) map[string][]byte {
 func reencode(t testing.TB, f *Frame) []byte {
 	t.Helper()
 	switch {
-	case f.Type == TypeData || f.Type == TypeRetransmit:
+	case f.Type.Batched():
 		var msgs [][]byte
 		it := f.Messages()
 		for {
