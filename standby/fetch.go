@@ -1,0 +1,180 @@
+package standby
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/seqbus/seqbus/wire"
+)
+
+// Snapshot transfer, standby side: ask for the snapshot from an offset,
+// accept chunks strictly in order (anything else is ignored and counted),
+// re-ask from the current offset when nothing arrives within a timeout
+// (so a lost request or chunk costs one timeout, and a transfer resumes
+// where it stopped instead of restarting), restart from zero if the primary
+// now serves a different snapshot, and verify the CRC32C of the whole
+// snapshot before declaring it complete.
+
+// Defaults for FetchConfig.
+const (
+	// DefaultFetchTimeoutNs re-asks after 20 ms of silence: several round
+	// trips plus a chunk burst on a LAN, short against a lease.
+	DefaultFetchTimeoutNs = 20_000_000
+	// DefaultFetchMaxBytes refuses snapshots over 1 GiB: the receiver must
+	// buffer or spool it, so the bound is stated rather than implied.
+	DefaultFetchMaxBytes = 1 << 30
+)
+
+// Errors from Fetch.
+var (
+	// ErrSnapshotChecksum: the reassembled snapshot does not match its
+	// CRC32C; the transfer restarts from zero.
+	ErrSnapshotChecksum = errors.New("standby: snapshot checksum mismatch")
+	// ErrSnapshotTooLarge: the primary offers a snapshot over MaxBytes.
+	ErrSnapshotTooLarge = errors.New("standby: snapshot larger than the configured bound")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// FetchConfig configures a Fetch.
+type FetchConfig struct {
+	TimeoutNs int64
+	MaxBytes  uint64
+}
+
+// FetchStats counts a Fetch's work.
+type FetchStats struct {
+	Requests, Chunks, OutOfOrder, Restarts, ChecksumFailures, Completed uint64
+}
+
+// Fetch is the pure core of one snapshot download. The runtime writes each
+// accepted chunk's data at its offset (to a temp file), and on completion
+// restores the state machine from it and calls Window.ResetTo(Seq()).
+type Fetch struct {
+	cfg       FetchConfig
+	active    bool
+	seq       uint64 // snapshot seq being fetched (0 = any/latest)
+	total     uint64
+	checksum  uint32
+	offset    uint64
+	crc       uint32
+	lastNs    int64
+	requested bool
+	stats     FetchStats
+}
+
+// NewFetch returns an idle Fetch.
+func NewFetch(cfg FetchConfig) *Fetch {
+	if cfg.TimeoutNs <= 0 {
+		cfg.TimeoutNs = DefaultFetchTimeoutNs
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultFetchMaxBytes
+	}
+	return &Fetch{cfg: cfg}
+}
+
+// Active reports whether a transfer is under way.
+func (f *Fetch) Active() bool { return f.active }
+
+// Seq is the seq of the snapshot being fetched (0 until the first chunk).
+func (f *Fetch) Seq() uint64 { return f.seq }
+
+// Offset is how many bytes have been accepted.
+func (f *Fetch) Offset() uint64 { return f.offset }
+
+// Total is the snapshot's size (0 until the first chunk).
+func (f *Fetch) Total() uint64 { return f.total }
+
+// Stats returns the counters.
+func (f *Fetch) Stats() FetchStats { return f.stats }
+
+// Start begins (or restarts) a transfer of the latest snapshot and returns
+// the request to send. It is idempotent while active: it returns the
+// request for the current offset.
+func (f *Fetch) Start(nowNs int64) wire.SnapshotRequest {
+	if !f.active {
+		*f = Fetch{cfg: f.cfg, stats: f.stats, active: true}
+	}
+	return f.request(nowNs)
+}
+
+func (f *Fetch) request(nowNs int64) wire.SnapshotRequest {
+	f.lastNs = nowNs
+	f.stats.Requests++
+	return wire.SnapshotRequest{SnapshotSeq: f.seq, Offset: f.offset}
+}
+
+// Poll re-asks from the current offset when nothing arrived for TimeoutNs.
+func (f *Fetch) Poll(nowNs int64) (wire.SnapshotRequest, bool) {
+	if !f.active || nowNs-f.lastNs < f.cfg.TimeoutNs {
+		return wire.SnapshotRequest{}, false
+	}
+	return f.request(nowNs), true
+}
+
+// OnChunk accepts c if it is the next chunk of the snapshot being fetched.
+// It returns the data to write at c.Offset (nil when the chunk is ignored),
+// and done when the snapshot is complete and verified. On a checksum
+// failure the transfer restarts from zero and err is ErrSnapshotChecksum;
+// the caller discards what it wrote.
+func (f *Fetch) OnChunk(c *wire.SnapshotChunk, nowNs int64) (data []byte, done bool, err error) {
+	if !f.active {
+		return nil, false, nil
+	}
+	if c.Total > f.cfg.MaxBytes {
+		f.active = false
+		return nil, false, fmt.Errorf("%w: %d bytes", ErrSnapshotTooLarge, c.Total)
+	}
+	if f.total != 0 && (c.SnapshotSeq != f.seq || c.Total != f.total || c.Checksum != f.checksum) {
+		// The primary moved on to another snapshot: start over with it.
+		if c.Offset != 0 {
+			f.stats.OutOfOrder++
+			return nil, false, nil
+		}
+		f.stats.Restarts++
+		f.total = 0
+	}
+	if f.total == 0 {
+		if c.Offset != 0 {
+			f.stats.OutOfOrder++
+			return nil, false, nil
+		}
+		f.seq, f.total, f.checksum, f.offset, f.crc = c.SnapshotSeq, c.Total, c.Checksum, 0, 0
+	}
+	if c.Offset != f.offset {
+		f.stats.OutOfOrder++
+		return nil, false, nil
+	}
+	f.stats.Chunks++
+	f.lastNs = nowNs
+	f.offset += uint64(len(c.Data))
+	f.crc = crc32.Update(f.crc, castagnoli, c.Data)
+	if f.offset < f.total {
+		return c.Data, false, nil
+	}
+	if f.crc != f.checksum {
+		err := fmt.Errorf("%w: got %#08x want %#08x", ErrSnapshotChecksum, f.crc, f.checksum)
+		f.stats.ChecksumFailures++
+		f.total, f.offset, f.crc, f.seq = 0, 0, 0, 0
+		return nil, false, err
+	}
+	f.active = false
+	f.stats.Completed++
+	return c.Data, true, nil
+}
+
+// NeedsRequest reports whether the runtime should ask for more right after
+// accepting a chunk: the primary sends a bounded burst per request, so the
+// standby asks again when the burst has been consumed. burst is how many
+// chunks the primary sends per request.
+func (f *Fetch) NeedsRequest(burst uint64, chunkBytes int, nowNs int64) (wire.SnapshotRequest, bool) {
+	if !f.active || f.total == 0 || chunkBytes <= 0 {
+		return wire.SnapshotRequest{}, false
+	}
+	if (f.offset/uint64(chunkBytes))%burst != 0 {
+		return wire.SnapshotRequest{}, false
+	}
+	return f.request(nowNs), true
+}
