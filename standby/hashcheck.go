@@ -17,7 +17,7 @@ type seqHash struct {
 // HashStats counts comparisons.
 type HashStats struct {
 	Matched, Mismatched, Expired uint64
-	LastMismatchSeq             uint64
+	LastMismatchSeq              uint64
 }
 
 // HashCheck is the pure comparison core.
