@@ -1,0 +1,245 @@
+package arbiter
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+// testConfig uses small round numbers so expected values are easy to read.
+var testConfig = Config{LeaseDurationNs: 1000, RenewIntervalNs: 250, MarginNs: 150, RetryNs: 50}
+
+type arbiterStep struct {
+	op    string // "acquire", "renew", "restore"
+	node  NodeID
+	epoch uint64 // renew: presented epoch; restore: highest epoch
+	nowNs int64
+	want  Decision // ignored for restore
+}
+
+func acquire(node NodeID, nowNs int64, want Decision) arbiterStep {
+	return arbiterStep{op: "acquire", node: node, nowNs: nowNs, want: want}
+}
+
+func renew(node NodeID, epoch uint64, nowNs int64, want Decision) arbiterStep {
+	return arbiterStep{op: "renew", node: node, epoch: epoch, nowNs: nowNs, want: want}
+}
+
+func restore(highest uint64, nowNs int64) arbiterStep {
+	return arbiterStep{op: "restore", epoch: highest, nowNs: nowNs}
+}
+
+func grantNew(node NodeID, epoch uint64, expiresAtNs, remainingNs int64) Decision {
+	return Decision{Granted: true, Holder: node, Epoch: epoch, ExpiresAtNs: expiresAtNs, RemainingNs: remainingNs, PersistEpoch: true}
+}
+
+func grantExtend(node NodeID, epoch uint64, expiresAtNs, remainingNs int64) Decision {
+	return Decision{Granted: true, Holder: node, Epoch: epoch, ExpiresAtNs: expiresAtNs, RemainingNs: remainingNs}
+}
+
+func denied(reason DenyReason, holder NodeID, epoch uint64, expiresAtNs, remainingNs int64) Decision {
+	return Decision{Reason: reason, Holder: holder, Epoch: epoch, ExpiresAtNs: expiresAtNs, RemainingNs: remainingNs}
+}
+
+func TestArbiterRules(t *testing.T) {
+	const maxNs = math.MaxInt64
+	tests := []struct {
+		name  string
+		steps []arbiterStep
+	}{
+		{"grant to free", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+		}},
+		{"extend for holder keeps epoch", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			acquire(1, 400, grantExtend(1, 1, 1400, 1000)),
+		}},
+		{"refuse others while live", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			acquire(2, 300, denied(ReasonHeld, 1, 1, 1000, 700)),
+			acquire(3, 999, denied(ReasonHeld, 1, 1, 1000, 1)),
+		}},
+		{"renew by holder with current epoch before expiry", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			renew(1, 1, 999, grantExtend(1, 1, 1999, 1000)),
+		}},
+		{"renew exactly at expiry is refused", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			renew(1, 1, 1000, denied(ReasonExpired, NodeNone, 1, 0, 0)),
+		}},
+		{"renew with an old or future epoch is refused", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			renew(1, 0, 10, denied(ReasonEpochMismatch, 1, 1, 1000, 990)),
+			renew(1, 2, 10, denied(ReasonEpochMismatch, 1, 1, 1000, 990)),
+		}},
+		{"renew by a non-holder is refused", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			renew(2, 1, 10, denied(ReasonNotHolder, 1, 1, 1000, 990)),
+		}},
+		{"renew with nothing granted is refused", []arbiterStep{
+			renew(1, 0, 0, denied(ReasonNotHolder, NodeNone, 0, 0, 0)),
+		}},
+		{"renew after expiry by another node is refused", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			renew(2, 1, 1000, denied(ReasonNotHolder, NodeNone, 1, 0, 0)),
+		}},
+		{"expiry boundary: live at expiresAt-1, free at expiresAt", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			acquire(2, 999, denied(ReasonHeld, 1, 1, 1000, 1)),
+			acquire(2, 1000, grantNew(2, 2, 2000, 1000)),
+		}},
+		{"epoch+1 for each new holder", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			acquire(2, 1000, grantNew(2, 2, 2000, 1000)),
+			acquire(3, 2500, grantNew(3, 3, 3500, 1000)),
+			acquire(1, 3500, grantNew(1, 4, 4500, 1000)),
+		}},
+		{"same holder after expiry gets a new epoch", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			acquire(1, 1000, grantNew(1, 2, 2000, 1000)),
+			renew(1, 1, 1001, denied(ReasonEpochMismatch, 1, 2, 2000, 999)),
+		}},
+		{"node 0 is never granted", []arbiterStep{
+			acquire(0, 0, denied(ReasonInvalidNode, NodeNone, 0, 0, 0)),
+			renew(0, 0, 0, denied(ReasonInvalidNode, NodeNone, 0, 0, 0)),
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			acquire(0, 1, denied(ReasonInvalidNode, 1, 1, 1000, 999)),
+		}},
+		{"quarantine after restore refuses everyone for one lease", []arbiterStep{
+			restore(7, 100),
+			acquire(1, 100, denied(ReasonQuarantine, NodeNone, 7, 0, 1000)),
+			renew(1, 7, 500, denied(ReasonQuarantine, NodeNone, 7, 0, 600)),
+			acquire(2, 1099, denied(ReasonQuarantine, NodeNone, 7, 0, 1)),
+			acquire(2, 1100, grantNew(2, 8, 2100, 1000)),
+			acquire(1, 1101, denied(ReasonHeld, 2, 8, 2100, 999)),
+		}},
+		{"restore on a running arbiter drops and outlasts the live lease", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			restore(1, 500),
+			renew(1, 1, 600, denied(ReasonQuarantine, NodeNone, 1, 0, 900)),
+			acquire(1, 1499, denied(ReasonQuarantine, NodeNone, 1, 0, 1)),
+			acquire(1, 1500, grantNew(1, 2, 2500, 1000)),
+		}},
+		{"restore never lowers the epoch", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			acquire(2, 1000, grantNew(2, 2, 2000, 1000)),
+			restore(1, 2000),
+			acquire(3, 3000, grantNew(3, 3, 4000, 1000)),
+		}},
+		{"time going backwards is clamped and never shrinks a lease", []arbiterStep{
+			acquire(1, 1000, grantNew(1, 1, 2000, 1000)),
+			acquire(2, 500, denied(ReasonHeld, 1, 1, 2000, 1000)),
+			acquire(1, 0, grantExtend(1, 1, 2000, 1000)),
+			acquire(2, 2000, grantNew(2, 2, 3000, 1000)),
+		}},
+		{"expiry saturates near the top of the clock", []arbiterStep{
+			acquire(1, maxNs-10, grantNew(1, 1, maxNs, 10)),
+			acquire(2, maxNs-1, denied(ReasonHeld, 1, 1, maxNs, 1)),
+			acquire(2, maxNs, grantNew(2, 2, maxNs, 0)),
+		}},
+		{"negative clock readings work", []arbiterStep{
+			acquire(1, -5000, grantNew(1, 1, -4000, 1000)),
+			acquire(2, -4001, denied(ReasonHeld, 1, 1, -4000, 1)),
+			acquire(2, -4000, grantNew(2, 2, -3000, 1000)),
+		}},
+		{"no epoch left after a corrupt restore", []arbiterStep{
+			restore(math.MaxUint64, 0),
+			acquire(1, 1000, denied(ReasonEpochExhausted, NodeNone, math.MaxUint64, 0, 0)),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := NewArbiter(testConfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tt.steps {
+				var got Decision
+				switch s.op {
+				case "acquire":
+					got = a.Acquire(s.node, s.nowNs)
+				case "renew":
+					got = a.Renew(s.node, s.epoch, s.nowNs)
+				case "restore":
+					a.Restore(s.epoch, s.nowNs)
+					continue
+				}
+				if got != s.want {
+					t.Fatalf("step %d: %s(node %d, epoch %d, now %d)\n got %+v\nwant %+v", i, s.op, s.node, s.epoch, s.nowNs, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestArbiterQuery(t *testing.T) {
+	a, err := NewArbiter(testConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.Query(0), (Status{}); got != want {
+		t.Fatalf("empty: got %+v want %+v", got, want)
+	}
+	a.Acquire(4, 100)
+	if got, want := a.Query(600), (Status{Holder: 4, Epoch: 1, ExpiresAtNs: 1100, RemainingNs: 500}); got != want {
+		t.Fatalf("held: got %+v want %+v", got, want)
+	}
+	if got, want := a.Query(1100), (Status{Epoch: 1}); got != want {
+		t.Fatalf("expired: got %+v want %+v", got, want)
+	}
+	a.Restore(9, 2000)
+	if got, want := a.Query(2400), (Status{Epoch: 9, QuarantineRemainingNs: 600}); got != want {
+		t.Fatalf("quarantine: got %+v want %+v", got, want)
+	}
+	if got, want := a.Query(3000), (Status{Epoch: 9}); got != want {
+		t.Fatalf("after quarantine: got %+v want %+v", got, want)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := DefaultConfig()
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	if err := testConfig.Validate(); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	bad := map[string]func(c *Config){
+		"zero lease":             func(c *Config) { c.LeaseDurationNs = 0 },
+		"negative renew":         func(c *Config) { c.RenewIntervalNs = -1 },
+		"zero retry":             func(c *Config) { c.RetryNs = 0 },
+		"negative margin":        func(c *Config) { c.MarginNs = -1 },
+		"margin equals lease":    func(c *Config) { c.MarginNs = c.LeaseDurationNs },
+		"renew beyond view":      func(c *Config) { c.RenewIntervalNs = c.LeaseDurationNs - c.MarginNs },
+		"renew+retry fill view":  func(c *Config) { c.RetryNs = c.LeaseDurationNs - c.MarginNs - c.RenewIntervalNs },
+		"huge renew, huge retry": func(c *Config) { c.RenewIntervalNs, c.RetryNs = math.MaxInt64, math.MaxInt64 },
+	}
+	for name, mutate := range bad {
+		c := DefaultConfig()
+		mutate(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: Validate = %v, want ErrInvalidConfig", name, err)
+		}
+		if _, err := NewArbiter(c); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: NewArbiter error = %v, want ErrInvalidConfig", name, err)
+		}
+		if _, err := NewKeeper(1, c); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: NewKeeper error = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	if _, err := NewKeeper(NodeNone, ok); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewKeeper(NodeNone) error = %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestDenyReasonString(t *testing.T) {
+	if got := ReasonHeld.String(); got != "held" {
+		t.Errorf("ReasonHeld = %q", got)
+	}
+	if got := DenyReason(200).String(); got != "DenyReason(200)" {
+		t.Errorf("unknown = %q", got)
+	}
+	if got := RequestRenew.String(); got != "renew" {
+		t.Errorf("RequestRenew = %q", got)
+	}
+}

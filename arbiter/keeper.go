@@ -1,0 +1,214 @@
+package arbiter
+
+import (
+	"fmt"
+	"math"
+)
+
+// MaxOutstandingRequests bounds how many sent-but-unanswered request IDs a
+// keeper remembers (with their send times). At the bound the oldest is
+// forgotten: sending request n overwrites the slot of request n-8, and a
+// reply to a forgotten request is ignored. Ignoring a grant is always safe
+// (it can only shorten what the node believes it holds). With the default
+// 50 ms retry, eight requests span 400 ms; a grant that old would leave less
+// than half a lease anyway.
+const MaxOutstandingRequests = 8
+
+// RequestKind is what a keeper asks the witness for.
+type RequestKind uint8
+
+// Request kinds.
+const (
+	// RequestAcquire asks for the lease (new epoch if none is live, or an
+	// extension if this node already holds it).
+	RequestAcquire RequestKind = 1
+	// RequestRenew extends the lease under Request.Epoch.
+	RequestRenew RequestKind = 2
+)
+
+func (k RequestKind) String() string {
+	switch k {
+	case RequestAcquire:
+		return "acquire"
+	case RequestRenew:
+		return "renew"
+	}
+	return fmt.Sprintf("RequestKind(%d)", uint8(k))
+}
+
+// Request is what Tick tells the runtime to send to the witness.
+type Request struct {
+	// ID increases by one with every request; the witness echoes it so the
+	// reply is matched to the send time of exactly this request.
+	ID   uint64
+	Kind RequestKind
+	Node NodeID
+	// Epoch is the epoch being renewed (0 for an acquire).
+	Epoch uint64
+	// SentAtNs is the nowNs given to Tick, read BEFORE sending: the lease
+	// is timed from here, never from when the reply arrives.
+	SentAtNs int64
+}
+
+type outstandingRequest struct {
+	id       uint64
+	sentAtNs int64
+}
+
+// Keeper is the lease keeper a node runs: it decides when to send an
+// acquire or renew to the witness, turns replies into a LeaseView, and
+// answers MayLead. It does no I/O and reads no clock. It is not safe for
+// concurrent use.
+type Keeper struct {
+	node     NodeID
+	cfg      Config
+	wantLead bool
+
+	// view is the best lease this node knows it holds. viewRequestID is the
+	// request it came from, or a later denied request that ended it.
+	view          LeaseView
+	viewRequestID uint64
+	// epochSeenHighest is the highest epoch seen in any grant or deny. A
+	// grant of an older epoch is dead on arrival.
+	epochSeenHighest uint64
+
+	lastRequestID uint64
+	nextSendAtNs  int64
+	outstanding   [MaxOutstandingRequests]outstandingRequest
+
+	lastDeny struct {
+		holder      NodeID
+		epoch       uint64
+		remainingNs int64
+	}
+}
+
+// NewKeeper returns a keeper for node that holds nothing and does not yet
+// want to lead (call SetWantLead(true) to contend).
+func NewKeeper(node NodeID, cfg Config) (*Keeper, error) {
+	if node == NodeNone {
+		return nil, fmt.Errorf("%w: keeper node ID must not be NodeNone", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Keeper{node: node, cfg: cfg, nextSendAtNs: math.MinInt64}, nil
+}
+
+// SetWantLead says whether this node wants the lease. When it starts
+// wanting, the next Tick sends at once. A keeper that stops wanting sends
+// nothing more and lets its lease lapse; it may still lead until its view
+// ends, so the runtime keeps checking MayLead.
+func (k *Keeper) SetWantLead(want bool) {
+	if want && !k.wantLead {
+		k.nextSendAtNs = math.MinInt64
+	}
+	k.wantLead = want
+}
+
+// Tick returns a request to send, if one is due at nowNs: a renew (with the
+// view's epoch) every RenewIntervalNs while the view's lease has not ended
+// by the local clock, an acquire when it has and the node wants to lead,
+// and a resend RetryNs after any request that gets no answer or a refusal.
+// nowNs is recorded as the request's send time, so the runtime must call
+// Tick immediately before sending, never after.
+func (k *Keeper) Tick(nowNs int64) (Request, bool) {
+	if !k.wantLead || nowNs < k.nextSendAtNs {
+		return Request{}, false
+	}
+	k.lastRequestID++
+	req := Request{ID: k.lastRequestID, Kind: RequestAcquire, Node: k.node, SentAtNs: nowNs}
+	// Renew while the witness may still count us as holder (margin 0): a
+	// renewal keeps the epoch, whereas an acquire after expiry starts a new
+	// term.
+	if MayLead(k.view, nowNs, 0) {
+		req.Kind = RequestRenew
+		req.Epoch = k.view.Epoch
+	}
+	k.outstanding[req.ID%MaxOutstandingRequests] = outstandingRequest{id: req.ID, sentAtNs: nowNs}
+	k.nextSendAtNs = addSaturating(nowNs, k.cfg.RetryNs)
+	return req, true
+}
+
+// OnGrant records a grant for requestID of epoch for durationNs (the
+// witness's remaining time at grant). The view is timed from the send time
+// of THAT request. It returns false and leaves the view alone when the
+// request ID is unknown, already answered or forgotten (see
+// MaxOutstandingRequests), when epoch or durationNs is not positive, when
+// epoch is older than one already seen, or when the grant is not newer than
+// the current view; only a well-formed reply marks its request answered. The
+// duration is capped at the configured lease duration: trusting a longer
+// one from the wire would be unsafe, and a shorter one is the witness's
+// word.
+func (k *Keeper) OnGrant(requestID uint64, epoch uint64, durationNs int64) bool {
+	// A malformed grant does not consume the request: the real answer may
+	// still come.
+	if epoch == 0 || durationNs <= 0 {
+		return false
+	}
+	sentAtNs, ok := k.takeOutstanding(requestID)
+	if !ok || epoch < k.epochSeenHighest {
+		return false
+	}
+	if epoch == k.view.Epoch && requestID <= k.viewRequestID {
+		return false
+	}
+	k.view = LeaseView{Epoch: epoch, SentAtNs: sentAtNs, DurationNs: min(durationNs, k.cfg.LeaseDurationNs)}
+	k.viewRequestID = requestID
+	k.epochSeenHighest = epoch
+	k.nextSendAtNs = addSaturating(sentAtNs, k.cfg.RenewIntervalNs)
+	return true
+}
+
+// OnDeny records a refusal of requestID; holder, epoch and remainingNs are
+// the witness's word on who holds the lease (see LastDeny). A refusal of a
+// request sent after the one that produced the view ends the view (the
+// witness no longer counted this node as holder when it answered); a
+// refusal of an older request changes no view. The next request goes out
+// RetryNs after the refused one was sent. It returns false, changing
+// nothing, for an unknown, answered or forgotten request ID.
+func (k *Keeper) OnDeny(requestID uint64, holder NodeID, epoch uint64, remainingNs int64) bool {
+	sentAtNs, ok := k.takeOutstanding(requestID)
+	if !ok {
+		return false
+	}
+	k.epochSeenHighest = max(k.epochSeenHighest, epoch)
+	if requestID > k.viewRequestID {
+		k.view.DurationNs = 0
+		k.viewRequestID = requestID
+	}
+	k.nextSendAtNs = min(k.nextSendAtNs, addSaturating(sentAtNs, k.cfg.RetryNs))
+	k.lastDeny.holder = holder
+	k.lastDeny.epoch = epoch
+	k.lastDeny.remainingNs = remainingNs
+	return true
+}
+
+// MayLead reports whether this node may act as leader at nowNs (its own
+// monotonic clock): MayLead(View(), nowNs, MarginNs).
+func (k *Keeper) MayLead(nowNs int64) bool { return MayLead(k.view, nowNs, k.cfg.MarginNs) }
+
+// View returns the current lease view. A view ended by a refusal keeps its
+// epoch and has DurationNs 0.
+func (k *Keeper) View() LeaseView { return k.view }
+
+// Epoch returns the epoch of the current view (0 if never granted): the
+// epoch to stamp on frames while MayLead is true. It never decreases.
+func (k *Keeper) Epoch() uint64 { return k.view.Epoch }
+
+// LastDeny returns the holder, epoch and remaining time reported by the
+// most recent refusal (zero before any).
+func (k *Keeper) LastDeny() (holder NodeID, epoch uint64, remainingNs int64) {
+	return k.lastDeny.holder, k.lastDeny.epoch, k.lastDeny.remainingNs
+}
+
+// takeOutstanding finds and forgets requestID, so each reply counts once.
+func (k *Keeper) takeOutstanding(requestID uint64) (sentAtNs int64, ok bool) {
+	slot := &k.outstanding[requestID%MaxOutstandingRequests]
+	if requestID == 0 || slot.id != requestID {
+		return 0, false
+	}
+	sentAtNs = slot.sentAtNs
+	*slot = outstandingRequest{}
+	return sentAtNs, true
+}

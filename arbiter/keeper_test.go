@@ -1,0 +1,310 @@
+package arbiter
+
+import (
+	"testing"
+)
+
+func newTestKeeper(t *testing.T, node NodeID) *Keeper {
+	t.Helper()
+	k, err := NewKeeper(node, testConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func mustTick(t *testing.T, k *Keeper, nowNs int64, wantKind RequestKind) Request {
+	t.Helper()
+	req, ok := k.Tick(nowNs)
+	if !ok {
+		t.Fatalf("Tick(%d): nothing to send, want a %s", nowNs, wantKind)
+	}
+	if req.Kind != wantKind || req.SentAtNs != nowNs || req.Node != k.node {
+		t.Fatalf("Tick(%d) = %+v, want kind %s, SentAtNs %d, node %d", nowNs, req, wantKind, nowNs, k.node)
+	}
+	return req
+}
+
+func mustNotTick(t *testing.T, k *Keeper, nowNs int64) {
+	t.Helper()
+	if req, ok := k.Tick(nowNs); ok {
+		t.Fatalf("Tick(%d) = %+v, want nothing to send", nowNs, req)
+	}
+}
+
+func TestKeeperSilentUntilItWantsToLead(t *testing.T) {
+	k := newTestKeeper(t, 3)
+	mustNotTick(t, k, 0)
+	mustNotTick(t, k, 1e9)
+	k.SetWantLead(true)
+	req := mustTick(t, k, 1e9, RequestAcquire)
+	if req.ID != 1 || req.Epoch != 0 {
+		t.Fatalf("first request %+v, want ID 1 epoch 0", req)
+	}
+}
+
+func TestKeeperRetriesAfterRetryNs(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 100, RequestAcquire)
+	mustNotTick(t, k, 149) // unanswered, but RetryNs (50) not yet elapsed
+	r2 := mustTick(t, k, 150, RequestAcquire)
+	if r2.ID != r1.ID+1 {
+		t.Fatalf("request IDs %d then %d, want increasing by one", r1.ID, r2.ID)
+	}
+}
+
+func TestKeeperTimesLeaseFromSendNotReply(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	req := mustTick(t, k, 0, RequestAcquire)
+	// The grant arrives 900 ns after sending (the reply was slow). The
+	// witness granted at some time in [0, 900]; only the send time is safe.
+	if !k.OnGrant(req.ID, 1, 1000) {
+		t.Fatal("grant refused")
+	}
+	if got, want := k.View(), (LeaseView{Epoch: 1, SentAtNs: 0, DurationNs: 1000}); got != want {
+		t.Fatalf("view %+v, want %+v", got, want)
+	}
+	if !k.MayLead(849) || k.MayLead(850) || k.MayLead(900) {
+		t.Fatalf("MayLead(849, 850, 900) = %v %v %v, want true false false", k.MayLead(849), k.MayLead(850), k.MayLead(900))
+	}
+	if k.Epoch() != 1 {
+		t.Fatalf("Epoch = %d", k.Epoch())
+	}
+}
+
+func TestKeeperRenewsEveryRenewInterval(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	k.OnGrant(r1.ID, 7, 1000)
+	mustNotTick(t, k, 50) // answered: no retry
+	mustNotTick(t, k, 249)
+	r2 := mustTick(t, k, 250, RequestRenew)
+	if r2.Epoch != 7 {
+		t.Fatalf("renew carries epoch %d, want 7", r2.Epoch)
+	}
+	k.OnGrant(r2.ID, 7, 1000)
+	if got := k.View().SentAtNs; got != 250 {
+		t.Fatalf("view SentAt %d after renewal, want 250", got)
+	}
+	mustNotTick(t, k, 499)
+	mustTick(t, k, 500, RequestRenew)
+}
+
+func TestKeeperRenewsUntilLeaseEndThenAcquires(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	k.OnGrant(r1.ID, 2, 1000)
+	// Renewals go unanswered. Past the margin the node may not lead, but the
+	// witness may still count it as holder: keep renewing (same epoch).
+	mustTick(t, k, 900, RequestRenew)
+	if k.MayLead(900) {
+		t.Fatal("MayLead past the margin")
+	}
+	// At the lease end by the local clock the keeper asks afresh.
+	mustTick(t, k, 1000, RequestAcquire)
+}
+
+func TestKeeperIgnoresUnusableGrants(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	r2 := mustTick(t, k, 50, RequestAcquire)
+	r3 := mustTick(t, k, 100, RequestAcquire)
+	r4 := mustTick(t, k, 150, RequestAcquire)
+	if k.OnGrant(999, 1, 1000) {
+		t.Error("grant for a never-sent request accepted")
+	}
+	if k.OnGrant(0, 1, 1000) {
+		t.Error("grant for request 0 accepted")
+	}
+	if k.OnGrant(r1.ID, 0, 1000) {
+		t.Error("grant of epoch 0 accepted")
+	}
+	// The malformed grant did not consume request 1.
+	if !k.OnGrant(r1.ID, 5, 1000) {
+		t.Fatal("good grant refused after a malformed one")
+	}
+	if !k.OnGrant(r3.ID, 5, 1000) {
+		t.Fatal("same epoch from a newer request refused")
+	}
+	if k.OnGrant(r3.ID, 5, 1000) {
+		t.Error("duplicate grant accepted")
+	}
+	// Same epoch from an older request must not move the view back.
+	if k.OnGrant(r2.ID, 5, 1000) {
+		t.Error("older request's grant of the same epoch accepted")
+	}
+	if got := k.View().SentAtNs; got != 100 {
+		t.Fatalf("view SentAt %d, want 100", got)
+	}
+	// An older epoch is dead.
+	if k.OnGrant(r4.ID, 4, 1000) {
+		t.Error("stale epoch accepted")
+	}
+	if k.Epoch() != 5 {
+		t.Fatalf("Epoch %d, want 5", k.Epoch())
+	}
+}
+
+func TestKeeperNonPositiveDurationIgnored(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	r2 := mustTick(t, k, 50, RequestAcquire)
+	if k.OnGrant(r1.ID, 1, 0) || k.OnGrant(r2.ID, 1, -1) {
+		t.Fatal("grant with non-positive duration accepted")
+	}
+	if k.MayLead(60) {
+		t.Fatal("MayLead without a lease")
+	}
+}
+
+func TestKeeperNewerEpochFromOlderRequestAccepted(t *testing.T) {
+	// The witness answers in its own order: request 2 got epoch 3, then
+	// request 1 (delayed) got epoch 4 after epoch 3 lapsed. Epoch 4 is the
+	// newer term and is timed from request 1's send.
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	r2 := mustTick(t, k, 50, RequestAcquire)
+	k.OnGrant(r2.ID, 3, 1000)
+	if !k.OnGrant(r1.ID, 4, 1000) {
+		t.Fatal("newer epoch refused")
+	}
+	if got, want := k.View(), (LeaseView{Epoch: 4, SentAtNs: 0, DurationNs: 1000}); got != want {
+		t.Fatalf("view %+v, want %+v", got, want)
+	}
+}
+
+func TestKeeperCapsGrantedDuration(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r := mustTick(t, k, 0, RequestAcquire)
+	k.OnGrant(r.ID, 1, 1<<62)
+	if got := k.View().DurationNs; got != testConfig.LeaseDurationNs {
+		t.Fatalf("duration %d, want capped at %d", got, testConfig.LeaseDurationNs)
+	}
+	if k.MayLead(850) {
+		t.Fatal("MayLead beyond the configured lease")
+	}
+}
+
+func TestKeeperRememberedRequestsAreBounded(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	var reqs []Request
+	for i := range MaxOutstandingRequests + 1 {
+		reqs = append(reqs, mustTick(t, k, int64(i)*testConfig.RetryNs, RequestAcquire))
+	}
+	// The ninth request overwrote the first: its grant is ignored.
+	if k.OnGrant(reqs[0].ID, 1, 1000) {
+		t.Fatal("grant for a forgotten request accepted")
+	}
+	if !k.OnGrant(reqs[1].ID, 1, 1000) {
+		t.Fatal("grant for the oldest remembered request refused")
+	}
+	if got := k.View().SentAtNs; got != reqs[1].SentAtNs {
+		t.Fatalf("view SentAt %d, want %d", got, reqs[1].SentAtNs)
+	}
+}
+
+func TestKeeperNewerDenyEndsView(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	k.OnGrant(r1.ID, 3, 1000)
+	r2 := mustTick(t, k, 250, RequestRenew)
+	if !k.OnDeny(r2.ID, 2, 4, 600) {
+		t.Fatal("deny refused")
+	}
+	if k.MayLead(260) {
+		t.Fatal("MayLead after a refusal newer than the view")
+	}
+	if k.Epoch() != 3 {
+		t.Fatalf("Epoch %d after deny, want 3 (kept)", k.Epoch())
+	}
+	if h, e, r := k.LastDeny(); h != 2 || e != 4 || r != 600 {
+		t.Fatalf("LastDeny = %d %d %d", h, e, r)
+	}
+	// Retry RetryNs after the refused request was sent, as an acquire.
+	mustNotTick(t, k, 299)
+	r3 := mustTick(t, k, 300, RequestAcquire)
+	// The deny said epoch 4 exists: a grant of 3 is dead on arrival.
+	if k.OnGrant(r3.ID, 3, 1000) {
+		t.Fatal("grant older than a denied epoch accepted")
+	}
+}
+
+func TestKeeperOlderDenyKeepsView(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	r2 := mustTick(t, k, 50, RequestAcquire)
+	k.OnGrant(r2.ID, 3, 1000)
+	if !k.OnDeny(r1.ID, 2, 2, 10) {
+		t.Fatal("deny refused")
+	}
+	if !k.MayLead(100) {
+		t.Fatal("an older refusal ended a newer view")
+	}
+	if k.OnDeny(r1.ID, 2, 2, 10) {
+		t.Fatal("duplicate deny accepted")
+	}
+	if k.OnDeny(12345, 2, 2, 10) {
+		t.Fatal("deny for unknown request accepted")
+	}
+}
+
+func TestKeeperStopsRenewingWhenNotWanting(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	k.OnGrant(r1.ID, 1, 1000)
+	k.SetWantLead(false)
+	mustNotTick(t, k, 250)
+	if !k.MayLead(500) {
+		t.Fatal("stepping back ended the view early; the lease is still held")
+	}
+	if k.MayLead(850) {
+		t.Fatal("MayLead past the view")
+	}
+	k.SetWantLead(true)
+	mustTick(t, k, 900, RequestRenew)
+}
+
+func TestKeeperHotPathDoesNotAllocate(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	nowNs := int64(0)
+	if n := testing.AllocsPerRun(1000, func() {
+		req, ok := k.Tick(nowNs)
+		if ok {
+			k.OnGrant(req.ID, 1, 1000)
+		}
+		_ = k.MayLead(nowNs)
+		nowNs += 10
+	}); n != 0 {
+		t.Fatalf("Tick/OnGrant/MayLead allocate %v per run", n)
+	}
+}
+
+func TestArbiterHotPathDoesNotAllocate(t *testing.T) {
+	a, err := NewArbiter(testConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowNs := int64(0)
+	if n := testing.AllocsPerRun(1000, func() {
+		d := a.Acquire(1, nowNs)
+		a.Renew(1, d.Epoch, nowNs)
+		a.Acquire(2, nowNs)
+		a.Query(nowNs)
+		nowNs += 10
+	}); n != 0 {
+		t.Fatalf("Acquire/Renew/Query allocate %v per run", n)
+	}
+}
