@@ -1,0 +1,48 @@
+// Package witness is the runtime around the lease arbiter: the UDP server
+// that a third box runs so that exactly one node leads at a time, and the
+// socket-free Client a node uses to talk to it. Unlike the cores in
+// package arbiter it does I/O: a socket (any bus.Conn), a state file, one
+// goroutine and the monotonic clock.
+//
+// The server answers three requests, one frame per datagram:
+//
+//   - LEASE_ACQUIRE / LEASE_RENEW → LEASE_GRANT (epoch in the header,
+//     DurationNs, the echoed RequestID) or LEASE_DENY (Holder, the highest
+//     epoch in the header, RemainingNs, the echoed RequestID).
+//   - LEASE_QUERY → LEASE_INFO (Holder or 0, highest epoch, RemainingNs of
+//     the live lease or, with no holder, of the restart quarantine).
+//
+// Anything else is dropped and counted by reason (Stats.Drops), never a
+// panic.
+//
+// Rules the server keeps:
+//
+//  1. Persist before grant. A grant of an epoch higher than the one on disk
+//     is sent only after the epoch is durable (temp file, fsync, rename,
+//     directory fsync). If the write fails the grant is not sent and not
+//     cached, and no later grant of that epoch is sent until a write
+//     succeeds.
+//  2. Restart quarantine. New reads the persisted epoch; if there is one,
+//     the arbiter grants nothing for one lease duration and then grants
+//     persisted+1. A missing file means a fresh witness (epoch 0, no
+//     quarantine); a corrupt one stops New with ErrCorruptState.
+//  3. Idempotence per (node, request ID). The last request and decision of
+//     each node (at most NodeTableMax nodes) are cached; a resend of the
+//     same request is answered from the cache, with the time left
+//     recomputed, without asking the arbiter again. So a lost reply and a
+//     resend never grant twice.
+//  4. Time is time.Since of one time.Now taken in New: Go's monotonic
+//     clock, never wall-clock arithmetic.
+//
+// Usage contract:
+//
+//  1. Open a unicast socket (bus.ListenUnicast) on the witness's address.
+//  2. New(cfg, conn, dir) with the cluster's arbiter.Config and a state
+//     directory on a local disk that only this witness uses. On error, fix
+//     the cause; never delete a corrupt state file to make it start.
+//  3. Start() runs the loop; Close() stops it and closes the socket.
+//     Stats() and Status() may be called from any goroutine.
+//  4. Nodes: wrap the keeper in NewClient; send what Tick returns to the
+//     witness, pass every datagram from it to OnDatagram, lead while
+//     Keeper().MayLead(nowNs).
+package witness

@@ -1,0 +1,253 @@
+package witness
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"net/netip"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/wire"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testLeaseNs is short so restart quarantines pass quickly in real time.
+const testLeaseNs = int64(200 * time.Millisecond)
+
+func testConfig() Config {
+	return Config{
+		Arbiter: arbiter.Config{
+			LeaseDurationNs: testLeaseNs,
+			RenewIntervalNs: int64(50 * time.Millisecond),
+			MarginNs:        int64(30 * time.Millisecond),
+			RetryNs:         int64(20 * time.Millisecond),
+		},
+		Node: 99,
+	}
+}
+
+var nodeAddr = netip.MustParseAddrPort("127.0.0.1:4000")
+
+// memStore is an in-memory epoch store; fail makes the next writes fail.
+type memStore struct {
+	epoch  uint64
+	found  bool
+	writes []uint64
+	fail   bool
+	// onStore runs before each write (success or failure).
+	onStore func(epoch uint64)
+}
+
+func (m *memStore) load() (uint64, bool, error) { return m.epoch, m.found, nil }
+
+func (m *memStore) store(epoch uint64) error {
+	if m.onStore != nil {
+		m.onStore(epoch)
+	}
+	if m.fail {
+		return ErrPersist
+	}
+	m.epoch, m.found = epoch, true
+	m.writes = append(m.writes, epoch)
+	return nil
+}
+
+// newTestServer builds a handle-only server (no socket) over store.
+func newTestServer(t testing.TB, store epochStore) *Server {
+	t.Helper()
+	s, err := newServer(testConfig(), nil, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func acquireFrame(t testing.TB, node arbiter.NodeID, id uint64) []byte {
+	t.Helper()
+	b, err := AppendRequest(nil, arbiter.Request{ID: id, Kind: arbiter.RequestAcquire, Node: node}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func renewFrame(t testing.TB, node arbiter.NodeID, id, epoch uint64) []byte {
+	t.Helper()
+	b, err := AppendRequest(nil, arbiter.Request{ID: id, Kind: arbiter.RequestRenew, Node: node, Epoch: epoch}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// mustReply decodes a reply the server returned, failing if there is none.
+func mustReply(t testing.TB, pkt []byte) Reply {
+	t.Helper()
+	if pkt == nil {
+		t.Fatal("no reply")
+	}
+	r, err := ParseReply(pkt)
+	if err != nil {
+		t.Fatalf("server sent an undecodable reply: %v", err)
+	}
+	return r
+}
+
+// testPair is a server on a socket plus a node socket that talks to it.
+type testPair struct {
+	server  *Server
+	node    bus.Conn
+	witness netip.AddrPort
+	dir     string
+	real    bool
+	mem     *bus.MemNetwork
+}
+
+var transports = []struct {
+	name string
+	real bool
+}{{"mem", false}, {"real", true}}
+
+// listen opens a unicast endpoint, real (127.0.0.1, ephemeral port) or on
+// the in-memory network.
+func listen(t testing.TB, real bool, mem *bus.MemNetwork) (bus.Conn, netip.AddrPort) {
+	t.Helper()
+	if real {
+		u, err := bus.ListenUnicast(bus.UnicastConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u, u.LocalAddr()
+	}
+	c, err := mem.Listen(netip.AddrPort{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, c.LocalAddr()
+}
+
+// genTestPair starts a server in dir (a fresh temp dir when "") and a node
+// endpoint, in the style of wireguard-go's genTestPair(realSocket).
+func genTestPair(t testing.TB, real bool, dir string) *testPair {
+	t.Helper()
+	p := &testPair{real: real, dir: dir}
+	if dir == "" {
+		p.dir = t.TempDir()
+	}
+	if !real {
+		p.mem = bus.NewMemNetwork(1, bus.Faults{})
+	}
+	p.startServer(t)
+	p.node, _ = listen(t, real, p.mem)
+	t.Cleanup(func() {
+		p.node.Close()
+		if err := p.server.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+// startServer opens a new witness socket and server on p.dir.
+func (p *testPair) startServer(t testing.TB) {
+	t.Helper()
+	conn, addr := listen(t, p.real, p.mem)
+	s, err := New(testConfig(), conn, p.dir)
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.server, p.witness = s, addr
+}
+
+// restart closes the server and starts a new one on the same directory.
+func (p *testPair) restart(t testing.TB) {
+	t.Helper()
+	if err := p.server.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.startServer(t)
+}
+
+// roundTrip sends pkt to the witness and waits for one reply.
+func (p *testPair) roundTrip(t testing.TB, pkt []byte) Reply {
+	t.Helper()
+	if err := p.node.Send([][]byte{pkt}, p.witness); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := p.receive(t, 2*time.Second)
+	if !ok {
+		t.Fatal("no reply from the witness within 2 s")
+	}
+	return r
+}
+
+// receive waits up to wait for one reply from the witness.
+func (p *testPair) receive(t testing.TB, wait time.Duration) (Reply, bool) {
+	t.Helper()
+	bufs := [][]byte{make([]byte, 2048)}
+	sizes := []int{0}
+	from := []netip.AddrPort{{}}
+	deadline := time.Now().Add(wait)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return Reply{}, false
+		}
+		n, err := p.node.Receive(bufs, sizes, from, left)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			continue
+		}
+		if from[0] != p.witness {
+			t.Fatalf("reply from %v, witness is %v", from[0], p.witness)
+		}
+		r, err := ParseReply(bufs[0][:sizes[0]])
+		if err != nil {
+			t.Fatalf("undecodable reply: %v", err)
+		}
+		return r, true
+	}
+}
+
+// queryFrame builds a LEASE_QUERY.
+func queryFrame(id uint64) []byte { return AppendQuery(nil, 0, 7, id) }
+
+// wireZeroAddr is an invalid sender address.
+var wireZeroAddr netip.AddrPort
+
+// errOther matches no wire sentinel.
+var errOther = errors.New("something else")
+
+// reseal recomputes a frame's CRC32C after a test edited it, so the edit
+// reaches the layout checks behind the checksum.
+func reseal(b []byte) []byte {
+	c := crc32.Update(0, castagnoli, b[:36])
+	c = crc32.Update(c, castagnoli, b[wire.HeaderLen:])
+	binary.LittleEndian.PutUint32(b[36:], c)
+	return b
+}
+
+// newMemConn opens a port on a private in-memory network.
+func newMemConn(t testing.TB) bus.Conn {
+	t.Helper()
+	c, err := bus.NewMemNetwork(1, bus.Faults{}).Listen(netip.AddrPort{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

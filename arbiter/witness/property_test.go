@@ -1,0 +1,108 @@
+package witness
+
+import (
+	"bytes"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// TestPropertySafety runs random request streams (small node and request
+// ID ranges, so resends and collisions are common), clock steps, failing
+// writes and restarts against the server, and checks on every reply:
+//
+//   - a grant's epoch is durable when it is sent;
+//   - an epoch is only ever granted to one node;
+//   - a grant of a new epoch is never sent while an earlier grant of
+//     another epoch could still be live (sent at t with duration D: live
+//     until t+D on the witness's clock), across restarts too;
+//   - an immediate resend of a request gets the same bytes back;
+//   - the reply cache never holds more than NodeTableMax nodes.
+func TestPropertySafety(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		store := &memStore{}
+		s := mustServer(rt, store)
+		// globalNs is the test's clock; a restarted server's own clock
+		// starts at its restore time, offsetNs later on the global one.
+		var globalNs, offsetNs int64
+		offsetNs = -s.lastNowNs
+		holders := map[uint64]arbiter.NodeID{}
+		var liveUntilNs int64 // latest end of any grant sent, global clock
+		var liveEpoch uint64
+		steps := rapid.IntRange(1, 80).Draw(rt, "steps")
+		for i := 0; i < steps; i++ {
+			switch rapid.IntRange(0, 9).Draw(rt, "op") {
+			case 0, 1:
+				globalNs += rapid.Int64Range(0, testLeaseNs).Draw(rt, "dtNs")
+			case 2:
+				store.fail = rapid.Bool().Draw(rt, "fail")
+			case 3:
+				if rapid.IntRange(0, 3).Draw(rt, "restart") == 0 {
+					s = mustServer(rt, store)
+					offsetNs = globalNs - s.lastNowNs
+				}
+			default:
+				node := arbiter.NodeID(rapid.IntRange(1, 3).Draw(rt, "node"))
+				id := rapid.Uint64Range(1, 3).Draw(rt, "id")
+				req := arbiter.Request{ID: id, Node: node, Kind: arbiter.RequestAcquire}
+				if rapid.Bool().Draw(rt, "renew") {
+					req.Kind = arbiter.RequestRenew
+					req.Epoch = rapid.Uint64Range(0, 4).Draw(rt, "epoch")
+				}
+				pkt, err := AppendRequest(nil, req, 0)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				localNs := globalNs - offsetNs
+				reply := bytes.Clone(s.handle(pkt, nodeAddr, localNs))
+				if reply == nil {
+					continue
+				}
+				again := s.handle(pkt, nodeAddr, localNs)
+				if !bytes.Equal(reply, again) {
+					rt.Fatalf("immediate resend answered differently")
+				}
+				r, err := ParseReply(reply)
+				if err != nil {
+					rt.Fatalf("bad reply: %v", err)
+				}
+				if r.Type != wire.TypeLeaseGrant {
+					continue
+				}
+				if r.Epoch > store.epoch || !store.found {
+					rt.Fatalf("granted epoch %d, durable %d", r.Epoch, store.epoch)
+				}
+				if h, ok := holders[r.Epoch]; ok && h != r.Holder {
+					rt.Fatalf("epoch %d granted to nodes %d and %d", r.Epoch, h, r.Holder)
+				}
+				holders[r.Epoch] = r.Holder
+				if r.Epoch != liveEpoch && globalNs < liveUntilNs {
+					rt.Fatalf("epoch %d granted at %d while epoch %d may live until %d",
+						r.Epoch, globalNs, liveEpoch, liveUntilNs)
+				}
+				if r.Epoch < liveEpoch {
+					rt.Fatalf("epoch went back from %d to %d", liveEpoch, r.Epoch)
+				}
+				if r.Epoch != liveEpoch {
+					liveEpoch, liveUntilNs = r.Epoch, 0
+				}
+				liveUntilNs = max(liveUntilNs, globalNs+r.DurationNs)
+			}
+			if n := s.Stats().CacheNodes; n > NodeTableMax {
+				rt.Fatalf("cache holds %d nodes", n)
+			}
+		}
+	})
+}
+
+// mustServer is newTestServer for rapid, whose T is not a testing.TB.
+func mustServer(rt *rapid.T, store epochStore) *Server {
+	s, err := newServer(testConfig(), nil, store)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	return s
+}

@@ -1,0 +1,123 @@
+package witness
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// DropReason says why the server dropped a datagram without answering.
+type DropReason uint8
+
+// Drop reasons. The first ones mirror the wire package's sentinel errors
+// (what Parse refused); the last ones are the server's own.
+const (
+	DropShort      DropReason = iota // wire.ErrShort
+	DropMagic                        // wire.ErrMagic
+	DropVersion                      // wire.ErrVersion
+	DropType                         // wire.ErrType
+	DropFlags                        // wire.ErrFlags
+	DropLength                       // wire.ErrLength
+	DropCount                        // wire.ErrCount
+	DropChecksum                     // wire.ErrChecksum
+	DropSeq                          // wire.ErrSeq
+	DropParseOther                   // a Parse error matching no sentinel (should not happen)
+	// DropNotRequest: a valid frame that is not LEASE_ACQUIRE, RENEW or
+	// QUERY (a reply looped back, a DATA frame sent to the wrong port).
+	DropNotRequest
+	// DropTrailing: bytes after the frame; a lease datagram is one frame.
+	DropTrailing
+	// DropNoAddress: no valid sender address to reply to.
+	DropNoAddress
+	// DropPersistFailed: the grant was withheld because its epoch could
+	// not be made durable (also counted in Stats.PersistFailures).
+	DropPersistFailed
+	// DropResendExpired: a resend of a cached grant whose lease has since
+	// run out; answering it would describe a lease that no longer exists,
+	// and asking the arbiter again could grant a second epoch.
+	DropResendExpired
+
+	// DropReasonsMax bounds the drop counter array.
+	DropReasonsMax
+)
+
+var dropReasonNames = [DropReasonsMax]string{
+	"short", "magic", "version", "type", "flags", "length", "count", "checksum", "seq", "parse-other",
+	"not-request", "trailing-bytes", "no-address", "persist-failed", "resend-expired",
+}
+
+func (r DropReason) String() string {
+	if r < DropReasonsMax {
+		return dropReasonNames[r]
+	}
+	return fmt.Sprintf("DropReason(%d)", uint8(r))
+}
+
+// parseDropReason maps a wire.Parse error to its drop reason.
+func parseDropReason(err error) DropReason {
+	for i, sentinel := range [...]error{
+		wire.ErrShort, wire.ErrMagic, wire.ErrVersion, wire.ErrType, wire.ErrFlags,
+		wire.ErrLength, wire.ErrCount, wire.ErrChecksum, wire.ErrSeq,
+	} {
+		if errors.Is(err, sentinel) {
+			return DropReason(i)
+		}
+	}
+	return DropParseOther
+}
+
+// denyReasonsMax bounds Stats.Denies; a reason the arbiter adds later is
+// counted in slot 0 (arbiter.ReasonNone never denies) rather than lost.
+const denyReasonsMax = int(arbiter.ReasonEpochExhausted) + 1
+
+// Stats is a snapshot of the server's counters.
+type Stats struct {
+	// Requests by type, counting resends.
+	Acquires, Renews, Queries uint64
+	// Decisions counts calls to the arbiter's Acquire or Renew: requests
+	// that were not answered from the reply cache.
+	Decisions uint64
+	// Grants counts grants sent (fresh and resent); GrantsNewEpoch the
+	// fresh ones that started a new epoch.
+	Grants, GrantsNewEpoch uint64
+	// Denies counts denies sent, indexed by arbiter.DenyReason (resends
+	// counted under their original reason).
+	Denies [denyReasonsMax]uint64
+	// Infos counts LEASE_INFO replies sent.
+	Infos uint64
+	// ResendsAnswered counts resends answered from the cache.
+	ResendsAnswered uint64
+	// CacheEvictions counts nodes forgotten at the NodeTableMax bound;
+	// CacheNodes is how many are remembered now.
+	CacheEvictions uint64
+	CacheNodes     int
+	// Persists counts epoch records made durable; PersistFailures the
+	// attempts that failed (each withholding one grant).
+	Persists, PersistFailures uint64
+	// DurableEpoch is the highest epoch known durable.
+	DurableEpoch uint64
+	// Drops by reason.
+	Drops [DropReasonsMax]uint64
+	// ReceiveErrors and SendErrors count transport failures of the loop.
+	ReceiveErrors, SendErrors uint64
+}
+
+// Dropped is the sum of Drops.
+func (s *Stats) Dropped() uint64 {
+	var n uint64
+	for _, d := range s.Drops {
+		n += d
+	}
+	return n
+}
+
+// Denied is the sum of Denies.
+func (s *Stats) Denied() uint64 {
+	var n uint64
+	for _, d := range s.Denies {
+		n += d
+	}
+	return n
+}

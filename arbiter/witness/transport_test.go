@@ -1,0 +1,194 @@
+package witness
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/bus"
+)
+
+// TestServeLease runs the protocol through a socket, in memory and on real
+// loopback UDP: grant to a free lease, deny to another node with holder,
+// epoch and time left, renew by the holder, query/info.
+func TestServeLease(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := genTestPair(t, tr.real, "")
+			g := p.roundTrip(t, acquireFrame(t, 1, 1))
+			if !g.Granted() || g.Epoch != 1 || g.RequestID != 1 || g.DurationNs != testLeaseNs {
+				t.Fatalf("grant %+v", g)
+			}
+			d := p.roundTrip(t, acquireFrame(t, 2, 1))
+			if d.Granted() || d.Holder != 1 || d.Epoch != 1 || d.RequestID != 1 ||
+				d.RemainingNs <= 0 || d.RemainingNs > testLeaseNs {
+				t.Fatalf("deny %+v", d)
+			}
+			r := p.roundTrip(t, renewFrame(t, 1, 2, 1))
+			if !r.Granted() || r.Epoch != 1 || r.RequestID != 2 {
+				t.Fatalf("renew %+v", r)
+			}
+			q := p.roundTrip(t, queryFrame(77))
+			if q.Type.String() != "LEASE_INFO" || q.Holder != 1 || q.Epoch != 1 || q.RequestID != 77 ||
+				q.RemainingNs <= 0 || q.RemainingNs > testLeaseNs {
+				t.Fatalf("info %+v", q)
+			}
+			st := p.server.Stats()
+			if st.Acquires != 2 || st.Renews != 1 || st.Queries != 1 || st.Grants != 2 ||
+				st.Denies[arbiter.ReasonHeld] != 1 || st.Infos != 1 || st.Persists != 1 {
+				t.Fatalf("stats %+v", st)
+			}
+			if s := p.server.Status(); s.Holder != 1 || s.Epoch != 1 {
+				t.Fatalf("status %+v", s)
+			}
+		})
+	}
+}
+
+// TestServeResend: the same datagram twice through the socket gets the
+// same grant twice and one arbiter decision.
+func TestServeResend(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := genTestPair(t, tr.real, "")
+			pkt := acquireFrame(t, 3, 9)
+			a := p.roundTrip(t, pkt)
+			b := p.roundTrip(t, pkt)
+			if !a.Granted() || !b.Granted() || a.Epoch != 1 || b.Epoch != 1 || b.DurationNs > a.DurationNs {
+				t.Fatalf("first %+v resend %+v", a, b)
+			}
+			if st := p.server.Stats(); st.Decisions != 1 || st.ResendsAnswered != 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// orderStore wraps the real file store and checks, at the moment of each
+// write, that the node has not yet received anything: the grant must
+// follow the write. The test does not receive until the write is done, so
+// the two never contend for the node's socket.
+type orderStore struct {
+	inner     fileStore
+	node      bus.Conn
+	t         testing.TB
+	persisted chan uint64
+}
+
+func (o *orderStore) load() (uint64, bool, error) { return o.inner.load() }
+
+func (o *orderStore) store(epoch uint64) error {
+	bufs := [][]byte{make([]byte, 2048)}
+	n, err := o.node.Receive(bufs, []int{0}, []netip.AddrPort{{}}, 0)
+	if err != nil || n != 0 {
+		o.t.Errorf("node had %d datagrams (err %v) before the epoch was persisted", n, err)
+	}
+	err = o.inner.store(epoch)
+	o.persisted <- epoch
+	return err
+}
+
+// TestServePersistBeforeSend: through the socket, the epoch file holds the
+// granted epoch before the node receives the grant.
+func TestServePersistBeforeSend(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := genTestPair(t, tr.real, "")
+			p.server.mu.Lock()
+			order := &orderStore{inner: fileStore{dir: p.dir}, node: p.node, t: t, persisted: make(chan uint64, 1)}
+			p.server.store = order
+			p.server.mu.Unlock()
+			if err := p.node.Send([][]byte{acquireFrame(t, 1, 1)}, p.witness); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-order.persisted:
+			case <-time.After(2 * time.Second):
+				t.Fatal("epoch never persisted")
+			}
+			g, ok := p.receive(t, 2*time.Second)
+			if !ok {
+				t.Fatal("no grant")
+			}
+			epoch, found, err := (&fileStore{dir: p.dir}).load()
+			if err != nil || !found || epoch != g.Epoch || g.Epoch != 1 {
+				t.Fatalf("file epoch %d found %v err %v, grant %+v", epoch, found, err, g)
+			}
+		})
+	}
+}
+
+// TestServePersistFailure: with a failing store the grant is never sent.
+func TestServePersistFailure(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := genTestPair(t, tr.real, "")
+			p.server.mu.Lock()
+			p.server.store = &memStore{fail: true}
+			p.server.mu.Unlock()
+			if err := p.node.Send([][]byte{acquireFrame(t, 1, 1)}, p.witness); err != nil {
+				t.Fatal(err)
+			}
+			if r, ok := p.receive(t, 100*time.Millisecond); ok {
+				t.Fatalf("grant sent although the epoch was not persisted: %+v", r)
+			}
+			if st := p.server.Stats(); st.PersistFailures != 1 || st.Grants != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			if _, err := os.Stat(filepath.Join(p.dir, StateFileName)); !os.IsNotExist(err) {
+				t.Fatalf("state file exists: %v", err)
+			}
+		})
+	}
+}
+
+// TestServeRestartQuarantine: grant epoch 1, restart the witness on the
+// same directory; the epoch is restored, everyone (the old holder too) is
+// refused for one lease duration, then a different node gets epoch 2.
+func TestServeRestartQuarantine(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := genTestPair(t, tr.real, "")
+			if g := p.roundTrip(t, acquireFrame(t, 1, 1)); g.Epoch != 1 {
+				t.Fatalf("grant %+v", g)
+			}
+			beforeRestart := time.Now()
+			p.restart(t)
+			if st := p.server.Status(); st.Epoch != 1 || st.QuarantineRemainingNs <= 0 {
+				t.Fatalf("restored status %+v", st)
+			}
+			if d := p.roundTrip(t, renewFrame(t, 1, 2, 1)); d.Granted() || d.Epoch != 1 || d.Holder != 0 {
+				t.Fatalf("old holder during quarantine: %+v", d)
+			}
+			var g Reply
+			denies := 0
+			for id := uint64(1); ; id++ {
+				if id > 100 {
+					t.Fatal("no grant after 100 tries")
+				}
+				r := p.roundTrip(t, acquireFrame(t, 2, id))
+				if r.Granted() {
+					g = r
+					break
+				}
+				if r.Epoch != 1 || r.Holder != 0 || r.RemainingNs <= 0 || r.RemainingNs > testLeaseNs {
+					t.Fatalf("quarantine deny %+v", r)
+				}
+				denies++
+				time.Sleep(time.Duration(min(r.RemainingNs, int64(20*time.Millisecond))))
+			}
+			if elapsed := time.Since(beforeRestart); elapsed < time.Duration(testLeaseNs) {
+				t.Fatalf("granted %v after restart, quarantine is %v", elapsed, time.Duration(testLeaseNs))
+			}
+			if g.Epoch != 2 || denies == 0 {
+				t.Fatalf("grant after quarantine %+v after %d denies", g, denies)
+			}
+			if st := p.server.Stats(); st.Denies[arbiter.ReasonQuarantine] != uint64(denies)+1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
