@@ -1,0 +1,138 @@
+package bus
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// IdleKind names an idle strategy, after Aeron's.
+type IdleKind uint8
+
+// Idle strategies, from lowest latency and highest CPU cost to the reverse.
+const (
+	// IdleBackoff spins Spins polls, then yields the CPU between the
+	// next Yields polls, then parks on the netpoller until readable. The
+	// zero value, and the default: see DefaultIdle.
+	IdleBackoff IdleKind = iota
+	// IdleBusySpin polls without pause; it owns a CPU while it runs.
+	IdleBusySpin
+	// IdleYield polls and yields the CPU (sched_yield) between polls.
+	IdleYield
+	// IdleBlock parks on the netpoller at once, like a plain net.UDPConn.
+	IdleBlock
+)
+
+func (k IdleKind) String() string {
+	switch k {
+	case IdleBackoff:
+		return "backoff"
+	case IdleBusySpin:
+		return "busy-spin"
+	case IdleYield:
+		return "yield"
+	case IdleBlock:
+		return "block"
+	}
+	return fmt.Sprintf("idle(%d)", uint8(k))
+}
+
+// Bounds on the idle strategies.
+const (
+	// PollsPerCallMax bounds how many empty polls one Idle.Receive call
+	// makes before it returns 0, so a spinning caller can check for stop.
+	// At ~0.6–1.4 µs per empty recvmmsg this is a few milliseconds.
+	PollsPerCallMax = 4096
+	// ParkDefault is how long a park waits when Idle.Park is 0; a Loop
+	// notices Stop within this time.
+	ParkDefault = 20 * time.Millisecond
+
+	// BackoffSpinsDefault: empty polls spun before yielding. One empty
+	// recvmmsg costs ~0.7–1.4 µs here, so 100 polls is ~70–140 µs: several
+	// loopback round trips (~10 µs), so a reply in a ping-pong is caught
+	// while spinning, yet an idle receiver burns at most that before it
+	// yields. Compared with 20 and 500 in BenchmarkPingPong (docs/bus.md):
+	// on a quiet machine longer spins buy ~1 µs; under load they cost most.
+	BackoffSpinsDefault = 100
+	// BackoffYieldsDefault: polls with a sched_yield between them before
+	// parking. A yield costs ~1 µs when nothing else wants the CPU and hands
+	// it over when something does.
+	BackoffYieldsDefault = 50
+)
+
+// Idle says how a receiver waits when nothing has arrived.
+type Idle struct {
+	Kind IdleKind
+	// Spins and Yields are IdleBackoff's phases (0 means the default). They
+	// are capped at PollsPerCallMax.
+	Spins, Yields int
+	// Park is how long one park may wait (0 means ParkDefault).
+	Park time.Duration
+}
+
+// DefaultIdle is back-off: on these 2-core machines two spinners already own
+// both CPUs and a third starves them, so a receiver must not spin forever;
+// a short spin still catches replies that come back within a round trip.
+var DefaultIdle = Idle{Kind: IdleBackoff}
+
+func (i Idle) spins() int {
+	if i.Spins <= 0 {
+		return BackoffSpinsDefault
+	}
+	return min(i.Spins, PollsPerCallMax)
+}
+
+func (i Idle) yields() int {
+	if i.Yields <= 0 {
+		return BackoffYieldsDefault
+	}
+	return min(i.Yields, PollsPerCallMax)
+}
+
+func (i Idle) park() time.Duration {
+	if i.Park <= 0 {
+		return ParkDefault
+	}
+	return i.Park
+}
+
+// spinning reports whether the strategy polls in a loop (and so wants its
+// goroutine locked to an OS thread).
+func (i Idle) spinning() bool { return i.Kind != IdleBlock }
+
+// Receive waits for at least one datagram the way the strategy says and
+// returns what r.Receive returns. It gives up with 0, nil after at most
+// PollsPerCallMax polls or one park, so callers can check for stop. It does
+// not allocate beyond what r.Receive does.
+func (i Idle) Receive(r Receiver, bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
+	switch i.Kind {
+	case IdleBlock:
+		return r.Receive(bufs, sizes, from, i.park())
+	case IdleBusySpin:
+		return pollN(r, bufs, sizes, from, PollsPerCallMax, false)
+	case IdleYield:
+		return pollN(r, bufs, sizes, from, PollsPerCallMax, true)
+	}
+	n, err := pollN(r, bufs, sizes, from, i.spins(), false)
+	if n > 0 || err != nil {
+		return n, err
+	}
+	n, err = pollN(r, bufs, sizes, from, i.yields(), true)
+	if n > 0 || err != nil {
+		return n, err
+	}
+	return r.Receive(bufs, sizes, from, i.park())
+}
+
+func pollN(r Receiver, bufs [][]byte, sizes []int, from []netip.AddrPort, polls int, yield bool) (int, error) {
+	for p := 0; p < polls; p++ {
+		n, err := r.Receive(bufs, sizes, from, 0)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		if yield {
+			osYield()
+		}
+	}
+	return 0, nil
+}

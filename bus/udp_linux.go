@@ -1,0 +1,436 @@
+package bus
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// controlBytes is the per-datagram control buffer: room for IP_PKTINFO
+// (12 bytes) and SO_RXQ_OVFL (4 bytes) with their headers, rounded up.
+const controlBytes = 64
+
+// sockaddrBytes holds a sockaddr_in6, the larger of the two families.
+const sockaddrBytes = unix.SizeofSockaddrInet6
+
+// udpSys is the Linux part of UDP: the recvmmsg/sendmmsg arrays, allocated
+// once with the socket and reused by every call, so neither path allocates.
+// These are the same syscalls x/net/ipv4 ReadBatch/WriteBatch make, but
+// ReadBatch allocates a *net.UDPAddr per datagram and can only block.
+type udpSys struct {
+	rx struct {
+		hs      [BatchSizeMax]unix.Mmsghdr
+		iov     [BatchSizeMax]unix.Iovec
+		names   [BatchSizeMax][sockaddrBytes]byte
+		control [BatchSizeMax][controlBytes]byte
+		// Arguments and results of one call, shared with fn.
+		count int
+		block bool
+		n     int
+		errno syscall.Errno
+		fn    func(fd uintptr) bool
+		// single: read with recvfrom into names[0]; recvfrom copies no
+		// msghdr in, so one datagram costs less than recvmmsg with vlen 1.
+		single     bool
+		singleLen  uint32 // recvfrom's address length in/out
+		singleSize int    // recvfrom's result with MSG_TRUNC: the datagram's real size
+		// vlen adapts the batch to the arrival pattern; see nextVlen.
+		vlen          int
+		emptiesBefore int // empty polls since the last read
+	}
+	tx struct {
+		hs      [BatchSizeMax]unix.Mmsghdr
+		iov     [BatchSizeMax]unix.Iovec
+		name    [sockaddrBytes]byte
+		nameLen uint32
+		count   int
+		single  bool // one datagram: sendto, which copies no msghdr in
+		n       int
+		errno   syscall.Errno
+		fn      func(fd uintptr) bool
+	}
+	control bool // IP_PKTINFO and SO_RXQ_OVFL are on
+}
+
+func (s *udpSys) init(multicastReceiver bool) {
+	s.control = multicastReceiver
+	for i := range s.rx.hs {
+		h := &s.rx.hs[i].Hdr
+		h.Name = &s.rx.names[i][0]
+		h.Iov = &s.rx.iov[i]
+		h.Iovlen = 1
+		if s.control {
+			h.Control = &s.rx.control[i][0]
+		}
+	}
+	for i := range s.tx.hs {
+		h := &s.tx.hs[i].Hdr
+		h.Name = &s.tx.name[0]
+		h.Iov = &s.tx.iov[i]
+		h.Iovlen = 1
+	}
+	// Method values are made once here; making them per call would allocate.
+	s.rx.fn = s.recvmmsg
+	s.tx.fn = s.sendmmsg
+}
+
+func (s *udpSys) recvmmsg(fd uintptr) bool {
+	for {
+		var n uintptr
+		var errno syscall.Errno
+		if s.rx.single {
+			s.rx.singleLen = sockaddrBytes
+			n, _, errno = unix.Syscall6(unix.SYS_RECVFROM, fd,
+				uintptr(unsafe.Pointer(s.rx.iov[0].Base)), uintptr(s.rx.iov[0].Len), unix.MSG_TRUNC,
+				uintptr(unsafe.Pointer(&s.rx.names[0][0])), uintptr(unsafe.Pointer(&s.rx.singleLen)))
+			if errno == 0 {
+				s.rx.singleSize = int(n)
+				n = 1
+			}
+		} else {
+			n, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd,
+				uintptr(unsafe.Pointer(&s.rx.hs[0])), uintptr(s.rx.count), 0, 0, 0)
+		}
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno == unix.EAGAIN {
+			// Blocking: returning false parks on the netpoller until readable.
+			s.rx.n, s.rx.errno = 0, 0
+			return !s.rx.block
+		}
+		if errno != 0 {
+			s.rx.n, s.rx.errno = 0, errno
+			return true
+		}
+		s.rx.n, s.rx.errno = int(n), 0
+		return true
+	}
+}
+
+func (s *udpSys) sendmmsg(fd uintptr) bool {
+	for {
+		var n uintptr
+		var errno syscall.Errno
+		if s.tx.single {
+			n, _, errno = unix.Syscall6(unix.SYS_SENDTO, fd,
+				uintptr(unsafe.Pointer(s.tx.iov[0].Base)), uintptr(s.tx.iov[0].Len), 0,
+				uintptr(unsafe.Pointer(&s.tx.name[0])), uintptr(s.tx.nameLen))
+			if errno == 0 {
+				s.tx.hs[0].Len = uint32(n)
+				n = 1
+			}
+		} else {
+			n, _, errno = unix.Syscall6(unix.SYS_SENDMMSG, fd,
+				uintptr(unsafe.Pointer(&s.tx.hs[0])), uintptr(s.tx.count), 0, 0, 0)
+		}
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno == unix.EAGAIN {
+			s.tx.n, s.tx.errno = 0, 0
+			return false // socket buffer full: park until writable
+		}
+		s.tx.n, s.tx.errno = int(n), errno
+		if errno != 0 {
+			s.tx.n = 0
+		}
+		return true
+	}
+}
+
+// receive reads one batch. It returns how many datagrams were read from the
+// kernel and how many survived into bufs[:n].
+func (s *udpSys) receive(u *UDP, bufs [][]byte, sizes []int, from []netip.AddrPort, block bool) (read, n int, err error) {
+	count := min(len(bufs), max(s.rx.vlen, 1))
+	for i := 0; i < count; i++ {
+		iov := &s.rx.iov[i]
+		if len(bufs[i]) > 0 {
+			iov.Base = &bufs[i][0]
+		} else {
+			iov.Base = nil
+		}
+		iov.SetLen(len(bufs[i]))
+		h := &s.rx.hs[i].Hdr
+		h.Namelen = sockaddrBytes
+		h.Flags = 0
+		if s.control {
+			h.SetControllen(controlBytes)
+		}
+	}
+	s.rx.count = count
+	s.rx.block = block
+	s.rx.single = count == 1 && !s.control
+	if err := u.raw.Read(s.rx.fn); err != nil {
+		return 0, 0, err
+	}
+	if s.rx.errno != 0 {
+		return 0, 0, fmt.Errorf("bus: recvmmsg: %w", s.rx.errno)
+	}
+	read = s.rx.n
+	s.rx.vlen, s.rx.emptiesBefore = nextVlen(s.rx.vlen, len(bufs), read, s.rx.emptiesBefore)
+	if s.rx.single && read == 1 {
+		// Fill in what recvmmsg would have reported.
+		m := &s.rx.hs[0]
+		m.Len = uint32(min(s.rx.singleSize, len(bufs[0])))
+		m.Hdr.Namelen = s.rx.singleLen
+		if s.rx.singleSize > len(bufs[0]) {
+			m.Hdr.Flags = unix.MSG_TRUNC
+		}
+	}
+	var t rxTally
+	w := 0
+	for r := 0; r < read; r++ {
+		m := &s.rx.hs[r]
+		size := int(m.Len)
+		truncated := m.Hdr.Flags&unix.MSG_TRUNC != 0
+		addr := decodeSockaddr(s.rx.names[r][:min(int(m.Hdr.Namelen), sockaddrBytes)])
+		reason := Accept
+		if s.control {
+			info := parseControl(s.rx.control[r][:min(int(m.Hdr.Controllen), controlBytes)])
+			if info.hasOverflow {
+				u.counters.overflowSeen(uint64(info.overflow))
+			}
+			if info.hasDestination && u.group.IsValid() && info.destination != u.group.Addr() {
+				reason = DropWrongGroup
+			}
+		}
+		w = deliver(&t, u.filter, bufs, sizes, from, w, r, size, truncated, addr, reason)
+	}
+	u.counters.addReceive(&t, read)
+	return read, w, nil
+}
+
+// nextVlen adapts how many datagrams the next recvmmsg asks for. Asking
+// for more than are queued is not free: after the first datagram the kernel
+// copies in and tries the next msghdr before it gives up. So the batch
+// shrinks to what the last read found, and doubles (up to capacity) only
+// when a read filled it with no empty poll before it, i.e. a backlog. A
+// ping-pong settles at 1 (and recvfrom); a stream grows to the full batch
+// in log2(BatchSizeMax) reads.
+func nextVlen(vlen, capacity, read, emptiesBefore int) (next, empties int) {
+	if vlen < 1 || vlen > capacity {
+		vlen = capacity
+	}
+	switch {
+	case read == 0:
+		return vlen, emptiesBefore + 1
+	case read < vlen:
+		return read, 0
+	case emptiesBefore == 0:
+		return min(2*vlen, capacity), 0
+	}
+	return vlen, 0
+}
+
+// send writes bufs to `to`, looping over partial batches.
+func (s *udpSys) send(u *UDP, bufs [][]byte, to netip.AddrPort) error {
+	s.tx.nameLen = encodeSockaddr(&s.tx.name, to, u.is4)
+	zeroProgress := 0
+	for off := 0; off < len(bufs); {
+		count := min(len(bufs)-off, BatchSizeMax)
+		s.tx.single = count == 1
+		for i := 0; i < count; i++ {
+			b := bufs[off+i]
+			iov := &s.tx.iov[i]
+			if len(b) > 0 {
+				iov.Base = &b[0]
+			} else {
+				iov.Base = nil
+			}
+			iov.SetLen(len(b))
+			s.tx.hs[i].Hdr.Namelen = s.tx.nameLen
+		}
+		s.tx.count = count
+		if err := u.raw.Write(s.tx.fn); err != nil {
+			return err
+		}
+		if s.tx.errno != 0 {
+			return fmt.Errorf("bus: sendmmsg to %v: %w", to, s.tx.errno)
+		}
+		sent := s.tx.n
+		if sent == 0 {
+			zeroProgress++
+			if zeroProgress >= sendZeroProgressMax {
+				return errNoProgress
+			}
+			continue
+		}
+		zeroProgress = 0
+		var bytes uint64
+		for i := 0; i < sent; i++ {
+			bytes += uint64(s.tx.hs[i].Len)
+		}
+		u.counters.addSend(uint64(sent), bytes)
+		if sent < count {
+			u.counters.shortSends.Add(1)
+		}
+		off += sent
+	}
+	return nil
+}
+
+// encodeSockaddr writes to as a sockaddr_in (is4) or sockaddr_in6 and
+// returns its length.
+func encodeSockaddr(b *[sockaddrBytes]byte, to netip.AddrPort, is4 bool) uint32 {
+	*b = [sockaddrBytes]byte{}
+	binary.BigEndian.PutUint16(b[2:4], to.Port())
+	if is4 {
+		binary.NativeEndian.PutUint16(b[0:2], unix.AF_INET)
+		a := to.Addr().As4()
+		copy(b[4:8], a[:])
+		return unix.SizeofSockaddrInet4
+	}
+	binary.NativeEndian.PutUint16(b[0:2], unix.AF_INET6)
+	a := to.Addr().As16()
+	copy(b[8:24], a[:])
+	return unix.SizeofSockaddrInet6
+}
+
+// decodeSockaddr reads a sockaddr_in or sockaddr_in6 the kernel wrote. It
+// returns the zero AddrPort for anything it does not recognise.
+func decodeSockaddr(b []byte) netip.AddrPort {
+	if len(b) < 2 {
+		return netip.AddrPort{}
+	}
+	switch binary.NativeEndian.Uint16(b[0:2]) {
+	case unix.AF_INET:
+		if len(b) < unix.SizeofSockaddrInet4 {
+			return netip.AddrPort{}
+		}
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
+	case unix.AF_INET6:
+		if len(b) < unix.SizeofSockaddrInet6 {
+			return netip.AddrPort{}
+		}
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])).Unmap(), binary.BigEndian.Uint16(b[2:4]))
+	}
+	return netip.AddrPort{}
+}
+
+// controlInfo is what Receive reads from a datagram's control messages.
+type controlInfo struct {
+	destination    netip.Addr // IP_PKTINFO ipi_addr: the header destination
+	overflow       uint32     // SO_RXQ_OVFL: the socket's cumulative drops
+	hasDestination bool
+	hasOverflow    bool
+}
+
+// parseControl walks a control buffer the kernel filled without allocating.
+// It never reads outside b, whatever the lengths inside claim.
+func parseControl(b []byte) controlInfo {
+	var info controlInfo
+	headerBytes := unix.SizeofCmsghdr
+	for len(b) >= headerBytes {
+		var length uint64
+		if unix.SizeofPtr == 8 {
+			length = binary.NativeEndian.Uint64(b[0:8])
+		} else {
+			length = uint64(binary.NativeEndian.Uint32(b[0:4]))
+		}
+		level := int32(binary.NativeEndian.Uint32(b[headerBytes-8 : headerBytes-4]))
+		kind := int32(binary.NativeEndian.Uint32(b[headerBytes-4 : headerBytes]))
+		if length < uint64(headerBytes) || length > uint64(len(b)) {
+			return info
+		}
+		data := b[headerBytes:length]
+		switch {
+		case level == unix.IPPROTO_IP && kind == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			// struct in_pktinfo { int ifindex; in_addr spec_dst; in_addr addr; }
+			info.destination = netip.AddrFrom4([4]byte(data[8:12]))
+			info.hasDestination = true
+		case level == unix.SOL_SOCKET && kind == unix.SO_RXQ_OVFL && len(data) >= 4:
+			info.overflow = binary.NativeEndian.Uint32(data[0:4])
+			info.hasOverflow = true
+		}
+		next := cmsgAlign(length)
+		if next >= uint64(len(b)) {
+			return info
+		}
+		b = b[next:]
+	}
+	return info
+}
+
+func cmsgAlign(n uint64) uint64 {
+	const align = unix.SizeofPtr
+	return (n + align - 1) &^ (align - 1)
+}
+
+// controlBeforeBind sets the options that must precede bind.
+func controlBeforeBind(c syscall.RawConn, opts socketOptions, report *Report) error {
+	var err error
+	cerr := c.Control(func(fd uintptr) {
+		if opts.reuse {
+			if err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+				err = fmt.Errorf("bus: SO_REUSEADDR: %w", err)
+				return
+			}
+			if err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+				err = fmt.Errorf("bus: SO_REUSEPORT: %w", err)
+				return
+			}
+		}
+		if opts.multicastReceiver {
+			// Without this a socket bound to the port would also receive
+			// groups joined by other sockets on the host.
+			if err = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0); err != nil {
+				err = fmt.Errorf("bus: IP_MULTICAST_ALL: %w", err)
+				return
+			}
+			if err = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1); err != nil {
+				err = fmt.Errorf("bus: IP_PKTINFO: %w", err)
+				return
+			}
+			if err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1); err != nil {
+				err = fmt.Errorf("bus: SO_RXQ_OVFL: %w", err)
+				return
+			}
+		}
+		if opts.bindDevice != "" {
+			// Best effort: IP_MULTICAST_IF already pins multicast; this pins
+			// unicast sent from the same socket too.
+			report.BindToDeviceErr = unix.BindToDevice(int(fd), opts.bindDevice)
+		}
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// tune applies Tuning after bind and records what the kernel granted.
+func (u *UDP) tune(t Tuning, _ socketOptions) error {
+	r := &u.report
+	r.RecvBufferBytesRequested = t.RecvBufferBytes
+	r.SendBufferBytesRequested = t.SendBufferBytes
+	return u.raw.Control(func(fd uintptr) {
+		f := int(fd)
+		if t.RecvBufferBytes > 0 {
+			if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, t.RecvBufferBytes) != nil {
+				_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, t.RecvBufferBytes)
+			}
+		}
+		if t.SendBufferBytes > 0 {
+			if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, t.SendBufferBytes) != nil {
+				_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_SNDBUF, t.SendBufferBytes)
+			}
+		}
+		r.RecvBufferBytesGranted, _ = unix.GetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF)
+		r.SendBufferBytesGranted, _ = unix.GetsockoptInt(f, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		if t.BusyPollUs > 0 {
+			r.BusyPollErr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BUSY_POLL, t.BusyPollUs)
+		}
+		r.BusyPollUs, _ = unix.GetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BUSY_POLL)
+		if t.PreferBusyPoll {
+			r.PreferBusyPollErr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1)
+		}
+		if t.BusyPollBudget > 0 {
+			r.BusyPollBudgetErr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BUSY_POLL_BUDGET, t.BusyPollBudget)
+		}
+	})
+}
