@@ -1,0 +1,639 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// SyncPolicy says when appended records must be fsynced.
+type SyncPolicy uint8
+
+const (
+	// SyncGroup (the default) fsyncs once for everything appended within
+	// Options.GroupWindowNs, or as soon as Options.GroupRecords records wait.
+	SyncGroup SyncPolicy = iota
+	// SyncAlways asks for an fsync after every append (SyncDue is true as
+	// soon as anything is unsynced).
+	SyncAlways
+	// SyncNone never asks for an fsync, and Durable() follows the appended
+	// seq as soon as the write returns. It is NOT crash safe: a power loss
+	// can drop records Durable() reported. Use it only where another
+	// replica's copy is the durability (or for benchmarks).
+	SyncNone
+)
+
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncGroup:
+		return "group"
+	case SyncAlways:
+		return "always"
+	case SyncNone:
+		return "none"
+	}
+	return fmt.Sprintf("SyncPolicy(%d)", uint8(p))
+}
+
+// Defaults and limits.
+const (
+	DefaultSegmentBytes       = 64 << 20
+	DefaultMaxPayloadBytes    = 1 << 20
+	DefaultGroupWindowNs      = 200_000
+	DefaultGroupRecords       = 256
+	DefaultIndexIntervalBytes = 64 << 10
+	// MinSegmentBytes keeps a segment large enough to be worth a file.
+	MinSegmentBytes = 4 << 10
+	// maxPayloadBytesLimit is what the 32-bit length field can say.
+	maxPayloadBytesLimit = 1<<32 - 1
+)
+
+// Options configure a Journal. Zero fields take the defaults above.
+type Options struct {
+	// SegmentBytes is the size at which a segment is rolled; each segment
+	// file is preallocated to it. A record never spans two segments, so
+	// SegmentBytes must hold the largest record.
+	SegmentBytes int64
+	// MaxPayloadBytes bounds one record's payload; larger ones get
+	// ErrTooLarge. Zero means DefaultMaxPayloadBytes, or less if that does
+	// not fit SegmentBytes.
+	MaxPayloadBytes int
+	Policy          SyncPolicy
+	// GroupWindowNs and GroupRecords tune SyncGroup (see SyncDue).
+	GroupWindowNs int64
+	GroupRecords  int
+	// IndexIntervalBytes is the spacing of the sparse in-memory index:
+	// ReadFrom scans at most this many bytes before reaching its seq.
+	// Memory: 16 B per interval of log.
+	IndexIntervalBytes int64
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = int(min(DefaultMaxPayloadBytes, max(o.SegmentBytes-recordHeaderBytes, 0)))
+	}
+	if o.GroupWindowNs == 0 {
+		o.GroupWindowNs = DefaultGroupWindowNs
+	}
+	if o.GroupRecords == 0 {
+		o.GroupRecords = DefaultGroupRecords
+	}
+	if o.IndexIntervalBytes == 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	switch {
+	case o.SegmentBytes < MinSegmentBytes:
+		return o, fmt.Errorf("%w: SegmentBytes %d < %d", ErrInvalidOptions, o.SegmentBytes, MinSegmentBytes)
+	case o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > maxPayloadBytesLimit:
+		return o, fmt.Errorf("%w: MaxPayloadBytes %d", ErrInvalidOptions, o.MaxPayloadBytes)
+	case int64(o.MaxPayloadBytes)+recordHeaderBytes > o.SegmentBytes:
+		return o, fmt.Errorf("%w: a %d-byte payload does not fit a %d-byte segment", ErrInvalidOptions, o.MaxPayloadBytes, o.SegmentBytes)
+	case o.Policy > SyncNone:
+		return o, fmt.Errorf("%w: %v", ErrInvalidOptions, o.Policy)
+	case o.GroupWindowNs < 0 || o.GroupRecords < 0 || o.IndexIntervalBytes < 0:
+		return o, fmt.Errorf("%w: negative group window, group records or index interval", ErrInvalidOptions)
+	}
+	return o, nil
+}
+
+// Journal is an append-only segmented log. See doc.go for the goroutine
+// contract; in short: one owner goroutine calls everything, and one other
+// goroutine may call Sync, SyncDue, SyncDeadlineNs and Durable.
+type Journal struct {
+	fs   FS
+	dir  string
+	opts Options
+
+	// Owner-goroutine state. The syncer never touches it.
+	segs         []*segment // ascending; the last one is being written
+	curFile      File       // open file of the last segment; nil when segs is empty
+	lastSeq      uint64
+	lastEpoch    uint64
+	highestEpoch uint64
+	hasBase      bool // lastSeq is meaningful: records exist or ResetTo ran
+	closed       bool
+	writeBuf     []byte
+	reader       chunkReader
+
+	// syncMu serialises fsyncs with everything that swaps, truncates or
+	// closes the file being written (roll, TruncateAfter, ResetTo, Close).
+	// The appender takes it only at those rare points, never per record.
+	// Lock order: syncMu before mu.
+	syncMu    sync.Mutex
+	syncedSeq uint64 // highest seq fsynced; guarded by syncMu
+
+	// mu guards the fields below; held only for a few loads and stores,
+	// never across I/O.
+	mu             sync.Mutex
+	syncFile       File   // the file Sync must fsync
+	appendedSeq    uint64 // highest seq written to syncFile
+	dirDirty       bool   // a segment was created since the last SyncDir
+	pendingRecords int    // appended since the last Sync started
+	pendingSinceNs int64  // nowNs of the oldest of those
+	syncClosed     bool
+
+	durable atomic.Uint64
+	failure atomic.Pointer[failedError]
+}
+
+// segment is the in-memory view of one segment file.
+type segment struct {
+	name         string
+	firstSeq     uint64
+	lastSeq      uint64 // firstSeq-1 while empty
+	endOffset    int64  // where the next record goes
+	index        []indexEntry
+	nextIndexOff int64
+}
+
+type indexEntry struct {
+	seq    uint64
+	offset int64
+}
+
+func segmentName(firstSeq uint64) string { return fmt.Sprintf("%020d.seg", firstSeq) }
+
+func newSegment(firstSeq uint64, opts Options) *segment {
+	capacity := 2
+	if opts.IndexIntervalBytes > 0 {
+		capacity += int(opts.SegmentBytes / opts.IndexIntervalBytes)
+	}
+	return &segment{
+		name:     segmentName(firstSeq),
+		firstSeq: firstSeq,
+		lastSeq:  firstSeq - 1,
+		index:    make([]indexEntry, 0, capacity),
+	}
+}
+
+func (s *segment) empty() bool { return s.lastSeq < s.firstSeq }
+
+// noteRecord indexes a record just written or recovered at offset. The
+// index capacity covers SegmentBytes, so this never allocates for a
+// segment this process created.
+func (s *segment) noteRecord(seq uint64, offset, recordBytes, intervalBytes int64) {
+	if offset >= s.nextIndexOff {
+		s.index = append(s.index, indexEntry{seq: seq, offset: offset})
+		s.nextIndexOff = offset + max(intervalBytes, 1)
+	}
+	s.lastSeq = seq
+	s.endOffset = offset + recordBytes
+}
+
+func (j *Journal) path(name string) string { return filepath.Join(j.dir, name) }
+
+// fail records the first fatal error and returns the sticky ErrFailed.
+func (j *Journal) fail(err error) error {
+	j.failure.CompareAndSwap(nil, &failedError{cause: err})
+	return j.failure.Load()
+}
+
+func (j *Journal) failed() error {
+	if f := j.failure.Load(); f != nil {
+		return f
+	}
+	return nil
+}
+
+// Append writes one record. It refuses an epoch older than the highest the
+// journal holds (*StaleEpochError) and any seq but last+1 (*SeqGapError),
+// except that an empty journal accepts any first seq >= 1. nowNs times
+// the group-commit window. Append never fsyncs, except once per segment
+// roll for the segment being closed. Owner goroutine only.
+func (j *Journal) Append(epoch, seq uint64, payload []byte, nowNs int64) error {
+	if j.closed {
+		return ErrClosed
+	}
+	if err := j.failed(); err != nil {
+		return err
+	}
+	if len(payload) > j.opts.MaxPayloadBytes {
+		return ErrTooLarge
+	}
+	if epoch < j.highestEpoch {
+		return &StaleEpochError{Epoch: epoch, HighestEpoch: j.highestEpoch}
+	}
+	if seq == 0 || (j.hasBase && seq != j.lastSeq+1) {
+		return &SeqGapError{Seq: seq, Want: j.lastSeq + 1}
+	}
+	recordBytes := int64(recordHeaderBytes + len(payload))
+	if len(j.segs) == 0 || j.segs[len(j.segs)-1].endOffset+recordBytes > j.opts.SegmentBytes {
+		if err := j.roll(seq); err != nil {
+			return err
+		}
+	}
+	seg := j.segs[len(j.segs)-1]
+	n := encodeRecord(j.writeBuf, epoch, seq, payload)
+	if _, err := j.curFile.WriteAt(j.writeBuf[:n], seg.endOffset); err != nil {
+		return j.fail(err)
+	}
+	seg.noteRecord(seq, seg.endOffset, recordBytes, j.opts.IndexIntervalBytes)
+	j.lastSeq, j.lastEpoch, j.hasBase = seq, epoch, true
+	j.highestEpoch = max(j.highestEpoch, epoch)
+
+	j.mu.Lock()
+	j.appendedSeq = seq
+	j.pendingRecords++
+	if j.pendingRecords == 1 {
+		j.pendingSinceNs = nowNs
+	}
+	if j.opts.Policy == SyncNone {
+		j.durable.Store(seq)
+	}
+	j.mu.Unlock()
+	return nil
+}
+
+// roll starts a new segment whose first record is firstSeq. The closing
+// segment is fsynced first so that only the last segment can ever have a
+// torn tail, which is what lets recovery call damage anywhere else
+// corruption rather than a crash.
+func (j *Journal) roll(firstSeq uint64) error {
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	if j.curFile != nil {
+		if err := j.curFile.Sync(); err != nil {
+			return j.fail(err)
+		}
+	}
+	seg := newSegment(firstSeq, j.opts)
+	f, err := j.fs.OpenFile(j.path(seg.name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("journal: create segment: %w", err)
+	}
+	if err := f.Preallocate(j.opts.SegmentBytes); err != nil {
+		_ = f.Close()
+		_ = j.fs.Remove(j.path(seg.name))
+		return fmt.Errorf("journal: preallocate segment: %w", err)
+	}
+	j.mu.Lock()
+	j.syncFile = f
+	j.dirDirty = true
+	j.mu.Unlock()
+	if j.curFile != nil {
+		_ = j.curFile.Close() // already fsynced; a close error loses nothing
+	}
+	j.curFile = f
+	j.segs = append(j.segs, seg)
+	return nil
+}
+
+// Sync fsyncs everything appended so far and then advances Durable(). It
+// may run on a goroutine other than the owner's, concurrently with Append:
+// it holds mu only to read what to sync and to publish the result, and
+// fsyncs outside it, so the appender is never blocked by the fsync (except
+// at a segment roll, which waits for an fsync in flight). Records
+// appended while the fsync runs are left for the next Sync. After an
+// fsync error every later call returns ErrFailed.
+func (j *Journal) Sync() error {
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	if err := j.failed(); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	if j.syncClosed {
+		j.mu.Unlock()
+		return ErrClosed
+	}
+	f, target, dirDirty := j.syncFile, j.appendedSeq, j.dirDirty
+	j.dirDirty = false
+	j.pendingRecords, j.pendingSinceNs = 0, 0
+	j.mu.Unlock()
+	if target == j.syncedSeq && !dirDirty {
+		return nil
+	}
+	if f != nil {
+		if err := f.Sync(); err != nil {
+			return j.fail(err)
+		}
+	}
+	if dirDirty {
+		if err := j.fs.SyncDir(j.dir); err != nil {
+			return j.fail(err)
+		}
+	}
+	// Only a holder of syncMu changes appendedSeq downwards (TruncateAfter,
+	// ResetTo), so target is still a prefix of the log. Under SyncNone
+	// Durable() is already at or past target.
+	j.syncedSeq = target
+	if j.opts.Policy != SyncNone {
+		j.durable.Store(target)
+	}
+	return nil
+}
+
+// SyncDue reports whether the policy wants Sync called now: for group,
+// when the oldest unsynced append is GroupWindowNs old or GroupRecords
+// records wait; for always, when anything is unsynced; for none, never.
+// Safe from any goroutine.
+func (j *Journal) SyncDue(nowNs int64) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.pendingRecords == 0 {
+		return false
+	}
+	switch j.opts.Policy {
+	case SyncAlways:
+		return true
+	case SyncGroup:
+		return j.pendingRecords >= j.opts.GroupRecords || nowNs-j.pendingSinceNs >= j.opts.GroupWindowNs
+	}
+	return false
+}
+
+// SyncDeadlineNs returns when SyncDue will next become true by time alone,
+// so a sync goroutine can sleep until then; ok is false when nothing is
+// pending or the policy is none. Safe from any goroutine.
+func (j *Journal) SyncDeadlineNs() (deadlineNs int64, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.pendingRecords == 0 {
+		return 0, false
+	}
+	switch j.opts.Policy {
+	case SyncAlways:
+		return j.pendingSinceNs, true
+	case SyncGroup:
+		return j.pendingSinceNs + j.opts.GroupWindowNs, true
+	}
+	return 0, false
+}
+
+// Durable returns the highest seq known to be on stable storage: every
+// record at or below it survives a crash (except under SyncNone). It moves
+// forward only after the fsync returns; TruncateAfter and ResetTo set it.
+// Safe from any goroutine.
+func (j *Journal) Durable() uint64 { return j.durable.Load() }
+
+// Last returns the epoch and seq of the last record appended (after
+// ResetTo(seq), before any append: epoch 0 and seq). Owner goroutine.
+func (j *Journal) Last() (epoch, seq uint64) { return j.lastEpoch, j.lastSeq }
+
+// First returns the lowest seq the journal holds, or 0 when it holds none.
+// Owner goroutine.
+func (j *Journal) First() uint64 {
+	for _, s := range j.segs {
+		if !s.empty() {
+			return s.firstSeq
+		}
+	}
+	return 0
+}
+
+// HighestEpoch returns the epoch fence: Append refuses anything older.
+// Owner goroutine.
+func (j *Journal) HighestEpoch() uint64 { return j.highestEpoch }
+
+// RaiseEpoch raises the epoch fence without writing a record, for a node
+// that learned of a newer epoch (for example from a snapshot it installed
+// after ResetTo). The fence is persisted only by the next record appended;
+// after a reopen it is the highest epoch found in the log. Owner goroutine.
+func (j *Journal) RaiseEpoch(epoch uint64) { j.highestEpoch = max(j.highestEpoch, epoch) }
+
+// ReadFrom calls fn for each record with seq >= from, in order, until fn
+// returns false or the last appended record. payload is valid only during
+// the call. Every record is re-verified; damage is ErrCorrupt. A from
+// below First() is ErrCompacted; one above the last seq reads nothing.
+// Owner goroutine (it shares the reader buffer with recovery).
+func (j *Journal) ReadFrom(from uint64, fn func(epoch, seq uint64, payload []byte) bool) error {
+	if j.closed {
+		return ErrClosed
+	}
+	first := j.First()
+	if first == 0 || from > j.lastSeq {
+		return nil
+	}
+	if from < first {
+		return ErrCompacted
+	}
+	i := sort.Search(len(j.segs), func(i int) bool { return j.segs[i].lastSeq >= from })
+	for ; i < len(j.segs); i++ {
+		more, err := j.readSegment(j.segs[i], from, fn)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// openSegment returns a readable handle on s and whether the caller must
+// close it.
+func (j *Journal) openSegment(s *segment) (File, bool, error) {
+	if s == j.segs[len(j.segs)-1] && j.curFile != nil {
+		return j.curFile, false, nil
+	}
+	f, err := j.fs.OpenFile(j.path(s.name), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	return f, true, nil
+}
+
+func (j *Journal) readSegment(s *segment, from uint64, fn func(epoch, seq uint64, payload []byte) bool) (bool, error) {
+	if s.empty() {
+		return true, nil
+	}
+	f, mustClose, err := j.openSegment(s)
+	if err != nil {
+		return false, err
+	}
+	if mustClose {
+		defer f.Close()
+	}
+	k := sort.Search(len(s.index), func(k int) bool { return s.index[k].seq > from }) - 1
+	off, expect := s.index[max(k, 0)].offset, s.index[max(k, 0)].seq
+	j.reader.reset(f, s.endOffset)
+	for off < s.endOffset {
+		h, rec, ok, err := j.reader.recordAt(off)
+		if err != nil {
+			return false, err
+		}
+		if !ok || h.seq != expect {
+			return false, &CorruptError{File: s.name, Offset: off, Seq: expect, Reason: "record fails verification on read"}
+		}
+		if h.seq >= from && !fn(h.epoch, h.seq, rec[recordHeaderBytes:]) {
+			return false, nil
+		}
+		off += int64(len(rec))
+		expect++
+	}
+	return true, nil
+}
+
+// locate returns the offset, length and epoch of record seq in s.
+func (j *Journal) locate(s *segment, f File, seq uint64) (offset int64, recordBytes int64, epoch uint64, err error) {
+	k := sort.Search(len(s.index), func(k int) bool { return s.index[k].seq > seq }) - 1
+	off, expect := s.index[max(k, 0)].offset, s.index[max(k, 0)].seq
+	j.reader.reset(f, s.endOffset)
+	for off < s.endOffset {
+		h, rec, ok, err := j.reader.recordAt(off)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if !ok || h.seq != expect {
+			return 0, 0, 0, &CorruptError{File: s.name, Offset: off, Seq: expect, Reason: "record fails verification on read"}
+		}
+		if h.seq == seq {
+			return off, int64(len(rec)), h.epoch, nil
+		}
+		off += int64(len(rec))
+		expect++
+	}
+	return 0, 0, 0, &CorruptError{File: s.name, Offset: off, Seq: seq, Reason: "seq not found in its segment"}
+}
+
+// TruncateAfter durably discards every record above seq, for a deposed
+// primary dropping its unreplicated suffix. The fence (HighestEpoch) is
+// kept. Afterwards every record up to seq is fsynced (earlier segments were
+// fsynced when rolled, the cut one is fsynced here), so Durable() is seq. seq below First()-1 is
+// ErrCompacted; seq >= the last seq is a no-op. Any I/O error leaves the
+// journal failed (ErrFailed). Owner goroutine.
+func (j *Journal) TruncateAfter(seq uint64) error {
+	if j.closed {
+		return ErrClosed
+	}
+	if err := j.failed(); err != nil {
+		return err
+	}
+	if !j.hasBase || seq >= j.lastSeq {
+		return nil
+	}
+	first := j.First()
+	if first == 0 || seq+1 < first {
+		return ErrCompacted
+	}
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	// Newest first, so that a crash part-way leaves a contiguous log.
+	for len(j.segs) > 0 && j.segs[len(j.segs)-1].firstSeq > seq {
+		s := j.segs[len(j.segs)-1]
+		if j.curFile != nil {
+			_ = j.curFile.Close()
+			j.curFile = nil
+		}
+		if err := j.fs.Remove(j.path(s.name)); err != nil {
+			return j.fail(err)
+		}
+		j.segs = j.segs[:len(j.segs)-1]
+	}
+	var lastEpoch uint64
+	if len(j.segs) > 0 {
+		s := j.segs[len(j.segs)-1]
+		if j.curFile == nil {
+			f, err := j.fs.OpenFile(j.path(s.name), os.O_RDWR, 0)
+			if err != nil {
+				return j.fail(err)
+			}
+			j.curFile = f
+		}
+		off, recordBytes, epoch, err := j.locate(s, j.curFile, seq)
+		if err != nil {
+			return j.fail(err)
+		}
+		lastEpoch = epoch
+		if cut := off + recordBytes; cut < s.endOffset {
+			if err := j.zeroFrom(j.curFile, cut); err != nil {
+				return j.fail(err)
+			}
+			s.endOffset, s.lastSeq = cut, seq
+			k := sort.Search(len(s.index), func(k int) bool { return s.index[k].seq > seq })
+			s.index = s.index[:k]
+			s.nextIndexOff = s.index[k-1].offset + max(j.opts.IndexIntervalBytes, 1)
+		}
+	}
+	if err := j.fs.SyncDir(j.dir); err != nil {
+		return j.fail(err)
+	}
+	j.lastSeq, j.lastEpoch = seq, lastEpoch
+	j.mu.Lock()
+	j.syncFile, j.appendedSeq, j.dirDirty = j.curFile, seq, false
+	j.pendingRecords, j.pendingSinceNs = 0, 0
+	j.durable.Store(seq)
+	j.mu.Unlock()
+	j.syncedSeq = seq
+	return nil
+}
+
+// zeroFrom durably discards f's bytes from offset on, leaving zeros up to
+// SegmentBytes, so that no stale record can reappear after the cut.
+func (j *Journal) zeroFrom(f File, offset int64) error {
+	if err := f.Truncate(offset); err != nil {
+		return err
+	}
+	if err := f.Preallocate(j.opts.SegmentBytes); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// ResetTo durably empties the journal so that the next Append must be
+// seq+1, for a standby that installed a snapshot at seq. Durable() becomes
+// seq: call it only once that snapshot is durable. The fence is kept
+// (see RaiseEpoch). After a crash before the next append the journal
+// reopens empty. Owner goroutine.
+func (j *Journal) ResetTo(seq uint64) error {
+	if j.closed {
+		return ErrClosed
+	}
+	if err := j.failed(); err != nil {
+		return err
+	}
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	if j.curFile != nil {
+		_ = j.curFile.Close()
+		j.curFile = nil
+	}
+	for len(j.segs) > 0 {
+		s := j.segs[len(j.segs)-1]
+		if err := j.fs.Remove(j.path(s.name)); err != nil {
+			return j.fail(err)
+		}
+		j.segs = j.segs[:len(j.segs)-1]
+	}
+	if err := j.fs.SyncDir(j.dir); err != nil {
+		return j.fail(err)
+	}
+	j.lastSeq, j.lastEpoch, j.hasBase = seq, 0, true
+	j.mu.Lock()
+	j.syncFile, j.appendedSeq, j.dirDirty = nil, seq, false
+	j.pendingRecords, j.pendingSinceNs = 0, 0
+	j.durable.Store(seq)
+	j.mu.Unlock()
+	j.syncedSeq = seq
+	return nil
+}
+
+// Close fsyncs what is pending (whatever the policy: a clean shutdown loses
+// nothing) and closes the journal. Owner goroutine; a concurrent Sync
+// either completes first or returns ErrClosed.
+func (j *Journal) Close() error {
+	if j.closed {
+		return ErrClosed
+	}
+	err := j.Sync()
+	if errors.Is(err, ErrClosed) {
+		err = nil
+	}
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	j.closed = true
+	j.mu.Lock()
+	j.syncClosed, j.syncFile = true, nil
+	j.mu.Unlock()
+	if j.curFile != nil {
+		if cerr := j.curFile.Close(); err == nil {
+			err = cerr
+		}
+		j.curFile = nil
+	}
+	return err
+}
