@@ -1,0 +1,314 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// Options configure a Client.
+type Options struct {
+	Core    Config
+	Primary netip.AddrPort // where commands go
+	Local   netip.AddrPort // zero: 127.0.0.1, ephemeral port
+	Idle    bus.Idle
+	// OnResult, if set, is called (under the client's lock) for every
+	// answered command.
+	OnResult func(Result)
+	// OnOutput, if set, sees every output of this session (executions too).
+	OnOutput func(o *engine.Output)
+}
+
+// Client sends commands over UDP and matches the answers.
+type Client struct {
+	opts  Options
+	start time.Time
+	uc    *bus.UDP
+	loop  *bus.Loop
+
+	mu      sync.Mutex
+	core    *Core
+	primary netip.AddrPort
+	batch   *wire.Batch
+	sendBuf [1][]byte
+}
+
+// Dial opens the client's socket and starts its receive loop.
+func Dial(opts Options) (*Client, error) {
+	if opts.Core.Session == 0 {
+		return nil, errors.New("client: session 0 is reserved for market data")
+	}
+	// 4 MB of receive buffer: answers arrive in bursts when a batch of
+	// commands is released at once.
+	uc, err := bus.ListenUnicast(bus.UnicastConfig{Addr: opts.Local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, start: time.Now(), uc: uc, core: NewCore(opts.Core), primary: opts.Primary, batch: wire.NewBatch(0)}
+	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+	c.loop, err = bus.StartLoop(uc, bus.LoopConfig{Idle: opts.Idle}, c.onBatch)
+	if err != nil {
+		uc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Client) nowNs() int64 { return int64(time.Since(c.start)) }
+
+func (c *Client) origin() wire.Origin {
+	return wire.Origin{Node: uint32(c.opts.Core.Session)}
+}
+
+// LocalAddr is the client's address (where answers come back).
+func (c *Client) LocalAddr() netip.AddrPort { return c.uc.LocalAddr() }
+
+// Close stops the receive loop and closes the socket.
+func (c *Client) Close() error {
+	c.uc.Close()
+	c.loop.Stop()
+	return nil
+}
+
+// SetPrimary points the client at a new primary and resends everything in
+// flight there (same ids: the engine's dedup table answers those already
+// applied with their original result).
+func (c *Client) SetPrimary(addr netip.AddrPort) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.primary = addr
+	n := c.core.ResendAll(c.nowNs(), c.queue)
+	c.flushLocked()
+	return n
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.core.Stats()
+}
+
+// InFlight is the number of unanswered commands.
+func (c *Client) InFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.core.InFlight()
+}
+
+// Submit sends one command now and returns its client order id.
+func (c *Client) Submit(r *engine.Request) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.nowNs()
+	id, cmd, err := c.core.Next(r, now, now)
+	if err != nil {
+		return 0, err
+	}
+	c.queue(cmd)
+	c.flushLocked()
+	return id, nil
+}
+
+// queue adds a command to the outgoing COMMAND frame, sending the frame
+// first if it is full.
+func (c *Client) queue(cmd []byte) {
+	if !c.batch.Add(cmd) {
+		c.flushLocked()
+		c.batch.Add(cmd)
+	}
+}
+
+func (c *Client) flushLocked() {
+	if c.batch.Count() == 0 {
+		return
+	}
+	c.sendBuf[0] = c.batch.Bytes()
+	_ = c.uc.Send(c.sendBuf[:], c.primary)
+	c.sendBuf[0] = nil
+	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+}
+
+// Poll resends overdue commands; call it regularly (every few ms).
+func (c *Client) Poll() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.core.Poll(c.nowNs(), c.queue)
+	c.flushLocked()
+	return n
+}
+
+func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.nowNs()
+	for i := range sizes {
+		f, _, err := wire.Parse(bufs[i][:sizes[i]])
+		if err != nil || f.Type != wire.TypeOutput {
+			c.core.stats.BadOutputs++
+			continue
+		}
+		it := f.Messages()
+		for {
+			_, msg, ok := it.Next()
+			if !ok {
+				break
+			}
+			o, err := engine.ParseOutput(msg)
+			if err != nil {
+				c.core.stats.BadOutputs++
+				continue
+			}
+			if c.opts.OnOutput != nil {
+				c.opts.OnOutput(&o)
+			}
+			if res, ok := c.core.OnOutput(&o, now); ok && c.opts.OnResult != nil {
+				c.opts.OnResult(res)
+			}
+		}
+	}
+}
+
+// ErrUnanswered is returned by Load when commands are still unanswered at
+// the end of its drain time.
+var ErrUnanswered = errors.New("client: commands unanswered")
+
+// LoadConfig is a fixed-rate load (wrk2 style): command i is meant to be
+// sent at start + i/Rate, and its latency is measured from that intended
+// time, so a stall counts against every command it delayed.
+type LoadConfig struct {
+	Rate        float64 // commands per second
+	Count       uint64
+	Instruments uint32
+	Seed        uint64
+	// Drain bounds the wait for the last answers after the last send.
+	Drain time.Duration
+}
+
+// LoadReport is what a Load run saw.
+type LoadReport struct {
+	Sent, Answered uint64
+	Elapsed        time.Duration
+	Stats          Stats
+}
+
+// Load runs a fixed-rate load of limit and market orders around a mid
+// price (so that they trade and the book stays bounded), calling rec with
+// every answer. It returns when every command is answered, or with
+// ErrUnanswered after Drain.
+func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (LoadReport, error) {
+	if cfg.Rate <= 0 || cfg.Count == 0 {
+		return LoadReport{}, fmt.Errorf("client: load needs a rate and a count")
+	}
+	if cfg.Instruments == 0 {
+		cfg.Instruments = 1
+	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = 10 * time.Second
+	}
+	c.mu.Lock()
+	prev := c.opts.OnResult
+	c.opts.OnResult = func(r Result) {
+		if rec != nil {
+			rec(r)
+		}
+		if prev != nil {
+			prev(r)
+		}
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.opts.OnResult = prev
+		c.mu.Unlock()
+	}()
+	gen := orderGen{state: cfg.Seed | 1, instruments: cfg.Instruments}
+	begin := c.nowNs()
+	intervalNs := 1e9 / cfg.Rate
+	var sent uint64
+	lastPoll := begin
+	for sent < cfg.Count {
+		if err := ctx.Err(); err != nil {
+			return LoadReport{Sent: sent}, err
+		}
+		now := c.nowNs()
+		due := min(uint64(float64(now-begin)/intervalNs)+1, cfg.Count)
+		c.mu.Lock()
+		for sent < due {
+			r := gen.next()
+			intended := begin + int64(float64(sent)*intervalNs)
+			_, cmd, err := c.core.Next(&r, intended, now)
+			if err != nil {
+				break // window full: back-pressure; retry on the next pass
+			}
+			c.queue(cmd)
+			sent++
+		}
+		c.flushLocked()
+		if now-lastPoll > 2_000_000 {
+			c.core.Poll(now, c.queue)
+			c.flushLocked()
+			lastPoll = now
+		}
+		c.mu.Unlock()
+		next := begin + int64(float64(sent)*intervalNs)
+		if wait := time.Duration(next - c.nowNs()); wait > 0 {
+			time.Sleep(min(wait, 2*time.Millisecond))
+		}
+	}
+	deadline := time.Now().Add(cfg.Drain)
+	for c.InFlight() > 0 && time.Now().Before(deadline) {
+		if err := ctx.Err(); err != nil {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+		c.Poll()
+	}
+	st := c.Stats()
+	rep := LoadReport{Sent: sent, Answered: st.Answered, Elapsed: time.Duration(c.nowNs() - begin), Stats: st}
+	if c.InFlight() > 0 {
+		return rep, fmt.Errorf("%w: %d of %d", ErrUnanswered, c.InFlight(), sent)
+	}
+	return rep, nil
+}
+
+// orderGen makes a deterministic stream of orders: limits on both sides
+// within 5 ticks of a mid price of 1000, and 10% market orders.
+type orderGen struct {
+	state       uint64
+	instruments uint32
+}
+
+func (g *orderGen) rand() uint64 {
+	g.state ^= g.state >> 12
+	g.state ^= g.state << 25
+	g.state ^= g.state >> 27
+	return g.state * 2685821657736338717
+}
+
+func (g *orderGen) next() engine.Request {
+	x := g.rand()
+	r := engine.Request{
+		Op:         engine.OpNewOrder,
+		Instrument: uint32(x % uint64(g.instruments)),
+		Side:       engine.Buy,
+		Type:       engine.Limit,
+		Price:      995 + int64((x>>8)%11),
+		Qty:        1 + (x>>16)%100,
+	}
+	if (x>>24)&1 == 1 {
+		r.Side = engine.Sell
+	}
+	if (x>>32)%10 == 0 {
+		r.Type = engine.Market
+		r.Price = 0
+	}
+	return r
+}

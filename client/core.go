@@ -1,0 +1,208 @@
+// Package client is the seqbus client: it sends commands with their
+// identity (session, client order id), matches the gated results that come
+// back, resends what was not answered in time (after a timeout or a
+// failover, with the same ids, so the engine's replicated dedup table
+// applies each command once), and reports a duplicate as the original
+// result.
+//
+// Core is the pure part (no clock, no socket); Client wraps it with a UDP
+// socket and a receive goroutine.
+package client
+
+import (
+	"errors"
+
+	"github.com/seqbus/seqbus/engine"
+)
+
+// Defaults.
+const (
+	// DefaultMaxInFlight bounds unanswered commands; it must not exceed the
+	// engine's dedup window, or a resend could be too old to dedupe.
+	DefaultMaxInFlight = 1024
+	// DefaultResendAfterNs: resend a command unanswered for 250 ms, a
+	// quarter of the lease: within a failover the new primary answers the
+	// resend (from its dedup table if the original was applied).
+	DefaultResendAfterNs = 250_000_000
+	// MaxResendsPerPoll bounds one Poll's resends.
+	MaxResendsPerPoll = 256
+)
+
+// ErrWindowFull is returned by Next when MaxInFlight commands are unanswered.
+var ErrWindowFull = errors.New("client: too many commands in flight")
+
+// Config configures a Core.
+type Config struct {
+	Session       uint64
+	MaxInFlight   int
+	ResendAfterNs int64
+	// FirstID is the first client order id (ids increase by one); a client
+	// restarting a session must continue above its previous ids.
+	FirstID uint64
+}
+
+type pending struct {
+	id         uint64
+	intendedNs int64 // when it should have been sent (fixed-rate load)
+	sentNs     int64
+	attempts   uint32
+	used       bool
+	n          uint8
+	cmd        [engine.MaxCommandLen]byte
+}
+
+// Result is the answer to one command.
+type Result struct {
+	ClientOrderID uint64
+	Kind          engine.OutputKind // Ack, Reject or Cancelled (the original's, for a duplicate)
+	Duplicate     bool              // answered from the dedup table: it was applied before
+	LatencyNs     int64             // from the intended send time to the answer
+	Attempts      uint32
+}
+
+// Stats counts the client's work.
+type Stats struct {
+	Sent, Resent, Answered, Acks, Rejects, Cancels, Duplicates uint64
+	Executions, MarketData, Unmatched, BadOutputs              uint64
+}
+
+// Core tracks commands in flight for one session.
+type Core struct {
+	cfg    Config
+	nextID uint64
+	slots  []pending
+	live   int
+	oldest uint64 // lowest id that may still be in flight
+	stats  Stats
+}
+
+// NewCore returns a Core.
+func NewCore(cfg Config) *Core {
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.ResendAfterNs <= 0 {
+		cfg.ResendAfterNs = DefaultResendAfterNs
+	}
+	if cfg.FirstID == 0 {
+		cfg.FirstID = 1
+	}
+	return &Core{cfg: cfg, nextID: cfg.FirstID, oldest: cfg.FirstID, slots: make([]pending, cfg.MaxInFlight)}
+}
+
+// Session is the core's session id.
+func (c *Core) Session() uint64 { return c.cfg.Session }
+
+// InFlight is the number of unanswered commands.
+func (c *Core) InFlight() int { return c.live }
+
+// NextID is the id the next command gets.
+func (c *Core) NextID() uint64 { return c.nextID }
+
+// Stats returns the counters.
+func (c *Core) Stats() Stats { return c.stats }
+
+func (c *Core) slot(id uint64) *pending { return &c.slots[id%uint64(len(c.slots))] }
+
+// Next assigns the next client order id to r and returns the encoded
+// command to send (valid until the next call). intendedNs is when the load
+// meant to send it (for coordinated-omission-free latency); nowNs is now.
+func (c *Core) Next(r *engine.Request, intendedNs, nowNs int64) (uint64, []byte, error) {
+	p := c.slot(c.nextID)
+	if p.used {
+		return 0, nil, ErrWindowFull
+	}
+	id := c.nextID
+	c.nextID++
+	*p = pending{id: id, intendedNs: intendedNs, sentNs: nowNs, attempts: 1, used: true}
+	b := engine.AppendRequest(p.cmd[:0], c.cfg.Session, id, r)
+	p.n = uint8(len(b))
+	c.live++
+	c.stats.Sent++
+	return id, p.cmd[:p.n], nil
+}
+
+// OnOutput matches one output of this session. For a result (ack, reject,
+// cancel, or a duplicate of one) of a command in flight it returns the
+// Result and true.
+func (c *Core) OnOutput(o *engine.Output, nowNs int64) (Result, bool) {
+	kind, dup := o.Kind, false
+	switch o.Kind {
+	case engine.KindExecution:
+		c.stats.Executions++
+		return Result{}, false
+	case engine.KindMarketData:
+		c.stats.MarketData++
+		return Result{}, false
+	case engine.KindDuplicate:
+		kind, dup = o.Original, true
+	case engine.KindAck, engine.KindReject, engine.KindCancelled:
+	default:
+		c.stats.BadOutputs++
+		return Result{}, false
+	}
+	p := c.slot(o.ClientOrderID)
+	if !p.used || p.id != o.ClientOrderID {
+		// Already answered (a second answer after a resend) or not ours.
+		c.stats.Unmatched++
+		return Result{}, false
+	}
+	res := Result{ClientOrderID: p.id, Kind: kind, Duplicate: dup, LatencyNs: nowNs - p.intendedNs, Attempts: p.attempts}
+	p.used = false
+	c.live--
+	c.stats.Answered++
+	switch kind {
+	case engine.KindAck:
+		c.stats.Acks++
+	case engine.KindReject:
+		c.stats.Rejects++
+	case engine.KindCancelled:
+		c.stats.Cancels++
+	}
+	if dup {
+		c.stats.Duplicates++
+	}
+	return res, true
+}
+
+// Poll calls resend for each command unanswered for ResendAfterNs (at most
+// MaxResendsPerPoll per call), oldest first, with the same id and bytes.
+func (c *Core) Poll(nowNs int64, resend func(cmd []byte)) int {
+	n := 0
+	for id := c.oldest; id < c.nextID && n < MaxResendsPerPoll; id++ {
+		p := c.slot(id)
+		if !p.used || p.id != id {
+			if id == c.oldest {
+				c.oldest++
+			}
+			continue
+		}
+		if nowNs-p.sentNs < c.cfg.ResendAfterNs {
+			continue
+		}
+		p.sentNs = nowNs
+		p.attempts++
+		resend(p.cmd[:p.n])
+		c.stats.Resent++
+		n++
+	}
+	return n
+}
+
+// ResendAll resends every command in flight now (after a failover: the new
+// primary may never have seen them). Bounded by MaxInFlight.
+func (c *Core) ResendAll(nowNs int64, resend func(cmd []byte)) int {
+	n := 0
+	for id := c.oldest; id < c.nextID; id++ {
+		p := c.slot(id)
+		if !p.used || p.id != id {
+			continue
+		}
+		p.sentNs = nowNs
+		p.attempts++
+		resend(p.cmd[:p.n])
+		c.stats.Resent++
+		n++
+	}
+	return n
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seqbus/seqbus/client"
+)
+
+// clientSummary is what `seqbus client` prints (and writes with --json).
+type clientSummary struct {
+	Sent, Answered, Acks, Rejects, Duplicates, Resent, Unanswered uint64
+	Executions                                                    uint64
+	ElapsedSec, RatePerSec                                        float64
+	LatencyUs                                                     map[string]float64
+}
+
+func runClient(args []string) error {
+	fs := flag.NewFlagSet("client", flag.ContinueOnError)
+	primary := fs.String("primary", "127.0.0.1:7101", "the primary's unicast address")
+	session := fs.Uint64("session", 1, "session id (>= 1)")
+	rate := fs.Float64("rate", 10_000, "commands per second (fixed rate)")
+	count := fs.Uint64("count", 100_000, "commands to send")
+	instruments := fs.Uint("instruments", 4, "instruments to spread orders over")
+	seed := fs.Uint64("seed", 1, "order stream seed")
+	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
+	out := fs.String("json", "", "also write the summary as JSON to this file")
+	idle := fs.String("idle", "backoff", "receive idle strategy")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	addr, err := netip.ParseAddrPort(*primary)
+	if err != nil {
+		return fmt.Errorf("--primary: %v", err)
+	}
+	idl, err := parseIdle(*idle)
+	if err != nil {
+		return err
+	}
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain},
+		func(r client.Result) { _ = hist.RecordValue(max(r.LatencyNs/1000, 1)) })
+	st := rep.Stats
+	sum := clientSummary{
+		Sent: rep.Sent, Answered: st.Answered, Acks: st.Acks, Rejects: st.Rejects, Duplicates: st.Duplicates,
+		Resent: st.Resent, Unanswered: rep.Sent - st.Answered, Executions: st.Executions,
+		ElapsedSec: rep.Elapsed.Seconds(), RatePerSec: float64(st.Answered) / max(rep.Elapsed.Seconds(), 1e-9),
+		LatencyUs: map[string]float64{},
+	}
+	for _, q := range []float64{50, 90, 99, 99.9, 99.99, 100} {
+		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(hist.ValueAtQuantile(q))
+	}
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	fmt.Println(string(b))
+	if *out != "" {
+		if err := os.WriteFile(*out, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return loadErr
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/node"
+)
+
+// peerFlags collects repeated --peer id=host:port flags.
+type peerFlags map[uint32]netip.AddrPort
+
+func (p peerFlags) String() string { return fmt.Sprint(map[uint32]netip.AddrPort(p)) }
+
+func (p peerFlags) Set(v string) error {
+	idText, addrText, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want id=host:port, got %q", v)
+	}
+	id, err := strconv.ParseUint(idText, 10, 32)
+	if err != nil || id == 0 {
+		return fmt.Errorf("bad peer id %q", idText)
+	}
+	addr, err := netip.ParseAddrPort(addrText)
+	if err != nil {
+		return fmt.Errorf("bad peer address %q: %v", addrText, err)
+	}
+	p[uint32(id)] = addr
+	return nil
+}
+
+func parseIdle(s string) (bus.Idle, error) {
+	switch s {
+	case "backoff":
+		return bus.Idle{Kind: bus.IdleBackoff}, nil
+	case "spin":
+		return bus.Idle{Kind: bus.IdleBusySpin}, nil
+	case "yield":
+		return bus.Idle{Kind: bus.IdleYield}, nil
+	case "block":
+		return bus.Idle{Kind: bus.IdleBlock}, nil
+	}
+	return bus.Idle{}, fmt.Errorf("unknown idle strategy %q (backoff, spin, yield, block)", s)
+}
+
+func parseFsync(s string) (journal.SyncPolicy, error) {
+	switch s {
+	case "none":
+		return journal.SyncNone, nil
+	case "group":
+		return journal.SyncGroup, nil
+	case "always":
+		return journal.SyncAlways, nil
+	}
+	return 0, fmt.Errorf("unknown fsync policy %q (none, group, always)", s)
+}
+
+// engineConfig is the matching engine every replica runs; all replicas
+// must use the same one. A dedup window of 1024 lets a client keep 1024
+// commands in flight and still resend any of them safely.
+func engineConfig() engine.Config {
+	cfg := engine.DefaultConfig()
+	cfg.DedupWindow = 1024
+	return cfg
+}
+
+func runNode(args []string) error {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	id := fs.Uint("id", 0, "node id (1..2^32-1), unique in the cluster")
+	dir := fs.String("dir", "", "journal and snapshot directory")
+	listen := fs.String("listen", "127.0.0.1:7101", "unicast address (clients, acks, naks, snapshots)")
+	group := fs.String("group", "239.77.0.1:7100", "replication multicast group")
+	md := fs.String("market-data", "", "market-data multicast group (optional)")
+	iface := fs.String("iface", "lo", "multicast interface (pinned; never the default route)")
+	ttl := fs.Int("ttl", 0, "multicast TTL (0: 0 on lo, 1 elsewhere)")
+	stream := fs.Uint("stream", 1, "stream id")
+	role := fs.String("role", "standby", "standby, or primary (a static primary: no witness)")
+	epoch := fs.Uint64("epoch", 1, "epoch of a static primary")
+	fsync := fs.String("fsync", "group", "journal fsync policy: none, group, always")
+	idle := fs.String("idle", "backoff", "receive idle strategy: backoff, spin, yield, block")
+	status := fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
+	snapEvery := fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
+	verbose := fs.Bool("v", false, "log at debug level")
+	peers := peerFlags{}
+	fs.Var(peers, "peer", "another node, as id=host:port (repeat)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *id == 0 || *dir == "" {
+		return fmt.Errorf("--id and --dir are required")
+	}
+	cfg := node.Config{
+		ID: uint32(*id), Stream: uint16(*stream), Dir: *dir, Interface: *iface, TTL: *ttl,
+		Peers: peers, Epoch: *epoch, SnapshotEvery: *snapEvery,
+		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
+	}
+	var err error
+	if cfg.Listen, err = netip.ParseAddrPort(*listen); err != nil {
+		return fmt.Errorf("--listen: %v", err)
+	}
+	if cfg.Group, err = netip.ParseAddrPort(*group); err != nil {
+		return fmt.Errorf("--group: %v", err)
+	}
+	if *md != "" {
+		if cfg.MarketData, err = netip.ParseAddrPort(*md); err != nil {
+			return fmt.Errorf("--market-data: %v", err)
+		}
+	}
+	switch *role {
+	case "primary":
+		cfg.Role = node.RolePrimary
+	case "standby":
+		cfg.Role = node.RoleStandby
+	default:
+		return fmt.Errorf("--role: want primary or standby, got %q", *role)
+	}
+	if cfg.Journal.Policy, err = parseFsync(*fsync); err != nil {
+		return err
+	}
+	if cfg.Idle, err = parseIdle(*idle); err != nil {
+		return err
+	}
+	cfg.StatusFile = *status
+	if cfg.StatusFile == "" {
+		cfg.StatusFile = filepath.Join(*dir, "status.json")
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", *id)
+	n, err := node.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := n.Start(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	cfg.Log.Info("stopping")
+	return n.Close()
+}
+
+// waitSignal blocks until SIGINT or SIGTERM.
+func waitSignal() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+}
+
+var _ = time.Second

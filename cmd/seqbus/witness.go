@@ -1,0 +1,49 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/arbiter/witness"
+	"github.com/seqbus/seqbus/bus"
+)
+
+func runWitness(args []string) error {
+	fs := flag.NewFlagSet("witness", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:7000", "UDP address to serve the lease protocol on")
+	dir := fs.String("dir", "", "state directory (the highest epoch is persisted here)")
+	lease := fs.Duration("lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the nodes)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("--dir is required")
+	}
+	addr, err := netip.ParseAddrPort(*listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %v", err)
+	}
+	cfg := witness.DefaultConfig()
+	cfg.Arbiter.LeaseDurationNs = int64(*lease)
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
+	conn, err := bus.ListenUnicast(bus.UnicastConfig{Addr: addr})
+	if err != nil {
+		return err
+	}
+	srv, err := witness.New(cfg, conn, *dir)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	cfg.Logger.Info("serving", "lease", *lease, "epoch", srv.Status().Epoch)
+	waitSignal()
+	return srv.Close()
+}

@@ -1,0 +1,155 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
+)
+
+// Role is what a node currently does.
+type Role uint8
+
+// Roles.
+const (
+	RoleStandby Role = iota
+	RolePrimary
+)
+
+func (r Role) String() string {
+	if r == RolePrimary {
+		return "primary"
+	}
+	return "standby"
+}
+
+// Defaults, each a configuration value.
+const (
+	// DefaultTickInterval drives heartbeats, NAK timers and periodic acks.
+	// 1 ms is well under the 10 ms heartbeat and the NAK back-off floor's
+	// multiples; the ticker costs ~1000 wake-ups a second.
+	DefaultTickInterval = time.Millisecond
+	// DefaultHashEvery: primary and standbys compare state hashes every
+	// 1024 seqs; hashing is incremental so this costs a frame, not a scan.
+	DefaultHashEvery = 1024
+	// DefaultSnapshotEvery: the primary snapshots every 200k commands, so a
+	// standby that fell behind by more than the journal holds restores at
+	// most that far back; snapshots run inline (the engine's state is small
+	// here; a venue-sized book would fork or copy-on-write instead).
+	DefaultSnapshotEvery = 200_000
+	// DefaultAckIntervalNs: a standby with no progress still acks every
+	// 5 ms, so the primary sees it alive (the in-sync set times out at
+	// 200 ms).
+	DefaultAckIntervalNs = 5_000_000
+	// DefaultOutputSlotBytes bounds one engine output held in the gate.
+	DefaultOutputSlotBytes = 128
+	// DefaultPublisherCapacity bounds outputs waiting for release: 64k.
+	// When full, new commands are refused (back-pressure) until releases
+	// catch up.
+	DefaultPublisherCapacity = 1 << 16
+	// DefaultMaxSessions bounds the client session -> address table.
+	DefaultMaxSessions = 4096
+	// DefaultRecvBufferBytes: 8 MB of socket receive buffer absorbs a burst
+	// of ~10k small datagrams while a loop is descheduled (the kernel's
+	// 208 KB default holds ~200), so bursts cost latency, not NAKs.
+	DefaultRecvBufferBytes = 8 << 20
+	// SnapshotChunkBurst is how many chunks the primary sends per request.
+	SnapshotChunkBurst = 32
+)
+
+// Config configures one node process.
+type Config struct {
+	ID     uint32
+	Stream uint16
+	Dir    string // journal and snapshots
+
+	Listen     netip.AddrPort // unicast: clients, acks, naks, snapshots
+	Group      netip.AddrPort // replication multicast group
+	MarketData netip.AddrPort // market-data multicast group (optional)
+	Interface  string         // multicast interface; "" means lo
+	TTL        int            // multicast TTL; 0 means 0 on lo, 1 elsewhere
+
+	// Peers maps every other node's id to its unicast address.
+	Peers map[uint32]netip.AddrPort
+
+	// Role and Epoch: a static primary leads at Epoch with no witness
+	// (used until the witness-driven promotion runs the show).
+	Role  Role
+	Epoch uint64
+
+	Journal journal.Options
+	Idle    bus.Idle
+	Tuning  bus.Tuning
+
+	TickInterval      time.Duration
+	HashEvery         uint64
+	SnapshotEvery     uint64
+	AckIntervalNs     int64
+	OutputSlotBytes   int
+	PublisherCapacity int
+	MaxSessions       int
+
+	// NewStateMachine builds the replicated state machine (the bus knows it
+	// only through engine.StateMachine).
+	NewStateMachine func() (engine.StateMachine, error)
+
+	// StatusFile, if set, is rewritten (atomically) every 100 ms and on
+	// Close with the node's Status as JSON.
+	StatusFile string
+
+	Log *slog.Logger
+}
+
+// ErrConfig is returned for an unusable configuration.
+var ErrConfig = errors.New("node: bad configuration")
+
+func (c *Config) withDefaults() error {
+	if c.ID == 0 {
+		return fmt.Errorf("%w: node id 0 is reserved", ErrConfig)
+	}
+	if c.Dir == "" {
+		return fmt.Errorf("%w: no journal directory", ErrConfig)
+	}
+	if !c.Listen.IsValid() || !c.Group.IsValid() {
+		return fmt.Errorf("%w: listen and group addresses are required", ErrConfig)
+	}
+	if c.NewStateMachine == nil {
+		return fmt.Errorf("%w: no state machine", ErrConfig)
+	}
+	if c.Role == RolePrimary && c.Epoch == 0 {
+		return fmt.Errorf("%w: a static primary needs an epoch >= 1", ErrConfig)
+	}
+	if c.Tuning.RecvBufferBytes == 0 {
+		c.Tuning.RecvBufferBytes = DefaultRecvBufferBytes
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = DefaultTickInterval
+	}
+	if c.HashEvery == 0 {
+		c.HashEvery = DefaultHashEvery
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.AckIntervalNs <= 0 {
+		c.AckIntervalNs = DefaultAckIntervalNs
+	}
+	if c.OutputSlotBytes <= 0 {
+		c.OutputSlotBytes = DefaultOutputSlotBytes
+	}
+	if c.PublisherCapacity <= 0 {
+		c.PublisherCapacity = DefaultPublisherCapacity
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+// Package node is the runtime of one seqbus process: it owns the sockets,
+// the journal files and the goroutines, and drives the pure cores
+// (sequencer, standby window and repair timers, gate and publisher, lease
+// keeper) with real frames and monotonic time.
+//
+// Concurrency model. Every core lives behind one mutex, n.mu. Three kinds
+// of goroutine take it, each for a short, bounded piece of work and never
+// across a blocking call other than a non-blocking socket send:
+//
+//   - one receive loop per socket (bus.Loop: spin, yield, then park), which
+//     handles a whole batch of datagrams under one lock acquisition;
+//   - the ticker (every TickInterval): heartbeats, NAK and snapshot timers,
+//     periodic acks, status;
+//   - the syncer, which fsyncs the journal outside the lock (group commit)
+//     and then, under the lock, raises the durable watermark and releases
+//     outputs that were waiting for it.
+//
+// The role decides what a frame means: a primary sequences COMMAND frames
+// and answers ACK, NAK and SNAPSHOT_REQUEST; a standby applies DATA and
+// RETRANSMIT frames by seq, NAKs gaps, acknowledges the highest contiguous
+// seq it has journaled, and installs snapshots. Ordering rules:
+//
+//  1. A command is journaled (written) before the frame carrying it is
+//     multicast, and applied to the engine before its outputs are queued.
+//  2. An output leaves only when its seq <= min(applied, required standby
+//     ack, durable) and only while the lease is held (gating.Publish).
+//  3. A standby acknowledges no further than its own journal is durable.
+//  4. Frames from an epoch older than the highest accepted are dropped and
+//     counted; nothing from them is applied, journaled or acknowledged.
+package node

@@ -1,0 +1,443 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/gating"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/sequencer"
+	"github.com/seqbus/seqbus/standby"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// MaxOutputBytes is the largest engine output the gate holds; larger ones
+// are a configuration error, counted and logged.
+const MaxOutputBytes = 128
+
+// outSlot is one output waiting in the gate: a value type, so the
+// publisher's preallocated ring holds it without allocating.
+type outSlot struct {
+	to uint64
+	n  uint16
+	b  [MaxOutputBytes]byte
+}
+
+// Node is one seqbus process.
+type Node struct {
+	cfg   Config
+	start time.Time
+
+	mu   sync.Mutex
+	role Role
+
+	uc     *bus.UDP // unicast endpoint
+	mcRecv *bus.UDP // replication group receiver
+	mcSend *bus.UDP // replication group sender
+	mdSend *bus.UDP // market-data sender (nil when not configured)
+	loops  []*bus.Loop
+
+	j   *journal.Journal
+	eng engine.StateMachine
+
+	fence arbiter.Fence
+	epoch uint64 // epoch we lead (primary) or follow (standby)
+
+	// primary
+	seqr     *sequencer.Sequencer
+	gate     *gating.Gate
+	pub      *gating.Publisher[outSlot]
+	sessions map[uint64]netip.AddrPort
+	outBatch *wire.Batch
+	mdBatch  *wire.Batch
+	outTo    uint64
+	emitter  primaryEmitter
+	applySeq uint64 // seq being applied (for the emitter)
+
+	// standby
+	win         *standby.Window
+	naks        *standby.NakScheduler
+	fetch       *standby.Fetch
+	hashes      standby.HashCheck
+	rejects     standby.Rejects
+	primaryID   uint32
+	primaryAddr netip.AddrPort
+	lastAckSent uint64
+	lastAckNs   int64
+	snapFile    *snapshotSink
+	snapCache   *snapshotCache
+
+	// scratch, reused
+	sendBuf  [1][]byte
+	frameBuf []byte
+	gapBuf   [wire.MaxNakRanges]standby.Range
+	nakBuf   [wire.MaxNakRanges]standby.Range
+
+	syncKick chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closed   bool
+
+	stats Stats
+}
+
+// New opens the journal, recovers the state machine from the latest
+// snapshot and the journal, and opens the sockets. Start begins the loops.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:      cfg,
+		start:    time.Now(),
+		sessions: make(map[uint64]netip.AddrPort),
+		outBatch: wire.NewBatch(wire.DefaultDatagramLen),
+		mdBatch:  wire.NewBatch(wire.DefaultDatagramLen),
+		frameBuf: make([]byte, 0, wire.MaxFrameLen),
+		syncKick: make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		naks:     standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
+		fetch:    standby.NewFetch(standby.FetchConfig{}),
+	}
+	n.emitter.n = n
+	if err := n.recover(); err != nil {
+		return nil, err
+	}
+	if err := n.openSockets(); err != nil {
+		n.j.Close()
+		return nil, err
+	}
+	if cfg.Role == RolePrimary {
+		if err := n.becomePrimary(cfg.Epoch); err != nil {
+			n.closeSockets()
+			n.j.Close()
+			return nil, err
+		}
+	} else if err := n.becomeStandby(); err != nil {
+		n.closeSockets()
+		n.j.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// nowNs is monotonic nanoseconds since the node started (Go's monotonic
+// clock; never the wall clock).
+func (n *Node) nowNs() int64 { return int64(time.Since(n.start)) }
+
+// recover opens the journal, restores the latest snapshot and replays the
+// journal after it into a fresh state machine.
+func (n *Node) recover() error {
+	j, rec, err := journal.Open(journal.OSFS{}, n.cfg.Dir, n.cfg.Journal)
+	if err != nil {
+		return fmt.Errorf("node: open journal %s: %w", n.cfg.Dir, err)
+	}
+	n.j = j
+	if rec.BytesCut > 0 {
+		n.cfg.Log.Warn("journal: torn tail truncated", "bytes", rec.BytesCut, "file", rec.CutFile, "offset", rec.CutOffset, "records", rec.RecordsKept)
+	}
+	eng, err := n.cfg.NewStateMachine()
+	if err != nil {
+		j.Close()
+		return err
+	}
+	n.eng = eng
+	snapSeq, err := n.restoreSnapshot()
+	if err != nil {
+		j.Close()
+		return err
+	}
+	from := max(snapSeq+1, j.First())
+	if snapSeq > 0 && j.First() > snapSeq+1 {
+		j.Close()
+		return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
+	}
+	var replayErr error
+	_, last := j.Last()
+	if last >= from {
+		replayErr = j.ReadFrom(from, func(_, seq uint64, payload []byte) bool {
+			if seq <= eng.AppliedSeq() {
+				return true
+			}
+			eng.Apply(seq, payload, nil)
+			return true
+		})
+	}
+	if replayErr != nil {
+		j.Close()
+		return fmt.Errorf("node: replay journal: %w", replayErr)
+	}
+	n.fence.Accept(j.HighestEpoch())
+	n.cfg.Log.Info("recovered", "snapshot", snapSeq, "applied", eng.AppliedSeq(), "epoch", j.HighestEpoch())
+	return nil
+}
+
+func (n *Node) openSockets() error {
+	var err error
+	n.uc, err = bus.ListenUnicast(bus.UnicastConfig{Addr: n.cfg.Listen, Tuning: n.cfg.Tuning, Filter: headerFilter})
+	if err != nil {
+		return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
+	}
+	n.mcRecv, err = bus.ListenMulticast(bus.MulticastReceiverConfig{Group: n.cfg.Group, Interface: n.cfg.Interface, Tuning: n.cfg.Tuning, Filter: headerFilter})
+	if err != nil {
+		n.closeSockets()
+		return fmt.Errorf("node: join %s on %q: %w", n.cfg.Group, n.cfg.Interface, err)
+	}
+	n.mcSend, err = bus.NewMulticastSender(bus.MulticastSenderConfig{Group: n.cfg.Group, Interface: n.cfg.Interface, TTL: n.cfg.TTL, Tuning: n.cfg.Tuning})
+	if err != nil {
+		n.closeSockets()
+		return fmt.Errorf("node: multicast sender %s: %w", n.cfg.Group, err)
+	}
+	if n.cfg.MarketData.IsValid() {
+		n.mdSend, err = bus.NewMulticastSender(bus.MulticastSenderConfig{Group: n.cfg.MarketData, Interface: n.cfg.Interface, TTL: n.cfg.TTL})
+		if err != nil {
+			n.closeSockets()
+			return fmt.Errorf("node: market-data sender %s: %w", n.cfg.MarketData, err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) closeSockets() {
+	for _, c := range []*bus.UDP{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// headerFilter drops datagrams whose header does not parse, so the bus
+// counts them by reason before they reach the lock.
+func headerFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
+	if _, err := wire.ParseHeader(pkt); err != nil {
+		return bus.DropBadHeader
+	}
+	return bus.Accept
+}
+
+// Start runs the receive loops, the ticker and the syncer.
+func (n *Node) Start() error {
+	lc := bus.LoopConfig{Idle: n.cfg.Idle}
+	for _, c := range []*bus.UDP{n.uc, n.mcRecv} {
+		l, err := bus.StartLoop(c, lc, n.onBatch)
+		if err != nil {
+			n.Close()
+			return err
+		}
+		n.loops = append(n.loops, l)
+	}
+	n.wg.Add(2)
+	go n.tickLoop()
+	go n.syncLoop()
+	return nil
+}
+
+// Close stops every goroutine, syncs and closes the journal, writes the
+// final status and closes the sockets. It is safe to call twice.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	close(n.stop)
+	for _, l := range n.loops {
+		l.Stop()
+	}
+	n.wg.Wait()
+	n.closeSockets()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	err := n.j.Sync()
+	n.writeStatusLocked()
+	if cerr := n.j.Close(); err == nil {
+		err = cerr
+	}
+	if n.snapFile != nil {
+		n.snapFile.discard()
+	}
+	return err
+}
+
+// onBatch handles one batch of datagrams from either socket.
+func (n *Node) onBatch(bufs [][]byte, sizes []int, from []netip.AddrPort) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	now := n.nowNs()
+	for i := range sizes {
+		n.onDatagram(bufs[i][:sizes[i]], from[i], now)
+	}
+	n.afterBatch(now)
+}
+
+func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
+	f, _, err := wire.Parse(pkt)
+	if err != nil {
+		n.stats.countDrop(err)
+		return
+	}
+	if f.Node == n.cfg.ID && f.Type != wire.TypeCommand {
+		return // our own multicast, looped back
+	}
+	if f.Stream != n.cfg.Stream && f.Type != wire.TypeCommand {
+		n.stats.DropWrongStream++
+		return
+	}
+	if n.role == RolePrimary {
+		n.primaryFrame(&f, from, now)
+	} else {
+		n.standbyFrame(&f, from, now)
+	}
+}
+
+func (n *Node) afterBatch(now int64) {
+	if n.role == RolePrimary {
+		n.primaryAfterBatch(now)
+	} else {
+		n.standbyAfterBatch(now)
+	}
+}
+
+func (n *Node) tickLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.TickInterval)
+	defer t.Stop()
+	status := time.NewTicker(100 * time.Millisecond)
+	defer status.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.mu.Lock()
+			if !n.closed {
+				now := n.nowNs()
+				if n.role == RolePrimary {
+					n.primaryTick(now)
+				} else {
+					n.standbyTick(now)
+				}
+			}
+			n.mu.Unlock()
+		case <-status.C:
+			n.mu.Lock()
+			n.writeStatusLocked()
+			n.mu.Unlock()
+		}
+	}
+}
+
+// kickSync wakes the syncer; it never blocks.
+func (n *Node) kickSync() {
+	select {
+	case n.syncKick <- struct{}{}:
+	default:
+	}
+}
+
+// syncLoop is the group committer: woken after appends, it waits until the
+// journal's policy says a sync is due, fsyncs outside the lock, then raises
+// the durable watermark under the lock.
+func (n *Node) syncLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.syncKick:
+		}
+		if n.cfg.Journal.Policy == journal.SyncNone {
+			continue // Durable follows every append; nothing to fsync.
+		}
+		if !n.waitSyncDue() {
+			continue
+		}
+		if err := n.j.Sync(); err != nil {
+			n.cfg.Log.Error("journal sync failed; node stops releasing", "err", err)
+			n.mu.Lock()
+			n.stats.SyncErrors++
+			n.mu.Unlock()
+			continue
+		}
+		n.mu.Lock()
+		if !n.closed {
+			n.onDurable(n.nowNs())
+		}
+		n.mu.Unlock()
+	}
+}
+
+// waitSyncDue sleeps until the journal's policy says a sync is due. It
+// returns false when nothing is pending or the node is stopping.
+func (n *Node) waitSyncDue() bool {
+	for {
+		now := n.nowNs()
+		if n.j.SyncDue(now) {
+			return true
+		}
+		deadline, ok := n.j.SyncDeadlineNs()
+		if !ok {
+			return false
+		}
+		if d := time.Duration(deadline - now); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-n.stop:
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+		}
+	}
+}
+
+func (n *Node) onDurable(now int64) {
+	if n.role == RolePrimary {
+		n.gate.SetDurable(n.j.Durable())
+		n.release(now)
+	} else {
+		n.maybeAck(now, false)
+	}
+}
+
+// send sends one frame to addr on the unicast socket.
+func (n *Node) send(frame []byte, to netip.AddrPort) {
+	n.sendBuf[0] = frame
+	if err := n.uc.Send(n.sendBuf[:], to); err != nil {
+		n.stats.SendErrors++
+	}
+	n.sendBuf[0] = nil
+}
+
+// multicast sends one frame to the replication group.
+func (n *Node) multicast(frame []byte) {
+	n.sendBuf[0] = frame
+	if err := n.mcSend.Send(n.sendBuf[:], n.cfg.Group); err != nil {
+		n.stats.SendErrors++
+	}
+	n.sendBuf[0] = nil
+}
+
+func (n *Node) origin() wire.Origin {
+	return wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: n.epoch}
+}
+
+// Role returns the current role.
+func (n *Node) Role() Role {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.role
+}
+
+var errClosed = errors.New("node: closed")

@@ -1,0 +1,216 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seqbus/seqbus/bus"
+
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
+)
+
+var testIdle = bus.Idle{Kind: bus.IdleBlock}
+
+func freePort(t testing.TB) uint16 {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newEngine() (engine.StateMachine, error) {
+	cfg := engine.DefaultConfig()
+	cfg.DedupWindow = 1024
+	return engine.New(cfg)
+}
+
+type cluster struct {
+	t     testing.TB
+	group netip.AddrPort
+	addrs map[uint32]netip.AddrPort
+	dirs  map[uint32]string
+	nodes map[uint32]*Node
+}
+
+// newCluster describes n nodes on loopback (node 1 the static primary) on
+// a random multicast group and port, so parallel tests never share one.
+func newCluster(t testing.TB, n int) *cluster {
+	c := &cluster{t: t, addrs: map[uint32]netip.AddrPort{}, dirs: map[uint32]string{}, nodes: map[uint32]*Node{}}
+	c.group = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 77, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), freePort(t))
+	for id := uint32(1); id <= uint32(n); id++ {
+		c.addrs[id] = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), freePort(t))
+		c.dirs[id] = t.TempDir()
+	}
+	return c
+}
+
+func (c *cluster) config(id uint32) Config {
+	peers := map[uint32]netip.AddrPort{}
+	for pid, a := range c.addrs {
+		if pid != id {
+			peers[pid] = a
+		}
+	}
+	cfg := Config{
+		ID: id, Stream: 9, Dir: c.dirs[id], Listen: c.addrs[id], Group: c.group, Interface: "lo",
+		Peers: peers, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
+		NewStateMachine: newEngine, Log: testLogger(c.t).With("node", id), Idle: testIdle,
+	}
+	if id == 1 {
+		cfg.Role, cfg.Epoch = RolePrimary, 1
+	}
+	return cfg
+}
+
+func (c *cluster) start(id uint32, mutate func(*Config)) *Node {
+	cfg := c.config(id)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	n, err := New(cfg)
+	if err != nil {
+		c.t.Fatalf("node %d: %v", id, err)
+	}
+	if err := n.Start(); err != nil {
+		c.t.Fatalf("node %d start: %v", id, err)
+	}
+	c.nodes[id] = n
+	return n
+}
+
+func (c *cluster) stop(id uint32) {
+	if n := c.nodes[id]; n != nil {
+		n.Close()
+		delete(c.nodes, id)
+	}
+}
+
+func (c *cluster) closeAll() {
+	for id := range c.nodes {
+		c.stop(id)
+	}
+}
+
+// waitConverged waits until every node applied the primary's last seq with
+// its state hash.
+func (c *cluster) waitConverged(timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		p := c.nodes[1].Status()
+		ok := true
+		var msg string
+		for id, n := range c.nodes {
+			s := n.Status()
+			if s.Applied != p.Applied || s.StateHash != p.StateHash {
+				ok = false
+				msg = fmt.Sprintf("node %d applied %d hash %x; primary %d %x", id, s.Applied, s.StateHash, p.Applied, p.StateHash)
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not converged: %s", msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func dialClient(t testing.TB, primary netip.AddrPort, session uint64) *client.Client {
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: session, MaxInFlight: 1024}, Primary: primary, Idle: testIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func TestReplicatesAndGates(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 3)
+	defer c.closeAll()
+	for id := uint32(1); id <= 3; id++ {
+		c.start(id, nil)
+	}
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 20_000, Count: 20_000, Seed: 1, Drain: 10 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("load: %v (%+v)", err, rep)
+	}
+	if rep.Stats.Answered != 20_000 || rep.Stats.Duplicates != 0 {
+		for id, n := range c.nodes {
+			t.Logf("node %d: %+v", id, n.Status())
+		}
+		t.Fatalf("answered %d duplicates %d: %+v", rep.Stats.Answered, rep.Stats.Duplicates, rep)
+	}
+	c.waitConverged(10 * time.Second)
+	p := c.nodes[1].Status()
+	if p.Released != p.Applied || p.Applied != 20_000 {
+		t.Fatalf("primary applied %d released %d", p.Applied, p.Released)
+	}
+	for id := uint32(2); id <= 3; id++ {
+		s := c.nodes[id].Status()
+		if s.Journal.LastSeq != 20_000 {
+			t.Fatalf("standby %d journal ends at %d", id, s.Journal.LastSeq)
+		}
+	}
+}
+
+// TestGateHoldsWithoutStandbyAck: with a standby that never answers, the
+// primary applies but releases nothing (plain gating, no in-sync removal).
+func TestGateHoldsWithoutStandbyAck(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	c.start(1, nil) // node 2 never starts
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	for i := 0; i < 10; i++ {
+		if _, err := cl.Submit(&engine.Request{Op: engine.OpNewOrder, Side: engine.Buy, Type: engine.Limit, Price: 10, Qty: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.nodes[1].Status().Applied < 10 {
+		if time.Now().After(deadline) {
+			t.Fatal("primary did not apply")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if s := c.nodes[1].Status(); s.Released != 0 || cl.Stats().Answered != 0 {
+		t.Fatalf("released %d, client answered %d without a standby ack", s.Released, cl.Stats().Answered)
+	}
+	// The standby arrives: it catches up by NAK and everything is released.
+	c.start(2, nil)
+	deadline = time.Now().Add(10 * time.Second)
+	for cl.Stats().Answered < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not released after the standby caught up: %+v", c.nodes[1].Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

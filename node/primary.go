@@ -1,0 +1,278 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/gating"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/sequencer"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// outputReserve is the room kept free in the publisher before a command is
+// accepted: one command's outputs (an order that sweeps many levels emits
+// an execution per fill) must never find the gate full after the command
+// was applied, because an applied command's outputs cannot be dropped.
+const outputReserve = 4096
+
+// becomePrimary makes this node lead at epoch: it sequences from applied+1
+// and releases through the gate.
+func (n *Node) becomePrimary(epoch uint64) error {
+	if err := n.fence.Accept(epoch); err != nil {
+		return fmt.Errorf("node: cannot lead: %w", err)
+	}
+	n.j.RaiseEpoch(epoch)
+	n.role = RolePrimary
+	n.epoch = epoch
+	applied := n.eng.AppliedSeq()
+	n.seqr = sequencer.New(sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID}, epoch, applied, primaryOutput{n}, n.j)
+	gate, err := gating.NewGate(gating.Config{})
+	if err != nil {
+		return err
+	}
+	members := make([]uint32, 0, len(n.cfg.Peers))
+	for id := range n.cfg.Peers {
+		members = append(members, id)
+	}
+	if err := gate.SetInSync(1, members, n.nowNs()); err != nil {
+		return err
+	}
+	gate.SetApplied(applied)
+	gate.SetDurable(n.j.Durable())
+	gate.SetLease(true)
+	n.gate = gate
+	pub, err := gating.NewPublisher[outSlot](n.cfg.PublisherCapacity + outputReserve)
+	if err != nil {
+		return err
+	}
+	n.pub = pub
+	if seq, ok := n.latestSnapshotSeq(); ok {
+		n.seqr.SetSnapshotSeq(seq)
+	}
+	n.cfg.Log.Info("leading", "epoch", epoch, "from", applied+1, "standbys", members)
+	return nil
+}
+
+// primaryOutput adapts the node's sockets to the sequencer's Output.
+type primaryOutput struct{ n *Node }
+
+func (o primaryOutput) Multicast(frame []byte) { o.n.multicast(frame) }
+
+func (o primaryOutput) Unicast(node uint32, frame []byte) {
+	if addr, ok := o.n.cfg.Peers[node]; ok {
+		o.n.send(frame, addr)
+	} else {
+		o.n.stats.DropUnknownNode++
+	}
+}
+
+func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
+	switch f.Type {
+	case wire.TypeCommand:
+		n.onCommands(f, from, now)
+	case wire.TypeAck:
+		if _, ok := n.cfg.Peers[f.Node]; !ok {
+			n.stats.DropUnknownNode++
+			return
+		}
+		if f.Epoch != n.epoch {
+			n.stats.DropStaleEpoch++
+			return
+		}
+		n.gate.OnAck(f.Node, f.Seq, now)
+		n.stats.AcksReceived++
+	case wire.TypeNak:
+		if _, ok := n.cfg.Peers[f.Node]; !ok {
+			n.stats.DropUnknownNode++
+			return
+		}
+		nak, _ := wire.DecodeNak(f)
+		n.seqr.OnNak(&nak, now)
+	case wire.TypeSnapshotRequest:
+		addr, ok := n.cfg.Peers[f.Node]
+		if !ok {
+			n.stats.DropUnknownNode++
+			return
+		}
+		req, _ := wire.DecodeSnapshotRequest(f)
+		n.serveSnapshot(&req, addr)
+	default:
+		n.stats.DropUnexpected++
+	}
+}
+
+// onCommands sequences, journals and applies every command of a COMMAND
+// frame. A command whose header does not parse is dropped and counted; the
+// client learns nothing and resends, which is harmless.
+func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
+	it := f.Messages()
+	for {
+		_, cmd, ok := it.Next()
+		if !ok {
+			return
+		}
+		h, err := engine.ParseCommand(cmd)
+		if err != nil {
+			n.stats.BadCommands++
+			continue
+		}
+		if !n.noteSession(h.Session, from) {
+			n.stats.SessionsFull++
+			continue
+		}
+		if n.pub.Len()+outputReserve > n.pub.Cap() {
+			n.stats.Backpressure++
+			continue
+		}
+		seq, err := n.seqr.Submit(cmd, now)
+		if err != nil {
+			n.stats.BadCommands++
+			continue
+		}
+		if err := n.j.Append(n.epoch, seq, cmd, now); err != nil {
+			n.journalFailed(err)
+			return
+		}
+		n.applySeq = seq
+		n.eng.Apply(seq, cmd, &n.emitter)
+		n.gate.SetApplied(seq)
+		n.stats.Commands++
+		if seq%n.cfg.HashEvery == 0 {
+			n.seqr.SendHash(seq, n.eng.StateHash(), now)
+		}
+		if seq%n.cfg.SnapshotEvery == 0 {
+			n.takeSnapshot(seq)
+		}
+	}
+}
+
+// journalFailed handles an append that failed: the node must not release
+// or acknowledge anything past what the journal holds, so it stops leading
+// here (a later step-down rejoins as a standby).
+func (n *Node) journalFailed(err error) {
+	n.stats.JournalErrors++
+	if errors.Is(err, journal.ErrStaleEpoch) {
+		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.epoch, "err", err)
+	} else {
+		n.cfg.Log.Error("journal append failed", "err", err)
+	}
+	n.gate.SetLease(false)
+	n.pub.DropAll()
+}
+
+// noteSession remembers where a client session's outputs go; a bounded
+// table: a new session beyond MaxSessions is refused.
+func (n *Node) noteSession(session uint64, from netip.AddrPort) bool {
+	if cur, ok := n.sessions[session]; ok {
+		if cur != from {
+			n.sessions[session] = from // the client moved (reconnected)
+		}
+		return true
+	}
+	if len(n.sessions) >= n.cfg.MaxSessions {
+		return false
+	}
+	n.sessions[session] = from
+	return true
+}
+
+func (n *Node) primaryAfterBatch(now int64) {
+	n.seqr.Flush(now)
+	n.afterAppend(now)
+	n.release(now)
+}
+
+// afterAppend lets durability follow the appends: with fsync none the
+// journal calls them durable at once; otherwise the syncer is woken.
+func (n *Node) afterAppend(now int64) {
+	n.gate.SetDurable(n.j.Durable())
+	n.kickSync()
+}
+
+func (n *Node) primaryTick(now int64) {
+	n.seqr.Flush(now)
+	n.seqr.Tick(now)
+	n.afterAppend(now)
+	n.release(now)
+}
+
+// primaryEmitter queues the engine's outputs in the gate under the seq of
+// the command being applied.
+type primaryEmitter struct{ n *Node }
+
+func (e *primaryEmitter) Emit(to uint64, payload []byte) {
+	n := e.n
+	if len(payload) > MaxOutputBytes {
+		n.stats.OutputsLost++
+		n.cfg.Log.Error("engine output larger than the gate's slot; dropped", "bytes", len(payload))
+		return
+	}
+	var s outSlot
+	s.to = to
+	s.n = uint16(copy(s.b[:], payload))
+	if err := n.pub.Enqueue(n.applySeq, s); err != nil {
+		n.stats.OutputsLost++
+		n.cfg.Log.Error("gate full after apply; output dropped", "seq", n.applySeq, "err", err)
+	}
+}
+
+// release hands out every output the gate allows, packed into OUTPUT
+// frames per destination.
+func (n *Node) release(now int64) {
+	if gating.Publish(n.gate, n.pub, n.emitReleased) > 0 {
+		n.flushOutputs()
+	}
+	n.stats.Released = n.gate.Released()
+}
+
+func (n *Node) emitReleased(seq uint64, o *outSlot) {
+	n.stats.OutputsReleased++
+	if o.to == engine.MarketData {
+		n.emitMarketData(seq, o)
+		return
+	}
+	if n.outBatch.Count() == 0 || o.to != n.outTo || !n.outBatch.Fits(int(o.n)) {
+		n.flushOutputs()
+		n.outBatch.Reset(wire.TypeOutput, n.origin(), seq)
+		n.outTo = o.to
+	}
+	n.outBatch.Add(o.b[:o.n])
+}
+
+// emitMarketData packs market data into its own frames, so a client's
+// outputs interleaved with market data still travel many to a datagram.
+func (n *Node) emitMarketData(seq uint64, o *outSlot) {
+	if n.mdSend == nil {
+		return
+	}
+	if n.mdBatch.Count() == 0 || !n.mdBatch.Fits(int(o.n)) {
+		n.flushMarketData()
+		n.mdBatch.Reset(wire.TypeOutput, n.origin(), seq)
+	}
+	n.mdBatch.Add(o.b[:o.n])
+}
+
+func (n *Node) flushOutputs() {
+	if n.outBatch.Count() > 0 {
+		if addr, ok := n.sessions[n.outTo]; ok {
+			n.send(n.outBatch.Bytes(), addr)
+		}
+		n.outBatch.Reset(wire.TypeOutput, n.origin(), 1)
+	}
+	n.flushMarketData()
+}
+
+func (n *Node) flushMarketData() {
+	if n.mdBatch.Count() == 0 {
+		return
+	}
+	n.sendBuf[0] = n.mdBatch.Bytes()
+	if err := n.mdSend.Send(n.sendBuf[:], n.cfg.MarketData); err != nil {
+		n.stats.SendErrors++
+	}
+	n.sendBuf[0] = nil
+	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
+}

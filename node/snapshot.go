@@ -1,0 +1,202 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/netip"
+
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/wire"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// snapshotCache is the primary's latest snapshot, decompressed in memory,
+// so chunks can be served from any offset without re-reading the file.
+type snapshotCache struct {
+	seq, epoch uint64
+	data       []byte
+	crc        uint32
+}
+
+// snapshotSink collects a snapshot being fetched (bounded by the fetch's
+// MaxBytes).
+type snapshotSink struct {
+	buf []byte
+}
+
+func (s *snapshotSink) discard() { s.buf = nil }
+
+// restoreSnapshot loads the newest valid snapshot into the state machine.
+func (n *Node) restoreSnapshot() (uint64, error) {
+	seq, _, r, err := n.j.OpenLatestSnapshot()
+	if errors.Is(err, journal.ErrNoSnapshot) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("node: open snapshot: %w", err)
+	}
+	defer r.Close()
+	if err := n.eng.Restore(r); err != nil {
+		return 0, fmt.Errorf("node: restore snapshot %d: %w", seq, err)
+	}
+	if _, last := n.j.Last(); last < seq {
+		// The snapshot was installed after everything the journal holds
+		// (a standby caught up by snapshot): the journal continues at seq+1.
+		if err := n.j.ResetTo(seq); err != nil {
+			return 0, err
+		}
+	}
+	return seq, nil
+}
+
+func (n *Node) latestSnapshotSeq() (uint64, bool) {
+	if n.snapCache != nil {
+		return n.snapCache.seq, true
+	}
+	seq, _, r, err := n.j.OpenLatestSnapshot()
+	if err != nil {
+		return 0, false
+	}
+	r.Close()
+	return seq, true
+}
+
+// takeSnapshot writes the engine's state at seq (just applied) and drops
+// journal segments wholly below the previous snapshot.
+func (n *Node) takeSnapshot(seq uint64) {
+	var buf bytes.Buffer
+	if err := n.eng.Snapshot(&buf); err != nil {
+		n.cfg.Log.Error("snapshot failed", "seq", seq, "err", err)
+		return
+	}
+	data := buf.Bytes()
+	err := n.j.WriteSnapshot(seq, n.epoch, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	if err != nil {
+		n.cfg.Log.Error("snapshot write failed", "seq", seq, "err", err)
+		return
+	}
+	n.snapCache = &snapshotCache{seq: seq, epoch: n.epoch, data: data, crc: crc32.Checksum(data, castagnoli)}
+	n.stats.Snapshots++
+	if n.seqr != nil {
+		n.seqr.SetSnapshotSeq(seq)
+	}
+	if _, err := n.j.Compact(); err != nil {
+		n.cfg.Log.Warn("journal compaction failed", "err", err)
+	}
+}
+
+// serveSnapshot answers a SNAPSHOT_REQUEST with a burst of chunks from the
+// requested offset of the latest snapshot, taking a fresh snapshot first
+// when the standby starts a transfer and ours is stale or missing.
+func (n *Node) serveSnapshot(req *wire.SnapshotRequest, to netip.AddrPort) {
+	applied := n.eng.AppliedSeq()
+	if req.Offset == 0 && (n.snapCache == nil || applied-n.snapCache.seq > n.cfg.SnapshotEvery/2) {
+		if applied == 0 {
+			return
+		}
+		n.takeSnapshot(applied)
+	}
+	c := n.snapCache
+	if c == nil {
+		return
+	}
+	offset := req.Offset
+	if req.SnapshotSeq != c.seq || offset > uint64(len(c.data)) {
+		offset = 0 // a different snapshot now: the standby restarts from 0
+	}
+	chunkBytes := uint64(wire.MaxSnapshotData(wire.DefaultDatagramLen))
+	for i := 0; i < SnapshotChunkBurst; i++ {
+		end := min(offset+chunkBytes, uint64(len(c.data)))
+		ch := wire.SnapshotChunk{Origin: n.origin(), SnapshotSeq: c.seq, Total: uint64(len(c.data)), Offset: offset, Checksum: c.crc, Data: c.data[offset:end]}
+		frame, err := ch.Append(n.frameBuf[:0])
+		if err != nil {
+			n.cfg.Log.Error("snapshot chunk encode", "err", err)
+			return
+		}
+		n.frameBuf = frame
+		n.send(frame, to)
+		n.stats.SnapshotChunksSent++
+		offset = end
+		if offset >= uint64(len(c.data)) {
+			return
+		}
+	}
+}
+
+// startFetch begins a snapshot download from the primary.
+func (n *Node) startFetch(now int64) {
+	if n.fetch.Active() || !n.primaryAddr.IsValid() {
+		return
+	}
+	n.cfg.Log.Info("too far behind: fetching a snapshot", "applied", n.win.Applied())
+	req := n.fetch.Start(now)
+	n.sendSnapshotRequest(&req)
+	n.stats.SnapshotFetches++
+}
+
+func (n *Node) sendSnapshotRequest(req *wire.SnapshotRequest) {
+	req.Origin = n.origin()
+	n.frameBuf = req.Append(n.frameBuf[:0])
+	n.send(n.frameBuf, n.primaryAddr)
+}
+
+func (n *Node) onChunk(c *wire.SnapshotChunk, now int64) {
+	data, done, err := n.fetch.OnChunk(c, now)
+	if err != nil {
+		n.cfg.Log.Warn("snapshot fetch", "err", err)
+		n.snapFile = nil
+		return
+	}
+	if data == nil {
+		return
+	}
+	if c.Offset == 0 {
+		n.snapFile = &snapshotSink{buf: make([]byte, 0, c.Total)}
+	}
+	if n.snapFile == nil {
+		return
+	}
+	n.snapFile.buf = append(n.snapFile.buf, data...)
+	if !done {
+		if req, ok := n.fetch.NeedsRequest(SnapshotChunkBurst, wire.MaxSnapshotData(wire.DefaultDatagramLen), now); ok {
+			n.sendSnapshotRequest(&req)
+		}
+		return
+	}
+	n.installSnapshot(n.fetch.Seq(), n.snapFile.buf)
+	n.snapFile = nil
+}
+
+// installSnapshot replaces the state with a fetched snapshot, stores it
+// locally (so a restart resumes from it), and resumes the window after it.
+func (n *Node) installSnapshot(seq uint64, data []byte) {
+	if seq <= n.win.Applied() {
+		n.cfg.Log.Info("fetched snapshot is not ahead of us; ignored", "seq", seq, "applied", n.win.Applied())
+		return
+	}
+	if err := n.eng.Restore(bytes.NewReader(data)); err != nil {
+		n.cfg.Log.Error("snapshot restore failed", "seq", seq, "err", err)
+		return
+	}
+	err := n.j.WriteSnapshot(seq, n.epoch, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	if err == nil {
+		err = n.j.ResetTo(seq)
+	}
+	if err != nil {
+		n.cfg.Log.Error("snapshot store failed", "seq", seq, "err", err)
+	}
+	n.win.ResetTo(seq)
+	n.stats.SnapshotsInstalled++
+	n.stats.Applied = seq
+	n.cfg.Log.Info("snapshot installed", "seq", seq, "bytes", len(data))
+}

@@ -1,0 +1,187 @@
+package node
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/seqbus/seqbus/standby"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// standbyMaxPending is how far ahead of applied a standby buffers before
+// it needs a snapshot: 8192 frames' worth of single messages, 12 MB of
+// slots at one datagram each.
+const standbyMaxPending = 8192
+
+// becomeStandby makes this node follow the highest epoch it knows.
+func (n *Node) becomeStandby() error {
+	n.role = RoleStandby
+	n.epoch = n.fence.Highest()
+	w, err := standby.New(standby.Config{
+		Start:           n.eng.AppliedSeq(),
+		MaxPending:      standbyMaxPending,
+		MaxMessageBytes: wire.DefaultDatagramLen,
+	}, n.applyFromWindow)
+	if err != nil {
+		return err
+	}
+	n.win = w
+	n.lastAckSent = 0
+	return nil
+}
+
+// applyFromWindow is the window's ApplyFunc: journal, then apply. The ack
+// follows the journal's durable watermark, never the window alone.
+func (n *Node) applyFromWindow(seq uint64, payload []byte) {
+	if err := n.j.Append(n.epoch, seq, payload, n.nowNs()); err != nil {
+		n.stats.JournalErrors++
+		n.cfg.Log.Error("standby journal append failed", "seq", seq, "err", err)
+		return
+	}
+	n.eng.Apply(seq, payload, nil)
+	n.stats.Applied = seq
+	if seq%n.cfg.HashEvery == 0 {
+		if !n.hashes.Local(seq, n.eng.StateHash()) {
+			n.hashMismatch(seq)
+		}
+	}
+}
+
+func (n *Node) hashMismatch(seq uint64) {
+	n.stats.HashMismatches++
+	n.cfg.Log.Error("STATE DIVERGENCE: state hash differs from the primary's", "seq", seq)
+}
+
+// acceptEpoch applies the fence to a frame from the replication stream and
+// learns the primary from it. It reports whether the frame may be used.
+func (n *Node) acceptEpoch(f *wire.Frame) bool {
+	if n.fence.Refuses(f.Epoch) {
+		n.stats.DropStaleEpoch++
+		return false
+	}
+	if f.Epoch > n.epoch {
+		n.fence.Accept(f.Epoch)
+		n.j.RaiseEpoch(f.Epoch)
+		n.epoch = f.Epoch
+		n.cfg.Log.Info("following a new epoch", "epoch", f.Epoch, "primary", f.Node)
+	}
+	if f.Node != n.primaryID {
+		addr, ok := n.cfg.Peers[f.Node]
+		if !ok {
+			n.stats.DropUnknownNode++
+			return false
+		}
+		n.primaryID, n.primaryAddr = f.Node, addr
+	}
+	return true
+}
+
+func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
+	switch f.Type {
+	case wire.TypeData, wire.TypeRetransmit:
+		if !n.acceptEpoch(f) {
+			return
+		}
+		if f.Type == wire.TypeRetransmit {
+			n.naks.OnRetransmit(f.Seq, f.LastSeq(), now)
+			n.stats.RetransmitsReceived++
+		}
+		n.onMessages(f, now)
+	case wire.TypeHeartbeat:
+		if !n.acceptEpoch(f) {
+			return
+		}
+		n.win.ObserveHighest(f.Seq)
+	case wire.TypeHash:
+		if !n.acceptEpoch(f) {
+			return
+		}
+		h, _ := wire.DecodeHash(f)
+		if !n.hashes.Remote(h.Seq, h.Hash) {
+			n.hashMismatch(h.Seq)
+		}
+	case wire.TypeNeedSnapshot:
+		if !n.acceptEpoch(f) {
+			return
+		}
+		n.startFetch(now)
+	case wire.TypeSnapshotChunk:
+		if !n.acceptEpoch(f) {
+			return
+		}
+		c, _ := wire.DecodeSnapshotChunk(f)
+		n.onChunk(&c, now)
+	case wire.TypeCommand:
+		n.stats.DropNotPrimary++
+	default:
+		n.stats.DropUnexpected++
+	}
+}
+
+func (n *Node) onMessages(f *wire.Frame, now int64) {
+	it := f.Messages()
+	for {
+		seq, msg, ok := it.Next()
+		if !ok {
+			return
+		}
+		_, _, err := n.win.OnMessage(seq, msg)
+		if err == nil {
+			continue
+		}
+		n.rejects.Count(err)
+		if errors.Is(err, standby.ErrNeedSnapshot) {
+			n.startFetch(now)
+		}
+	}
+}
+
+func (n *Node) standbyAfterBatch(now int64) {
+	n.nakGaps(now)
+	n.kickSync()
+	n.maybeAck(now, false)
+}
+
+func (n *Node) standbyTick(now int64) {
+	n.nakGaps(now)
+	if req, ok := n.fetch.Poll(now); ok {
+		n.sendSnapshotRequest(&req)
+	}
+	n.maybeAck(now, true)
+}
+
+// nakGaps asks the primary for every gap that is due (one NAK frame).
+func (n *Node) nakGaps(now int64) {
+	if !n.primaryAddr.IsValid() || n.fetch.Active() {
+		return
+	}
+	gaps := n.win.Gaps(n.gapBuf[:0])
+	due := n.naks.Poll(gaps, now, n.nakBuf[:0])
+	if len(due) == 0 {
+		return
+	}
+	nak := wire.Nak{Origin: n.origin(), Ack: n.win.Ack()}
+	for _, r := range due {
+		nak.Add(wire.Range{From: r.From, To: r.To})
+	}
+	n.frameBuf = nak.Append(n.frameBuf[:0])
+	n.send(n.frameBuf, n.primaryAddr)
+	n.stats.NaksSent++
+}
+
+// maybeAck sends ACK(min(applied, durable)) when it moved, or every
+// AckIntervalNs when periodic is set (liveness for the primary).
+func (n *Node) maybeAck(now int64, periodic bool) {
+	if !n.primaryAddr.IsValid() {
+		return
+	}
+	ack := min(n.win.Ack(), n.j.Durable())
+	if ack == n.lastAckSent && !(periodic && now-n.lastAckNs >= n.cfg.AckIntervalNs) {
+		return
+	}
+	a := wire.Ack{Origin: n.origin(), Seq: ack}
+	n.frameBuf = a.Append(n.frameBuf[:0])
+	n.send(n.frameBuf, n.primaryAddr)
+	n.lastAckSent, n.lastAckNs = ack, now
+	n.stats.AcksSent++
+}
