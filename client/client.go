@@ -24,13 +24,22 @@ type Options struct {
 	OnResult func(Result)
 	// OnOutput, if set, sees every output of this session (executions too).
 	OnOutput func(o *engine.Output)
+	// Conn, if set, is used instead of a new UDP socket (tests use an
+	// in-memory one); the client closes it.
+	Conn Conn
+}
+
+// Conn is the client's socket.
+type Conn interface {
+	bus.Conn
+	LocalAddr() netip.AddrPort
 }
 
 // Client sends commands over UDP and matches the answers.
 type Client struct {
 	opts  Options
 	start time.Time
-	uc    *bus.UDP
+	uc    Conn
 	loop  *bus.Loop
 
 	mu      sync.Mutex
@@ -47,10 +56,15 @@ func Dial(opts Options) (*Client, error) {
 	}
 	// 4 MB of receive buffer: answers arrive in bursts when a batch of
 	// commands is released at once.
-	uc, err := bus.ListenUnicast(bus.UnicastConfig{Addr: opts.Local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
-	if err != nil {
-		return nil, err
+	var uc Conn = opts.Conn
+	if uc == nil {
+		u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: opts.Local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+		if err != nil {
+			return nil, err
+		}
+		uc = u
 	}
+	var err error
 	c := &Client{opts: opts, start: time.Now(), uc: uc, core: NewCore(opts.Core), primary: opts.Primary, batch: wire.NewBatch(0)}
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
 	c.loop, err = bus.StartLoop(uc, bus.LoopConfig{Idle: opts.Idle}, c.onBatch)

@@ -82,6 +82,9 @@ type Config struct {
 	Role  Role
 	Epoch uint64
 
+	// Network opens the sockets; nil means real UDP with Tuning.
+	Network Network
+
 	Journal journal.Options
 	Idle    bus.Idle
 	Tuning  bus.Tuning
@@ -126,6 +129,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Tuning.RecvBufferBytes == 0 {
 		c.Tuning.RecvBufferBytes = DefaultRecvBufferBytes
+	}
+	if c.Network == nil {
+		c.Network = UDPNetwork{Tuning: c.Tuning}
 	}
 	if c.TickInterval <= 0 {
 		c.TickInterval = DefaultTickInterval

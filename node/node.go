@@ -37,10 +37,10 @@ type Node struct {
 	mu   sync.Mutex
 	role Role
 
-	uc     *bus.UDP // unicast endpoint
-	mcRecv *bus.UDP // replication group receiver
-	mcSend *bus.UDP // replication group sender
-	mdSend *bus.UDP // market-data sender (nil when not configured)
+	uc     Endpoint // unicast endpoint
+	mcRecv Endpoint // replication group receiver
+	mcSend Endpoint // replication group sender
+	mdSend Endpoint // market-data sender (nil when not configured)
 	loops  []*bus.Loop
 
 	j   *journal.Journal
@@ -179,23 +179,24 @@ func (n *Node) recover() error {
 }
 
 func (n *Node) openSockets() error {
+	nw := n.cfg.Network
 	var err error
-	n.uc, err = bus.ListenUnicast(bus.UnicastConfig{Addr: n.cfg.Listen, Tuning: n.cfg.Tuning, Filter: headerFilter})
+	n.uc, err = nw.Unicast(n.cfg.Listen, headerFilter)
 	if err != nil {
 		return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
 	}
-	n.mcRecv, err = bus.ListenMulticast(bus.MulticastReceiverConfig{Group: n.cfg.Group, Interface: n.cfg.Interface, Tuning: n.cfg.Tuning, Filter: headerFilter})
+	n.mcRecv, err = nw.MulticastReceiver(n.cfg.Group, n.cfg.Interface, headerFilter)
 	if err != nil {
 		n.closeSockets()
 		return fmt.Errorf("node: join %s on %q: %w", n.cfg.Group, n.cfg.Interface, err)
 	}
-	n.mcSend, err = bus.NewMulticastSender(bus.MulticastSenderConfig{Group: n.cfg.Group, Interface: n.cfg.Interface, TTL: n.cfg.TTL, Tuning: n.cfg.Tuning})
+	n.mcSend, err = nw.MulticastSender(n.cfg.Group, n.cfg.Interface, n.cfg.TTL)
 	if err != nil {
 		n.closeSockets()
 		return fmt.Errorf("node: multicast sender %s: %w", n.cfg.Group, err)
 	}
 	if n.cfg.MarketData.IsValid() {
-		n.mdSend, err = bus.NewMulticastSender(bus.MulticastSenderConfig{Group: n.cfg.MarketData, Interface: n.cfg.Interface, TTL: n.cfg.TTL})
+		n.mdSend, err = nw.MulticastSender(n.cfg.MarketData, n.cfg.Interface, n.cfg.TTL)
 		if err != nil {
 			n.closeSockets()
 			return fmt.Errorf("node: market-data sender %s: %w", n.cfg.MarketData, err)
@@ -205,7 +206,7 @@ func (n *Node) openSockets() error {
 }
 
 func (n *Node) closeSockets() {
-	for _, c := range []*bus.UDP{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
+	for _, c := range []Endpoint{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
 		if c != nil {
 			c.Close()
 		}
@@ -224,7 +225,7 @@ func headerFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
 // Start runs the receive loops, the ticker and the syncer.
 func (n *Node) Start() error {
 	lc := bus.LoopConfig{Idle: n.cfg.Idle}
-	for _, c := range []*bus.UDP{n.uc, n.mcRecv} {
+	for _, c := range []Endpoint{n.uc, n.mcRecv} {
 		l, err := bus.StartLoop(c, lc, n.onBatch)
 		if err != nil {
 			n.Close()

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"net/netip"
+
+	"github.com/seqbus/seqbus/bus"
+)
+
+// Endpoint is one of a node's sockets: batched receive and send, and
+// counters.
+type Endpoint interface {
+	bus.Conn
+	bus.CounterReader
+}
+
+// Network opens a node's endpoints. UDPNetwork (the default) opens real
+// sockets; MemNetwork runs a node over bus.MemNetwork, so the same runtime
+// is tested under seeded loss, duplication and reordering.
+type Network interface {
+	Unicast(local netip.AddrPort, filter bus.Filter) (Endpoint, error)
+	MulticastReceiver(group netip.AddrPort, iface string, filter bus.Filter) (Endpoint, error)
+	MulticastSender(group netip.AddrPort, iface string, ttl int) (Endpoint, error)
+}
+
+// UDPNetwork opens real UDP sockets with the given tuning.
+type UDPNetwork struct {
+	Tuning bus.Tuning
+}
+
+// Unicast implements Network.
+func (u UDPNetwork) Unicast(local netip.AddrPort, filter bus.Filter) (Endpoint, error) {
+	return bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: u.Tuning, Filter: filter})
+}
+
+// MulticastReceiver implements Network.
+func (u UDPNetwork) MulticastReceiver(group netip.AddrPort, iface string, filter bus.Filter) (Endpoint, error) {
+	return bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: iface, Tuning: u.Tuning, Filter: filter})
+}
+
+// MulticastSender implements Network.
+func (u UDPNetwork) MulticastSender(group netip.AddrPort, iface string, ttl int) (Endpoint, error) {
+	return bus.NewMulticastSender(bus.MulticastSenderConfig{Group: group, Interface: iface, TTL: ttl, Tuning: u.Tuning})
+}
+
+// MemNetwork places a node on host Host of an in-memory network.
+type MemNetwork struct {
+	Net  *bus.MemNetwork
+	Host netip.Addr
+}
+
+// Unicast implements Network.
+func (m MemNetwork) Unicast(local netip.AddrPort, filter bus.Filter) (Endpoint, error) {
+	return m.Net.Listen(local, filter)
+}
+
+// MulticastReceiver implements Network.
+func (m MemNetwork) MulticastReceiver(group netip.AddrPort, _ string, filter bus.Filter) (Endpoint, error) {
+	c, err := m.Net.Listen(netip.AddrPortFrom(m.Host, group.Port()), filter)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.JoinGroup(group.Addr()); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// MulticastSender implements Network.
+func (m MemNetwork) MulticastSender(netip.AddrPort, string, int) (Endpoint, error) {
+	return m.Net.Listen(netip.AddrPortFrom(m.Host, 0), nil)
+}
