@@ -345,3 +345,41 @@ func (j *Journal) Compact() (removed int, err error) {
 	}
 	return 0, nil
 }
+
+// DropSnapshotsAbove durably removes every snapshot taken after seq. A node
+// that learns its history forked at seq (a deposed primary's unreplicated
+// suffix) must not restore state that includes the discarded commands.
+func (j *Journal) DropSnapshotsAbove(seq uint64) error {
+	names, err := j.fs.ReadDir(j.dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, s := range snapshotSeqs(names) {
+		if s > seq {
+			if err := j.fs.Remove(j.path(snapshotName(s))); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return j.fs.SyncDir(j.dir)
+	}
+	return nil
+}
+
+// EpochAt returns the epoch of the record at seq, or ok false when the
+// journal does not hold it. Owner goroutine.
+func (j *Journal) EpochAt(seq uint64) (epoch uint64, ok bool) {
+	if seq == 0 || seq < j.First() || seq > j.lastSeq {
+		return 0, false
+	}
+	_ = j.ReadFrom(seq, func(e, s uint64, _ []byte) bool {
+		if s == seq {
+			epoch, ok = e, true
+		}
+		return false
+	})
+	return epoch, ok
+}

@@ -141,3 +141,36 @@ func TestCompact(t *testing.T) {
 	}
 	appendRange(t, j, 1, 301, 302, varied)
 }
+
+func TestDropSnapshotsAboveAndEpochAt(t *testing.T) {
+	fs := NewMemFS()
+	j, _, err := Open(fs, "/j", Options{Policy: SyncAlways, SegmentBytes: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 30; seq++ {
+		epoch := uint64(1)
+		if seq > 20 {
+			epoch = 2
+		}
+		if err := j.Append(epoch, seq, []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSnap(t, j, 10, 1)
+	writeSnap(t, j, 25, 2)
+	if err := j.DropSnapshotsAbove(20); err != nil {
+		t.Fatal(err)
+	}
+	if seq, _, _, err := readSnap(t, j); err != nil || seq != 10 {
+		t.Fatalf("latest snapshot after drop: %d %v", seq, err)
+	}
+	for _, c := range []struct {
+		seq, epoch uint64
+		ok         bool
+	}{{5, 1, true}, {20, 1, true}, {21, 2, true}, {30, 2, true}, {31, 0, false}, {0, 0, false}} {
+		if e, ok := j.EpochAt(c.seq); e != c.epoch || ok != c.ok {
+			t.Fatalf("EpochAt(%d) = %d %v, want %d %v", c.seq, e, ok, c.epoch, c.ok)
+		}
+	}
+}

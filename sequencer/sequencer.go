@@ -246,10 +246,13 @@ func (s *Sequencer) Heartbeat(nowNs int64) {
 	s.started = true
 }
 
-// AnnounceEpoch multicasts NEW_EPOCH: this primary leads from its epoch on
-// and lastSeq is the last seq of the previous epoch it holds.
-func (s *Sequencer) AnnounceEpoch(prevEpoch uint64, nowNs int64) {
-	ne := wire.NewEpoch{Origin: s.origin, PrevEpoch: prevEpoch, LastSeq: s.sent}
+// AnnounceEpoch multicasts NEW_EPOCH: this primary leads from its epoch on;
+// lastSeq is the last seq of the earlier history it holds and prevEpoch the
+// epoch of its record at lastSeq, so a receiver can tell a failover from a
+// gap and find where its own history forks. The runtime repeats it, so a
+// node that missed it (or was paused) still learns the fork point.
+func (s *Sequencer) AnnounceEpoch(prevEpoch, lastSeq uint64, nowNs int64) {
+	ne := wire.NewEpoch{Origin: s.origin, PrevEpoch: prevEpoch, LastSeq: lastSeq}
 	s.tmp = ne.Append(s.tmp[:0])
 	s.out.Multicast(s.tmp)
 	s.lastSendNs = nowNs

@@ -292,7 +292,7 @@ func TestNakBoundedPerNakAndByBandwidth(t *testing.T) {
 func TestAnnounceAndHash(t *testing.T) {
 	var out recorder
 	s := New(Config{}, 5, 77, &out, nil)
-	s.AnnounceEpoch(4, 0)
+	s.AnnounceEpoch(4, 77, 0)
 	s.SendHash(77, 0xabc, 0)
 	f, _, err := wire.Parse(out.multicast[0])
 	if err != nil {
