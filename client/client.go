@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/arbiter/witness"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/wire"
@@ -27,7 +29,18 @@ type Options struct {
 	// Conn, if set, is used instead of a new UDP socket (tests use an
 	// in-memory one); the client closes it.
 	Conn Conn
+	// Witness and Nodes, when set, let the client find the primary after a
+	// failover: it asks the witness who holds the lease every
+	// QueryEvery and, on a new holder, sends there and resends everything
+	// in flight (same ids).
+	Witness    netip.AddrPort
+	Nodes      map[uint32]netip.AddrPort
+	QueryEvery time.Duration
 }
+
+// DefaultQueryEvery: ask the witness who leads every 100 ms, a tenth of a
+// lease, so a failover costs at most that on top of the lease.
+const DefaultQueryEvery = 100 * time.Millisecond
 
 // Conn is the client's socket.
 type Conn interface {
@@ -45,8 +58,15 @@ type Client struct {
 	mu      sync.Mutex
 	core    *Core
 	primary netip.AddrPort
+	leader  uint32
+	epoch   uint64
 	batch   *wire.Batch
 	sendBuf [1][]byte
+	lastQ   int64
+	qbuf    []byte
+	qid     uint64
+	// Failovers counts primary changes seen through the witness.
+	failovers uint64
 }
 
 // Dial opens the client's socket and starts its receive loop.
@@ -58,13 +78,22 @@ func Dial(opts Options) (*Client, error) {
 	// commands is released at once.
 	var uc Conn = opts.Conn
 	if uc == nil {
-		u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: opts.Local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+		local := opts.Local
+		if !local.IsValid() && opts.Primary.IsValid() && !opts.Primary.Addr().IsLoopback() {
+			// A loopback socket cannot reach another host: bind the
+			// wildcard and let the route choose the source.
+			local = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+		}
+		u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
 		if err != nil {
 			return nil, err
 		}
 		uc = u
 	}
 	var err error
+	if opts.QueryEvery <= 0 {
+		opts.QueryEvery = DefaultQueryEvery
+	}
 	c := &Client{opts: opts, start: time.Now(), uc: uc, core: NewCore(opts.Core), primary: opts.Primary, batch: wire.NewBatch(0)}
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
 	c.loop, err = bus.StartLoop(uc, bus.LoopConfig{Idle: opts.Idle}, c.onBatch)
@@ -145,18 +174,67 @@ func (c *Client) flushLocked() {
 		return
 	}
 	c.sendBuf[0] = c.batch.Bytes()
-	_ = c.uc.Send(c.sendBuf[:], c.primary)
+	if err := c.uc.Send(c.sendBuf[:], c.primary); err != nil {
+		c.core.stats.SendErrors++
+	}
 	c.sendBuf[0] = nil
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
 }
 
-// Poll resends overdue commands; call it regularly (every few ms).
+// Poll resends overdue commands and asks the witness who leads; call it
+// regularly (every few ms).
 func (c *Client) Poll() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.core.Poll(c.nowNs(), c.queue)
+	return c.pollLocked(c.nowNs())
+}
+
+func (c *Client) pollLocked(now int64) int {
+	n := c.core.Poll(now, c.queue)
 	c.flushLocked()
+	if c.opts.Witness.IsValid() && now-c.lastQ >= int64(c.opts.QueryEvery) {
+		c.lastQ = now
+		c.qid++
+		c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.opts.Core.Session)), 0, c.qid)
+		c.sendBuf[0] = c.qbuf
+		_ = c.uc.Send(c.sendBuf[:], c.opts.Witness)
+		c.sendBuf[0] = nil
+	}
 	return n
+}
+
+// onInfo follows the lease holder the witness reports.
+func (c *Client) onInfo(f *wire.Frame) {
+	r, err := witness.DecodeReply(f)
+	if err != nil || r.Type != wire.TypeLeaseInfo || r.Holder == arbiter.NodeNone {
+		return
+	}
+	addr, ok := c.opts.Nodes[uint32(r.Holder)]
+	if !ok || r.Epoch < c.epoch || (uint32(r.Holder) == c.leader && addr == c.primary) {
+		return
+	}
+	c.leader, c.epoch = uint32(r.Holder), r.Epoch
+	if addr == c.primary {
+		return
+	}
+	c.primary = addr
+	c.failovers++
+	c.core.ResendAll(c.nowNs(), c.queue)
+	c.flushLocked()
+}
+
+// Primary is the address commands go to now.
+func (c *Client) Primary() netip.AddrPort {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.primary
+}
+
+// Failovers counts primary changes learnt from the witness.
+func (c *Client) Failovers() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failovers
 }
 
 func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
@@ -165,6 +243,10 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 	now := c.nowNs()
 	for i := range sizes {
 		f, _, err := wire.Parse(bufs[i][:sizes[i]])
+		if err == nil && f.Type == wire.TypeLeaseInfo {
+			c.onInfo(&f)
+			continue
+		}
 		if err != nil || f.Type != wire.TypeOutput {
 			c.core.stats.BadOutputs++
 			continue
@@ -267,8 +349,7 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		}
 		c.flushLocked()
 		if now-lastPoll > 2_000_000 {
-			c.core.Poll(now, c.queue)
-			c.flushLocked()
+			c.pollLocked(now)
 			lastPoll = now
 		}
 		c.mu.Unlock()
