@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
@@ -77,8 +78,15 @@ type Config struct {
 	// Peers maps every other node's id to its unicast address.
 	Peers map[uint32]netip.AddrPort
 
-	// Role and Epoch: a static primary leads at Epoch with no witness
-	// (used until the witness-driven promotion runs the show).
+	// Witness, when set, makes leadership dynamic: the node starts as a
+	// standby, its lease keeper asks the witness for the lease, and it
+	// leads only while the lease is held (Role and Epoch are ignored).
+	Witness netip.AddrPort
+	// Lease is the lease configuration; it must match the witness's.
+	Lease arbiter.Config
+
+	// Role and Epoch, without a witness: a static primary leads at Epoch
+	// forever (no failover; for tests and benchmarks of replication).
 	Role  Role
 	Epoch uint64
 
@@ -123,6 +131,15 @@ func (c *Config) withDefaults() error {
 	}
 	if c.NewStateMachine == nil {
 		return fmt.Errorf("%w: no state machine", ErrConfig)
+	}
+	if c.Witness.IsValid() {
+		c.Role = RoleStandby
+		if c.Lease == (arbiter.Config{}) {
+			c.Lease = arbiter.DefaultConfig()
+		}
+		if err := c.Lease.Validate(); err != nil {
+			return fmt.Errorf("%w: lease: %v", ErrConfig, err)
+		}
 	}
 	if c.Role == RolePrimary && c.Epoch == 0 {
 		return fmt.Errorf("%w: a static primary needs an epoch >= 1", ErrConfig)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/arbiter/witness"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/gating"
@@ -48,6 +49,16 @@ type Node struct {
 
 	fence arbiter.Fence
 	epoch uint64 // epoch we lead (primary) or follow (standby)
+	// The current epoch's history starts at epochStart; before it lies
+	// prevEpoch's (from NEW_EPOCH).
+	prevEpoch, epochStart uint64
+
+	keeper             *arbiter.Keeper // nil without a witness
+	wc                 *witness.Client
+	lastNewEpochNs     int64
+	lastPrimaryNs      int64
+	promotedNs         int64
+	firstReleaseLogged bool
 
 	// primary
 	seqr     *sequencer.Sequencer
@@ -106,6 +117,13 @@ func New(cfg Config) (*Node, error) {
 		fetch:    standby.NewFetch(standby.FetchConfig{}),
 	}
 	n.emitter.n = n
+	if cfg.Witness.IsValid() {
+		k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
+		if err != nil {
+			return nil, err
+		}
+		n.keeper, n.wc = k, witness.NewClient(k, cfg.Stream)
+	}
 	if err := n.recover(); err != nil {
 		return nil, err
 	}
@@ -119,6 +137,8 @@ func New(cfg Config) (*Node, error) {
 			n.j.Close()
 			return nil, err
 		}
+		// A static primary's history is all its own: announce it from 0.
+		n.prevEpoch, n.epochStart = 0, 1
 	} else if err := n.becomeStandby(); err != nil {
 		n.closeSockets()
 		n.j.Close()
@@ -131,8 +151,7 @@ func New(cfg Config) (*Node, error) {
 // clock; never the wall clock).
 func (n *Node) nowNs() int64 { return int64(time.Since(n.start)) }
 
-// recover opens the journal, restores the latest snapshot and replays the
-// journal after it into a fresh state machine.
+// recover opens the journal and rebuilds the state machine from it.
 func (n *Node) recover() error {
 	j, rec, err := journal.Open(journal.OSFS{}, n.cfg.Dir, n.cfg.Journal)
 	if err != nil {
@@ -142,39 +161,44 @@ func (n *Node) recover() error {
 	if rec.BytesCut > 0 {
 		n.cfg.Log.Warn("journal: torn tail truncated", "bytes", rec.BytesCut, "file", rec.CutFile, "offset", rec.CutOffset, "records", rec.RecordsKept)
 	}
+	if err := n.rebuildState(); err != nil {
+		j.Close()
+		return err
+	}
+	n.epoch = n.fence.Highest()
+	n.epochStart = 1
+	n.prevEpoch = 0
+	n.cfg.Log.Info("recovered", "applied", n.eng.AppliedSeq(), "epoch", n.epoch, "journal_first", j.First())
+	return nil
+}
+
+// rebuildState builds a fresh state machine from the latest snapshot and
+// the journal records after it.
+func (n *Node) rebuildState() error {
 	eng, err := n.cfg.NewStateMachine()
 	if err != nil {
-		j.Close()
 		return err
 	}
 	n.eng = eng
 	snapSeq, err := n.restoreSnapshot()
 	if err != nil {
-		j.Close()
 		return err
 	}
-	from := max(snapSeq+1, j.First())
-	if snapSeq > 0 && j.First() > snapSeq+1 {
-		j.Close()
-		return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
-	}
-	var replayErr error
-	_, last := j.Last()
-	if last >= from {
-		replayErr = j.ReadFrom(from, func(_, seq uint64, payload []byte) bool {
-			if seq <= eng.AppliedSeq() {
-				return true
-			}
+	j := n.j
+	if _, last := j.Last(); last > snapSeq {
+		if j.First() > snapSeq+1 {
+			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
+		}
+		err := j.ReadFrom(snapSeq+1, func(_, seq uint64, payload []byte) bool {
 			eng.Apply(seq, payload, nil)
 			return true
 		})
-	}
-	if replayErr != nil {
-		j.Close()
-		return fmt.Errorf("node: replay journal: %w", replayErr)
+		if err != nil {
+			return fmt.Errorf("node: replay journal: %w", err)
+		}
 	}
 	n.fence.Accept(j.HighestEpoch())
-	n.cfg.Log.Info("recovered", "snapshot", snapSeq, "applied", eng.AppliedSeq(), "epoch", j.HighestEpoch())
+	n.stats.Applied = eng.AppliedSeq()
 	return nil
 }
 
@@ -288,6 +312,10 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.countDrop(err)
 		return
 	}
+	if wire.IsLease(f.Type) {
+		n.onLease(pkt, from, now)
+		return
+	}
 	if f.Node == n.cfg.ID && f.Type != wire.TypeCommand {
 		return // our own multicast, looped back
 	}
@@ -324,6 +352,7 @@ func (n *Node) tickLoop() {
 			n.mu.Lock()
 			if !n.closed {
 				now := n.nowNs()
+				n.leaseTick(now)
 				if n.role == RolePrimary {
 					n.primaryTick(now)
 				} else {

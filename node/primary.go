@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/gating"
@@ -33,16 +34,22 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if err != nil {
 		return err
 	}
+	// Required acks: every peer, except the primary we replace (its lease
+	// lapsed: it is dead, paused or cut off). It is added back once it has
+	// caught up (see readmitStandbys). Until the witness keeps the in-sync
+	// set, this choice is local: see README "What seqbus guarantees".
 	members := make([]uint32, 0, len(n.cfg.Peers))
 	for id := range n.cfg.Peers {
-		members = append(members, id)
+		if id != n.primaryID || n.keeper == nil {
+			members = append(members, id)
+		}
 	}
 	if err := gate.SetInSync(1, members, n.nowNs()); err != nil {
 		return err
 	}
 	gate.SetApplied(applied)
 	gate.SetDurable(n.j.Durable())
-	gate.SetLease(true)
+	gate.SetLease(n.keeper == nil) // with a witness, leaseChanged decides
 	n.gate = gate
 	pub, err := gating.NewPublisher[outSlot](n.cfg.PublisherCapacity + outputReserve)
 	if err != nil {
@@ -84,6 +91,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		n.gate.OnAck(f.Node, f.Seq, now)
 		n.stats.AcksReceived++
+		n.readmitStandby(f.Node, f.Seq, now)
 	case wire.TypeNak:
 		if _, ok := n.cfg.Peers[f.Node]; !ok {
 			n.stats.DropUnknownNode++
@@ -117,6 +125,10 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 		h, err := engine.ParseCommand(cmd)
 		if err != nil {
 			n.stats.BadCommands++
+			continue
+		}
+		if !n.gate.LeaseHeld() {
+			n.stats.NotLeading++
 			continue
 		}
 		if !n.noteSession(h.Session, from) {
@@ -193,6 +205,7 @@ func (n *Node) afterAppend(now int64) {
 }
 
 func (n *Node) primaryTick(now int64) {
+	n.primaryAnnounce(now)
 	n.seqr.Flush(now)
 	n.seqr.Tick(now)
 	n.afterAppend(now)
@@ -224,6 +237,10 @@ func (e *primaryEmitter) Emit(to uint64, payload []byte) {
 func (n *Node) release(now int64) {
 	if gating.Publish(n.gate, n.pub, n.emitReleased) > 0 {
 		n.flushOutputs()
+		if !n.firstReleaseLogged && n.promotedNs != 0 {
+			n.firstReleaseLogged = true
+			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.promotedNs), "released", n.gate.Released())
+		}
 	}
 	n.stats.Released = n.gate.Released()
 }
@@ -275,4 +292,26 @@ func (n *Node) flushMarketData() {
 	}
 	n.sendBuf[0] = nil
 	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
+}
+
+// readmitStandby adds a peer that was left out of the required acks back
+// once it has acknowledged everything released: from then on it holds the
+// whole released history again.
+func (n *Node) readmitStandby(id uint32, ack uint64, now int64) {
+	if ack < n.gate.Released() {
+		return
+	}
+	var buf [16]uint32
+	members := n.gate.InSync(buf[:0])
+	for _, m := range members {
+		if m == id {
+			return
+		}
+	}
+	members = append(members, id)
+	if err := n.gate.SetInSync(n.gate.InSyncVersion()+1, members, now); err != nil {
+		n.cfg.Log.Error("readmit standby", "id", id, "err", err)
+		return
+	}
+	n.cfg.Log.Info("standby caught up: its acks are required again", "id", id, "ack", ack)
 }

@@ -32,7 +32,7 @@ func (s *snapshotSink) discard() { s.buf = nil }
 
 // restoreSnapshot loads the newest valid snapshot into the state machine.
 func (n *Node) restoreSnapshot() (uint64, error) {
-	seq, _, r, err := n.j.OpenLatestSnapshot()
+	seq, epoch, r, err := n.j.OpenLatestSnapshot()
 	if errors.Is(err, journal.ErrNoSnapshot) {
 		return 0, nil
 	}
@@ -43,6 +43,7 @@ func (n *Node) restoreSnapshot() (uint64, error) {
 	if err := n.eng.Restore(r); err != nil {
 		return 0, fmt.Errorf("node: restore snapshot %d: %w", seq, err)
 	}
+	n.fence.Accept(epoch)
 	if _, last := n.j.Last(); last < seq {
 		// The snapshot was installed after everything the journal holds
 		// (a standby caught up by snapshot): the journal continues at seq+1.

@@ -33,7 +33,7 @@ func (n *Node) becomeStandby() error {
 // applyFromWindow is the window's ApplyFunc: journal, then apply. The ack
 // follows the journal's durable watermark, never the window alone.
 func (n *Node) applyFromWindow(seq uint64, payload []byte) {
-	if err := n.j.Append(n.epoch, seq, payload, n.nowNs()); err != nil {
+	if err := n.j.Append(n.epochOf(seq), seq, payload, n.nowNs()); err != nil {
 		n.stats.JournalErrors++
 		n.cfg.Log.Error("standby journal append failed", "seq", seq, "err", err)
 		return
@@ -52,34 +52,40 @@ func (n *Node) hashMismatch(seq uint64) {
 	n.cfg.Log.Error("STATE DIVERGENCE: state hash differs from the primary's", "seq", seq)
 }
 
-// acceptEpoch applies the fence to a frame from the replication stream and
-// learns the primary from it. It reports whether the frame may be used.
-func (n *Node) acceptEpoch(f *wire.Frame) bool {
-	if n.fence.Refuses(f.Epoch) {
+// acceptEpoch applies the fence to a frame of the replication stream.
+// Older epochs are stale. A newer epoch is accepted only through its
+// NEW_EPOCH (which says where its history forks from ours); until that
+// arrives its frames are dropped, and a primary that sees one steps down.
+func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
+	if f.Epoch < n.epoch || n.fence.Refuses(f.Epoch) {
 		n.stats.DropStaleEpoch++
 		return false
 	}
 	if f.Epoch > n.epoch {
-		n.fence.Accept(f.Epoch)
-		n.j.RaiseEpoch(f.Epoch)
-		n.epoch = f.Epoch
-		n.cfg.Log.Info("following a new epoch", "epoch", f.Epoch, "primary", f.Node)
+		n.stats.DropAwaitingNewEpoch++
+		return false
 	}
-	if f.Node != n.primaryID {
-		addr, ok := n.cfg.Peers[f.Node]
+	return n.learnPrimary(f.Node, now)
+}
+
+// learnPrimary notes which node leads the current epoch.
+func (n *Node) learnPrimary(id uint32, now int64) bool {
+	if id != n.primaryID {
+		addr, ok := n.cfg.Peers[id]
 		if !ok {
 			n.stats.DropUnknownNode++
 			return false
 		}
-		n.primaryID, n.primaryAddr = f.Node, addr
+		n.primaryID, n.primaryAddr = id, addr
 	}
+	n.lastPrimaryNs = now
 	return true
 }
 
 func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	switch f.Type {
 	case wire.TypeData, wire.TypeRetransmit:
-		if !n.acceptEpoch(f) {
+		if !n.acceptEpoch(f, now) {
 			return
 		}
 		if f.Type == wire.TypeRetransmit {
@@ -88,12 +94,12 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		n.onMessages(f, now)
 	case wire.TypeHeartbeat:
-		if !n.acceptEpoch(f) {
+		if !n.acceptEpoch(f, now) {
 			return
 		}
 		n.win.ObserveHighest(f.Seq)
 	case wire.TypeHash:
-		if !n.acceptEpoch(f) {
+		if !n.acceptEpoch(f, now) {
 			return
 		}
 		h, _ := wire.DecodeHash(f)
@@ -101,16 +107,18 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.hashMismatch(h.Seq)
 		}
 	case wire.TypeNeedSnapshot:
-		if !n.acceptEpoch(f) {
+		if !n.acceptEpoch(f, now) {
 			return
 		}
 		n.startFetch(now)
 	case wire.TypeSnapshotChunk:
-		if !n.acceptEpoch(f) {
+		if !n.acceptEpoch(f, now) {
 			return
 		}
 		c, _ := wire.DecodeSnapshotChunk(f)
 		n.onChunk(&c, now)
+	case wire.TypeNewEpoch:
+		n.onNewEpoch(f, now)
 	case wire.TypeCommand:
 		n.stats.DropNotPrimary++
 	default:

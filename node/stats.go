@@ -23,7 +23,12 @@ type Stats struct {
 	HashMismatches                                    uint64
 	JournalErrors, SyncErrors, SendErrors             uint64
 
+	Promotions, StepDowns, LeaseLost, NotLeading uint64
+	OutputsDroppedAtGate                         uint64
+	SuffixDiscarded, HistoryDiscarded            uint64
+
 	DropStaleEpoch, DropWrongStream, DropUnknownNode uint64
+	DropAwaitingNewEpoch                             uint64
 	DropNotPrimary, DropUnexpected                   uint64
 	DropShort, DropChecksum, DropMalformed           uint64
 }
@@ -41,13 +46,19 @@ func (s *Stats) countDrop(err error) {
 
 // Status is everything an operator (and `seqbus stat`) reads about a node.
 type Status struct {
-	ID        uint32 `json:"id"`
-	Role      string `json:"role"`
-	Epoch     uint64 `json:"epoch"`
-	Applied   uint64 `json:"applied"`
-	Durable   uint64 `json:"durable"`
-	Released  uint64 `json:"released"`
-	Ack       uint64 `json:"ack"` // standby: highest contiguous seq acknowledged
+	ID       uint32 `json:"id"`
+	Role     string `json:"role"`
+	Epoch    uint64 `json:"epoch"`
+	Applied  uint64 `json:"applied"`
+	Durable  uint64 `json:"durable"`
+	Released uint64 `json:"released"`
+	Ack      uint64 `json:"ack"` // standby: highest contiguous seq acknowledged
+	Primary  uint32 `json:"primary"`
+	Lease    struct {
+		Held        bool   `json:"held"`
+		Epoch       uint64 `json:"epoch"`
+		RemainingNs int64  `json:"remaining_ns"`
+	} `json:"lease"`
 	StateHash uint64 `json:"state_hash"`
 	Journal   struct {
 		FirstSeq uint64 `json:"first_seq"`
@@ -82,6 +93,11 @@ func (n *Node) statusLocked() Status {
 		StateHash: n.eng.StateHash(),
 		Node:      n.stats,
 		UptimeNs:  n.nowNs(),
+	}
+	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
+	st.Primary = n.primaryID
+	if n.role == RolePrimary {
+		st.Primary = n.cfg.ID
 	}
 	st.Journal.FirstSeq = n.j.First()
 	_, st.Journal.LastSeq = n.j.Last()

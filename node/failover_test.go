@@ -1,0 +1,160 @@
+package node
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/arbiter/witness"
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
+)
+
+// startWitness runs a witness on loopback with lease cfg.
+func startWitness(t testing.TB, lease arbiter.Config) (*witness.Server, netip.AddrPort) {
+	t.Helper()
+	conn, err := bus.ListenUnicast(bus.UnicastConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := witness.DefaultConfig()
+	cfg.Arbiter = lease
+	w, err := witness.New(cfg, conn, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return w, conn.LocalAddr()
+}
+
+func (c *cluster) waitPrimary(timeout time.Duration, not uint32) uint32 {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for id, n := range c.nodes {
+			if id != not && n.Role() == RolePrimary {
+				return id
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatalf("no primary within %v", timeout)
+	return 0
+}
+
+// journalCommands reads every (session, client order id) a journal holds.
+func journalCommands(t testing.TB, dir string) map[[2]uint64]int {
+	t.Helper()
+	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{SegmentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	out := map[[2]uint64]int{}
+	if j.First() == 0 {
+		return out
+	}
+	err = j.ReadFrom(j.First(), func(_, _ uint64, payload []byte) bool {
+		h, err := engine.ParseCommand(payload)
+		if err == nil {
+			out[[2]uint64{h.Session, h.ClientOrderID}]++
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestFailoverOnPrimaryLoss: three nodes and a witness; the primary dies
+// under load; a standby is granted epoch+1, promotes, and the client finds
+// it through the witness and resends. Every command is answered, and every
+// answered command is in the new primary's journal.
+func TestFailoverOnPrimaryLoss(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	lease := arbiter.DefaultConfig()
+	w, waddr := startWitness(t, lease)
+	defer w.Close()
+	c := newCluster(t, 3)
+	defer c.closeAll()
+	for id := uint32(1); id <= 3; id++ {
+		c.start(id, func(cfg *Config) { cfg.Witness = waddr; cfg.Lease = lease })
+	}
+	first := c.waitPrimary(5*time.Second, 0)
+	answered := map[uint64]engine.OutputKind{}
+	cl, err := client.Dial(client.Options{
+		Core: client.Config{Session: 11}, Primary: c.addrs[first], Idle: testIdle,
+		Witness: waddr, Nodes: c.addrs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	done := make(chan error, 1)
+	var rep client.LoadReport
+	go func() {
+		var err error
+		rep, err = cl.Load(context.Background(), client.LoadConfig{Rate: 5_000, Count: 15_000, Seed: 3, Drain: 30 * time.Second},
+			func(r client.Result) { answered[r.ClientOrderID] = r.Kind })
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	killedAt := time.Now()
+	c.stop(first)
+	second := c.waitPrimary(10*time.Second, first)
+	t.Logf("node %d promoted %v after node %d stopped", second, time.Since(killedAt), first)
+	if err := <-done; err != nil {
+		t.Fatalf("load: %v %+v", err, rep)
+	}
+	if cl.Failovers() == 0 {
+		t.Fatal("the client never switched primary")
+	}
+	st := c.nodes[second].Status()
+	if st.Epoch < 2 {
+		t.Fatalf("new primary at epoch %d", st.Epoch)
+	}
+	c.waitConverged2(second, 10*time.Second)
+	dir := c.dirs[second]
+	c.closeAll()
+	inJournal := journalCommands(t, dir)
+	for id := range answered {
+		if inJournal[[2]uint64{11, id}] == 0 {
+			t.Fatalf("client order %d was answered but is not in the new primary's history", id)
+		}
+	}
+	if len(answered) != 15_000 {
+		t.Fatalf("answered %d of 15000", len(answered))
+	}
+}
+
+// waitConverged2 waits until every running node matches primary p.
+func (c *cluster) waitConverged2(p uint32, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ps := c.nodes[p].Status()
+		ok := true
+		for _, n := range c.nodes {
+			s := n.Status()
+			if s.Applied != ps.Applied || s.StateHash != ps.StateHash {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("not converged on primary %d", p)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

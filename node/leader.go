@@ -1,0 +1,243 @@
+package node
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// newEpochEveryNs: a primary repeats NEW_EPOCH every 100 ms for its whole
+// term, so a node that missed it (lost, paused, restarted) still learns
+// where the new history starts before it accepts any of it.
+const newEpochEveryNs = 100_000_000
+
+// leaseTick sends the keeper's due request to the witness and acts on the
+// lease: a primary releases only while it may lead; a standby that was
+// granted a newer epoch promotes.
+func (n *Node) leaseTick(now int64) {
+	if n.wc == nil {
+		return
+	}
+	// Ask to lead only with the whole state at hand.
+	n.keeper.SetWantLead(n.role == RolePrimary || !n.fetch.Active())
+	if pkt, ok := n.wc.Tick(now); ok {
+		n.send(pkt, n.cfg.Witness)
+	}
+	n.leaseChanged(now)
+}
+
+// onLease handles a reply from the witness.
+func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
+	if n.wc == nil || from != n.cfg.Witness {
+		n.stats.DropUnexpected++
+		return
+	}
+	if _, _, err := n.wc.OnDatagram(pkt); err != nil {
+		n.stats.countDrop(err)
+		return
+	}
+	n.leaseChanged(now)
+}
+
+func (n *Node) leaseChanged(now int64) {
+	k := n.keeper
+	if n.role == RolePrimary {
+		if k.Epoch() > n.epoch && k.MayLead(now) {
+			// Re-granted after our lease lapsed: a new term, announced.
+			n.stepDown(k.Epoch(), now)
+			n.promote(k.Epoch(), now)
+			return
+		}
+		if _, denied, _ := k.LastDeny(); denied > n.epoch {
+			n.stepDown(denied, now)
+			return
+		}
+		held := k.MayLead(now) && k.Epoch() == n.epoch
+		if held == n.gate.LeaseHeld() {
+			return
+		}
+		n.gate.SetLease(held)
+		if held {
+			n.cfg.Log.Info("lease held again; releasing", "epoch", n.epoch)
+			return
+		}
+		dropped := n.pub.DropAll()
+		n.stats.LeaseLost++
+		n.stats.OutputsDroppedAtGate += uint64(dropped)
+		n.cfg.Log.Warn("lease not held: releases stop, queued outputs dropped (clients resend)", "epoch", n.epoch, "dropped", dropped)
+		return
+	}
+	if k.MayLead(now) && k.Epoch() > n.epoch {
+		n.promote(k.Epoch(), now)
+	}
+}
+
+// promote makes this standby the primary at epoch: drain (the window has
+// applied everything contiguous; what is buffered past a gap was never
+// acknowledged, so never released, and is dropped), sequence from
+// applied+1, announce NEW_EPOCH with the fork point.
+func (n *Node) promote(epoch uint64, now int64) {
+	detectNs := now - n.lastPrimaryNs
+	applied := n.eng.AppliedSeq()
+	prev, _ := n.j.EpochAt(applied)
+	if applied == 0 || prev >= epoch {
+		prev = 0
+	}
+	if err := n.becomePrimary(epoch); err != nil {
+		n.cfg.Log.Error("promotion failed", "epoch", epoch, "err", err)
+		n.becomeStandby()
+		return
+	}
+	n.gate.SetLease(n.keeper.MayLead(now))
+	n.prevEpoch, n.epochStart = prev, applied+1
+	n.seqr.AnnounceEpoch(prev, applied, now)
+	n.lastNewEpochNs = now
+	n.stats.Promotions++
+	n.promotedNs = now
+	n.firstReleaseLogged = false
+	n.cfg.Log.Info("PROMOTED",
+		"epoch", epoch, "from_seq", applied+1, "prev_epoch", prev,
+		"since_last_primary_frame", time.Duration(detectNs),
+		"lease_acquired_in", time.Duration(now-n.keeper.View().SentAtNs))
+}
+
+// stepDown stops leading: nothing more is released or sequenced; queued
+// outputs are dropped (repair from state, not history); the node follows
+// as a standby and reconciles its history when the new primary's
+// NEW_EPOCH arrives.
+func (n *Node) stepDown(higher uint64, now int64) {
+	if n.role != RolePrimary {
+		return
+	}
+	dropped := n.pub.DropAll()
+	n.gate.SetLease(false)
+	n.stats.StepDowns++
+	n.stats.OutputsDroppedAtGate += uint64(dropped)
+	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", n.epoch, "newer", higher, "dropped_outputs", dropped)
+	n.seqr, n.gate, n.pub = nil, nil, nil
+	if err := n.becomeStandby(); err != nil {
+		n.cfg.Log.Error("step-down", "err", err)
+	}
+}
+
+// primaryAnnounce repeats NEW_EPOCH.
+func (n *Node) primaryAnnounce(now int64) {
+	if now-n.lastNewEpochNs >= newEpochEveryNs {
+		n.seqr.AnnounceEpoch(n.prevEpoch, n.epochStart-1, now)
+		n.lastNewEpochNs = now
+	}
+}
+
+// onNewEpoch reconciles this node's history with a new primary's: the
+// histories agree up to LastSeq when our record there has the epoch the
+// new primary says its record has (the log-matching rule: one primary per
+// epoch, so equal (seq, epoch) means equal history up to there). Then we
+// drop any suffix above LastSeq and follow. When we cannot show agreement,
+// we throw our history away and fetch state from the new primary.
+func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
+	ne, _ := wire.DecodeNewEpoch(f)
+	if ne.Epoch < n.epoch {
+		n.stats.DropStaleEpoch++
+		return
+	}
+	if ne.Epoch == n.epoch {
+		n.learnPrimary(f.Node, now)
+		return
+	}
+	if _, ok := n.cfg.Peers[f.Node]; !ok {
+		n.stats.DropUnknownNode++
+		return
+	}
+	if n.role == RolePrimary {
+		n.stepDown(ne.Epoch, now)
+	}
+	applied := n.eng.AppliedSeq()
+	agree, truncate := true, false
+	switch {
+	case applied == 0:
+	case ne.LastSeq == 0:
+		agree = false
+	case applied >= ne.LastSeq:
+		e, ok := n.j.EpochAt(ne.LastSeq)
+		agree = ok && e == ne.PrevEpoch
+		truncate = agree && applied > ne.LastSeq
+	default:
+		e, ok := n.j.EpochAt(applied)
+		agree = ok && e == ne.PrevEpoch
+	}
+	var err error
+	switch {
+	case !agree:
+		n.cfg.Log.Warn("history not provably shared with the new primary: discarding it, refetching state",
+			"applied", applied, "fork_seq", ne.LastSeq, "prev_epoch", ne.PrevEpoch)
+		n.stats.HistoryDiscarded++
+		err = n.resetHistory(0)
+	case truncate:
+		n.cfg.Log.Warn("discarding our unreplicated suffix", "from", ne.LastSeq+1, "to", applied)
+		n.stats.SuffixDiscarded += applied - ne.LastSeq
+		err = n.resetHistory(ne.LastSeq)
+	}
+	if err != nil {
+		n.cfg.Log.Error("reconcile with the new primary failed", "err", err)
+		n.stats.JournalErrors++
+		return
+	}
+	n.fence.Accept(ne.Epoch)
+	n.epoch, n.prevEpoch, n.epochStart = ne.Epoch, ne.PrevEpoch, ne.LastSeq+1
+	if err := n.becomeStandby(); err != nil {
+		n.cfg.Log.Error("follow new epoch", "err", err)
+		return
+	}
+	n.learnPrimary(f.Node, now)
+	n.cfg.Log.Info("following a new epoch", "epoch", ne.Epoch, "primary", f.Node, "fork_seq", ne.LastSeq, "applied", n.eng.AppliedSeq())
+}
+
+// resetHistory cuts the journal after seq (0: all of it), drops snapshots
+// past it and rebuilds the state machine from what is left.
+func (n *Node) resetHistory(seq uint64) error {
+	if err := n.j.DropSnapshotsAbove(seq); err != nil {
+		return err
+	}
+	var err error
+	if seq == 0 || seq < n.j.First() {
+		err = n.j.ResetTo(0)
+	} else {
+		err = n.j.TruncateAfter(seq)
+	}
+	if err != nil {
+		return err
+	}
+	n.snapCache = nil
+	return n.rebuildState()
+}
+
+// epochOf is the epoch a standby journals seq under: the current epoch
+// from its start on, the previous one before it. Records from further back
+// than the last fork point are labelled with the previous epoch; a later
+// reconcile that cannot prove agreement refetches state, so a wrong label
+// can cost a snapshot, never a wrong history. The journal never goes
+// below its own highest epoch.
+func (n *Node) epochOf(seq uint64) uint64 {
+	e := n.epoch
+	if seq < n.epochStart {
+		e = n.prevEpoch
+	}
+	return max(e, n.j.HighestEpoch())
+}
+
+var errNotLeading = errors.New("node: not leading")
+
+// leaseView reports the lease as the node sees it, for status.
+func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64) {
+	if n.keeper == nil {
+		return n.role == RolePrimary, 0, n.epoch
+	}
+	v := n.keeper.View()
+	end := v.SentAtNs + v.DurationNs
+	return n.keeper.MayLead(now), max(end-now, 0), v.Epoch
+}
+
+var _ = arbiter.NodeNone
