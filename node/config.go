@@ -85,6 +85,10 @@ type Config struct {
 	// Lease is the lease configuration; it must match the witness's.
 	Lease arbiter.Config
 
+	// Unsafe switches exist to prove the checks can fail (tests and
+	// `seqbus drill`); a production node never sets them.
+	Unsafe Unsafe
+
 	// Role and Epoch, without a witness: a static primary leads at Epoch
 	// forever (no failover; for tests and benchmarks of replication).
 	Role  Role
@@ -175,4 +179,15 @@ func (c *Config) withDefaults() error {
 		c.Log = slog.Default()
 	}
 	return nil
+}
+
+// Unsafe disables a safety mechanism. Each makes a specific anomaly
+// possible; the drills and tests show that anomaly being detected.
+type Unsafe struct {
+	// NoFencing: a standby accepts frames of older epochs, and a primary
+	// keeps releasing without its lease and never steps down.
+	NoFencing bool
+	// NoGating: a primary releases outputs as soon as it has applied the
+	// command, before any standby has it and before it is durable.
+	NoGating bool
 }

@@ -44,6 +44,9 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 
 func (n *Node) leaseChanged(now int64) {
 	k := n.keeper
+	if n.role == RolePrimary && n.cfg.Unsafe.NoFencing {
+		return // UNSAFE: keep leading and releasing whatever the lease says
+	}
 	if n.role == RolePrimary {
 		if k.Epoch() > n.epoch && k.MayLead(now) {
 			// Re-granted after our lease lapsed: a new term, announced.
@@ -152,6 +155,9 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 		return
 	}
 	if n.role == RolePrimary {
+		if n.cfg.Unsafe.NoFencing {
+			return // UNSAFE: a deposed primary that never steps down
+		}
 		n.stepDown(ne.Epoch, now)
 	}
 	applied := n.eng.AppliedSeq()

@@ -434,7 +434,7 @@ func (n *Node) waitSyncDue() bool {
 
 func (n *Node) onDurable(now int64) {
 	if n.role == RolePrimary {
-		n.gate.SetDurable(n.j.Durable())
+		n.setDurable()
 		n.release(now)
 	} else {
 		n.maybeAck(now, false)

@@ -178,7 +178,7 @@ func TestReplicatesAndGates(t *testing.T) {
 	}
 	for id := uint32(2); id <= 3; id++ {
 		s := c.nodes[id].Status()
-		if s.Journal.LastSeq != 20_000 {
+		if s.Journal.LastSeq != p.Applied {
 			t.Fatalf("standby %d journal ends at %d", id, s.Journal.LastSeq)
 		}
 	}

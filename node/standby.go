@@ -57,7 +57,7 @@ func (n *Node) hashMismatch(seq uint64) {
 // NEW_EPOCH (which says where its history forks from ours); until that
 // arrives its frames are dropped, and a primary that sees one steps down.
 func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
-	if f.Epoch < n.epoch || n.fence.Refuses(f.Epoch) {
+	if (f.Epoch < n.epoch || n.fence.Refuses(f.Epoch)) && !n.cfg.Unsafe.NoFencing {
 		n.stats.DropStaleEpoch++
 		return false
 	}

@@ -19,7 +19,7 @@ import (
 // clientSummary is what `seqbus client` prints (and writes with --json).
 type clientSummary struct {
 	Sent, Answered, Acks, Rejects, Duplicates, Resent, Unanswered uint64
-	Executions                                                    uint64
+	Executions, Failovers                                         uint64
 	ElapsedSec, RatePerSec                                        float64
 	LatencyUs                                                     map[string]float64
 }
@@ -35,6 +35,9 @@ func runClient(args []string) error {
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
 	out := fs.String("json", "", "also write the summary as JSON to this file")
 	idle := fs.String("idle", "backoff", "receive idle strategy")
+	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
+	nodes := peerFlags{}
+	fs.Var(nodes, "node", "a node the primary may be, as id=host:port (repeat)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,7 +49,13 @@ func runClient(args []string) error {
 	if err != nil {
 		return err
 	}
-	cl, err := client.Dial(client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl})
+	opts := client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl, Nodes: nodes}
+	if *witnessAddr != "" {
+		if opts.Witness, err = netip.ParseAddrPort(*witnessAddr); err != nil {
+			return fmt.Errorf("--witness: %v", err)
+		}
+	}
+	cl, err := client.Dial(opts)
 	if err != nil {
 		return err
 	}
@@ -59,7 +68,7 @@ func runClient(args []string) error {
 	st := rep.Stats
 	sum := clientSummary{
 		Sent: rep.Sent, Answered: st.Answered, Acks: st.Acks, Rejects: st.Rejects, Duplicates: st.Duplicates,
-		Resent: st.Resent, Unanswered: rep.Sent - st.Answered, Executions: st.Executions,
+		Resent: st.Resent, Unanswered: rep.Sent - st.Answered, Executions: st.Executions, Failovers: cl.Failovers(),
 		ElapsedSec: rep.Elapsed.Seconds(), RatePerSec: float64(st.Answered) / max(rep.Elapsed.Seconds(), 1e-9),
 		LatencyUs: map[string]float64{},
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
@@ -94,6 +95,13 @@ func runNode(args []string) error {
 	status := fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	snapEvery := fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
 	verbose := fs.Bool("v", false, "log at debug level")
+	witnessAddr := fs.String("witness", "", "the witness's address; with it the node starts as a standby and leads only while it holds the lease")
+	lease := fs.Duration("lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the witness)")
+	renew := fs.Duration("renew", time.Duration(arbiter.DefaultRenewIntervalNs), "renew the lease this often")
+	margin := fs.Duration("margin", time.Duration(arbiter.DefaultMarginNs), "stop releasing this long before the lease ends")
+	retry := fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
+	noFencing := fs.Bool("unsafe-no-fencing", false, "UNSAFE, for drills only: accept stale epochs and never step down")
+	noGating := fs.Bool("unsafe-no-gating", false, "UNSAFE, for drills only: release outputs before standbys or the disk have them")
 	peers := peerFlags{}
 	fs.Var(peers, "peer", "another node, as id=host:port (repeat)")
 	if err := fs.Parse(args); err != nil {
@@ -133,6 +141,13 @@ func runNode(args []string) error {
 	if cfg.Idle, err = parseIdle(*idle); err != nil {
 		return err
 	}
+	if *witnessAddr != "" {
+		if cfg.Witness, err = netip.ParseAddrPort(*witnessAddr); err != nil {
+			return fmt.Errorf("--witness: %v", err)
+		}
+		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
+	}
+	cfg.Unsafe = node.Unsafe{NoFencing: *noFencing, NoGating: *noGating}
 	cfg.StatusFile = *status
 	if cfg.StatusFile == "" {
 		cfg.StatusFile = filepath.Join(*dir, "status.json")
@@ -142,6 +157,9 @@ func runNode(args []string) error {
 		level = slog.LevelDebug
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", *id)
+	if *noFencing || *noGating {
+		cfg.Log.Warn("UNSAFE SWITCHES ON: this node can lose or un-release outputs; drills only", "no_fencing", *noFencing, "no_gating", *noGating)
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
@@ -162,5 +180,3 @@ func waitSignal() {
 	defer stop()
 	<-ctx.Done()
 }
-
-var _ = time.Second
