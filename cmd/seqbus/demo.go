@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
+)
+
+// demo runs the whole product on loopback: a witness and two nodes as
+// child processes of this binary, and a load client in this process that
+// follows the lease holder. Partway through it SIGKILLs the primary and
+// shows the failover, then checks that nothing a client saw was lost.
+type demo struct {
+	bin     string
+	dir     string
+	witness netip.AddrPort
+	group   netip.AddrPort
+	nodes   map[uint32]netip.AddrPort
+	mu      sync.Mutex
+	procs   map[string]*exec.Cmd
+	dead    map[uint32]bool
+}
+
+func freeLoopbackPort() (uint16, error) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return uint16(c.LocalAddr().(*net.UDPAddr).Port), nil
+}
+
+func loopback(port uint16) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
+}
+
+func (d *demo) start(name string, args ...string) error {
+	cmd := exec.Command(d.bin, args...)
+	logf, err := os.Create(filepath.Join(d.dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setChildAttrs(cmd)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.procs[name] = cmd
+	d.mu.Unlock()
+	go func() { cmd.Wait(); logf.Close() }()
+	return nil
+}
+
+func (d *demo) signal(name string, sig syscall.Signal) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := d.procs[name]; p != nil && p.Process != nil {
+		_ = p.Process.Signal(sig)
+	}
+}
+
+// stopAll ends every child: SIGTERM, then SIGKILL after a second.
+func (d *demo) stopAll() {
+	d.mu.Lock()
+	procs := make([]*exec.Cmd, 0, len(d.procs))
+	for _, p := range d.procs {
+		procs = append(procs, p)
+	}
+	d.mu.Unlock()
+	for _, p := range procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for _, p := range procs {
+		for p.ProcessState == nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = p.Process.Kill()
+	}
+}
+
+type nodeStatus struct {
+	Role     string `json:"role"`
+	Epoch    uint64 `json:"epoch"`
+	Applied  uint64 `json:"applied"`
+	Released uint64 `json:"released"`
+	Hash     uint64 `json:"state_hash"`
+}
+
+func (d *demo) status(id uint32) (nodeStatus, error) {
+	var s nodeStatus
+	b, err := os.ReadFile(filepath.Join(d.dir, "node"+strconv.Itoa(int(id)), "status.json"))
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(b, &s)
+}
+
+// primary is the live node that says it is primary at the highest epoch
+// (a killed node's last status file still says primary).
+func (d *demo) primary() (uint32, nodeStatus) {
+	var best uint32
+	var bs nodeStatus
+	for id := range d.nodes {
+		if d.dead[id] {
+			continue
+		}
+		if s, err := d.status(id); err == nil && s.Role == "primary" && s.Epoch >= bs.Epoch {
+			best, bs = id, s
+		}
+	}
+	return best, bs
+}
+
+func runDemo(args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	rate := fs.Float64("rate", 5_000, "client commands per second")
+	duration := fs.Duration("duration", 8*time.Second, "how long the load runs")
+	killAfter := fs.Duration("kill-after", 3*time.Second, "SIGKILL the primary this long into the load (0: never)")
+	keep := fs.Bool("keep", false, "keep the demo's directory (logs, journals)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "seqbus-demo-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(dir)
+	}
+	d := &demo{bin: bin, dir: dir, nodes: map[uint32]netip.AddrPort{}, procs: map[string]*exec.Cmd{}, dead: map[uint32]bool{}}
+	defer d.stopAll()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ports := make([]uint16, 4)
+	for i := range ports {
+		if ports[i], err = freeLoopbackPort(); err != nil {
+			return err
+		}
+	}
+	d.witness = loopback(ports[0])
+	d.group = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 77, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), ports[1])
+	d.nodes[1], d.nodes[2] = loopback(ports[2]), loopback(ports[3])
+	fmt.Printf("seqbus demo on loopback (multicast %s pinned to lo, TTL 0); files in %s\n", d.group, dir)
+	if err := d.start("witness", "witness", "--listen", d.witness.String(), "--dir", filepath.Join(dir, "witness")); err != nil {
+		return err
+	}
+	for id, addr := range d.nodes {
+		other := uint32(3 - id)
+		err := d.start("node"+strconv.Itoa(int(id)), "node", "--id", strconv.Itoa(int(id)),
+			"--dir", filepath.Join(dir, "node"+strconv.Itoa(int(id))), "--listen", addr.String(),
+			"--group", d.group.String(), "--iface", "lo", "--witness", d.witness.String(),
+			"--peer", fmt.Sprintf("%d=%s", other, d.nodes[other]), "--fsync", "group")
+		if err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	var first uint32
+	for first == 0 {
+		if time.Since(start) > 10*time.Second {
+			return errors.New("no node became primary within 10 s (see the logs with --keep)")
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(20 * time.Millisecond)
+		first, _ = d.primary()
+	}
+	fmt.Printf("witness up; node %d holds the lease (%v)\n", first, time.Since(start).Round(time.Millisecond))
+
+	const session = 42
+	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	var mu sync.Mutex
+	acked := map[uint64]bool{}
+	var lastAnswer time.Time
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: d.nodes[first], Witness: d.witness, Nodes: d.nodes})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	count := uint64(*rate * duration.Seconds())
+	loadDone := make(chan error, 1)
+	var rep client.LoadReport
+	go func() {
+		var err error
+		rep, err = cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: count, Instruments: 4, Seed: 7, Drain: 20 * time.Second}, func(r client.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			_ = hist.RecordValue(max(r.LatencyNs/1000, 1))
+			if r.Kind == engine.KindAck {
+				acked[r.ClientOrderID] = true
+			}
+			lastAnswer = time.Now()
+		})
+		loadDone <- err
+	}()
+	var killedAt, promotedAt, resumedAt time.Time
+	var second uint32
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	loadStart := time.Now()
+	var prevAnswered uint64
+	var loadErr error
+loop:
+	for {
+		select {
+		case loadErr = <-loadDone:
+			break loop
+		case <-ctx.Done():
+			fmt.Println("\ninterrupted: stopping every process")
+			return ctx.Err()
+		case <-tick.C:
+		}
+		st := cl.Stats()
+		pid, ps := d.primary()
+		mu.Lock()
+		p99 := time.Duration(hist.ValueAtQuantile(99)) * time.Microsecond
+		mu.Unlock()
+		fmt.Printf("%5.1fs  %6.0f cmd/s answered  primary=node%d epoch=%d released=%-7d p99=%v\n",
+			time.Since(loadStart).Seconds(), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, p99.Round(time.Microsecond))
+		prevAnswered = st.Answered
+		if *killAfter > 0 && killedAt.IsZero() && time.Since(loadStart) >= *killAfter {
+			fmt.Printf(">>> SIGKILL node%d (the primary)\n", first)
+			d.signal("node"+strconv.Itoa(int(first)), syscall.SIGKILL)
+			d.dead[first] = true
+			killedAt = time.Now()
+		}
+		if !killedAt.IsZero() && promotedAt.IsZero() {
+			if id, _ := d.primary(); id != 0 && id != first {
+				second, promotedAt = id, time.Now()
+				fmt.Printf(">>> node%d promoted\n", second)
+			}
+		}
+		if !promotedAt.IsZero() && resumedAt.IsZero() {
+			mu.Lock()
+			if lastAnswer.After(promotedAt.Add(-500 * time.Millisecond)) {
+				resumedAt = lastAnswer
+			}
+			mu.Unlock()
+		}
+	}
+	fmt.Println()
+	final, _ := d.primary()
+	if final == 0 {
+		final = first
+	}
+	d.stopAll()
+	// Nothing a client saw may be missing from the final primary's history.
+	inHistory, err := journalIDs(filepath.Join(dir, "node"+strconv.Itoa(int(final))), session)
+	if err != nil {
+		return err
+	}
+	var lost uint64
+	for id := range acked {
+		if !inHistory[id] {
+			lost++
+		}
+	}
+	st := rep.Stats
+	fmt.Printf("\nsummary\n  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n",
+		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates)
+	fmt.Printf("  lost (acked but not in node%d's history): %d\n", final, lost)
+	if !killedAt.IsZero() {
+		fmt.Printf("  failover: primary killed -> node%d promoted in %v (lease %v; status polled every 500 ms)\n",
+			second, promotedAt.Sub(killedAt).Round(time.Millisecond), time.Second)
+		if !resumedAt.IsZero() {
+			fmt.Printf("  answers resumed %v after the kill\n", resumedAt.Sub(killedAt).Round(time.Millisecond))
+		}
+		fmt.Printf("  timeline by step (from node%d's log): see %s\n", second, filepath.Join(dir, fmt.Sprintf("node%d.log", second)))
+		printTimeline(filepath.Join(dir, fmt.Sprintf("node%d.log", second)))
+	}
+	fmt.Printf("  client round trip (from intended send time, HDR): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
+		us(hist.ValueAtQuantile(50)), us(hist.ValueAtQuantile(90)), us(hist.ValueAtQuantile(99)), us(hist.ValueAtQuantile(99.9)), us(hist.Max()))
+	if loadErr != nil {
+		return loadErr
+	}
+	if lost > 0 {
+		return fmt.Errorf("%d acknowledged orders lost", lost)
+	}
+	fmt.Println("  verdict: OK, nothing a client saw was lost")
+	return nil
+}
+
+func us(v int64) time.Duration { return (time.Duration(v) * time.Microsecond).Round(time.Microsecond) }
+
+// journalIDs reads the client order ids of session in a node's journal.
+func journalIDs(dir string, session uint64) (map[uint64]bool, error) {
+	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	out := map[uint64]bool{}
+	if j.First() == 0 {
+		return out, nil
+	}
+	err = j.ReadFrom(j.First(), func(_, _ uint64, p []byte) bool {
+		if h, err := engine.ParseCommand(p); err == nil && h.Session == session {
+			out[h.ClientOrderID] = true
+		}
+		return true
+	})
+	return out, err
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+import "os/exec"
+
+func setChildAttrs(*exec.Cmd) {}
