@@ -1,6 +1,8 @@
 package node
 
 import (
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"errors"
 	"fmt"
 	"net/netip"
@@ -17,6 +19,9 @@ import (
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
+
+// assignMask sizes the ring of assign times (64k seqs in flight).
+const assignMask = 1<<16 - 1
 
 // MaxOutputBytes is the largest engine output the gate holds; larger ones
 // are a configuration error, counted and logged.
@@ -70,6 +75,11 @@ type Node struct {
 	outTo    uint64
 	emitter  primaryEmitter
 	applySeq uint64 // seq being applied (for the emitter)
+	// assignNs[seq&assignMask] is when seq was assigned, for the
+	// assign -> release latency histogram.
+	assignNs     []int64
+	lastReleased uint64
+	releaseHist  *hdrhistogram.Histogram
 
 	// standby
 	win         *standby.Window
@@ -115,6 +125,9 @@ func New(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 		naks:     standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
 		fetch:    standby.NewFetch(standby.FetchConfig{}),
+		assignNs: make([]int64, assignMask+1),
+		// µs from 1 to 60 s at 3 significant digits.
+		releaseHist: hdrhistogram.New(1, 60_000_000, 3),
 	}
 	n.emitter.n = n
 	if cfg.Witness.IsValid() {

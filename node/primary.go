@@ -54,6 +54,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	gate.SetDurable(n.j.Durable())
 	gate.SetLease(n.keeper == nil) // with a witness, leaseChanged decides
 	n.gate = gate
+	n.lastReleased = applied
 	pub, err := gating.NewPublisher[outSlot](n.cfg.PublisherCapacity + outputReserve)
 	if err != nil {
 		return err
@@ -152,6 +153,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		n.applySeq = seq
+		n.assignNs[seq&assignMask] = now
 		n.eng.Apply(seq, cmd, &n.emitter)
 		n.gate.SetApplied(seq)
 		n.stats.Commands++
@@ -256,6 +258,20 @@ func (n *Node) release(now int64) {
 		}
 	}
 	n.stats.Released = n.gate.Released()
+	n.recordReleases(now)
+}
+
+// recordReleases adds assign -> release latency for every seq released
+// since the last call (at most the ring's worth).
+func (n *Node) recordReleases(now int64) {
+	r := n.gate.Released()
+	from := max(n.lastReleased+1, r-min(r, assignMask))
+	for s := from; s <= r && s > n.lastReleased; s++ {
+		if at := n.assignNs[s&assignMask]; at > 0 {
+			_ = n.releaseHist.RecordValue(max((now-at)/1000, 1))
+		}
+	}
+	n.lastReleased = max(n.lastReleased, r)
 }
 
 func (n *Node) emitReleased(seq uint64, o *outSlot) {

@@ -74,6 +74,9 @@ type Status struct {
 	Unicast   bus.Counters `json:"unicast"`
 	Multicast bus.Counters `json:"multicast"`
 	UptimeNs  int64        `json:"uptime_ns"`
+	// LatencyUs: assign -> release (gated), µs percentiles over the
+	// node's life as primary.
+	LatencyUs map[string]int64 `json:"latency_us,omitempty"`
 }
 
 // Status returns a snapshot of the node's state and counters.
@@ -111,6 +114,13 @@ func (n *Node) statusLocked() Status {
 		st.Released = n.gate.Released()
 		st.Sequencer = n.seqr.Stats()
 		st.Gate = n.gate.Stats()
+		h := n.releaseHist
+		if h.TotalCount() > 0 {
+			st.LatencyUs = map[string]int64{
+				"p50": h.ValueAtQuantile(50), "p99": h.ValueAtQuantile(99),
+				"p99.9": h.ValueAtQuantile(99.9), "max": h.Max(), "count": h.TotalCount(),
+			}
+		}
 	} else {
 		st.Ack = n.lastAckSent
 		st.Window = n.win.Stats()
