@@ -157,7 +157,7 @@ func runDemo(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	ports := make([]uint16, 4)
+	ports := make([]uint16, 5)
 	for i := range ports {
 		if ports[i], err = freeLoopbackPort(); err != nil {
 			return err
@@ -166,6 +166,7 @@ func runDemo(args []string) error {
 	d.witness = loopback(ports[0])
 	d.group = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 77, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), ports[1])
 	d.nodes[1], d.nodes[2] = loopback(ports[2]), loopback(ports[3])
+	mdGroup := netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 78, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), ports[4])
 	fmt.Printf("seqbus demo on loopback (multicast %s pinned to lo, TTL 0); files in %s\n", d.group, dir)
 	if err := d.start("witness", "witness", "--listen", d.witness.String(), "--dir", filepath.Join(dir, "witness")); err != nil {
 		return err
@@ -175,6 +176,7 @@ func runDemo(args []string) error {
 		err := d.start("node"+strconv.Itoa(int(id)), "node", "--id", strconv.Itoa(int(id)),
 			"--dir", filepath.Join(dir, "node"+strconv.Itoa(int(id))), "--listen", addr.String(),
 			"--group", d.group.String(), "--iface", "lo", "--witness", d.witness.String(),
+			"--market-data", mdGroup.String(),
 			"--peer", fmt.Sprintf("%d=%s", other, d.nodes[other]), "--fsync", "group")
 		if err != nil {
 			return err
@@ -194,6 +196,11 @@ func runDemo(args []string) error {
 	}
 	fmt.Printf("witness up; node %d holds the lease (%v)\n", first, time.Since(start).Round(time.Millisecond))
 
+	md, err := client.SubscribeMarketData(mdGroup, "lo", nil)
+	if err != nil {
+		return err
+	}
+	defer md.Close()
 	const session = 42
 	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 	var mu sync.Mutex
@@ -286,6 +293,13 @@ loop:
 	fmt.Printf("\nsummary\n  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n",
 		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates)
 	fmt.Printf("  lost (acked but not in node%d's history): %d\n", final, lost)
+	mt := md.Tracker()
+	fmt.Printf("  market data: %d updates, duplicates or reused seqs %d, gaps %d (%d updates never seen",
+		mt.Updates, mt.Dups, mt.Gaps, mt.Missing)
+	if mt.Gaps > 0 {
+		fmt.Printf("; last gap md seq %d..%d: applied by the old primary but never released before it died", mt.LastGapFrom, mt.LastGapTo)
+	}
+	fmt.Println(")")
 	if !killedAt.IsZero() {
 		fmt.Printf("  failover: primary killed -> node%d promoted in %v (lease %v; status polled every 500 ms)\n",
 			second, promotedAt.Sub(killedAt).Round(time.Millisecond), time.Second)
@@ -302,6 +316,9 @@ loop:
 	}
 	if lost > 0 {
 		return fmt.Errorf("%d acknowledged orders lost", lost)
+	}
+	if mt.Dups > 0 {
+		return fmt.Errorf("%d market-data updates duplicated or reused", mt.Dups)
 	}
 	fmt.Println("  verdict: OK, nothing a client saw was lost")
 	return nil
