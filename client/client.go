@@ -251,24 +251,32 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			c.core.stats.BadOutputs++
 			continue
 		}
-		it := f.Messages()
-		for {
-			_, msg, ok := it.Next()
-			if !ok {
-				break
-			}
-			o, err := engine.ParseOutput(msg)
-			if err != nil {
-				c.core.stats.BadOutputs++
-				continue
-			}
+		c.core.stats.BadOutputs += eachOutput(&f, func(o *engine.Output) {
 			if c.opts.OnOutput != nil {
-				c.opts.OnOutput(&o)
+				c.opts.OnOutput(o)
 			}
-			if res, ok := c.core.OnOutput(&o, now); ok && c.opts.OnResult != nil {
+			if res, ok := c.core.OnOutput(o, now); ok && c.opts.OnResult != nil {
 				c.opts.OnResult(res)
 			}
+		})
+	}
+}
+
+// eachOutput decodes every engine output of an OUTPUT frame, calling fn
+// for each; it returns how many did not decode.
+func eachOutput(f *wire.Frame, fn func(o *engine.Output)) (bad uint64) {
+	it := f.Messages()
+	for {
+		_, msg, ok := it.Next()
+		if !ok {
+			return bad
 		}
+		o, err := engine.ParseOutput(msg)
+		if err != nil {
+			bad++
+			continue
+		}
+		fn(&o)
 	}
 }
 

@@ -169,8 +169,20 @@ func (c *Core) OnOutput(o *engine.Output, nowNs int64) (Result, bool) {
 // Poll calls resend for each command unanswered for ResendAfterNs (at most
 // MaxResendsPerPoll per call), oldest first, with the same id and bytes.
 func (c *Core) Poll(nowNs int64, resend func(cmd []byte)) int {
+	return c.resendWhere(nowNs, c.cfg.ResendAfterNs, MaxResendsPerPoll, resend)
+}
+
+// ResendAll resends every command in flight now (after a failover: the new
+// primary may never have seen them). Bounded by MaxInFlight.
+func (c *Core) ResendAll(nowNs int64, resend func(cmd []byte)) int {
+	return c.resendWhere(nowNs, 0, len(c.slots), resend)
+}
+
+// resendWhere resends, oldest first, up to limit commands sent at least
+// ageNs ago.
+func (c *Core) resendWhere(nowNs, ageNs int64, limit int, resend func(cmd []byte)) int {
 	n := 0
-	for id := c.oldest; id < c.nextID && n < MaxResendsPerPoll; id++ {
+	for id := c.oldest; id < c.nextID && n < limit; id++ {
 		p := c.slot(id)
 		if !p.used || p.id != id {
 			if id == c.oldest {
@@ -178,25 +190,7 @@ func (c *Core) Poll(nowNs int64, resend func(cmd []byte)) int {
 			}
 			continue
 		}
-		if nowNs-p.sentNs < c.cfg.ResendAfterNs {
-			continue
-		}
-		p.sentNs = nowNs
-		p.attempts++
-		resend(p.cmd[:p.n])
-		c.stats.Resent++
-		n++
-	}
-	return n
-}
-
-// ResendAll resends every command in flight now (after a failover: the new
-// primary may never have seen them). Bounded by MaxInFlight.
-func (c *Core) ResendAll(nowNs int64, resend func(cmd []byte)) int {
-	n := 0
-	for id := c.oldest; id < c.nextID; id++ {
-		p := c.slot(id)
-		if !p.used || p.id != id {
+		if nowNs-p.sentNs < ageNs {
 			continue
 		}
 		p.sentNs = nowNs

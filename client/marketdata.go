@@ -73,21 +73,15 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 		if err != nil || f.Type != wire.TypeOutput {
 			continue
 		}
-		it := f.Messages()
-		for {
-			_, msg, ok := it.Next()
-			if !ok {
-				break
-			}
-			o, err := engine.ParseOutput(msg)
-			if err != nil || o.Kind != engine.KindMarketData {
-				continue
+		eachOutput(&f, func(o *engine.Output) {
+			if o.Kind != engine.KindMarketData {
+				return
 			}
 			m.tracker.Observe(o.MDSeq)
 			if m.onMD != nil {
-				m.onMD(&o)
+				m.onMD(o)
 			}
-		}
+		})
 	}
 }
 
