@@ -44,3 +44,28 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestStatJSON: `seqbus stat --json` prints a node's status as JSON with
+// its role, and the human view names the watermarks.
+func TestStatJSON(t *testing.T) {
+	dir := t.TempDir()
+	status := `{"id":1,"role":"primary","epoch":3,"applied":10,"state_hash":18446744073709551615,"lease":{"held":true,"remaining_ns":500000000}}`
+	if err := os.WriteFile(filepath.Join(dir, "status.json"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "seqbus")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "stat", "--dir", dir, "--json").Output()
+	if err != nil || !strings.Contains(string(out), `"role":"primary"`) {
+		t.Fatalf("stat --json: %v %s", err, out)
+	}
+	out, err = exec.Command(bin, "stat", "--dir", dir, "--once").Output()
+	if err != nil || !strings.Contains(string(out), "role primary") || !strings.Contains(string(out), "state hash ffffffffffffffff") {
+		t.Fatalf("stat --once: %v %s", err, out)
+	}
+	if _, err := exec.Command(bin, "stat", "--dir", filepath.Join(dir, "missing")).Output(); err == nil {
+		t.Fatal("stat of a missing node succeeded")
+	}
+}

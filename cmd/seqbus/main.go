@@ -16,6 +16,7 @@ var commands = []command{
 	{"node", "run a replica (standby, or a static primary with --role primary)", runNode},
 	{"witness", "run the lease witness (on a third box)", runWitness},
 	{"client", "send a fixed-rate load of orders and report the answers", runClient},
+	{"stat", "show a node's live status (role, lease, watermarks, counters)", runStat},
 	{"demo", "run a witness, two nodes and a client on loopback; kill the primary; show the failover", runDemo},
 }
 
