@@ -258,12 +258,19 @@ func (c *cluster) b() *member       { return c.members[2] }
 // start runs a member and waits until it has written its first status.
 func (c *cluster) start(m *member) {
 	c.t.Helper()
+	startMember(c.t, m)
+}
+
+// startMember runs m with its args and waits until it has written its
+// first status.
+func startMember(t *testing.T, m *member) {
+	t.Helper()
 	m.runs++
 	_ = os.Remove(filepath.Join(m.dir, "status.json"))
-	m.p = startProc(c.t, m.host, m.name(), m.args...)
-	waitFor(c.t, 20*time.Second, m.name()+" first status", func() bool {
+	m.p = startProc(t, m.host, m.name(), m.args...)
+	waitFor(t, 20*time.Second, m.name()+" first status", func() bool {
 		if m.p.exited() {
-			c.t.Fatalf("%s exited at start: %v\n%s", m.name(), m.p.err, m.p.log())
+			t.Fatalf("%s exited at start: %v\n%s", m.name(), m.p.err, m.p.log())
 		}
 		_, ok := readStatus(m.dir)
 		return ok
@@ -349,13 +356,19 @@ func (l *loadRun) finish(t *testing.T, timeout time.Duration) clientSummary {
 
 // status is the part of a node's status.json the tests read.
 type status struct {
-	ID        uint32 `json:"id"`
-	Role      string `json:"role"`
-	Epoch     uint64 `json:"epoch"`
-	Applied   uint64 `json:"applied"`
-	Durable   uint64 `json:"durable"`
-	Released  uint64 `json:"released"`
-	Ack       uint64 `json:"ack"`
+	ID       uint32 `json:"id"`
+	Role     string `json:"role"`
+	Epoch    uint64 `json:"epoch"`
+	Applied  uint64 `json:"applied"`
+	Durable  uint64 `json:"durable"`
+	Released uint64 `json:"released"`
+	Ack      uint64 `json:"ack"`
+	Primary  uint32 `json:"primary"`
+	Lease    struct {
+		Held        bool   `json:"held"`
+		Epoch       uint64 `json:"epoch"`
+		RemainingNs int64  `json:"remaining_ns"`
+	} `json:"lease"`
 	StateHash uint64 `json:"state_hash"`
 	Journal   struct {
 		FirstSeq uint64 `json:"first_seq"`
