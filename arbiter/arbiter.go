@@ -16,7 +16,10 @@ const NodeNone NodeID = 0
 // DenyReason says why a request was refused. ReasonNone means granted.
 type DenyReason uint8
 
-// Deny reasons, in the order Acquire and Renew check them.
+// Deny reasons, in the order Acquire and Renew check them (except
+// ReasonNotInSync, checked just before ReasonEpochExhausted; the values
+// are fixed because counters are indexed by them). The last two only ever
+// appear in Decision.InSyncReason.
 const (
 	// ReasonNone: the request was granted.
 	ReasonNone DenyReason = iota
@@ -39,9 +42,26 @@ const (
 	// ReasonEpochExhausted: no epoch is left to grant (the highest epoch is
 	// math.MaxUint64, which only a corrupted restore can produce).
 	ReasonEpochExhausted
+	// ReasonNotInSync: Acquire of a free lease by a node that may not be
+	// promoted: leases were granted before, and the node is neither in the
+	// in-sync set nor the previous holder, so it may lack output the
+	// previous holder released.
+	ReasonNotInSync
+	// ReasonInSyncVersion: only in Decision.InSyncReason. A renew's
+	// proposal named a base version other than the current one (a stale
+	// proposal); the renew itself was granted and the set is unchanged.
+	ReasonInSyncVersion
+	// ReasonInSyncInvalid: only in Decision.InSyncReason. A renew's
+	// proposal had more than MaxInSyncMembers members, a duplicate,
+	// NodeNone or the holder itself; the renew was granted, the set is
+	// unchanged.
+	ReasonInSyncInvalid
 )
 
-var denyReasonNames = [...]string{"granted", "invalid node", "quarantine", "held", "not holder", "expired", "epoch mismatch", "epoch exhausted"}
+var denyReasonNames = [...]string{
+	"granted", "invalid node", "quarantine", "held", "not holder", "expired", "epoch mismatch", "epoch exhausted",
+	"not in sync", "in-sync version", "in-sync invalid",
+}
 
 func (r DenyReason) String() string {
 	if int(r) < len(denyReasonNames) {
@@ -80,6 +100,31 @@ type Decision struct {
 	// goes unused and expires. Extensions of a live lease keep the epoch
 	// and leave PersistEpoch false.
 	PersistEpoch bool
+	// Persist is set whenever the epoch OR the in-sync set changed (a new
+	// epoch, or an accepted proposal). The same ordering rule applies to
+	// the whole PersistentState(): durable before the grant is sent, no
+	// grant if the write fails. A set that was granted but not persisted
+	// could, after a crash, let a node be promoted that the primary no
+	// longer waited for. PersistEpoch implies Persist.
+	Persist bool
+	// InSyncVersion and Members are the in-sync set in force after the
+	// decision (on a deny too, so a standby learns whether it may be
+	// promoted). The runtime puts them in every grant, deny and info.
+	InSyncVersion uint64
+	Members       InSyncSet
+	// InSyncReason is ReasonNone unless a renew carried a proposal that was
+	// refused (ReasonInSyncVersion or ReasonInSyncInvalid). A refused
+	// proposal does not refuse the renew: the lease is what keeps the
+	// primary leading, and the set it learns from InSyncVersion and
+	// Members is the truth it must gate on.
+	InSyncReason DenyReason
+}
+
+// PersistentState returns the record to write when Persist is set: the
+// epoch, the in-sync version and set, and the holder (Persist is only ever
+// set on a grant, so Holder is the last holder).
+func (d *Decision) PersistentState() PersistentState {
+	return PersistentState{Epoch: d.Epoch, InSyncVersion: d.InSyncVersion, LastHolder: d.Holder, Members: d.Members}
 }
 
 // Status is the answer to Query: who leads, at which epoch, for how long.
@@ -95,11 +140,19 @@ type Status struct {
 	// QuarantineRemainingNs is the time left before the arbiter grants
 	// again after a Restore (0 when not quarantined).
 	QuarantineRemainingNs int64
+	// LastHolder is the holder of Epoch (NodeNone if none is known), who
+	// may take the lease back after it lapses.
+	LastHolder NodeID
+	// InSyncVersion and Members are the in-sync set in force.
+	InSyncVersion uint64
+	Members       InSyncSet
 }
 
 // Arbiter is the witness's lease core: at most one live lease, a fencing
-// epoch that grows by one with every new grant, and a quarantine after a
-// restart. It does no I/O and reads no clock; every method takes the
+// epoch that grows by one with every new grant, a quarantine after a
+// restart, and the in-sync set (Kafka's ISR): the standbys the primary
+// waits for before it releases output, hence the only nodes besides the
+// previous holder that have everything released and may be promoted. It does no I/O and reads no clock; every method takes the
 // witness's monotonic time in nanoseconds. It is not safe for concurrent
 // use.
 //
@@ -109,11 +162,22 @@ type Status struct {
 type Arbiter struct {
 	leaseDurationNs int64
 	// holder and expiresAtNs describe the last grant; it is live while
-	// holder != NodeNone && nowNs < expiresAtNs.
+	// holder != NodeNone && nowNs < expiresAtNs. Restore clears holder
+	// (the quarantine covers the lease it may have had).
 	holder      NodeID
 	expiresAtNs int64
 	// epochHighest is the highest epoch issued (or restored).
 	epochHighest uint64
+	// lastHolder is the holder of epochHighest, kept across lapses and
+	// restores: it had everything it released, so it may take the lease
+	// back. hadHolder is lastHolder != NodeNone: a lease was granted (or
+	// restored), so the fresh-cluster rule no longer applies.
+	lastHolder NodeID
+	hadHolder  bool
+	// inSyncVersion and members are the in-sync set; members never holds
+	// lastHolder.
+	inSyncVersion uint64
+	members       InSyncSet
 	// quarantined is true from Restore until quarantineUntilNs.
 	quarantined       bool
 	quarantineUntilNs int64
@@ -131,26 +195,50 @@ func NewArbiter(cfg Config) (*Arbiter, error) {
 	return &Arbiter{leaseDurationNs: cfg.LeaseDurationNs, lastNowNs: math.MinInt64}, nil
 }
 
-// Restore is called once, after a restart, with the highest epoch the
-// witness had persisted. The arbiter cannot know who held the lease nor when
-// it ends, only that it ends within one lease duration; so it grants nothing
-// to anyone (the old holder included) until nowNs + LeaseDurationNs, and
-// then grants highestEpoch+1, +2, .... Calling it on a running arbiter is
-// also safe: the live lease is dropped and covered by the quarantine, which
-// outlasts it.
-func (a *Arbiter) Restore(highestEpoch uint64, nowNs int64) {
+// Restore is called once, after a restart, with the state the witness had
+// persisted. The arbiter cannot know whether the last holder's lease is
+// still live, only that it ends within one lease duration; so it grants
+// nothing to anyone (the old holder included) until nowNs +
+// LeaseDurationNs, and then grants state.Epoch+1, +2, ... under the rules
+// of Acquire, with the restored in-sync set and last holder. A record with
+// LastHolder NodeNone (nothing granted, or an epoch-only record from before
+// the in-sync set) lets anyone acquire after the quarantine. Calling it on
+// a running arbiter is also safe: the live lease is dropped and covered by
+// the quarantine; a record older than the arbiter's own state (by epoch,
+// then version) never lowers it. An invalid record (see
+// PersistentState.Validate) is refused with ErrInvalidState and changes
+// nothing.
+func (a *Arbiter) Restore(state PersistentState, nowNs int64) error {
+	if err := state.Validate(); err != nil {
+		return err
+	}
 	nowNs = a.observe(nowNs)
-	a.epochHighest = max(a.epochHighest, highestEpoch)
+	if state.Epoch > a.epochHighest || (state.Epoch == a.epochHighest && state.InSyncVersion >= a.inSyncVersion) {
+		a.epochHighest = state.Epoch
+		a.inSyncVersion = state.InSyncVersion
+		a.members = state.Members
+		a.lastHolder = state.LastHolder
+		a.hadHolder = state.LastHolder != NodeNone
+	}
 	a.holder = NodeNone
 	a.expiresAtNs = 0
 	a.quarantined = true
 	a.quarantineUntilNs = addSaturating(nowNs, a.leaseDurationNs)
+	return nil
 }
 
-// Acquire asks for the lease for node. With no live lease (and no
-// quarantine) it grants a new epoch (highest + 1) to node; if node already
-// holds the live lease it extends it under the same epoch; otherwise it
-// refuses and says who holds it and for how long.
+// Acquire asks for the lease for node. If node already holds the live
+// lease it extends it under the same epoch. With no live lease (and no
+// quarantine) it grants a new epoch (highest + 1) to node only if node may
+// be promoted: no lease was ever granted (a fresh cluster), node is in the
+// in-sync set, or node is the previous holder (it had everything it
+// released). Otherwise it refuses with ReasonNotInSync; with an empty set
+// only the previous holder may take the lease, because the primary ran
+// alone and nobody else has what it released. On a grant node leaves the
+// set (a primary is not its own standby), the previous holder does not
+// join it (it must catch up and be proposed again), and the version grows
+// by one. While another node holds a live lease it refuses and says who
+// holds it and for how long.
 func (a *Arbiter) Acquire(node NodeID, nowNs int64) Decision {
 	nowNs = a.observe(nowNs)
 	if node == NodeNone {
@@ -165,14 +253,25 @@ func (a *Arbiter) Acquire(node NodeID, nowNs int64) Decision {
 		}
 		return a.extend(nowNs)
 	}
+	if a.hadHolder && node != a.lastHolder && !a.members.Contains(node) {
+		return a.deny(ReasonNotInSync, nowNs)
+	}
 	if a.epochHighest == math.MaxUint64 {
 		return a.deny(ReasonEpochExhausted, nowNs)
 	}
 	a.epochHighest++
 	a.holder = node
+	a.lastHolder = node
+	a.hadHolder = true
+	a.members.remove(node)
+	// The version grows with every new term even when the set is
+	// unchanged (the previous holder taking its lease back), so a proposal
+	// based on the previous term's set can never apply to this one.
+	a.inSyncVersion++
 	a.expiresAtNs = addSaturating(nowNs, a.leaseDurationNs)
 	d := a.granted(nowNs)
 	d.PersistEpoch = true
+	d.Persist = true
 	return d
 }
 
@@ -200,10 +299,44 @@ func (a *Arbiter) Renew(node NodeID, epoch uint64, nowNs int64) Decision {
 	return a.extend(nowNs)
 }
 
+// RenewWithInSync is Renew carrying the holder's proposal for the in-sync
+// set: members (any order) replaces the set if baseVersion is the current
+// version (compare-and-set), and then the version grows by one and the
+// decision asks to Persist. The primary decides who has caught up; it may
+// drop any member and add any node except itself. The proposal is
+// considered only when the renew is granted, and a refused proposal does
+// not refuse the renew: the decision is the renew's, with InSyncReason
+// ReasonInSyncVersion (stale base) or ReasonInSyncInvalid (more than
+// MaxInSyncMembers, a duplicate, NodeNone or the holder), and the set
+// unchanged. Either way the decision carries the version and members in
+// force, which the primary must adopt. A proposal equal to the current set
+// changes nothing (no new version, nothing to persist). It does not
+// allocate; members is only read.
+func (a *Arbiter) RenewWithInSync(node NodeID, epoch, baseVersion uint64, members []NodeID, nowNs int64) Decision {
+	d := a.Renew(node, epoch, nowNs)
+	if !d.Granted {
+		return d
+	}
+	proposed, ok := MakeInSyncSet(members, node)
+	switch {
+	case baseVersion != a.inSyncVersion:
+		d.InSyncReason = ReasonInSyncVersion
+	case !ok:
+		d.InSyncReason = ReasonInSyncInvalid
+	case proposed != a.members:
+		a.members = proposed
+		a.inSyncVersion++
+		d.InSyncVersion = a.inSyncVersion
+		d.Members = a.members
+		d.Persist = true
+	}
+	return d
+}
+
 // Query reports who holds the lease at nowNs.
 func (a *Arbiter) Query(nowNs int64) Status {
 	nowNs = a.observe(nowNs)
-	s := Status{Epoch: a.epochHighest}
+	s := Status{Epoch: a.epochHighest, LastHolder: a.lastHolder, InSyncVersion: a.inSyncVersion, Members: a.members}
 	if a.inQuarantine(nowNs) {
 		s.QuarantineRemainingNs = a.quarantineUntilNs - nowNs
 	}
@@ -225,16 +358,18 @@ func (a *Arbiter) extend(nowNs int64) Decision {
 
 func (a *Arbiter) granted(nowNs int64) Decision {
 	return Decision{
-		Granted:     true,
-		Holder:      a.holder,
-		Epoch:       a.epochHighest,
-		ExpiresAtNs: a.expiresAtNs,
-		RemainingNs: a.expiresAtNs - nowNs,
+		Granted:       true,
+		Holder:        a.holder,
+		Epoch:         a.epochHighest,
+		ExpiresAtNs:   a.expiresAtNs,
+		RemainingNs:   a.expiresAtNs - nowNs,
+		InSyncVersion: a.inSyncVersion,
+		Members:       a.members,
 	}
 }
 
 func (a *Arbiter) deny(reason DenyReason, nowNs int64) Decision {
-	d := Decision{Reason: reason, Epoch: a.epochHighest}
+	d := Decision{Reason: reason, Epoch: a.epochHighest, InSyncVersion: a.inSyncVersion, Members: a.members}
 	switch {
 	case a.live(nowNs):
 		d.Holder = a.holder

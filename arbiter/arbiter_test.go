@@ -10,11 +10,12 @@ import (
 var testConfig = Config{LeaseDurationNs: 1000, RenewIntervalNs: 250, MarginNs: 150, RetryNs: 50}
 
 type arbiterStep struct {
-	op    string // "acquire", "renew", "restore"
-	node  NodeID
-	epoch uint64 // renew: presented epoch; restore: highest epoch
-	nowNs int64
-	want  Decision // ignored for restore
+	op      string // "acquire", "renew", "restore", "propose"
+	node    NodeID
+	epoch   uint64 // renew, propose: presented epoch; restore: highest epoch
+	nowNs   int64
+	want    Decision // ignored for restore
+	members []NodeID // propose: the proposed set (based on the current version)
 }
 
 func acquire(node NodeID, nowNs int64, want Decision) arbiterStep {
@@ -25,12 +26,18 @@ func renew(node NodeID, epoch uint64, nowNs int64, want Decision) arbiterStep {
 	return arbiterStep{op: "renew", node: node, epoch: epoch, nowNs: nowNs, want: want}
 }
 
+// propose renews with a proposal based on the current version, to make
+// nodes eligible for the lease-handover steps below.
+func propose(node NodeID, epoch uint64, nowNs int64, members []NodeID, want Decision) arbiterStep {
+	return arbiterStep{op: "propose", node: node, epoch: epoch, nowNs: nowNs, members: members, want: want}
+}
+
 func restore(highest uint64, nowNs int64) arbiterStep {
 	return arbiterStep{op: "restore", epoch: highest, nowNs: nowNs}
 }
 
 func grantNew(node NodeID, epoch uint64, expiresAtNs, remainingNs int64) Decision {
-	return Decision{Granted: true, Holder: node, Epoch: epoch, ExpiresAtNs: expiresAtNs, RemainingNs: remainingNs, PersistEpoch: true}
+	return Decision{Granted: true, Holder: node, Epoch: epoch, ExpiresAtNs: expiresAtNs, RemainingNs: remainingNs, PersistEpoch: true, Persist: true}
 }
 
 func grantExtend(node NodeID, epoch uint64, expiresAtNs, remainingNs int64) Decision {
@@ -85,12 +92,15 @@ func TestArbiterRules(t *testing.T) {
 		}},
 		{"expiry boundary: live at expiresAt-1, free at expiresAt", []arbiterStep{
 			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			propose(1, 1, 0, []NodeID{2}, grantExtend(1, 1, 1000, 1000)),
 			acquire(2, 999, denied(ReasonHeld, 1, 1, 1000, 1)),
 			acquire(2, 1000, grantNew(2, 2, 2000, 1000)),
 		}},
 		{"epoch+1 for each new holder", []arbiterStep{
 			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			propose(1, 1, 0, []NodeID{2, 3}, grantExtend(1, 1, 1000, 1000)),
 			acquire(2, 1000, grantNew(2, 2, 2000, 1000)),
+			propose(2, 2, 1000, []NodeID{1, 3}, grantExtend(2, 2, 2000, 1000)),
 			acquire(3, 2500, grantNew(3, 3, 3500, 1000)),
 			acquire(1, 3500, grantNew(1, 4, 4500, 1000)),
 		}},
@@ -122,23 +132,27 @@ func TestArbiterRules(t *testing.T) {
 		}},
 		{"restore never lowers the epoch", []arbiterStep{
 			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			propose(1, 1, 0, []NodeID{2, 3}, grantExtend(1, 1, 1000, 1000)),
 			acquire(2, 1000, grantNew(2, 2, 2000, 1000)),
 			restore(1, 2000),
 			acquire(3, 3000, grantNew(3, 3, 4000, 1000)),
 		}},
 		{"time going backwards is clamped and never shrinks a lease", []arbiterStep{
 			acquire(1, 1000, grantNew(1, 1, 2000, 1000)),
+			propose(1, 1, 1000, []NodeID{2}, grantExtend(1, 1, 2000, 1000)),
 			acquire(2, 500, denied(ReasonHeld, 1, 1, 2000, 1000)),
 			acquire(1, 0, grantExtend(1, 1, 2000, 1000)),
 			acquire(2, 2000, grantNew(2, 2, 3000, 1000)),
 		}},
 		{"expiry saturates near the top of the clock", []arbiterStep{
 			acquire(1, maxNs-10, grantNew(1, 1, maxNs, 10)),
+			propose(1, 1, maxNs-10, []NodeID{2}, grantExtend(1, 1, maxNs, 10)),
 			acquire(2, maxNs-1, denied(ReasonHeld, 1, 1, maxNs, 1)),
 			acquire(2, maxNs, grantNew(2, 2, maxNs, 0)),
 		}},
 		{"negative clock readings work", []arbiterStep{
 			acquire(1, -5000, grantNew(1, 1, -4000, 1000)),
+			propose(1, 1, -5000, []NodeID{2}, grantExtend(1, 1, -4000, 1000)),
 			acquire(2, -4001, denied(ReasonHeld, 1, 1, -4000, 1)),
 			acquire(2, -4000, grantNew(2, 2, -3000, 1000)),
 		}},
@@ -160,9 +174,22 @@ func TestArbiterRules(t *testing.T) {
 					got = a.Acquire(s.node, s.nowNs)
 				case "renew":
 					got = a.Renew(s.node, s.epoch, s.nowNs)
+				case "propose":
+					got = a.RenewWithInSync(s.node, s.epoch, a.Query(s.nowNs).InSyncVersion, s.members, s.nowNs)
+					if got.InSyncReason != ReasonNone {
+						t.Fatalf("step %d: proposal %v refused: %+v", i, s.members, got)
+					}
 				case "restore":
-					a.Restore(s.epoch, s.nowNs)
+					if err := a.Restore(PersistentState{Epoch: s.epoch}, s.nowNs); err != nil {
+						t.Fatal(err)
+					}
 					continue
+				}
+				// This table checks the lease rules; the in-sync fields
+				// are checked by TestInSyncRules.
+				got.InSyncVersion, got.Members, got.InSyncReason = 0, InSyncSet{}, ReasonNone
+				if s.op == "propose" {
+					got.Persist = false
 				}
 				if got != s.want {
 					t.Fatalf("step %d: %s(node %d, epoch %d, now %d)\n got %+v\nwant %+v", i, s.op, s.node, s.epoch, s.nowNs, got, s.want)
@@ -181,17 +208,21 @@ func TestArbiterQuery(t *testing.T) {
 		t.Fatalf("empty: got %+v want %+v", got, want)
 	}
 	a.Acquire(4, 100)
-	if got, want := a.Query(600), (Status{Holder: 4, Epoch: 1, ExpiresAtNs: 1100, RemainingNs: 500}); got != want {
+	a.RenewWithInSync(4, 1, 1, []NodeID{6, 5}, 100)
+	set := InSyncSet{N: 2, Nodes: [MaxInSyncMembers]NodeID{5, 6}}
+	if got, want := a.Query(600), (Status{Holder: 4, Epoch: 1, ExpiresAtNs: 1100, RemainingNs: 500, LastHolder: 4, InSyncVersion: 2, Members: set}); got != want {
 		t.Fatalf("held: got %+v want %+v", got, want)
 	}
-	if got, want := a.Query(1100), (Status{Epoch: 1}); got != want {
+	if got, want := a.Query(1100), (Status{Epoch: 1, LastHolder: 4, InSyncVersion: 2, Members: set}); got != want {
 		t.Fatalf("expired: got %+v want %+v", got, want)
 	}
-	a.Restore(9, 2000)
-	if got, want := a.Query(2400), (Status{Epoch: 9, QuarantineRemainingNs: 600}); got != want {
+	if err := a.Restore(PersistentState{Epoch: 9, InSyncVersion: 3, LastHolder: 5}, 2000); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.Query(2400), (Status{Epoch: 9, QuarantineRemainingNs: 600, LastHolder: 5, InSyncVersion: 3}); got != want {
 		t.Fatalf("quarantine: got %+v want %+v", got, want)
 	}
-	if got, want := a.Query(3000), (Status{Epoch: 9}); got != want {
+	if got, want := a.Query(3000), (Status{Epoch: 9, LastHolder: 5, InSyncVersion: 3}); got != want {
 		t.Fatalf("after quarantine: got %+v want %+v", got, want)
 	}
 }

@@ -15,18 +15,29 @@
 // could grant the lease to anyone else. Frames from a deposed leader are
 // then refused by fences, which remember the highest epoch seen.
 //
+// The arbiter also keeps the in-sync set (Kafka's ISR), versioned: the
+// standbys the primary waits for before releasing output. Only they, or
+// the previous holder (which had everything it released), may take a free
+// lease once one was ever granted; anyone else is refused with
+// ReasonNotInSync, so a failover never promotes a node that lacks released
+// output. The primary changes the set with RenewWithInSync, a
+// compare-and-set on the version carried atomically by a renew.
+//
 // Usage contract:
 //
 //  1. Witness: build one Arbiter with NewArbiter. If the witness has
-//     persisted a highest epoch, call Restore(highest, nowNs) before
-//     answering anything: it grants nothing to anyone for one lease
-//     duration, because the old lease may still be live.
-//  2. Witness: for each LEASE_ACQUIRE or LEASE_RENEW, call Acquire or Renew
-//     with the witness's monotonic nowNs. If the Decision has PersistEpoch,
-//     durably write Decision.Epoch BEFORE sending the grant; if the write
+//     persisted a state, call Restore(state, nowNs) before answering
+//     anything: it grants nothing to anyone for one lease duration,
+//     because the old lease may still be live, and keeps the in-sync set
+//     and last holder.
+//  2. Witness: for each LEASE_ACQUIRE or LEASE_RENEW, call Acquire, Renew
+//     or (a renew carrying a proposal) RenewWithInSync with the witness's
+//     monotonic nowNs. If the Decision has Persist, durably write
+//     Decision.PersistentState() BEFORE sending the grant; if the write
 //     fails, send nothing. Reply with a grant (echoing the request ID,
-//     Epoch, and RemainingNs as the duration) or a deny (Holder, Epoch,
-//     RemainingNs). Answer LEASE_QUERY with Query.
+//     Epoch, RemainingNs as the duration, InSyncVersion and Members) or a
+//     deny (Holder, Epoch, RemainingNs, InSyncVersion, Members). Answer
+//     LEASE_QUERY with Query.
 //  3. Node: build one Keeper with NewKeeper and call SetWantLead(true) to
 //     contend. In the run loop, read the monotonic clock, call Tick(nowNs),
 //     and send the returned Request if any, in that order: the send time is
@@ -34,11 +45,19 @@
 //  4. Node: pass each reply to OnGrant or OnDeny with the echoed request ID.
 //     Replies may be late, duplicated, reordered or lost; the keeper
 //     ignores what it cannot use.
-//  5. Node: before releasing any output, read the clock and check
+//  5. Node (primary): gate releases on the members of the in-sync set
+//     last granted, and propose a new set (based on the version last
+//     granted) to add standbys that caught up or drop ones that lag. Adopt
+//     the set a grant reports whatever was proposed: a refused proposal
+//     (stale version, invalid set) leaves the renew granted and the old
+//     set in force. A node added to the set must be waited for from the
+//     moment it is proposed, a node dropped only once a grant shows it
+//     gone.
+//  6. Node: before releasing any output, read the clock and check
 //     MayLead(nowNs); stamp frames with Epoch(). When MayLead turns false,
 //     stop releasing at once; it may turn true again on the next grant
 //     (with the same epoch if renewed in time, else a new one).
-//  6. Journal and standby: keep a Fence (zero value, or Accept the
+//  7. Journal and standby: keep a Fence (zero value, or Accept the
 //     persisted highest epoch on recovery) and Accept every frame's epoch
 //     before acting on it; drop frames for which it returns ErrStaleEpoch.
 //

@@ -16,6 +16,11 @@ var (
 	// NewKeeper when a Config field is out of its documented range, or when
 	// a keeper is given NodeNone as its identity.
 	ErrInvalidConfig = errors.New("arbiter: invalid config")
+
+	// ErrInvalidState is returned (wrapped, with detail) by
+	// PersistentState.Validate and Restore when a persisted record breaks
+	// the in-sync set's invariants. Restore then changes nothing.
+	ErrInvalidState = errors.New("arbiter: invalid persistent state")
 )
 
 // Stale is the error Fence.Accept returns for an epoch older than the

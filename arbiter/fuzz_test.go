@@ -11,12 +11,16 @@ import (
 // decision against a small model of the lease: at most one live holder,
 // epoch+1 for every new holder, persistence asked for exactly on new
 // epochs, nothing granted during a restart quarantine, and a free lease is
-// granted to the first asker (liveness).
+// granted to the first asker that may be promoted (liveness): anyone in a
+// fresh cluster, else a member of the in-sync set or the previous holder.
+// Op 6 is a renew carrying a proposal (a bitmask of nodes 0-4, sometimes
+// on a stale base), checked against the model's set and version.
 func FuzzArbiter(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 2, 0, 20, 0, 2, 0, 2, 0, 70, 0, 2, 0})
 	f.Add([]byte{0, 1, 0, 1, 1, 1, 2, 0, 64, 1, 1, 1, 0, 2, 0, 3, 0, 0})
 	f.Add([]byte{0, 1, 0, 4, 0, 0, 0, 2, 0, 2, 0, 63, 0, 2, 0, 2, 0, 1, 0, 2, 0})
 	f.Add([]byte{0, 3, 0, 2, 0, 10, 5, 0, 200, 0, 4, 0, 1, 3, 2, 0, 0, 0})
+	f.Add([]byte{0, 1, 0, 6, 1, 4, 2, 0, 64, 0, 2, 0, 0, 1, 0, 6, 2, 0x2a, 4, 0, 0, 2, 0, 70, 0, 3, 0, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const durationNs = 1000
 		cfg := testConfig
@@ -32,7 +36,10 @@ func FuzzArbiter(f *testing.F) {
 			expiresAtNs       int64
 			quarantineUntilNs int64
 			quarantineSet     bool
-			persistedEpoch    uint64
+			persisted         PersistentState
+			lastHolder        NodeID
+			members           uint8 // bit i: node i is in the set
+			version           uint64
 		)
 		observe := func(readingNs int64) int64 {
 			arbiterLastNs = max(arbiterLastNs, readingNs)
@@ -40,7 +47,7 @@ func FuzzArbiter(f *testing.F) {
 		}
 		readingNs := int64(0)
 		for len(data) >= 3 {
-			op, node, arg := data[0]%6, NodeID(data[1]%5), data[2]
+			op, node, arg := data[0]%7, NodeID(data[1]%5), data[2]
 			data = data[3:]
 			switch op {
 			case 2: // time forwards
@@ -54,7 +61,12 @@ func FuzzArbiter(f *testing.F) {
 				a, _ = NewArbiter(cfg)
 				arbiterLastNs = math.MinInt64
 				nowNs := observe(readingNs)
-				a.Restore(persistedEpoch, nowNs)
+				if err := a.Restore(persisted, nowNs); err != nil {
+					t.Fatal(err)
+				}
+				// Every change of the model's state is a Persist grant, so
+				// the model's set, version and last holder are the
+				// persisted ones.
 				quarantineUntilNs, quarantineSet = nowNs+durationNs, true
 				// The new arbiter's clock is a new frame: the old lease
 				// cannot be compared with it. The quarantine check below
@@ -78,10 +90,23 @@ func FuzzArbiter(f *testing.F) {
 			}
 			var d Decision
 			presented := epoch + uint64(arg%3) - 1
-			if op == 0 {
+			var proposal []NodeID
+			proposedBits, base := arg&0x1f, version
+			if arg&0x20 != 0 {
+				base--
+			}
+			for n := range NodeID(5) {
+				if proposedBits&(1<<n) != 0 {
+					proposal = append(proposal, n)
+				}
+			}
+			switch op {
+			case 0:
 				d = a.Acquire(node, readingNs)
-			} else {
+			case 1:
 				d = a.Renew(node, presented, readingNs)
+			default:
+				d = a.RenewWithInSync(node, presented, base, proposal, readingNs)
 			}
 			if d.RemainingNs < 0 || d.RemainingNs > durationNs {
 				t.Fatalf("now %d: remaining %d out of range in %+v", nowNs, d.RemainingNs, d)
@@ -90,7 +115,8 @@ func FuzzArbiter(f *testing.F) {
 			switch {
 			case node == NodeNone || quarantined:
 			case op == 0:
-				wantGrant = !live || holder == node
+				eligible := epoch == 0 || node == lastHolder || members&(1<<node) != 0
+				wantGrant = (!live && eligible) || (live && holder == node)
 			default:
 				wantGrant = live && holder == node && presented == epoch
 			}
@@ -99,8 +125,14 @@ func FuzzArbiter(f *testing.F) {
 					nowNs, op, node, presented, d, holder, epoch, expiresAtNs, live, quarantined)
 			}
 			if !d.Granted {
-				if d.PersistEpoch || d.Reason == ReasonNone {
+				if d.InSyncVersion != version || d.Members != modelSet(members) {
+					t.Fatalf("now %d: deny %+v, model set %05b version %d", nowNs, d, members, version)
+				}
+				if d.PersistEpoch || d.Persist || d.Reason == ReasonNone || d.InSyncReason != ReasonNone {
 					t.Fatalf("malformed deny %+v", d)
+				}
+				if op == 0 && !live && !quarantined && node != NodeNone && d.Reason != ReasonNotInSync {
+					t.Fatalf("now %d: free lease refused to node %d for %s", nowNs, node, d.Reason)
 				}
 				continue
 			}
@@ -111,15 +143,53 @@ func FuzzArbiter(f *testing.F) {
 				if d.Epoch != epoch || d.PersistEpoch {
 					t.Fatalf("now %d: extension %+v of epoch %d", nowNs, d, epoch)
 				}
+				if op == 6 {
+					wantReason := ReasonNone
+					switch {
+					case base != version:
+						wantReason = ReasonInSyncVersion
+					case proposedBits&1 != 0 || proposedBits&(1<<node) != 0:
+						wantReason = ReasonInSyncInvalid
+					}
+					if d.InSyncReason != wantReason {
+						t.Fatalf("now %d: proposal %v on base %d (version %d) by %d: %+v, want %s", nowNs, proposal, base, version, node, d, wantReason)
+					}
+					if wantReason == ReasonNone && proposedBits != members {
+						members, version = proposedBits, version+1
+					}
+				}
 			} else {
 				if d.Epoch != epoch+1 || !d.PersistEpoch {
 					t.Fatalf("now %d: new grant %+v after epoch %d", nowNs, d, epoch)
 				}
-				persistedEpoch = d.Epoch
+				members &^= 1 << node
+				version++
+				lastHolder = node
+			}
+			if d.InSyncVersion != version || d.Members != modelSet(members) {
+				t.Fatalf("now %d: grant %+v, model set %05b version %d", nowNs, d, members, version)
+			}
+			if wantPersist := d.PersistEpoch || d.InSyncReason == ReasonNone && op == 6 && d.InSyncVersion != persisted.InSyncVersion; d.Persist != wantPersist {
+				t.Fatalf("now %d: Persist %v in %+v", nowNs, d.Persist, d)
+			}
+			if d.Persist {
+				persisted = d.PersistentState()
 			}
 			holder, epoch, expiresAtNs = node, d.Epoch, d.ExpiresAtNs
 		}
 	})
+}
+
+// modelSet turns the fuzz model's bitmask into the arbiter's set.
+func modelSet(bits uint8) InSyncSet {
+	var s InSyncSet
+	for n := range NodeID(8) {
+		if bits&(1<<n) != 0 {
+			s.Nodes[s.N] = n
+			s.N++
+		}
+	}
+	return s
 }
 
 // FuzzKeeper feeds a keeper arbitrary ticks and arbitrary, possibly forged,

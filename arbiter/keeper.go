@@ -212,3 +212,10 @@ func (k *Keeper) takeOutstanding(requestID uint64) (sentAtNs int64, ok bool) {
 	*slot = outstandingRequest{}
 	return sentAtNs, true
 }
+
+// Hurry makes the next Tick at or after nowNs send a request at once (for a
+// renew that carries an in-sync change the primary must not wait a whole
+// renew interval for). It only moves the schedule earlier.
+func (k *Keeper) Hurry(nowNs int64) {
+	k.nextSendAtNs = min(k.nextSendAtNs, nowNs)
+}

@@ -308,3 +308,22 @@ func TestArbiterHotPathDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Acquire/Renew/Query allocate %v per run", n)
 	}
 }
+
+func TestKeeperHurry(t *testing.T) {
+	k, err := NewKeeper(1, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.SetWantLead(true)
+	req, ok := k.Tick(0)
+	if !ok || !k.OnGrant(req.ID, 1, DefaultLeaseDurationNs) {
+		t.Fatal("no grant")
+	}
+	if _, ok := k.Tick(1000); ok {
+		t.Fatal("renewed before the interval")
+	}
+	k.Hurry(1000)
+	if req, ok := k.Tick(1000); !ok || req.Kind != RequestRenew {
+		t.Fatalf("Hurry did not make the next tick renew: %+v %v", req, ok)
+	}
+}

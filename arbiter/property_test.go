@@ -47,15 +47,15 @@ type simMessage struct {
 }
 
 type leaseSim struct {
-	t              *rapid.T
-	cfg            Config
-	nowNs          int64 // real time
-	arb            *Arbiter
-	arbOffsetNs    int64
-	persistedEpoch uint64
-	nodes          []*simNode
-	inflight       []simMessage
-	order          int
+	t           *rapid.T
+	cfg         Config
+	nowNs       int64 // real time
+	arb         *Arbiter
+	arbOffsetNs int64
+	persisted   PersistentState
+	nodes       []*simNode
+	inflight    []simMessage
+	order       int
 
 	// The model: the last grant, in real time.
 	holder              NodeID
@@ -119,7 +119,9 @@ func (s *leaseSim) restartArbiter() {
 	s.arb = a
 	// A reboot resets the monotonic clock to anything.
 	s.arbOffsetNs = rapid.Int64Range(-1e15, 1e15).Draw(s.t, "arbiter_offset")
-	s.arb.Restore(s.persistedEpoch, s.arbNowNs())
+	if err := s.arb.Restore(s.persisted, s.arbNowNs()); err != nil {
+		s.t.Fatal(err)
+	}
 	s.quarantineEndRealNs = s.nowNs + s.cfg.LeaseDurationNs
 	simRestarts.Add(1)
 }
@@ -139,14 +141,27 @@ func (s *leaseSim) deliver(m simMessage) {
 	case RequestAcquire:
 		d = s.arb.Acquire(m.req.Node, s.arbNowNs())
 	case RequestRenew:
-		d = s.arb.Renew(m.req.Node, m.req.Epoch, s.arbNowNs())
+		// Half the renews make every other node eligible, so leases keep
+		// changing hands under the in-sync rule (which this lease-safety
+		// simulation does not model; see TestInSyncProperty).
+		if rapid.Bool().Draw(s.t, "propose_all") {
+			var others []NodeID
+			for _, n := range s.nodes {
+				if n.id != m.req.Node {
+					others = append(others, n.id)
+				}
+			}
+			d = s.arb.RenewWithInSync(m.req.Node, m.req.Epoch, s.arb.Query(s.arbNowNs()).InSyncVersion, others, s.arbNowNs())
+		} else {
+			d = s.arb.Renew(m.req.Node, m.req.Epoch, s.arbNowNs())
+		}
 	default:
 		s.t.Fatalf("unknown request kind %d", m.req.Kind)
 	}
 	s.checkDecision(m.req, d)
-	if d.PersistEpoch {
+	if d.Persist {
 		// The runtime's ordering rule: persist before sending the grant.
-		s.persistedEpoch = d.Epoch
+		s.persisted = d.PersistentState()
 	}
 	s.enqueue(simMessage{node: m.node, req: m.req, dec: d}, "reply")
 }

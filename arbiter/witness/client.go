@@ -3,6 +3,7 @@ package witness
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/wire"
@@ -48,6 +49,27 @@ func durationToWireClamped(durationNs int64) uint64 { return uint64(max(duration
 // request ID in the body. stream is echoed by the witness and otherwise
 // not interpreted.
 func AppendRequest(dst []byte, req arbiter.Request, stream uint16) ([]byte, error) {
+	return AppendRequestInSync(dst, req, stream, InSyncProposal{})
+}
+
+// InSyncProposal is a primary's proposed in-sync set, sent with a renew:
+// the set replaces the witness's if BaseVersion is the version in force
+// (compare-and-set). The zero value proposes nothing.
+type InSyncProposal struct {
+	// BaseVersion is the version the proposal replaces; 0 means no
+	// proposal (every granted version is at least 1).
+	BaseVersion uint64
+	// Members[:N] is the proposed set, any order, at most
+	// arbiter.MaxInSyncMembers, never the proposer.
+	N       int
+	Members [arbiter.MaxInSyncMembers]arbiter.NodeID
+}
+
+// AppendRequestInSync is AppendRequest with a proposal attached to a
+// renew (p.BaseVersion != 0). A proposal on an acquire, or with N out of
+// [0, arbiter.MaxInSyncMembers], is refused with ErrRequest; the witness
+// judges the set itself.
+func AppendRequestInSync(dst []byte, req arbiter.Request, stream uint16, p InSyncProposal) ([]byte, error) {
 	l := wire.Lease{
 		Origin:    wire.Origin{Stream: stream, Node: uint32(req.Node), Epoch: req.Epoch},
 		RequestID: req.ID,
@@ -61,6 +83,16 @@ func AppendRequest(dst []byte, req arbiter.Request, stream uint16) ([]byte, erro
 		l.Type = wire.TypeLeaseRenew
 	default:
 		return dst, fmt.Errorf("%w: kind %s", ErrRequest, req.Kind)
+	}
+	if p.BaseVersion != 0 {
+		if l.Type != wire.TypeLeaseRenew || p.N < 0 || p.N > arbiter.MaxInSyncMembers {
+			return dst, fmt.Errorf("%w: in-sync proposal of %d members on a %s", ErrRequest, p.N, req.Kind)
+		}
+		l.InSyncVersion = p.BaseVersion
+		l.NMembers = p.N
+		for i, m := range p.Members[:p.N] {
+			l.Members[i] = uint32(m)
+		}
 	}
 	return l.Append(dst), nil
 }
@@ -94,15 +126,22 @@ type Reply struct {
 	// RemainingNs is the live lease's time left, or with no holder the
 	// witness's restart quarantine left (deny, info).
 	RemainingNs int64
+	// InSyncVersion and Members are the in-sync set in force at the
+	// witness when it decided (grant, deny, info). A resend answered from
+	// the witness's cache repeats an older set, so a node adopts a set
+	// only with a version above the one it has.
+	InSyncVersion uint64
+	Members       arbiter.InSyncSet
 }
 
 // Granted reports whether r is a grant.
 func (r *Reply) Granted() bool { return r.Type == wire.TypeLeaseGrant }
 
 // DecodeReply reads a parsed LEASE_GRANT, LEASE_DENY or LEASE_INFO frame.
-// Any other type, and a grant with epoch 0 or a duration of 0 or above
-// math.MaxInt64, is refused with ErrReply: a keeper would ignore such a
-// grant anyway, and refusing it here lets the caller count it.
+// Any other type, a grant with epoch 0 or a duration of 0 or above
+// math.MaxInt64, and an in-sync set that is not sorted, unique and free of
+// NodeNone, is refused with ErrReply: a keeper would ignore such a grant
+// anyway, and refusing it here lets the caller count it.
 func DecodeReply(f *wire.Frame) (Reply, error) {
 	switch f.Type {
 	case wire.TypeLeaseGrant, wire.TypeLeaseDeny, wire.TypeLeaseInfo:
@@ -119,7 +158,20 @@ func DecodeReply(f *wire.Frame) (Reply, error) {
 		RequestID: l.RequestID,
 		Epoch:     f.Epoch,
 		Holder:    arbiter.NodeID(l.Holder),
+
+		InSyncVersion: l.InSyncVersion,
 	}
+	var members [wire.MaxMembers]arbiter.NodeID
+	for i, m := range l.Members[:l.NMembers] {
+		members[i] = arbiter.NodeID(m)
+	}
+	set, ok := arbiter.MakeInSyncSet(members[:l.NMembers], arbiter.NodeNone)
+	if !ok || !slices.Equal(set.Slice(), members[:l.NMembers]) {
+		// Only the count goes in the message: passing the array would make
+		// it escape, and decoding must not allocate.
+		return Reply{}, fmt.Errorf("%w: in-sync set of %d members not sorted, unique and non-zero", ErrReply, l.NMembers)
+	}
+	r.Members = set
 	if f.Type != wire.TypeLeaseGrant {
 		r.RemainingNs = SaturateFromWire(l.RemainingNs)
 		return r, nil
@@ -174,25 +226,50 @@ type Client struct {
 	keeper *arbiter.Keeper
 	stream uint16
 	buf    []byte
+	// proposal is attached to the next renew Tick produces, then cleared
+	// (BaseVersion 0).
+	proposal InSyncProposal
 }
 
 // NewClient wraps keeper; stream is stamped on every request.
 func NewClient(keeper *arbiter.Keeper, stream uint16) *Client {
-	return &Client{keeper: keeper, stream: stream, buf: make([]byte, 0, wire.HeaderLen+64)}
+	return &Client{keeper: keeper, stream: stream, buf: make([]byte, 0, wire.HeaderLen+64+4*wire.MaxMembers)}
 }
 
 // Keeper returns the wrapped keeper.
 func (c *Client) Keeper() *arbiter.Keeper { return c.keeper }
 
+// ProposeInSync attaches a proposal for the in-sync set to the next renew
+// that Tick produces (it replaces an earlier proposal not yet sent; an
+// acquire does not consume it). The proposal is sent once: if the reply
+// is lost, or the next grant shows another set (a refused or stale
+// proposal), the node proposes again based on the version it last saw.
+// It returns ErrRequest, keeping any earlier proposal, for baseVersion 0 or
+// more than arbiter.MaxInSyncMembers members; the witness judges the rest
+// (duplicates, NodeNone, the proposer itself). It does not allocate.
+func (c *Client) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) error {
+	if baseVersion == 0 || len(members) > arbiter.MaxInSyncMembers {
+		return fmt.Errorf("%w: in-sync proposal on version %d with %d members", ErrRequest, baseVersion, len(members))
+	}
+	c.proposal = InSyncProposal{BaseVersion: baseVersion, N: len(members)}
+	copy(c.proposal.Members[:], members)
+	return nil
+}
+
 // Tick calls the keeper's Tick(nowNs) and, when a request is due, returns
-// its encoded frame. nowNs must be read just before sending, as the keeper
-// requires. The frame aliases a buffer reused by the next Tick.
+// its encoded frame, with the pending proposal if the request is a renew.
+// nowNs must be read just before sending, as the keeper requires. The
+// frame aliases a buffer reused by the next Tick.
 func (c *Client) Tick(nowNs int64) ([]byte, bool) {
 	req, ok := c.keeper.Tick(nowNs)
 	if !ok {
 		return nil, false
 	}
-	pkt, err := AppendRequest(c.buf[:0], req, c.stream)
+	var p InSyncProposal
+	if req.Kind == arbiter.RequestRenew {
+		p, c.proposal = c.proposal, InSyncProposal{}
+	}
+	pkt, err := AppendRequestInSync(c.buf[:0], req, c.stream, p)
 	if err != nil {
 		// A keeper never has NodeNone (NewKeeper refuses it) nor an
 		// unknown kind: this is an invariant violation, not bad input.

@@ -183,11 +183,20 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	mustReply(t, s.handle(acquireFrame(t, 1, 1), nodeAddr, 0))
 	renew := renewFrame(t, 1, 2, 1)
 	query := queryFrame(3)
+	mustReply(t, s.handle(renewInSyncFrame(t, 1, 100, 1, 1, 2, 3), nodeAddr, 0))
+	// A stale proposal every time (base 1, the set is at version 2): the
+	// proposal path without a write per call.
+	proposal := renewInSyncFrame(t, 1, 101, 1, 1, 3, 2)
 	now := int64(1)
 	cases := map[string]func(){
 		"renew":  func() { now++; renew[wire.HeaderLen]++; s.handle(reseal(renew), nodeAddr, now) },
 		"resend": func() { s.handle(renew, nodeAddr, now) },
 		"query":  func() { s.handle(query, nodeAddr, now) },
+		"proposal": func() {
+			now++
+			proposal[wire.HeaderLen]++
+			s.handle(reseal(proposal), nodeAddr, now)
+		},
 	}
 	k, _ := arbiter.NewKeeper(2, testConfig().Arbiter)
 	k.SetWantLead(true)
@@ -197,6 +206,11 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	clientNow := int64(0)
 	cases["client tick"] = func() { clientNow += testLeaseNs; c.Tick(clientNow) }
 	cases["client reply"] = func() { c.OnDatagram(grant) }
+	if r := mustReply(t, grant); r.Members.N != 2 {
+		t.Fatalf("grant for the decode case carries no set: %+v", r)
+	}
+	members := []arbiter.NodeID{3, 4}
+	cases["client propose"] = func() { _ = c.ProposeInSync(2, members) }
 	for name, fn := range cases {
 		if allocs := testing.AllocsPerRun(100, fn); allocs != 0 {
 			t.Errorf("%s: %v allocs", name, allocs)

@@ -8,23 +8,32 @@
 //
 //   - LEASE_ACQUIRE / LEASE_RENEW → LEASE_GRANT (epoch in the header,
 //     DurationNs, the echoed RequestID) or LEASE_DENY (Holder, the highest
-//     epoch in the header, RemainingNs, the echoed RequestID).
+//     epoch in the header, RemainingNs, the echoed RequestID). A renew with
+//     InSyncVersion != 0 carries a proposal for the in-sync set
+//     (InSyncVersion = base version, Members = proposed set), decided by
+//     arbiter.Arbiter.RenewWithInSync.
 //   - LEASE_QUERY → LEASE_INFO (Holder or 0, highest epoch, RemainingNs of
 //     the live lease or, with no holder, of the restart quarantine).
+//
+// Every reply carries the in-sync set (InSyncVersion, Members): the one in
+// force for a grant, the durable one for a deny or an info.
 //
 // Anything else is dropped and counted by reason (Stats.Drops), never a
 // panic.
 //
 // Rules the server keeps:
 //
-//  1. Persist before grant. A grant of an epoch higher than the one on disk
-//     is sent only after the epoch is durable (temp file, fsync, rename,
+//  1. Persist before grant. A grant of an epoch or in-sync set newer than
+//     the one on disk is sent only after the state (epoch, in-sync version
+//     and set, last holder) is durable (temp file, fsync, rename,
 //     directory fsync). If the write fails the grant is not sent and not
-//     cached, and no later grant of that epoch is sent until a write
+//     cached, and no later grant of that state is sent until a write
 //     succeeds.
-//  2. Restart quarantine. New reads the persisted epoch; if there is one,
-//     the arbiter grants nothing for one lease duration and then grants
-//     persisted+1. A missing file means a fresh witness (epoch 0, no
+//  2. Restart quarantine. New reads the persisted state (format 2, or the
+//     epoch-only format 1 of older witnesses); if there is one, the
+//     arbiter grants nothing for one lease duration and then grants
+//     persisted+1 to the last holder or an in-sync member (to anyone for a
+//     format 1 record). A missing file means a fresh witness (epoch 0, no
 //     quarantine); a corrupt one stops New with ErrCorruptState.
 //  3. Idempotence per (node, request ID). The last request and decision of
 //     each node (at most NodeTableMax nodes) are cached; a resend of the
@@ -44,5 +53,7 @@
 //     Stats() and Status() may be called from any goroutine.
 //  4. Nodes: wrap the keeper in NewClient; send what Tick returns to the
 //     witness, pass every datagram from it to OnDatagram, lead while
-//     Keeper().MayLead(nowNs).
+//     Keeper().MayLead(nowNs). The primary proposes in-sync sets with
+//     ProposeInSync (sent with the next renew) and adopts the set of each
+//     Reply whose InSyncVersion is above the one it has.
 package witness

@@ -12,8 +12,9 @@ import (
 // whose node 1 holds epoch 1: a, then b, then a again (so a valid a is
 // also a resend). It checks that nothing panics, that every datagram is
 // either answered with a well-formed reply or counted as a drop, that no
-// grant names an epoch that is not durable, and that one epoch is only
-// ever granted to one node.
+// grant names an epoch or in-sync version that is not durable, that one
+// epoch is only ever granted to one node, and that no set contains its
+// holder. Seeds include renews carrying proposals.
 func FuzzHandle(f *testing.F) {
 	acq := func(node arbiter.NodeID, id uint64) []byte {
 		b, _ := AppendRequest(nil, arbiter.Request{ID: id, Kind: arbiter.RequestAcquire, Node: node}, 0)
@@ -28,6 +29,15 @@ func FuzzHandle(f *testing.F) {
 	f.Add(acq(1, 1), ren(1, 1, 1), uint32(3e8))
 	f.Add(AppendQuery(nil, 0, 0, 9), []byte{}, uint32(5))
 	f.Add(acq(2, 7), acq(2, 8), uint32(2e8))
+	prop := func(node arbiter.NodeID, id, epoch, base uint64, members ...arbiter.NodeID) []byte {
+		p := InSyncProposal{BaseVersion: base, N: len(members)}
+		copy(p.Members[:], members)
+		b, _ := AppendRequestInSync(nil, arbiter.Request{ID: id, Kind: arbiter.RequestRenew, Node: node, Epoch: epoch}, 0, p)
+		return b
+	}
+	f.Add(prop(1, 2, 1, 1, 2, 3), acq(2, 1), uint32(3e8))
+	f.Add(prop(1, 2, 1, 1, 1), prop(1, 3, 1, 1, 4, 4), uint32(0))
+	f.Add(prop(1, 2, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9), acq(3, 1), uint32(2e8))
 	f.Add((&wire.Lease{Type: wire.TypeLeaseGrant, Origin: wire.Origin{Epoch: 1}, DurationNs: 1}).Append(nil), []byte("SB"), uint32(0))
 	f.Fuzz(func(t *testing.T, a, b []byte, dtNs uint32) {
 		store := &memStore{}
@@ -62,8 +72,11 @@ func FuzzHandle(f *testing.F) {
 			if !r.Granted() {
 				continue
 			}
-			if r.Epoch > store.epoch {
-				t.Fatalf("granted epoch %d, durable %d", r.Epoch, store.epoch)
+			if r.Epoch > store.epoch || r.InSyncVersion > store.state.InSyncVersion {
+				t.Fatalf("granted epoch %d version %d, durable %+v", r.Epoch, r.InSyncVersion, store.state)
+			}
+			if r.Members.Contains(r.Holder) {
+				t.Fatalf("grant %+v: holder in its own set", r)
 			}
 			if r.DurationNs > testLeaseNs {
 				t.Fatalf("granted %d ns, lease is %d", r.DurationNs, testLeaseNs)
@@ -76,18 +89,33 @@ func FuzzHandle(f *testing.F) {
 	})
 }
 
-// FuzzDecodeState: any bytes either decode to an epoch whose record is
-// exactly those bytes, or are refused as corrupt; never a panic.
+// FuzzDecodeState: any bytes either decode to a valid state whose record
+// (version 2, or version 1 for an epoch-only state) is exactly those
+// bytes, or are refused as corrupt; never a panic.
 func FuzzDecodeState(f *testing.F) {
-	good := encodeState(12)
+	good := encodeState(arbiter.PersistentState{Epoch: 12, InSyncVersion: 3, LastHolder: 1, Members: arbiter.InSyncSet{N: 2, Nodes: [8]arbiter.NodeID{2, 5}}})
 	f.Add(good[:])
+	v1 := encodeStateV1(12)
+	f.Add(v1[:])
 	f.Add([]byte("SBWE"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		epoch, err := decodeState(b)
+		st, err := decodeState(b)
 		if err != nil {
 			return
 		}
-		if rec := encodeState(epoch); !bytes.Equal(rec[:], b) {
+		if err := st.Validate(); err != nil {
+			t.Fatalf("accepted an invalid state %+v: %v", st, err)
+		}
+		rec := encodeState(st)
+		if len(b) == stateLenV1 {
+			old := encodeStateV1(st.Epoch)
+			rec2 := old[:]
+			if !bytes.Equal(rec2, b) {
+				t.Fatalf("accepted v1 %x, which re-encodes as %x", b, rec2)
+			}
+			return
+		}
+		if !bytes.Equal(rec[:], b) {
 			t.Fatalf("accepted %x, which re-encodes as %x", b, rec)
 		}
 	})

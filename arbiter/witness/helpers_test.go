@@ -36,32 +36,43 @@ func testConfig() Config {
 
 var nodeAddr = netip.MustParseAddrPort("127.0.0.1:4000")
 
-// memStore is an in-memory epoch store; fail makes the next writes fail.
+// memStore is an in-memory state store; fail makes the next writes fail.
+// epoch mirrors state.Epoch and writes lists the epoch of each write, for
+// the tests that only look at epochs.
 type memStore struct {
+	state  arbiter.PersistentState
 	epoch  uint64
 	found  bool
 	writes []uint64
+	states []arbiter.PersistentState
 	fail   bool
 	// onStore runs before each write (success or failure).
 	onStore func(epoch uint64)
 }
 
-func (m *memStore) load() (uint64, bool, error) { return m.epoch, m.found, nil }
+func (m *memStore) load() (arbiter.PersistentState, bool, error) {
+	st := m.state
+	if st == (arbiter.PersistentState{}) {
+		st.Epoch = m.epoch
+	}
+	return st, m.found, nil
+}
 
-func (m *memStore) store(epoch uint64) error {
+func (m *memStore) store(state arbiter.PersistentState) error {
 	if m.onStore != nil {
-		m.onStore(epoch)
+		m.onStore(state.Epoch)
 	}
 	if m.fail {
 		return ErrPersist
 	}
-	m.epoch, m.found = epoch, true
-	m.writes = append(m.writes, epoch)
+	m.state, m.epoch, m.found = state, state.Epoch, true
+	m.writes = append(m.writes, state.Epoch)
+	m.states = append(m.states, state)
 	return nil
 }
 
 // newTestServer builds a handle-only server (no socket) over store.
-func newTestServer(t testing.TB, store epochStore) *Server {
+func newTestServer(t testing.TB, store stateStore) *Server {
 	t.Helper()
 	s, err := newServer(testConfig(), nil, store)
 	if err != nil {
@@ -86,6 +97,27 @@ func renewFrame(t testing.TB, node arbiter.NodeID, id, epoch uint64) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// renewInSyncFrame is a renew carrying a proposal of members on base.
+func renewInSyncFrame(t testing.TB, node arbiter.NodeID, id, epoch, base uint64, members ...arbiter.NodeID) []byte {
+	t.Helper()
+	p := InSyncProposal{BaseVersion: base, N: len(members)}
+	copy(p.Members[:], members)
+	b, err := AppendRequestInSync(nil, arbiter.Request{ID: id, Kind: arbiter.RequestRenew, Node: node, Epoch: epoch}, 7, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// inSync builds the expected set.
+func inSync(members ...arbiter.NodeID) arbiter.InSyncSet {
+	s, ok := arbiter.MakeInSyncSet(members, arbiter.NodeNone)
+	if !ok {
+		panic("bad test set")
+	}
+	return s
 }
 
 // mustReply decodes a reply the server returned, failing if there is none.

@@ -14,7 +14,8 @@ import (
 // ID ranges, so resends and collisions are common), clock steps, failing
 // writes and restarts against the server, and checks on every reply:
 //
-//   - a grant's epoch is durable when it is sent;
+//   - a grant's epoch, in-sync version and set are durable when it is
+//     sent (renews carry random proposals);
 //   - an epoch is only ever granted to one node;
 //   - a grant of a new epoch is never sent while an earlier grant of
 //     another epoch could still be live (sent at t with duration D: live
@@ -52,7 +53,17 @@ func TestPropertySafety(t *testing.T) {
 					req.Kind = arbiter.RequestRenew
 					req.Epoch = rapid.Uint64Range(0, 4).Draw(rt, "epoch")
 				}
-				pkt, err := AppendRequest(nil, req, 0)
+				var p InSyncProposal
+				if req.Kind == arbiter.RequestRenew && rapid.Bool().Draw(rt, "propose") {
+					p.BaseVersion = rapid.Uint64Range(1, 4).Draw(rt, "base")
+					for n := arbiter.NodeID(1); n <= 3; n++ {
+						if rapid.Bool().Draw(rt, "member") {
+							p.Members[p.N] = n
+							p.N++
+						}
+					}
+				}
+				pkt, err := AppendRequestInSync(nil, req, 0, p)
 				if err != nil {
 					rt.Fatal(err)
 				}
@@ -74,6 +85,10 @@ func TestPropertySafety(t *testing.T) {
 				}
 				if r.Epoch > store.epoch || !store.found {
 					rt.Fatalf("granted epoch %d, durable %d", r.Epoch, store.epoch)
+				}
+				if r.InSyncVersion > store.state.InSyncVersion ||
+					(r.InSyncVersion == store.state.InSyncVersion && r.Members != store.state.Members) {
+					rt.Fatalf("granted set v%d %v, durable v%d %v", r.InSyncVersion, r.Members.Slice(), store.state.InSyncVersion, store.state.Members.Slice())
 				}
 				if h, ok := holders[r.Epoch]; ok && h != r.Holder {
 					rt.Fatalf("epoch %d granted to nodes %d and %d", r.Epoch, h, r.Holder)
@@ -99,7 +114,7 @@ func TestPropertySafety(t *testing.T) {
 }
 
 // mustServer is newTestServer for rapid, whose T is not a testing.TB.
-func mustServer(rt *rapid.T, store epochStore) *Server {
+func mustServer(rt *rapid.T, store stateStore) *Server {
 	s, err := newServer(testConfig(), nil, store)
 	if err != nil {
 		rt.Fatal(err)

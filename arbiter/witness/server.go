@@ -24,13 +24,13 @@ const receiveErrorBackoff = time.Millisecond
 
 // Server is the witness: a UDP server around one arbiter.Arbiter. It
 // answers LEASE_ACQUIRE and LEASE_RENEW with LEASE_GRANT or LEASE_DENY and
-// LEASE_QUERY with LEASE_INFO, persists every new epoch before granting
-// it, and answers resends of a node's last request from a cache. See the
+// LEASE_QUERY with LEASE_INFO, persists every new epoch and every change
+// of the in-sync set before granting it, and answers resends of a node's last request from a cache. See the
 // package documentation for the rules.
 type Server struct {
 	cfg   Config
 	conn  bus.Conn
-	store epochStore
+	store stateStore
 	log   *slog.Logger
 	// start is the one wall-clock reading; every later time is
 	// time.Since(start), which Go computes from the monotonic clock.
@@ -40,9 +40,15 @@ type Server struct {
 	// called from any goroutine while the loop runs.
 	mu  sync.Mutex
 	arb *arbiter.Arbiter
-	// durableEpoch is the highest epoch known to be on disk. No grant of
-	// a higher epoch is ever sent.
-	durableEpoch uint64
+	// durableEpoch and durableInSyncVersion are the highest epoch and
+	// in-sync version known to be on disk. No grant of a higher epoch or
+	// version is ever sent.
+	durableEpoch         uint64
+	durableInSyncVersion uint64
+	// durableInSync is the in-sync set of durableInSyncVersion. Denies and
+	// infos report it when the arbiter's set is newer but not yet durable,
+	// so no reply ever names a set a restart could forget.
+	durableInSync arbiter.InSyncSet
 	// persistFailing is true from a persist failure until the next
 	// success, so a failing disk is logged once, not per request.
 	persistFailing bool
@@ -66,13 +72,14 @@ type Server struct {
 	sendBufs [1][]byte
 }
 
-// New builds a server that answers on conn and keeps its epoch in dir
-// (created if missing, mode 0700). It reads dir/StateFileName: when the
-// file is missing the witness starts fresh at epoch 0 and grants at once;
-// when it holds epoch e the arbiter is restored to e and grants nothing
-// for one lease duration, then e+1; when it is unreadable or corrupt New
-// fails (wrapping ErrCorruptState for a bad record) rather than risk
-// reusing an epoch. On success the server owns conn and closes it in
+// New builds a server that answers on conn and keeps its state (epoch,
+// in-sync set, last holder) in dir (created if missing, mode 0700). It
+// reads dir/StateFileName: when the file is missing the witness starts
+// fresh at epoch 0 and grants at once to anyone; when it holds epoch e the
+// arbiter is restored to e with its in-sync set and last holder and grants
+// nothing for one lease duration, then e+1 to the last holder or a member;
+// when it is unreadable or corrupt New fails (wrapping ErrCorruptState for
+// a bad record) rather than risk reusing an epoch. On success the server owns conn and closes it in
 // Close; on error conn is left open for the caller.
 func New(cfg Config, conn bus.Conn, dir string) (*Server, error) {
 	if conn == nil {
@@ -89,7 +96,7 @@ func New(cfg Config, conn bus.Conn, dir string) (*Server, error) {
 
 // newServer builds a server over any epoch store. conn may be nil for a
 // server that is only driven through handle (tests, fuzzing).
-func newServer(cfg Config, conn bus.Conn, store epochStore) (*Server, error) {
+func newServer(cfg Config, conn bus.Conn, store stateStore) (*Server, error) {
 	arb, err := arbiter.NewArbiter(cfg.Arbiter)
 	if err != nil {
 		return nil, err
@@ -109,16 +116,20 @@ func newServer(cfg Config, conn bus.Conn, store epochStore) (*Server, error) {
 		reply:     make([]byte, 0, wire.HeaderLen+64+4*wire.MaxMembers),
 		done:      make(chan struct{}),
 	}
-	epoch, found, err := store.load()
+	state, found, err := store.load()
 	if err != nil {
 		return nil, err
 	}
 	if found {
 		// The old lease may still be live somewhere: grant nothing for one
 		// lease duration, then epochs above the persisted one.
-		s.arb.Restore(epoch, s.observe(s.nowNs()))
-		s.durableEpoch = epoch
-		s.log.Info("witness: restored", "epoch", epoch, "quarantine", time.Duration(cfg.Arbiter.LeaseDurationNs))
+		if err := s.arb.Restore(state, s.observe(s.nowNs())); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorruptState, err)
+		}
+		s.durableEpoch, s.durableInSyncVersion, s.durableInSync = state.Epoch, state.InSyncVersion, state.Members
+		s.log.Info("witness: restored", "epoch", state.Epoch, "in_sync_version", state.InSyncVersion,
+			"last_holder", state.LastHolder, "in_sync", state.Members.Slice(),
+			"quarantine", time.Duration(cfg.Arbiter.LeaseDurationNs))
 	} else {
 		s.log.Info("witness: fresh state, epoch 0")
 	}
@@ -208,6 +219,7 @@ func (s *Server) Stats() Stats {
 	st := s.stats
 	st.CacheNodes = s.cache.len()
 	st.DurableEpoch = s.durableEpoch
+	st.DurableInSyncVersion = s.durableInSyncVersion
 	return st
 }
 
@@ -260,8 +272,8 @@ func (s *Server) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 		s.stats.Drops[DropNotRequest]++
 		return nil
 	}
-	// Parse validated the layout, so DecodeLease cannot fail here; the
-	// request ID is the only payload field a request needs.
+	// Parse validated the layout, so DecodeLease cannot fail here. A
+	// request needs the request ID and, for a renew, the proposal.
 	req, _ := wire.DecodeLease(&f)
 	node := arbiter.NodeID(f.Node)
 	reqEpoch := f.Epoch
@@ -276,23 +288,40 @@ func (s *Server) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 	}
 
 	var d arbiter.Decision
-	if f.Type == wire.TypeLeaseAcquire {
+	switch {
+	case f.Type == wire.TypeLeaseAcquire:
 		d = s.arb.Acquire(node, nowNs)
-	} else {
+	case req.InSyncVersion != 0:
+		// A renew carrying a proposal: InSyncVersion is the base version,
+		// Members the proposed set. A fixed array converts it without
+		// allocating.
+		var members [wire.MaxMembers]arbiter.NodeID
+		for i, m := range req.Members[:req.NMembers] {
+			members[i] = arbiter.NodeID(m)
+		}
+		d = s.arb.RenewWithInSync(node, reqEpoch, req.InSyncVersion, members[:req.NMembers], nowNs)
+		s.stats.InSyncProposals++
+		if d.Granted && d.InSyncReason != arbiter.ReasonNone {
+			s.stats.InSyncRefused++
+		}
+	default:
 		d = s.arb.Renew(node, reqEpoch, nowNs)
 	}
 	s.stats.Decisions++
-	if d.Granted && (d.PersistEpoch || d.Epoch > s.durableEpoch) {
-		// Persist BEFORE granting (arbiter.Decision.PersistEpoch). The
-		// second condition also covers an extension of an epoch whose
-		// first grant failed to persist: the arbiter counts it as issued,
-		// but it was never sent, and must not be until it is durable.
-		if !s.persist(d.Epoch) {
+	if d.Granted && (d.Persist || d.Epoch > s.durableEpoch || d.InSyncVersion > s.durableInSyncVersion) {
+		// Persist BEFORE granting (arbiter.Decision.Persist). The other
+		// conditions also cover an extension after a new epoch or set
+		// whose first grant failed to persist: the arbiter counts it as
+		// in force, but it was never sent, and must not be until it is
+		// durable.
+		if !s.persist(d.PersistentState()) {
 			// Nothing is cached either, so a resend retries the write.
 			s.stats.Drops[DropPersistFailed]++
 			return nil
 		}
-		s.stats.GrantsNewEpoch++
+		if d.PersistEpoch {
+			s.stats.GrantsNewEpoch++
+		}
 	}
 	if s.cache.put(cacheEntry{
 		node: node, requestID: req.RequestID, reqType: f.Type, reqEpoch: reqEpoch,
@@ -303,22 +332,25 @@ func (s *Server) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 	return s.answer(d, req.RequestID, f.Stream, d.RemainingNs)
 }
 
-// persist makes epoch durable and reports success.
-func (s *Server) persist(epoch uint64) bool {
-	if err := s.store.store(epoch); err != nil {
+// persist makes state durable and reports success.
+func (s *Server) persist(state arbiter.PersistentState) bool {
+	if err := s.store.store(state); err != nil {
 		s.stats.PersistFailures++
 		if !s.persistFailing {
-			s.log.Error("witness: grant withheld, epoch not persisted", "epoch", epoch, "err", err)
+			s.log.Error("witness: grant withheld, state not persisted", "epoch", state.Epoch, "in_sync_version", state.InSyncVersion, "err", err)
 		}
 		s.persistFailing = true
 		return false
 	}
 	if s.persistFailing {
-		s.log.Info("witness: persisting again", "epoch", epoch)
+		s.log.Info("witness: persisting again", "epoch", state.Epoch, "in_sync_version", state.InSyncVersion)
 	}
 	s.persistFailing = false
 	s.stats.Persists++
-	s.durableEpoch = max(s.durableEpoch, epoch)
+	s.durableEpoch = max(s.durableEpoch, state.Epoch)
+	if state.InSyncVersion >= s.durableInSyncVersion {
+		s.durableInSyncVersion, s.durableInSync = state.InSyncVersion, state.Members
+	}
 	return true
 }
 
@@ -345,13 +377,22 @@ func (s *Server) resend(e *cacheEntry, stream uint16, nowNs int64) []byte {
 }
 
 // answer encodes a grant (epoch in the header, duration = leftNs) or a
-// deny (holder, highest epoch, leftNs remaining) echoing requestID.
+// deny (holder, highest epoch, leftNs remaining) echoing requestID; both
+// carry the in-sync version and set in force at the decision.
 func (s *Server) answer(d arbiter.Decision, requestID uint64, stream uint16, leftNs int64) []byte {
 	l := wire.Lease{
-		Origin:    wire.Origin{Stream: stream, Node: s.cfg.Node, Epoch: d.Epoch},
-		RequestID: requestID,
-		Holder:    uint32(d.Holder),
+		Origin:        wire.Origin{Stream: stream, Node: s.cfg.Node, Epoch: d.Epoch},
+		RequestID:     requestID,
+		Holder:        uint32(d.Holder),
+		InSyncVersion: d.InSyncVersion,
 	}
+	set := &d.Members
+	if !d.Granted && d.InSyncVersion > s.durableInSyncVersion {
+		// A grant is only ever sent durable; a deny reports the durable
+		// set rather than one a crash could still take back.
+		l.InSyncVersion, set = s.durableInSyncVersion, &s.durableInSync
+	}
+	setMembers(&l, set)
 	if d.Granted {
 		l.Type = wire.TypeLeaseGrant
 		l.DurationNs = durationToWireClamped(leftNs)
@@ -381,13 +422,32 @@ func (s *Server) info(f *wire.Frame, nowNs int64) []byte {
 		left = st.QuarantineRemainingNs
 	}
 	l := wire.Lease{
-		Type:        wire.TypeLeaseInfo,
-		Origin:      wire.Origin{Stream: f.Stream, Node: s.cfg.Node, Epoch: st.Epoch},
-		RequestID:   q.RequestID,
-		Holder:      uint32(st.Holder),
-		RemainingNs: durationToWireClamped(left),
+		Type:          wire.TypeLeaseInfo,
+		Origin:        wire.Origin{Stream: f.Stream, Node: s.cfg.Node, Epoch: st.Epoch},
+		RequestID:     q.RequestID,
+		Holder:        uint32(st.Holder),
+		RemainingNs:   durationToWireClamped(left),
+		InSyncVersion: st.InSyncVersion,
 	}
+	set := &st.Members
+	if st.InSyncVersion > s.durableInSyncVersion {
+		l.InSyncVersion, set = s.durableInSyncVersion, &s.durableInSync
+	}
+	setMembers(&l, set)
 	s.stats.Infos++
 	s.reply = l.Append(s.reply[:0])
 	return s.reply
+}
+
+// The arbiter's set must fit a lease frame: a compile-time check that the
+// two bounds are equal.
+var _ [arbiter.MaxInSyncMembers - wire.MaxMembers]struct{}
+var _ [wire.MaxMembers - arbiter.MaxInSyncMembers]struct{}
+
+// setMembers copies the in-sync set into a lease frame.
+func setMembers(l *wire.Lease, set *arbiter.InSyncSet) {
+	l.NMembers = set.N
+	for i, m := range set.Slice() {
+		l.Members[i] = uint32(m)
+	}
 }

@@ -9,110 +9,173 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/seqbus/seqbus/arbiter"
 )
 
-// State file layout, 20 bytes, little-endian:
+// State file layout, version 2, 68 bytes, little-endian:
 //
 //	offset size field
-//	0      4    magic    "SBWE"
-//	4      4    version  1
-//	8      8    epoch    the highest epoch ever granted
-//	16     4    crc32c   over bytes 0..16
+//	0      4    magic          "SBWE"
+//	4      4    version        2
+//	8      8    epoch          the highest epoch ever granted
+//	16     8    inSyncVersion  the in-sync set's version
+//	24     4    lastHolder     the holder of epoch (0: none known)
+//	28     4    nMembers       0..8
+//	32     32   members        8 x uint32, sorted, the first nMembers used,
+//	                           the rest 0
+//	64     4    crc32c         over bytes 0..64
+//
+// Version 1 (20 bytes: magic, version 1, epoch, crc32c over 0..16) is still
+// read, as an epoch with no in-sync set and no last holder, so a witness
+// directory written before the in-sync set upgrades in place: after the
+// restart quarantine anyone may acquire, as before, and the next write is
+// version 2. Only version 2 is written.
 //
 // It is rewritten whole (temp file, fsync, rename, directory fsync), so a
 // crash leaves either the old record or the new one, never a mix.
 const (
-	// StateFileName is the epoch file's name inside the state directory.
+	// StateFileName is the state file's name inside the state directory.
+	// The name predates the in-sync set and is kept so old directories
+	// upgrade in place.
 	StateFileName = "witness.epoch"
 	// stateTempName is where a new record is written before the rename. A
 	// leftover one after a crash is harmless and is truncated by the next
 	// write.
 	stateTempName = StateFileName + ".tmp"
 
-	stateMagic   = "SBWE"
-	stateVersion = 1
-	stateLen     = 20
+	stateMagic     = "SBWE"
+	stateVersionV1 = 1
+	stateLenV1     = 20
+	stateVersion   = 2
+	stateLen       = 68
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// epochStore persists the highest epoch. The file store is the real one;
-// tests inject stores that fail or count.
-type epochStore interface {
-	// load returns the persisted epoch and found=true, or found=false when
+// stateStore persists the arbiter's PersistentState. The file store is the
+// real one; tests inject stores that fail or count.
+type stateStore interface {
+	// load returns the persisted state and found=true, or found=false when
 	// nothing was ever persisted (a fresh directory).
-	load() (epoch uint64, found bool, err error)
-	// store durably records epoch; when it returns nil, a crash at any
-	// later moment still loads epoch (or a later one).
-	store(epoch uint64) error
+	load() (state arbiter.PersistentState, found bool, err error)
+	// store durably records state; when it returns nil, a crash at any
+	// later moment still loads state (or a later one).
+	store(state arbiter.PersistentState) error
 }
 
-// encodeState returns the state record for epoch.
-func encodeState(epoch uint64) [stateLen]byte {
+// encodeState returns the version 2 record for state.
+func encodeState(state arbiter.PersistentState) [stateLen]byte {
 	var b [stateLen]byte
 	copy(b[:4], stateMagic)
 	binary.LittleEndian.PutUint32(b[4:], stateVersion)
+	binary.LittleEndian.PutUint64(b[8:], state.Epoch)
+	binary.LittleEndian.PutUint64(b[16:], state.InSyncVersion)
+	binary.LittleEndian.PutUint32(b[24:], uint32(state.LastHolder))
+	binary.LittleEndian.PutUint32(b[28:], uint32(state.Members.N))
+	for i, m := range state.Members.Nodes {
+		binary.LittleEndian.PutUint32(b[32+4*i:], uint32(m))
+	}
+	binary.LittleEndian.PutUint32(b[64:], crc32.Checksum(b[:64], castagnoli))
+	return b
+}
+
+// encodeStateV1 returns a version 1 record (epoch only). Only tests use
+// it, to prove old directories still load.
+func encodeStateV1(epoch uint64) [stateLenV1]byte {
+	var b [stateLenV1]byte
+	copy(b[:4], stateMagic)
+	binary.LittleEndian.PutUint32(b[4:], stateVersionV1)
 	binary.LittleEndian.PutUint64(b[8:], epoch)
 	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
 	return b
 }
 
-// decodeState parses a state record; every failure wraps ErrCorruptState.
-func decodeState(b []byte) (uint64, error) {
-	switch {
-	case len(b) != stateLen:
-		return 0, fmt.Errorf("%w: %d bytes, want %d", ErrCorruptState, len(b), stateLen)
-	case string(b[:4]) != stateMagic:
-		return 0, fmt.Errorf("%w: bad magic %q", ErrCorruptState, b[:4])
-	case binary.LittleEndian.Uint32(b[4:]) != stateVersion:
-		return 0, fmt.Errorf("%w: unknown version %d", ErrCorruptState, binary.LittleEndian.Uint32(b[4:]))
+// decodeState parses a version 1 or 2 state record; every failure wraps
+// ErrCorruptState.
+func decodeState(b []byte) (arbiter.PersistentState, error) {
+	if len(b) < 8 {
+		return arbiter.PersistentState{}, fmt.Errorf("%w: %d bytes", ErrCorruptState, len(b))
 	}
-	if got, want := crc32.Checksum(b[:16], castagnoli), binary.LittleEndian.Uint32(b[16:]); got != want {
-		return 0, fmt.Errorf("%w: checksum %#08x, record says %#08x", ErrCorruptState, got, want)
+	if string(b[:4]) != stateMagic {
+		return arbiter.PersistentState{}, fmt.Errorf("%w: bad magic %q", ErrCorruptState, b[:4])
 	}
-	return binary.LittleEndian.Uint64(b[8:]), nil
+	version := binary.LittleEndian.Uint32(b[4:])
+	want := 0
+	switch version {
+	case stateVersionV1:
+		want = stateLenV1
+	case stateVersion:
+		want = stateLen
+	default:
+		return arbiter.PersistentState{}, fmt.Errorf("%w: unknown version %d", ErrCorruptState, version)
+	}
+	if len(b) != want {
+		return arbiter.PersistentState{}, fmt.Errorf("%w: %d bytes, want %d for version %d", ErrCorruptState, len(b), want, version)
+	}
+	if got, want := crc32.Checksum(b[:len(b)-4], castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		return arbiter.PersistentState{}, fmt.Errorf("%w: checksum %#08x, record says %#08x", ErrCorruptState, got, want)
+	}
+	state := arbiter.PersistentState{Epoch: binary.LittleEndian.Uint64(b[8:])}
+	if version == stateVersionV1 {
+		return state, nil
+	}
+	state.InSyncVersion = binary.LittleEndian.Uint64(b[16:])
+	state.LastHolder = arbiter.NodeID(binary.LittleEndian.Uint32(b[24:]))
+	n := binary.LittleEndian.Uint32(b[28:])
+	if n > arbiter.MaxInSyncMembers {
+		return arbiter.PersistentState{}, fmt.Errorf("%w: %d in-sync members", ErrCorruptState, n)
+	}
+	state.Members.N = int(n)
+	for i := range state.Members.Nodes {
+		state.Members.Nodes[i] = arbiter.NodeID(binary.LittleEndian.Uint32(b[32+4*i:]))
+	}
+	if err := state.Validate(); err != nil {
+		return arbiter.PersistentState{}, fmt.Errorf("%w: %v", ErrCorruptState, err)
+	}
+	return state, nil
 }
 
-// fileStore keeps the epoch in dir/StateFileName.
+// fileStore keeps the state in dir/StateFileName.
 type fileStore struct {
 	dir string
 }
 
-var _ epochStore = (*fileStore)(nil)
+var _ stateStore = (*fileStore)(nil)
 
-func (f *fileStore) load() (uint64, bool, error) {
+func (f *fileStore) load() (arbiter.PersistentState, bool, error) {
 	file, err := os.Open(filepath.Join(f.dir, StateFileName))
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return arbiter.PersistentState{}, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("witness: open state: %w", err)
+		return arbiter.PersistentState{}, false, fmt.Errorf("witness: open state: %w", err)
 	}
 	defer file.Close()
 	// Read one byte more than a record so an oversized file is caught
 	// without reading an arbitrarily large one.
 	b, err := io.ReadAll(io.LimitReader(file, stateLen+1))
 	if err != nil {
-		return 0, false, fmt.Errorf("witness: read state: %w", err)
+		return arbiter.PersistentState{}, false, fmt.Errorf("witness: read state: %w", err)
 	}
-	epoch, err := decodeState(b)
+	state, err := decodeState(b)
 	if err != nil {
-		return 0, false, fmt.Errorf("%s: %w", filepath.Join(f.dir, StateFileName), err)
+		return arbiter.PersistentState{}, false, fmt.Errorf("%s: %w", filepath.Join(f.dir, StateFileName), err)
 	}
-	return epoch, true, nil
+	return state, true, nil
 }
 
 // store writes the record to a temp file, fsyncs it, renames it over the
 // state file and fsyncs the directory, so the rename itself is durable.
 // Skipping the directory fsync would let a power cut bring back the old
 // record after the grant was sent.
-func (f *fileStore) store(epoch uint64) error {
+func (f *fileStore) store(state arbiter.PersistentState) error {
 	tmp := filepath.Join(f.dir, stateTempName)
 	file, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrPersist, err)
 	}
-	rec := encodeState(epoch)
+	rec := encodeState(state)
 	if _, err := file.Write(rec[:]); err != nil {
 		file.Close()
 		return fmt.Errorf("%w: write: %v", ErrPersist, err)

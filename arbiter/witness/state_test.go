@@ -1,27 +1,63 @@
 package witness
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/seqbus/seqbus/arbiter"
 )
 
+func stateOf(epoch, version uint64, last arbiter.NodeID, members ...arbiter.NodeID) arbiter.PersistentState {
+	set, ok := arbiter.MakeInSyncSet(members, last)
+	if !ok {
+		panic("bad test set")
+	}
+	return arbiter.PersistentState{Epoch: epoch, InSyncVersion: version, LastHolder: last, Members: set}
+}
+
 func TestStateRoundTrip(t *testing.T) {
-	for _, epoch := range []uint64{0, 1, 1 << 40, ^uint64(0)} {
-		rec := encodeState(epoch)
+	for _, st := range []arbiter.PersistentState{
+		{}, stateOf(1, 1, 1), stateOf(1<<40, 7, 3, 1, 2), stateOf(^uint64(0), ^uint64(0), ^arbiter.NodeID(0), 1, 2, 3, 4, 5, 6, 7, 8),
+	} {
+		rec := encodeState(st)
 		got, err := decodeState(rec[:])
-		if err != nil || got != epoch {
-			t.Fatalf("epoch %d: got %d, %v", epoch, got, err)
+		if err != nil || got != st {
+			t.Fatalf("state %+v: got %+v, %v", st, got, err)
+		}
+	}
+	// A version 1 record (before the in-sync set) reads as its epoch alone.
+	for _, epoch := range []uint64{0, 1, 1 << 40, ^uint64(0)} {
+		rec := encodeStateV1(epoch)
+		got, err := decodeState(rec[:])
+		if err != nil || got != (arbiter.PersistentState{Epoch: epoch}) {
+			t.Fatalf("v1 epoch %d: got %+v, %v", epoch, got, err)
 		}
 	}
 }
 
+// resealed returns rec with field off set to v and the checksum fixed, so
+// only the field validation can refuse it.
+func resealed(rec [stateLen]byte, off int, v uint32) []byte {
+	binary.LittleEndian.PutUint32(rec[off:], v)
+	binary.LittleEndian.PutUint32(rec[64:], crc32.Checksum(rec[:64], castagnoli))
+	return rec[:]
+}
+
 // TestDecodeStateRefusesCorruption: every corruption is ErrCorruptState.
 func TestDecodeStateRefusesCorruption(t *testing.T) {
-	good := encodeState(42)
+	good := encodeState(stateOf(42, 5, 1, 2, 3))
 	flip := func(off int) []byte {
 		b := good
+		b[off] ^= 1
+		return b[:]
+	}
+	goodV1 := encodeStateV1(42)
+	flipV1 := func(off int) []byte {
+		b := goodV1
 		b[off] ^= 1
 		return b[:]
 	}
@@ -35,7 +71,20 @@ func TestDecodeStateRefusesCorruption(t *testing.T) {
 		{"magic", flip(0)},
 		{"version", flip(4)},
 		{"epoch bit flipped", flip(8)},
-		{"checksum", flip(16)},
+		{"version bit flipped", flip(16)},
+		{"holder bit flipped", flip(24)},
+		{"member bit flipped", flip(32)},
+		{"checksum", flip(64)},
+		{"v1 short", goodV1[:stateLenV1-1]},
+		{"v1 long", append(goodV1[:], 0)},
+		{"v1 epoch bit flipped", flipV1(8)},
+		{"v1 checksum", flipV1(16)},
+		{"v1 length with version 2", append(append([]byte(nil), good[:8]...), goodV1[8:]...)},
+		{"nine members", resealed(good, 28, 9)},
+		{"count beyond members", resealed(good, 28, 3)},
+		{"holder is a member", resealed(good, 24, 2)},
+		{"unsorted", resealed([stateLen]byte(resealed(good, 32, 3)), 36, 2)},
+		{"member 0", resealed(good, 32, 0)},
 	}
 	for _, tc := range tests {
 		if _, err := decodeState(tc.rec); !errors.Is(err, ErrCorruptState) {
@@ -84,34 +133,34 @@ func TestNewRefusesUnreadableState(t *testing.T) {
 func TestFileStore(t *testing.T) {
 	dir := t.TempDir()
 	fs := &fileStore{dir: dir}
-	if e, found, err := fs.load(); err != nil || found || e != 0 {
-		t.Fatalf("fresh: %d %v %v", e, found, err)
+	if e, found, err := fs.load(); err != nil || found || e != (arbiter.PersistentState{}) {
+		t.Fatalf("fresh: %+v %v %v", e, found, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, stateTempName), []byte("half-written"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, epoch := range []uint64{1, 2, 7} {
-		if err := fs.store(epoch); err != nil {
+	for _, st := range []arbiter.PersistentState{stateOf(1, 1, 1), stateOf(2, 3, 2, 1), stateOf(7, 9, 1, 2, 3)} {
+		if err := fs.store(st); err != nil {
 			t.Fatal(err)
 		}
-		if e, found, err := fs.load(); err != nil || !found || e != epoch {
-			t.Fatalf("after store(%d): %d %v %v", epoch, e, found, err)
+		if e, found, err := fs.load(); err != nil || !found || e != st {
+			t.Fatalf("after store(%+v): %+v %v %v", st, e, found, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, stateTempName)); !os.IsNotExist(err) {
 		t.Fatalf("temp file left behind: %v", err)
 	}
 	bad := &fileStore{dir: filepath.Join(dir, "missing")}
-	if err := bad.store(1); !errors.Is(err, ErrPersist) {
+	if err := bad.store(stateOf(1, 1, 1)); !errors.Is(err, ErrPersist) {
 		t.Fatalf("store into missing dir: %v", err)
 	}
 }
 
-// TestNewRestoresEpoch: New on a directory with epoch 9 restores it and
-// starts quarantined.
+// TestNewRestoresEpoch: New on a directory with epoch 9 restores it (with
+// its in-sync set and last holder) and starts quarantined.
 func TestNewRestoresEpoch(t *testing.T) {
 	dir := t.TempDir()
-	if err := (&fileStore{dir: dir}).store(9); err != nil {
+	if err := (&fileStore{dir: dir}).store(stateOf(9, 4, 2, 3)); err != nil {
 		t.Fatal(err)
 	}
 	s, err := New(testConfig(), newMemConn(t), dir)
@@ -120,7 +169,39 @@ func TestNewRestoresEpoch(t *testing.T) {
 	}
 	defer s.Close()
 	st := s.Status()
-	if st.Epoch != 9 || st.QuarantineRemainingNs <= 0 || s.Stats().DurableEpoch != 9 {
+	if st.Epoch != 9 || st.QuarantineRemainingNs <= 0 || s.Stats().DurableEpoch != 9 ||
+		st.LastHolder != 2 || st.InSyncVersion != 4 || st.Members != stateOf(0, 0, 0, 3).Members || s.Stats().DurableInSyncVersion != 4 {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestNewUpgradesV1State: a directory written before the in-sync set (a
+// 20-byte version 1 record) starts at its epoch, quarantined, and the next
+// write is a version 2 record.
+func TestNewUpgradesV1State(t *testing.T) {
+	dir := t.TempDir()
+	v1 := encodeStateV1(9)
+	if err := os.WriteFile(filepath.Join(dir, StateFileName), v1[:], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(testConfig(), newMemConn(t), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := s.Status(); st.Epoch != 9 || st.QuarantineRemainingNs <= 0 || st.LastHolder != arbiter.NodeNone {
+		t.Fatalf("status %+v", st)
+	}
+	// After the quarantine anyone may acquire (no last holder is known).
+	r := mustReply(t, s.handle(acquireFrame(t, 3, 1), nodeAddr, s.nowNs()+testLeaseNs))
+	if !r.Granted() || r.Epoch != 10 || r.InSyncVersion != 1 {
+		t.Fatalf("after quarantine: %+v", r)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, StateFileName))
+	if err != nil || len(b) != stateLen {
+		t.Fatalf("rewritten state %d bytes, %v", len(b), err)
+	}
+	if got, err := decodeState(b); err != nil || got != stateOf(10, 1, 3) {
+		t.Fatalf("rewritten state %+v, %v", got, err)
 	}
 }

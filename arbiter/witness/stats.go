@@ -70,7 +70,7 @@ func parseDropReason(err error) DropReason {
 
 // denyReasonsMax bounds Stats.Denies; a reason the arbiter adds later is
 // counted in slot 0 (arbiter.ReasonNone never denies) rather than lost.
-const denyReasonsMax = int(arbiter.ReasonEpochExhausted) + 1
+const denyReasonsMax = int(arbiter.ReasonInSyncInvalid) + 1
 
 // Stats is a snapshot of the server's counters.
 type Stats struct {
@@ -96,8 +96,13 @@ type Stats struct {
 	// Persists counts epoch records made durable; PersistFailures the
 	// attempts that failed (each withholding one grant).
 	Persists, PersistFailures uint64
-	// DurableEpoch is the highest epoch known durable.
-	DurableEpoch uint64
+	// DurableEpoch and DurableInSyncVersion are the highest epoch and
+	// in-sync version known durable.
+	DurableEpoch, DurableInSyncVersion uint64
+	// InSyncProposals counts renews carrying a proposal that reached the
+	// arbiter; InSyncRefused those granted with the proposal refused
+	// (stale version or invalid set).
+	InSyncProposals, InSyncRefused uint64
 	// Drops by reason.
 	Drops [DropReasonsMax]uint64
 	// ReceiveErrors and SendErrors count transport failures of the loop.

@@ -78,16 +78,16 @@ type orderStore struct {
 	persisted chan uint64
 }
 
-func (o *orderStore) load() (uint64, bool, error) { return o.inner.load() }
+func (o *orderStore) load() (arbiter.PersistentState, bool, error) { return o.inner.load() }
 
-func (o *orderStore) store(epoch uint64) error {
+func (o *orderStore) store(state arbiter.PersistentState) error {
 	bufs := [][]byte{make([]byte, 2048)}
 	n, err := o.node.Receive(bufs, []int{0}, []netip.AddrPort{{}}, 0)
 	if err != nil || n != 0 {
 		o.t.Errorf("node had %d datagrams (err %v) before the epoch was persisted", n, err)
 	}
-	err = o.inner.store(epoch)
-	o.persisted <- epoch
+	err = o.inner.store(state)
+	o.persisted <- state.Epoch
 	return err
 }
 
@@ -113,8 +113,8 @@ func TestServePersistBeforeSend(t *testing.T) {
 			if !ok {
 				t.Fatal("no grant")
 			}
-			epoch, found, err := (&fileStore{dir: p.dir}).load()
-			if err != nil || !found || epoch != g.Epoch || g.Epoch != 1 {
+			st, found, err := (&fileStore{dir: p.dir}).load()
+			if epoch := st.Epoch; err != nil || !found || epoch != g.Epoch || g.Epoch != 1 {
 				t.Fatalf("file epoch %d found %v err %v, grant %+v", epoch, found, err, g)
 			}
 		})
@@ -154,6 +154,11 @@ func TestServeRestartQuarantine(t *testing.T) {
 			p := genTestPair(t, tr.real, "")
 			if g := p.roundTrip(t, acquireFrame(t, 1, 1)); g.Epoch != 1 {
 				t.Fatalf("grant %+v", g)
+			}
+			// Node 2 joins the in-sync set; the set must survive the
+			// restart for node 2 to be promoted after it.
+			if g := p.roundTrip(t, renewInSyncFrame(t, 1, 3, 1, 1, 2)); g.InSyncVersion != 2 || g.Members != inSync(2) {
+				t.Fatalf("proposal grant %+v", g)
 			}
 			beforeRestart := time.Now()
 			p.restart(t)
