@@ -84,6 +84,13 @@ type Config struct {
 	Witness netip.AddrPort
 	// Lease is the lease configuration; it must match the witness's.
 	Lease arbiter.Config
+	// InSyncTimeoutNs: a standby silent this long leaves the in-sync set
+	// (DefaultInSyncTimeoutNs).
+	InSyncTimeoutNs int64
+	// MinInSync: release only while at least this many standbys are in the
+	// in-sync set (Kafka's min.insync.replicas). 0, the default, lets the
+	// primary run alone when every standby is gone, and says so loudly.
+	MinInSync int
 
 	// Unsafe switches exist to prove the checks can fail (tests and
 	// `seqbus drill`); a production node never sets them.
@@ -153,6 +160,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Network == nil {
 		c.Network = UDPNetwork{Tuning: c.Tuning}
+	}
+	if c.InSyncTimeoutNs <= 0 {
+		c.InSyncTimeoutNs = DefaultInSyncTimeoutNs
 	}
 	if c.TickInterval <= 0 {
 		c.TickInterval = DefaultTickInterval

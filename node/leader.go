@@ -35,10 +35,12 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.DropUnexpected++
 		return
 	}
-	if _, _, err := n.wc.OnDatagram(pkt); err != nil {
+	r, _, err := n.wc.OnDatagram(pkt)
+	if err != nil {
 		n.stats.countDrop(err)
 		return
 	}
+	n.onWitnessSet(&r, now)
 	n.leaseChanged(now)
 }
 

@@ -64,6 +64,7 @@ type Node struct {
 	lastPrimaryNs      int64
 	promotedNs         int64
 	firstReleaseLogged bool
+	isr                inSyncState
 
 	// primary
 	seqr     *sequencer.Sequencer

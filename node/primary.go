@@ -30,25 +30,35 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	n.epoch = epoch
 	applied := n.eng.AppliedSeq()
 	n.seqr = sequencer.New(sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID}, epoch, applied, primaryOutput{n}, n.j)
-	gate, err := gating.NewGate(gating.Config{})
+	gate, err := gating.NewGate(gating.Config{MinInSync: n.cfg.MinInSync})
 	if err != nil {
 		return err
 	}
-	// Required acks: every peer, except the primary we replace (its lease
-	// lapsed: it is dead, paused or cut off). It is added back once it has
-	// caught up (see readmitStandbys). Until the witness keeps the in-sync
-	// set, this choice is local: see README "What seqbus guarantees".
+	// Required acks: without a witness, every peer; with one, the in-sync
+	// set the witness granted with our lease (see insync.go).
 	members := make([]uint32, 0, len(n.cfg.Peers))
-	for id := range n.cfg.Peers {
-		if id != n.primaryID || n.keeper == nil {
+	if n.keeper == nil {
+		for id := range n.cfg.Peers {
 			members = append(members, id)
 		}
+	} else {
+		for _, m := range n.isr.members {
+			members = append(members, uint32(m))
+		}
+		n.isr.adding, n.isr.proposed = nil, nil
 	}
 	if n.cfg.Unsafe.NoGating {
 		members = nil
 	}
 	if err := gate.SetInSync(1, members, n.nowNs()); err != nil {
 		return err
+	}
+	n.isr.gateVer = 1
+	n.isr.alone = false
+	if len(members) == 0 && n.keeper != nil {
+		n.isr.alone = true
+		n.stats.RunningAlone++
+		n.cfg.Log.Warn("RUNNING ALONE: the in-sync set is empty; releases are durable on this node's disk only until a standby catches up")
 	}
 	gate.SetApplied(applied)
 	gate.SetDurable(n.j.Durable())
@@ -95,7 +105,6 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		n.gate.OnAck(f.Node, f.Seq, now)
 		n.stats.AcksReceived++
-		n.readmitStandby(f.Node, f.Seq, now)
 	case wire.TypeNak:
 		if _, ok := n.cfg.Peers[f.Node]; !ok {
 			n.stats.DropUnknownNode++
@@ -221,6 +230,7 @@ func (n *Node) setDurable() {
 
 func (n *Node) primaryTick(now int64) {
 	n.primaryAnnounce(now)
+	n.maintainInSync(now)
 	n.seqr.Flush(now)
 	n.seqr.Tick(now)
 	n.afterAppend(now)
@@ -321,26 +331,4 @@ func (n *Node) flushMarketData() {
 	}
 	n.sendBuf[0] = nil
 	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
-}
-
-// readmitStandby adds a peer that was left out of the required acks back
-// once it has acknowledged everything released: from then on it holds the
-// whole released history again.
-func (n *Node) readmitStandby(id uint32, ack uint64, now int64) {
-	if ack < n.gate.Released() || n.cfg.Unsafe.NoGating {
-		return
-	}
-	var buf [16]uint32
-	members := n.gate.InSync(buf[:0])
-	for _, m := range members {
-		if m == id {
-			return
-		}
-	}
-	members = append(members, id)
-	if err := n.gate.SetInSync(n.gate.InSyncVersion()+1, members, now); err != nil {
-		n.cfg.Log.Error("readmit standby", "id", id, "err", err)
-		return
-	}
-	n.cfg.Log.Info("standby caught up: its acks are required again", "id", id, "ack", ack)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -26,6 +27,7 @@ type Stats struct {
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	OutputsDroppedAtGate                         uint64
 	SuffixDiscarded, HistoryDiscarded            uint64
+	InSyncMembers, InSyncProposals, RunningAlone uint64
 
 	DropStaleEpoch, DropWrongStream, DropUnknownNode uint64
 	DropAwaitingNewEpoch                             uint64
@@ -54,7 +56,12 @@ type Status struct {
 	Released uint64 `json:"released"`
 	Ack      uint64 `json:"ack"` // standby: highest contiguous seq acknowledged
 	Primary  uint32 `json:"primary"`
-	Lease    struct {
+	InSync   struct {
+		Version uint64           `json:"version"`
+		Members []arbiter.NodeID `json:"members"`
+		Adding  []arbiter.NodeID `json:"adding,omitempty"`
+	} `json:"in_sync"`
+	Lease struct {
 		Held        bool   `json:"held"`
 		Epoch       uint64 `json:"epoch"`
 		RemainingNs int64  `json:"remaining_ns"`
@@ -99,6 +106,7 @@ func (n *Node) statusLocked() Status {
 	}
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.primaryID
+	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.version, n.isr.members, n.isr.adding
 	if n.role == RolePrimary {
 		st.Primary = n.cfg.ID
 	}
