@@ -195,6 +195,7 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	}
 	n.fence.Accept(ne.Epoch)
 	n.epoch, n.prevEpoch, n.epochStart = ne.Epoch, ne.PrevEpoch, ne.LastSeq+1
+	n.historyEpochs = n.historyEpochs[:0]
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("follow new epoch", "err", err)
 		return
@@ -223,15 +224,20 @@ func (n *Node) resetHistory(seq uint64) error {
 }
 
 // epochOf is the epoch a standby journals seq under: the current epoch
-// from its start on, the previous one before it. Records from further back
-// than the last fork point are labelled with the previous epoch; a later
-// reconcile that cannot prove agreement refetches state, so a wrong label
-// can cost a snapshot, never a wrong history. The journal never goes
-// below its own highest epoch.
+// from its start on; before it, the epoch the RETRANSMIT carrying it was
+// stamped with (the epoch it was sequenced under), else the previous
+// epoch. The journal never goes below its own highest epoch (a node that
+// discarded its history keeps its fence), so in that rare case a record
+// can be labelled too high; a later reconcile that cannot prove agreement
+// refetches state, so a wrong label can cost a snapshot, never a wrong
+// history.
 func (n *Node) epochOf(seq uint64) uint64 {
 	e := n.epoch
 	if seq < n.epochStart {
 		e = n.prevEpoch
+		if h, ok := n.historyEpochOf(seq); ok {
+			e = h
+		}
 	}
 	return max(e, n.j.HighestEpoch())
 }

@@ -65,6 +65,7 @@ type Node struct {
 	promotedNs         int64
 	firstReleaseLogged bool
 	isr                inSyncState
+	historyEpochs      []historyEpoch
 
 	// primary
 	seqr     *sequencer.Sequencer

@@ -363,7 +363,18 @@ func (s *Sequencer) resendFromHistory(node uint32, r wire.Range, budget int) (in
 	}
 	s.stats.JournalFallbacks++
 	stop := false
+	// Each RETRANSMIT frame carries the epoch its records were sequenced
+	// under (as the original DATA frame did), so a standby journals the
+	// true epoch of every record and later fork checks compare like with
+	// like; a batch is cut where the epoch changes.
+	batchEpoch := s.origin.Epoch
 	s.scratch.Reset(wire.TypeRetransmit, s.origin, r.From)
+	reset := func(epoch, seq uint64) {
+		o := s.origin
+		o.Epoch = epoch
+		s.scratch.Reset(wire.TypeRetransmit, o, seq)
+		batchEpoch = epoch
+	}
 	expect := r.From
 	flush := func() bool {
 		if s.scratch.Count() == 0 {
@@ -378,18 +389,23 @@ func (s *Sequencer) resendFromHistory(node uint32, r wire.Range, budget int) (in
 		s.stats.RetransmitFrames++
 		return true
 	}
-	err := s.hist.ReadFrom(r.From, func(_, seq uint64, payload []byte) bool {
+	err := s.hist.ReadFrom(r.From, func(epoch, seq uint64, payload []byte) bool {
 		if seq != expect || seq > r.To {
 			return false
 		}
-		if !s.scratch.Add(payload) {
+		if s.scratch.Count() == 0 {
+			reset(epoch, seq)
+		} else if epoch != batchEpoch || !s.scratch.Add(payload) {
 			if !flush() {
 				return false
 			}
-			s.scratch.Reset(wire.TypeRetransmit, s.origin, seq)
-			if !s.scratch.Add(payload) {
-				return false
-			}
+			reset(epoch, seq)
+		} else {
+			expect++
+			return expect <= r.To
+		}
+		if !s.scratch.Add(payload) {
+			return false
 		}
 		expect++
 		return expect <= r.To

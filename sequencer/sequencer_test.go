@@ -409,3 +409,53 @@ func ExampleSequencer() {
 	// seq 2 sell
 	// frames 1
 }
+
+// epochHistory is a journal whose records 1..50 are epoch 1, 51..100 epoch 2.
+type epochHistory struct{}
+
+func (epochHistory) ReadFrom(from uint64, fn func(epoch, seq uint64, payload []byte) bool) error {
+	for s := from; s <= 100; s++ {
+		e := uint64(1)
+		if s > 50 {
+			e = 2
+		}
+		if !fn(e, s, cmd(s, 8)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// TestJournalRetransmitKeepsRecordEpochs: records resent from the journal
+// travel in frames stamped with the epoch they were sequenced under.
+func TestJournalRetransmitKeepsRecordEpochs(t *testing.T) {
+	var out recorder
+	s := New(Config{RingFrames: 1, MaxFramesPerNak: 100}, 3, 100, &out, epochHistory{})
+	s.Submit(cmd(101, 8), 0)
+	s.Flush(0)
+	s.OnNak(nak(wire.Range{From: 40, To: 60}), 0)
+	seen := map[uint64]uint64{}
+	for _, b := range out.unicast {
+		f, _, err := wire.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := f.Messages()
+		for {
+			seq, _, ok := it.Next()
+			if !ok {
+				break
+			}
+			seen[seq] = f.Epoch
+		}
+	}
+	for seq := uint64(40); seq <= 60; seq++ {
+		want := uint64(1)
+		if seq > 50 {
+			want = 2
+		}
+		if seen[seq] != want {
+			t.Fatalf("seq %d resent under epoch %d, want %d", seq, seen[seq], want)
+		}
+	}
+}
