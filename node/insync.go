@@ -74,6 +74,9 @@ func (n *Node) applyInSync(now int64) {
 			req = append(req, uint32(m))
 		}
 	}
+	if n.cfg.Unsafe.NoGating {
+		req = req[:0] // UNSAFE: no standby ack is ever required
+	}
 	n.isr.gateVer++
 	if err := n.gate.SetInSync(n.isr.gateVer, req, now); err != nil {
 		n.cfg.Log.Error("gate in-sync set", "err", err)
@@ -93,7 +96,7 @@ func (n *Node) applyInSync(now int64) {
 // maintainInSync proposes removals of silent members and additions of
 // caught-up standbys (primary, witness mode).
 func (n *Node) maintainInSync(now int64) {
-	if n.wc == nil || n.isr.version == 0 {
+	if n.wc == nil || n.isr.version == 0 || n.role != RolePrimary {
 		return
 	}
 	if n.isr.proposed != nil && now-n.isr.sentNs < n.cfg.Lease.RetryNs*2 {
@@ -117,6 +120,9 @@ func (n *Node) maintainInSync(now int64) {
 			if !slices.Contains(n.isr.adding, nid) && !slices.Contains(n.isr.members, nid) {
 				n.isr.adding = append(n.isr.adding, nid)
 				n.applyInSync(now) // require its ack from now on
+				if n.role != RolePrimary {
+					return
+				}
 			}
 		}
 	}

@@ -132,7 +132,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 	it := f.Messages()
 	for {
 		_, cmd, ok := it.Next()
-		if !ok {
+		if !ok || n.role != RolePrimary {
 			return
 		}
 		h, err := engine.ParseCommand(cmd)
@@ -140,7 +140,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.BadCommands++
 			continue
 		}
-		if !n.gate.LeaseHeld() {
+		if !n.gate.LeaseHeld() || !n.mayLeadNow(now) {
 			n.stats.NotLeading++
 			continue
 		}
@@ -231,6 +231,9 @@ func (n *Node) setDurable() {
 func (n *Node) primaryTick(now int64) {
 	n.primaryAnnounce(now)
 	n.maintainInSync(now)
+	if n.role != RolePrimary {
+		return // stepped down while releasing
+	}
 	n.seqr.Flush(now)
 	n.seqr.Tick(now)
 	n.afterAppend(now)
@@ -260,6 +263,12 @@ func (e *primaryEmitter) Emit(to uint64, payload []byte) {
 // release hands out every output the gate allows, packed into OUTPUT
 // frames per destination.
 func (n *Node) release(now int64) {
+	// The lease is checked at the moment of release, not only on the
+	// ticker: a primary resumed after a pause must not release a batch of
+	// acks that queued up while its lease ran out.
+	if !n.mayLeadNow(now) {
+		return
+	}
 	if gating.Publish(n.gate, n.pub, n.emitReleased) > 0 {
 		n.flushOutputs()
 		if !n.firstReleaseLogged && n.promotedNs != 0 {
@@ -331,4 +340,19 @@ func (n *Node) flushMarketData() {
 	}
 	n.sendBuf[0] = nil
 	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
+}
+
+// mayLeadNow re-checks the lease against the clock now, and updates the
+// gate when it has lapsed (dropping what is queued).
+func (n *Node) mayLeadNow(now int64) bool {
+	if n.role != RolePrimary {
+		return false
+	}
+	if n.keeper == nil || n.cfg.Unsafe.NoFencing {
+		return true
+	}
+	if n.gate.LeaseHeld() && !n.keeper.MayLead(now) {
+		n.leaseChanged(now)
+	}
+	return n.role == RolePrimary && n.gate.LeaseHeld()
 }

@@ -1,0 +1,903 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/netns"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// Failover layout on the LAN: hosts 0 and 1 run nodes 1 and 2 (roles come
+// from the witness), host 2 the witness, host 3 the test's own client and
+// market-data observer (sockets opened inside that namespace).
+const (
+	witnessPort = 7000
+	// mdGroup is the market-data multicast group the nodes publish on.
+	mdGroup = "239.77.0.2:7200"
+	// failoverSnapshotEvery keeps snapshots out of these runs, so that the
+	// final primary's journal replays from seq 1 and the journals compare
+	// record for record.
+	failoverSnapshotEvery = 100_000_000
+	// loadSession is the in-test client's session.
+	loadSession = 7
+	// The lease flags are the defaults, given explicitly so that witness
+	// and nodes agree: a 1 s lease, renewed every 250 ms, with a 150 ms
+	// margin and a 50 ms retry.
+	leaseDuration = time.Second
+	leaseMargin   = 150 * time.Millisecond
+	// blackoutTable is the nftables table a blackout installs.
+	blackoutTable = "seqbus_blackout"
+	// holdTable is the nftables table holdUnicast installs.
+	holdTable = "seqbus_hold"
+	// examplesMax bounds the examples a violated check keeps.
+	examplesMax = 5
+)
+
+// witnessProc is the witness process and its state directory (kept across
+// restarts, so a restarted witness quarantines and raises the epoch).
+type witnessProc struct {
+	host *netns.Host
+	dir  string
+	p    *proc
+	runs int
+}
+
+func (w *witnessProc) addr() netip.AddrPort { return netip.AddrPortFrom(w.host.Addr, witnessPort) }
+
+// fcluster is a witness and two nodes with dynamic roles.
+type fcluster struct {
+	t      *testing.T
+	lan    *netns.LAN
+	nodes  [2]*member
+	wit    *witnessProc
+	client *netns.Host
+}
+
+type failoverOptions struct {
+	// flags every node gets besides the common ones (--unsafe-no-gating,
+	// --unsafe-no-fencing, --min-insync N).
+	flags []string
+}
+
+// newFailoverCluster builds the LAN and the configuration; nothing runs
+// until startWitness and startNode.
+func newFailoverCluster(t *testing.T, o failoverOptions) *fcluster {
+	t.Helper()
+	netns.Require(t)
+	netns.RequireTool(t, "nft")
+	lan := netns.NewLAN(t, 4)
+	c := &fcluster{t: t, lan: lan, client: lan.Hosts[3],
+		wit: &witnessProc{host: lan.Hosts[2], dir: filepath.Join(t.TempDir(), "witness")}}
+	for i := range c.nodes {
+		id := uint32(i + 1)
+		c.nodes[i] = &member{id: id, host: lan.Hosts[i], dir: filepath.Join(t.TempDir(), fmt.Sprintf("node%d", id)), role: "witness"}
+	}
+	for _, m := range c.nodes {
+		m.args = []string{"node",
+			"--id", strconv.Itoa(int(m.id)),
+			"--dir", m.dir,
+			"--listen", m.addr().String(),
+			"--group", groupAddr + ":" + strconv.Itoa(groupPort),
+			"--iface", m.host.Iface,
+			"--market-data", mdGroup,
+			"--fsync", "group",
+			"--snapshot-every", strconv.Itoa(failoverSnapshotEvery),
+			"--witness", c.wit.addr().String(),
+			"--lease", leaseDuration.String(), "--renew", "250ms", "--margin", leaseMargin.String(), "--retry", "50ms",
+		}
+		m.args = append(m.args, o.flags...)
+		for _, peer := range c.nodes {
+			if peer != m {
+				m.args = append(m.args, "--peer", fmt.Sprintf("%d=%s", peer.id, peer.addr()))
+			}
+		}
+	}
+	return c
+}
+
+func (c *fcluster) node(id uint32) *member { return c.nodes[id-1] }
+
+// other is the node that is not m.
+func (c *fcluster) other(m *member) *member { return c.nodes[2-m.id] }
+
+// startWitness runs the witness and waits until it serves.
+func (c *fcluster) startWitness() {
+	c.t.Helper()
+	w := c.wit
+	w.runs++
+	w.p = startProc(c.t, w.host, fmt.Sprintf("witness-run%d", w.runs), "witness",
+		"--listen", w.addr().String(), "--dir", w.dir, "--lease", leaseDuration.String())
+	waitFor(c.t, 10*time.Second, "the witness to serve", func() bool {
+		if w.p.exited() {
+			c.t.Fatalf("witness exited at start: %v\n%s", w.p.err, w.p.log())
+		}
+		return strings.Contains(w.p.log(), "serving")
+	})
+}
+
+func (c *fcluster) startAll() {
+	c.t.Helper()
+	c.startWitness()
+	for _, m := range c.nodes {
+		startMember(c.t, m)
+	}
+}
+
+// waitLeader waits until a node other than not reports itself primary,
+// holding the lease, at an epoch >= minEpoch.
+func (c *fcluster) waitLeader(timeout time.Duration, not uint32, minEpoch uint64) (*member, status) {
+	c.t.Helper()
+	var leader *member
+	var st status
+	waitFor(c.t, timeout, "a leader", func() bool {
+		for _, m := range c.nodes {
+			if m.id == not || m.p == nil || m.p.exited() {
+				continue
+			}
+			s, ok := readStatus(m.dir)
+			if ok && s.Role == "primary" && s.Lease.Held && s.Epoch >= minEpoch {
+				leader, st = m, s
+				return true
+			}
+		}
+		return false
+	})
+	return leader, st
+}
+
+// waitConverged waits until the standby has applied exactly what the
+// primary has, with the same state hash, and returns the primary.
+func (c *fcluster) waitConverged(timeout time.Duration) *member {
+	c.t.Helper()
+	var primary *member
+	waitFor(c.t, timeout, "the standby to converge on the primary", func() bool {
+		var st [2]status
+		for i, m := range c.nodes {
+			s, ok := readStatus(m.dir)
+			if !ok || m.p.exited() {
+				return false
+			}
+			st[i] = s
+		}
+		for i, s := range st {
+			o := st[1-i]
+			if s.Role == "primary" && s.Lease.Held && o.Role == "standby" && o.Epoch == s.Epoch &&
+				o.Applied == s.Applied && o.StateHash == s.StateHash {
+				primary = c.nodes[i]
+				return true
+			}
+		}
+		return false
+	})
+	return primary
+}
+
+// stopAll stops the nodes (standby first) with SIGTERM, so each syncs its
+// journal and writes its final status, then the witness.
+func (c *fcluster) stopAll(primary *member) {
+	c.t.Helper()
+	for _, m := range []*member{c.other(primary), primary} {
+		if m.p != nil && !m.p.exited() {
+			m.p.stop(c.t)
+		}
+	}
+	if !c.wit.p.exited() {
+		c.wit.p.stop(c.t)
+	}
+}
+
+// signal sends sig to m's process.
+func signal(t *testing.T, p *proc, sig syscall.Signal) time.Time {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: signal %v: %v", p.name, sig, err)
+	}
+	return time.Now()
+}
+
+// killProc sends SIGKILL and waits for the exit.
+func killProc(t *testing.T, p *proc) time.Time {
+	t.Helper()
+	at := signal(t, p, syscall.SIGKILL)
+	<-p.done
+	return at
+}
+
+// blackout drops every replication multicast datagram arriving at host
+// (the standby then sees nothing from the primary; NAK repair cannot start
+// because it sees no gap); endBlackout removes the rule.
+func blackout(t *testing.T, h *netns.Host) {
+	t.Helper()
+	h.Run(t, "nft", "add", "table", "inet", blackoutTable)
+	h.Run(t, "nft", "add", "chain", "inet", blackoutTable, "input",
+		"{ type filter hook input priority 0 ; policy accept ; }")
+	h.Run(t, "nft", "add", "rule", "inet", blackoutTable, "input",
+		"udp", "dport", strconv.Itoa(groupPort), "counter", "drop")
+}
+
+func endBlackout(t *testing.T, h *netns.Host) {
+	t.Helper()
+	h.Run(t, "nft", "delete", "table", "inet", blackoutTable)
+}
+
+// holdUnicast drops every unicast datagram from src arriving at host (a
+// standby's acks to its primary); releaseUnicast removes the rule.
+func holdUnicast(t *testing.T, h *netns.Host, src netip.Addr) {
+	t.Helper()
+	h.Run(t, "nft", "add", "table", "inet", holdTable)
+	h.Run(t, "nft", "add", "chain", "inet", holdTable, "input",
+		"{ type filter hook input priority 0 ; policy accept ; }")
+	h.Run(t, "nft", "add", "rule", "inet", holdTable, "input",
+		"ip", "saddr", src.String(), "udp", "dport", strconv.Itoa(listenPort), "counter", "drop")
+}
+
+func releaseUnicast(t *testing.T, h *netns.Host) {
+	t.Helper()
+	h.Run(t, "nft", "delete", "table", "inet", holdTable)
+}
+
+// seenOutput is one output message the test received, with the header of
+// the frame that carried it.
+type seenOutput struct {
+	at    time.Time
+	node  uint32
+	epoch uint64
+	// seq is the frame's seq: the seq of the command whose output comes
+	// first in the frame (a frame packs outputs of that seq and later).
+	seq uint64
+	o   engine.Output
+}
+
+// tapConn is the client's socket: it records every output it receives,
+// with the sender and epoch from the frame header, before the client
+// matches it. The record grows with the load: one entry per output, so
+// bounded by the commands sent times the outputs a command can cause.
+type tapConn struct {
+	*bus.UDP
+	mu   sync.Mutex
+	seen []seenOutput
+}
+
+func (c *tapConn) Receive(bufs [][]byte, sizes []int, from []netip.AddrPort, wait time.Duration) (int, error) {
+	n, err := c.UDP.Receive(bufs, sizes, from, wait)
+	if n > 0 {
+		now := time.Now()
+		c.mu.Lock()
+		for i := range n {
+			c.seen = recordOutputs(c.seen, bufs[i][:sizes[i]], now)
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *tapConn) snapshot() []seenOutput {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.seen)
+}
+
+// recordOutputs appends every output message of an OUTPUT frame.
+func recordOutputs(dst []seenOutput, pkt []byte, at time.Time) []seenOutput {
+	f, _, err := wire.Parse(pkt)
+	if err != nil || f.Type != wire.TypeOutput {
+		return dst
+	}
+	it := f.Messages()
+	for {
+		_, msg, ok := it.Next()
+		if !ok {
+			return dst
+		}
+		if o, err := engine.ParseOutput(msg); err == nil {
+			dst = append(dst, seenOutput{at: at, node: f.Node, epoch: f.Epoch, seq: f.Seq, o: o})
+		}
+	}
+}
+
+// loadClient is the test's own client (package client), with its socket
+// in the client host's namespace. It follows the witness's lease holder.
+type loadClient struct {
+	cl  *client.Client
+	tap *tapConn
+
+	mu      sync.Mutex
+	results []client.Result
+
+	done chan struct{}
+	rep  client.LoadReport
+	err  error
+}
+
+// dialClient opens the client in the client host's namespace, pointed at
+// primary first.
+func (c *fcluster) dialClient(primary *member) *loadClient {
+	c.t.Helper()
+	lc := &loadClient{done: make(chan struct{})}
+	err := c.client.Do(func() error {
+		u, err := bus.ListenUnicast(bus.UnicastConfig{
+			Addr:   netip.AddrPortFrom(c.client.Addr, 0),
+			Tuning: bus.Tuning{RecvBufferBytes: 4 << 20},
+		})
+		if err != nil {
+			return err
+		}
+		lc.tap = &tapConn{UDP: u}
+		lc.cl, err = client.Dial(client.Options{
+			Core:    client.Config{Session: loadSession},
+			Primary: primary.addr(),
+			Idle:    bus.Idle{Kind: bus.IdleBlock},
+			Conn:    lc.tap,
+			Witness: c.wit.addr(),
+			Nodes:   map[uint32]netip.AddrPort{1: c.node(1).addr(), 2: c.node(2).addr()},
+		})
+		if err != nil {
+			u.Close()
+		}
+		return err
+	})
+	if err != nil {
+		c.t.Fatalf("client: %v", err)
+	}
+	c.t.Cleanup(func() { lc.cl.Close() })
+	return lc
+}
+
+// start runs a fixed-rate load of count commands in the background.
+func (lc *loadClient) start(rate float64, count uint64) {
+	go func() {
+		defer close(lc.done)
+		lc.rep, lc.err = lc.cl.Load(context.Background(),
+			client.LoadConfig{Rate: rate, Count: count, Instruments: 4, Seed: 11, Drain: 30 * time.Second},
+			func(r client.Result) {
+				lc.mu.Lock()
+				lc.results = append(lc.results, r)
+				lc.mu.Unlock()
+			})
+	}()
+}
+
+// answered is how many commands have been answered so far.
+func (lc *loadClient) answered() uint64 { return lc.cl.Stats().Answered }
+
+func (lc *loadClient) waitAnswered(t *testing.T, n uint64, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("%d answers", n), func() bool { return lc.answered() >= n })
+}
+
+func (lc *loadClient) running() bool {
+	select {
+	case <-lc.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// finish waits for the load to end and logs its report.
+func (lc *loadClient) finish(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-lc.done:
+	case <-time.After(timeout):
+		t.Fatalf("load still running after %v (answered %d)", timeout, lc.answered())
+	}
+	st := lc.rep.Stats
+	t.Logf("client: sent %d answered %d acks %d rejects %d duplicates %d resent %d executions %d unmatched %d failovers %d in %v (err %v)",
+		lc.rep.Sent, st.Answered, st.Acks, st.Rejects, st.Duplicates, st.Resent, st.Executions, st.Unmatched,
+		lc.cl.Failovers(), lc.rep.Elapsed.Round(time.Millisecond), lc.err)
+}
+
+// mdObserver receives the market-data multicast on the client host.
+type mdObserver struct {
+	conn *bus.UDP
+	loop *bus.Loop
+	mu   sync.Mutex
+	seen []seenOutput
+}
+
+func (c *fcluster) observeMarketData() *mdObserver {
+	c.t.Helper()
+	group := netip.MustParseAddrPort(mdGroup)
+	obs := &mdObserver{}
+	err := c.client.Do(func() error {
+		u, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: c.client.Iface,
+			Tuning: bus.Tuning{RecvBufferBytes: 8 << 20}})
+		if err != nil {
+			return err
+		}
+		obs.conn = u
+		return nil
+	})
+	if err != nil {
+		c.t.Fatalf("market-data observer: %v", err)
+	}
+	obs.loop, err = bus.StartLoop(obs.conn, bus.LoopConfig{Idle: bus.Idle{Kind: bus.IdleBlock}},
+		func(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
+			now := time.Now()
+			obs.mu.Lock()
+			for i := range sizes {
+				obs.seen = recordOutputs(obs.seen, bufs[i][:sizes[i]], now)
+			}
+			obs.mu.Unlock()
+		})
+	if err != nil {
+		obs.conn.Close()
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(obs.close)
+	return obs
+}
+
+func (o *mdObserver) close() {
+	o.conn.Close()
+	o.loop.Stop()
+}
+
+func (o *mdObserver) snapshot() []seenOutput {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.seen)
+}
+
+// replayed is the final primary's journal applied to a fresh engine.
+type replayed struct {
+	first, applied, hash uint64
+	epochs               []epochRun
+	// records counts journal records per client order id of loadSession
+	// (a resend after a failover is journaled again; the engine answers it
+	// as a duplicate).
+	records map[uint64]int
+	// results holds, per client order id, the Ack and Reject outputs the
+	// engine produced (not duplicates): applied once means exactly one.
+	results map[uint64][]engine.Output
+	// outputs is every output to loadSession, with multiplicity.
+	outputs map[engine.Output]int
+	// md[i] is the market-data output with MDSeq i+1.
+	md []engine.Output
+}
+
+type replayEmitter struct {
+	r   *replayed
+	err error
+}
+
+func (e *replayEmitter) Emit(to uint64, payload []byte) {
+	o, err := engine.ParseOutput(payload)
+	if err != nil {
+		e.err = err
+		return
+	}
+	r := e.r
+	switch {
+	case to == engine.MarketData:
+		if o.MDSeq != uint64(len(r.md))+1 && e.err == nil {
+			e.err = fmt.Errorf("replay: market-data seq %d after %d", o.MDSeq, len(r.md))
+		}
+		r.md = append(r.md, o)
+	case to == loadSession:
+		r.outputs[o]++
+		if o.Kind == engine.KindAck || o.Kind == engine.KindReject {
+			r.results[o.ClientOrderID] = append(r.results[o.ClientOrderID], o)
+		}
+	}
+}
+
+// replayJournal applies a stopped node's whole journal to a fresh engine
+// configured as cmd/seqbus configures it.
+func replayJournal(t *testing.T, dir string) *replayed {
+	t.Helper()
+	cfg := engine.DefaultConfig()
+	cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
+	eng, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{})
+	if err != nil {
+		t.Fatalf("open journal %s: %v", dir, err)
+	}
+	defer j.Close()
+	r := &replayed{first: j.First(), records: map[uint64]int{}, results: map[uint64][]engine.Output{}, outputs: map[engine.Output]int{}}
+	if _, last := j.Last(); last == 0 {
+		return r
+	}
+	if r.first != 1 {
+		t.Fatalf("journal %s starts at %d: cannot replay from an empty state", dir, r.first)
+	}
+	em := &replayEmitter{r: r}
+	err = j.ReadFrom(1, func(epoch, seq uint64, payload []byte) bool {
+		if n := len(r.epochs); n == 0 || r.epochs[n-1].Epoch != epoch {
+			r.epochs = append(r.epochs, epochRun{Epoch: epoch, FirstSeq: seq})
+		}
+		r.epochs[len(r.epochs)-1].Records++
+		if h, err := engine.ParseCommand(payload); err == nil && h.Session == loadSession {
+			r.records[h.ClientOrderID]++
+		}
+		eng.Apply(seq, payload, em)
+		return true
+	})
+	if err == nil {
+		err = em.err
+	}
+	if err != nil {
+		t.Fatalf("replay %s: %v", dir, err)
+	}
+	r.applied, r.hash = eng.AppliedSeq(), eng.StateHash()
+	return r
+}
+
+// findings collects violated checks: for each check, how many violations
+// and a few examples. Safe runs require none; unsafe runs require their
+// check to be violated.
+type findings struct {
+	count    map[string]int
+	examples map[string][]string
+}
+
+func (f *findings) add(check, format string, args ...any) {
+	if f.count == nil {
+		f.count, f.examples = map[string]int{}, map[string][]string{}
+	}
+	f.count[check]++
+	if len(f.examples[check]) < examplesMax {
+		f.examples[check] = append(f.examples[check], fmt.Sprintf(format, args...))
+	}
+}
+
+// merge adds g's findings to f.
+func (f *findings) merge(g *findings) {
+	for check, n := range g.count {
+		for i := range n {
+			if i < len(g.examples[check]) {
+				f.add(check, "%s", g.examples[check][i])
+			} else {
+				f.count[check]++
+			}
+		}
+	}
+}
+
+func (f *findings) String() string {
+	if len(f.count) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(f.count))
+	for k := range f.count {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  %s: %d, e.g. %s", k, f.count[k], strings.Join(f.examples[k], "; "))
+	}
+	return b.String()
+}
+
+// The checks.
+const (
+	checkAllAnswered   = "every command answered"
+	checkInHistory     = "every answer in the final history"
+	checkIdentical     = "every output received identical in the final engine"
+	checkAppliedOnce   = "no (session, client order id) applied twice"
+	checkReplicas      = "standby identical to the final primary"
+	checkMDDuplicate   = "no market-data seq received twice"
+	checkMDReuse       = "no market-data seq reused with other content"
+	checkMDMonotonic   = "market-data seqs only increase across the failover"
+	checkDeposedSilent = "the deposed primary releases nothing after its lease"
+)
+
+// verify checks the stopped cluster against everything the client and the
+// market-data observer received. primary is the final primary.
+func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *findings {
+	t := c.t
+	t.Helper()
+	f := &findings{}
+	if lc.err != nil || lc.rep.Stats.Answered != lc.rep.Sent {
+		f.add(checkAllAnswered, "answered %d of %d (%v)", lc.rep.Stats.Answered, lc.rep.Sent, lc.err)
+	}
+
+	standby := c.other(primary)
+	ps, ss := mustStatus(t, primary), mustStatus(t, standby)
+	for _, s := range []status{ps, ss} {
+		t.Logf("node %d (%s, epoch %d): applied %d hash %#x journal [%d, %d] node %v",
+			s.ID, s.Role, s.Epoch, s.Applied, s.StateHash, s.Journal.FirstSeq, s.Journal.LastSeq, nonZero(s.Node))
+		if s.Node["HashMismatches"] != 0 {
+			f.add(checkReplicas, "node %d counted %d hash mismatches", s.ID, s.Node["HashMismatches"])
+		}
+	}
+	if ps.Role != "primary" || ss.Role != "standby" {
+		f.add(checkReplicas, "final roles: node %d %s, node %d %s", ps.ID, ps.Role, ss.ID, ss.Role)
+	}
+	if ss.Applied != ps.Applied || ss.StateHash != ps.StateHash || ss.Epoch != ps.Epoch {
+		f.add(checkReplicas, "standby %d at applied %d hash %#x epoch %d; primary %d at %d %#x epoch %d",
+			ss.ID, ss.Applied, ss.StateHash, ss.Epoch, ps.ID, ps.Applied, ps.StateHash, ps.Epoch)
+	}
+	var pd, sd journalDigest
+	var r *replayed
+	var wg sync.WaitGroup
+	wg.Go(func() { pd = readJournal(t, primary.dir) })
+	wg.Go(func() { sd = readJournal(t, standby.dir) })
+	wg.Go(func() { r = replayJournal(t, primary.dir) })
+	wg.Wait()
+	if pd.last != sd.last || sd.first < pd.first {
+		f.add(checkReplicas, "journals: primary [%d, %d], standby [%d, %d]", pd.first, pd.last, sd.first, sd.last)
+	} else {
+		for seq := sd.first; seq <= sd.last; seq++ {
+			if sd.records[seq-sd.first] != pd.records[seq-pd.first] {
+				f.add(checkReplicas, "standby journal differs from the primary's at seq %d", seq)
+				break
+			}
+		}
+	}
+	t.Logf("final primary %d journal epochs %v; standby %d journal epochs %v", primary.id, pd.epochs, standby.id, sd.epochs)
+	if r.applied != ps.Applied || r.hash != ps.StateHash {
+		f.add(checkReplicas, "replaying the primary's journal gives applied %d hash %#x; it reported %d %#x",
+			r.applied, r.hash, ps.Applied, ps.StateHash)
+	}
+
+	// Answers: each (session, id) answered is in the history, with the
+	// same result the history produces.
+	lc.mu.Lock()
+	results := slices.Clone(lc.results)
+	lc.mu.Unlock()
+	for _, res := range results {
+		if r.records[res.ClientOrderID] == 0 {
+			f.add(checkInHistory, "order %d answered %s (duplicate %v) but not in the final journal", res.ClientOrderID, kindName(res.Kind), res.Duplicate)
+			continue
+		}
+		got := r.results[res.ClientOrderID]
+		if len(got) == 0 || got[0].Kind != res.Kind {
+			f.add(checkInHistory, "order %d answered %s; the final history answers %v", res.ClientOrderID, kindName(res.Kind), got)
+		}
+	}
+	resent := 0
+	for id, n := range r.records {
+		if n > 1 {
+			resent++
+		}
+		if k := len(r.results[id]); k > 1 {
+			f.add(checkAppliedOnce, "order %d has %d results in the final history: %v", id, k, r.results[id])
+		}
+	}
+
+	// Every output the client received (acks, rejects, executions,
+	// cancels, duplicates as their original) is in the final history.
+	seen := lc.tap.snapshot()
+	for _, s := range seen {
+		o := s.o
+		if o.Kind == engine.KindMarketData {
+			continue
+		}
+		if o.Kind == engine.KindDuplicate {
+			o.Kind, o.Original = o.Original, 0
+		}
+		if r.outputs[o] == 0 {
+			f.add(checkIdentical, "%s of order %d (order id %d, trade %d) from node %d epoch %d is not in the final history",
+				kindName(s.o.Kind), o.ClientOrderID, o.OrderID, o.TradeID, s.node, s.epoch)
+		}
+	}
+
+	// Market data: no seq twice, each equal to the history's, increasing.
+	mds := md.snapshot()
+	count := map[uint64]int{}
+	var last uint64
+	for _, s := range mds {
+		o := s.o
+		if o.Kind != engine.KindMarketData {
+			continue
+		}
+		count[o.MDSeq]++
+		if count[o.MDSeq] == 2 {
+			f.add(checkMDDuplicate, "md seq %d received twice (now from node %d epoch %d)", o.MDSeq, s.node, s.epoch)
+		}
+		if o.MDSeq == 0 || o.MDSeq > uint64(len(r.md)) || r.md[o.MDSeq-1] != o {
+			f.add(checkMDReuse, "md seq %d from node %d epoch %d differs from the final history's", o.MDSeq, s.node, s.epoch)
+		}
+		if o.MDSeq <= last {
+			f.add(checkMDMonotonic, "md seq %d from node %d epoch %d after seq %d", o.MDSeq, s.node, s.epoch, last)
+		}
+		last = max(last, o.MDSeq)
+	}
+	t.Logf("verified: %d answers, %d outputs received, %d journaled twice (resends), %d market-data messages received of %d in the history; findings: %v",
+		len(results), len(seen), resent, len(count), len(r.md), f)
+	return f
+}
+
+func kindName(k engine.OutputKind) string {
+	switch k {
+	case engine.KindAck:
+		return "ack"
+	case engine.KindReject:
+		return "reject"
+	case engine.KindExecution:
+		return "execution"
+	case engine.KindCancelled:
+		return "cancelled"
+	case engine.KindMarketData:
+		return "market data"
+	case engine.KindDuplicate:
+		return "duplicate"
+	}
+	return fmt.Sprintf("kind %d", k)
+}
+
+// requireClean fails the test for every finding.
+func requireClean(t *testing.T, f *findings) {
+	t.Helper()
+	if len(f.count) != 0 {
+		t.Errorf("checks violated:%v", f)
+	}
+}
+
+// sentAfter counts the outputs in seen that node sent at epoch and that
+// arrived after at (by the test's clock, for timelines: a descheduled
+// test process stamps late, so checks use arrival order or seqs).
+func sentAfter(seen []seenOutput, node uint32, epoch uint64, at time.Time) (n int, first time.Time) {
+	for _, s := range seen {
+		if s.node == node && s.epoch == epoch && s.at.After(at) {
+			if n == 0 {
+				first = s.at
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// arrivedAfterNewEpoch counts the outputs node sent at epoch that arrived,
+// in socket order, after the first output of a later epoch: the new
+// primary releases only after the witness granted it the lease, so after
+// the old lease ended; an old-epoch output behind it was sent after that.
+func arrivedAfterNewEpoch(seen []seenOutput, node uint32, epoch uint64) (n int, first seenOutput) {
+	newer := false
+	for _, s := range seen {
+		if s.epoch > epoch {
+			newer = true
+			continue
+		}
+		if newer && s.node == node && s.epoch == epoch {
+			if n == 0 {
+				first = s
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// releasedAbove counts the outputs node sent at epoch in frames whose seq
+// is above released: with the release watermark stuck at released, every
+// output up to it left before, so such a frame left after.
+func releasedAbove(seen []seenOutput, node uint32, epoch, released uint64) (n int, first seenOutput) {
+	for _, s := range seen {
+		if s.node == node && s.epoch == epoch && s.seq > released {
+			if n == 0 {
+				first = s
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// firstFrom is the arrival of the first output seen from node at epoch.
+func firstFrom(seen []seenOutput, node uint32, epoch uint64) (time.Time, bool) {
+	for _, s := range seen {
+		if s.node == node && s.epoch == epoch {
+			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// lastBefore is the arrival of the last output seen before at.
+func lastBefore(seen []seenOutput, at time.Time) time.Time {
+	var last time.Time
+	for _, s := range seen {
+		if s.at.Before(at) {
+			last = s.at
+		}
+	}
+	return last
+}
+
+// logLine is one parsed slog text line.
+type logLine struct {
+	at     time.Time
+	fields map[string]string
+}
+
+// findLog returns the first line of log whose msg starts with msg,
+// parsed. Values are key=value or key="quoted value".
+func findLog(log, msg string) (logLine, bool) { return findLogAfter(log, msg, time.Time{}) }
+
+// findLogAfter is findLog for lines logged at or after after (log times
+// have millisecond precision, so a line up to 1 ms before counts).
+func findLogAfter(log, msg string, after time.Time) (logLine, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "msg="+msg) && !strings.Contains(line, `msg="`+msg) {
+			continue
+		}
+		l := logLine{fields: map[string]string{}}
+		rest := line
+		for rest != "" {
+			rest = strings.TrimLeft(rest, " ")
+			key, after, ok := strings.Cut(rest, "=")
+			if !ok {
+				break
+			}
+			var val string
+			if strings.HasPrefix(after, `"`) {
+				if uq, err := strconv.QuotedPrefix(after); err == nil {
+					val, _ = strconv.Unquote(uq)
+					rest = after[len(uq):]
+				} else {
+					val, rest = after, ""
+				}
+			} else {
+				val, rest, _ = strings.Cut(after, " ")
+			}
+			l.fields[key] = val
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, l.fields["time"]); err == nil {
+			l.at = ts
+		}
+		if !after.IsZero() && l.at.Before(after.Add(-time.Millisecond)) {
+			continue
+		}
+		return l, true
+	}
+	return logLine{}, false
+}
+
+// duration parses a logged duration field ("" when missing).
+func (l logLine) duration(key string) time.Duration {
+	d, _ := time.ParseDuration(l.fields[key])
+	return d
+}
+
+// ms formats a duration in milliseconds for the timeline.
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// rel formats at relative to ref for the timeline, signed, or "absent"
+// when the event did not happen.
+func rel(at, ref time.Time) string {
+	if at.IsZero() {
+		return "absent"
+	}
+	return fmt.Sprintf("%+.1f ms", float64(at.Sub(ref))/float64(time.Millisecond))
+}
+
+// statusAfter reads m's status written after at (statuses are rewritten
+// every 100 ms by a running node).
+func statusAfter(t *testing.T, m *member, at time.Time) status {
+	t.Helper()
+	var st status
+	waitFor(t, 5*time.Second, fmt.Sprintf("node %d status after %v", m.id, at.Format(time.StampMilli)), func() bool {
+		fi, err := os.Stat(filepath.Join(m.dir, "status.json"))
+		if err != nil || !fi.ModTime().After(at) {
+			return false
+		}
+		s, ok := readStatus(m.dir)
+		st = s
+		return ok
+	})
+	return st
+}
