@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/arbiter/witness"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/witness"
 )
 
 // Options configure a Client.

@@ -9,11 +9,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/arbiter/witness"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/witness"
 )
 
 // startWitness runs a witness on loopback with lease cfg.

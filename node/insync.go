@@ -4,8 +4,8 @@ import (
 	"slices"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/arbiter/witness"
 	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/witness"
 )
 
 // The in-sync set (Kafka's ISR) lives at the witness, versioned with the

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/arbiter/witness"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/gating"
@@ -18,6 +17,7 @@ import (
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/witness"
 )
 
 // assignMask sizes the ring of assign times (64k seqs in flight).

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/arbiter/witness"
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/witness"
 )
 
 func runWitness(args []string) error {
