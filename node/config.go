@@ -108,10 +108,15 @@ type Config struct {
 	Idle    bus.Idle
 	Tuning  bus.Tuning
 
-	TickInterval      time.Duration
-	HashEvery         uint64
-	SnapshotEvery     uint64
-	AckIntervalNs     int64
+	TickInterval  time.Duration
+	HashEvery     uint64
+	SnapshotEvery uint64
+	AckIntervalNs int64
+	// AckDelayNs batches a standby's acks: 0 (the default) acks after
+	// every received batch, which is what the gated latency needs; > 0
+	// sends at most one ack per AckDelayNs (fewer datagrams, later
+	// releases).
+	AckDelayNs        int64
 	OutputSlotBytes   int
 	PublisherCapacity int
 	MaxSessions       int

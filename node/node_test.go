@@ -219,3 +219,27 @@ func TestGateHoldsWithoutStandbyAck(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestAckDelayBatchesAcks: with AckDelayNs a standby sends far fewer acks,
+// and everything is still released.
+func TestAckDelayBatchesAcks(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	c.start(1, nil)
+	const delay = 20 * time.Millisecond
+	c.start(2, func(cfg *Config) { cfg.AckDelayNs = int64(delay) })
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 5_000, Count: 5_000, Seed: 2, Drain: 10 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("load: %v %+v", err, rep)
+	}
+	st := c.nodes[2].Status()
+	up := time.Duration(st.UptimeNs)
+	bound := uint64(up/delay + up/time.Duration(DefaultAckIntervalNs) + 10)
+	if st.Node.AcksSent > bound {
+		t.Fatalf("%d acks in %v with a %v ack delay (bound %d)", st.Node.AcksSent, up, delay, bound)
+	}
+	t.Logf("%d acks in %v (bound %d)", st.Node.AcksSent, up, bound)
+}

@@ -191,6 +191,9 @@ func (n *Node) maybeAck(now int64, periodic bool) {
 	if ack == n.lastAckSent && !(periodic && now-n.lastAckNs >= n.cfg.AckIntervalNs) {
 		return
 	}
+	if ack != n.lastAckSent && n.cfg.AckDelayNs > 0 && now-n.lastAckNs < n.cfg.AckDelayNs {
+		return // batched: the ticker sends it once the delay has passed
+	}
 	a := wire.Ack{Origin: n.origin(), Seq: ack}
 	n.frameBuf = a.Append(n.frameBuf[:0])
 	n.send(n.frameBuf, n.primaryAddr)

@@ -100,6 +100,7 @@ func runNode(args []string) error {
 	renew := fs.Duration("renew", time.Duration(arbiter.DefaultRenewIntervalNs), "renew the lease this often")
 	margin := fs.Duration("margin", time.Duration(arbiter.DefaultMarginNs), "stop releasing this long before the lease ends")
 	retry := fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
+	ackDelay := fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
 	insyncTimeout := fs.Duration("insync-timeout", time.Duration(node.DefaultInSyncTimeoutNs), "a standby silent this long leaves the in-sync set (via the witness)")
 	minInSync := fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
 	noFencing := fs.Bool("unsafe-no-fencing", false, "UNSAFE, for drills only: accept stale epochs and never step down")
@@ -150,6 +151,7 @@ func runNode(args []string) error {
 		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
 	}
 	cfg.InSyncTimeoutNs, cfg.MinInSync = int64(*insyncTimeout), *minInSync
+	cfg.AckDelayNs = int64(*ackDelay)
 	cfg.Unsafe = node.Unsafe{NoFencing: *noFencing, NoGating: *noGating}
 	cfg.StatusFile = *status
 	if cfg.StatusFile == "" {
