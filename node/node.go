@@ -62,6 +62,7 @@ type Node struct {
 	wc                 *witness.Client
 	lastNewEpochNs     int64
 	lastPrimaryNs      int64
+	lastEpochAskNs     int64
 	promotedNs         int64
 	firstReleaseLogged bool
 	isr                inSyncState

@@ -101,6 +101,11 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		if f.Epoch != n.epoch {
 			n.stats.DropStaleEpoch++
+			if f.Epoch < n.epoch && now-n.lastNewEpochNs > 1_000_000 {
+				// A standby still on an older epoch: repeat NEW_EPOCH now.
+				n.lastNewEpochNs = 0
+				n.primaryAnnounce(now)
+			}
 			return
 		}
 		n.gate.OnAck(f.Node, f.Seq, now)

@@ -63,6 +63,7 @@ func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
 	}
 	if f.Epoch > n.epoch {
 		n.stats.DropAwaitingNewEpoch++
+		n.askForNewEpoch(f.Node, now)
 		return false
 	}
 	return n.learnPrimary(f.Node, now)
@@ -246,4 +247,19 @@ func (n *Node) historyEpochOf(seq uint64) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// askForNewEpoch tells a primary of a newer epoch that we still follow an
+// older one (an ACK stamped with our epoch), so it repeats its NEW_EPOCH
+// at once instead of at its next 100 ms repeat. At most once a
+// millisecond.
+func (n *Node) askForNewEpoch(id uint32, now int64) {
+	addr, ok := n.cfg.Peers[id]
+	if !ok || now-n.lastEpochAskNs < 1_000_000 {
+		return
+	}
+	n.lastEpochAskNs = now
+	a := wire.Ack{Origin: n.origin(), Seq: n.win.Ack()}
+	n.frameBuf = a.Append(n.frameBuf[:0])
+	n.send(n.frameBuf, addr)
 }

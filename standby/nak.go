@@ -208,6 +208,12 @@ func (s *NakScheduler) OnRetransmit(from, to uint64, nowNs int64) {
 		return
 	}
 	t := &s.table[i]
+	// Progress on a range: the primary answers a large NAK in bounded
+	// bursts, so ask for the rest one back-off from now, not after a
+	// back-off that doubled while the answer was arriving (ACK clocking,
+	// as TCP does). Still never sooner than MinBackoffNs.
+	t.attempts = min(t.attempts, 1)
+	t.dueNs = min(t.dueNs, nowNs+s.backoff(1))
 	if !t.rtt || nowNs < t.lastNakNs {
 		return
 	}

@@ -166,3 +166,34 @@ func TestNakZeroAllocs(t *testing.T) {
 		t.Fatalf("%v allocs", a)
 	}
 }
+
+// TestNakProgressResetsBackoff: while a large gap is being answered in
+// bursts, each burst brings the next NAK for the rest one base back-off
+// away instead of a doubled one.
+func TestNakProgressResetsBackoff(t *testing.T) {
+	s := NewNakScheduler(NakConfig{DelayMaxNs: 1, InitialRttNs: 10_000, MinBackoffNs: 5000, MaxBackoffNs: 1_000_000, Seed: 9})
+	var dst [16]Range
+	gap := []Range{{1, 10_000}}
+	s.Poll(gap, 0, dst[:0:0])
+	now := int64(10)
+	for i := 0; i < 5; i++ { // escalate: 20, 40, 80, 160, 320 µs
+		if len(s.Poll(gap, now, dst[:0])) != 1 {
+			t.Fatalf("attempt %d not sent at %d", i, now)
+		}
+		if i < 4 {
+			now += s.backoff(uint32(i + 1))
+		}
+	}
+	// Mid-wait (320 µs), a burst answers 1..64; the rest is due one base
+	// back-off later.
+	now += 1000
+	s.OnRetransmit(1, 64, now)
+	gap = []Range{{65, 10_000}}
+	base := s.backoff(1)
+	if got := s.Poll(gap, now+base-1, dst[:0]); len(got) != 0 {
+		t.Fatal("asked again before the base back-off")
+	}
+	if got := s.Poll(gap, now+base, dst[:0]); len(got) != 1 {
+		t.Fatalf("the rest was not asked for one base back-off after progress (%d ns)", base)
+	}
+}
