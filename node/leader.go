@@ -86,6 +86,15 @@ func (n *Node) leaseChanged(now int64) {
 // applied+1, announce NEW_EPOCH with the fork point.
 func (n *Node) promote(epoch uint64, now int64) {
 	detectNs := now - n.lastPrimaryNs
+	// Drain: the window applies every contiguous message as it arrives,
+	// so what is left is to make what we applied durable before leading.
+	drainStart := n.nowNs()
+	if err := n.j.Sync(); err != nil {
+		n.cfg.Log.Error("promotion: journal sync failed; not leading", "err", err)
+		return
+	}
+	drainNs := n.nowNs() - drainStart
+	promoteStart := n.nowNs()
 	applied := n.eng.AppliedSeq()
 	prev, _ := n.j.EpochAt(applied)
 	if applied == 0 || prev >= epoch {
@@ -106,7 +115,9 @@ func (n *Node) promote(epoch uint64, now int64) {
 	n.cfg.Log.Info("PROMOTED",
 		"epoch", epoch, "from_seq", applied+1, "prev_epoch", prev,
 		"since_last_primary_frame", time.Duration(detectNs),
-		"lease_acquired_in", time.Duration(now-n.keeper.View().SentAtNs))
+		"lease_acquired_in", time.Duration(now-n.keeper.View().SentAtNs),
+		"drain", time.Duration(drainNs),
+		"promotion", time.Duration(n.nowNs()-promoteStart))
 }
 
 // stepDown stops leading: nothing more is released or sequenced; queued
