@@ -105,8 +105,11 @@ type Config struct {
 	Network Network
 
 	Journal journal.Options
-	Idle    bus.Idle
-	Tuning  bus.Tuning
+	// FS holds the journal; nil means the real filesystem (tests inject
+	// journal.MemFS to fail or crash the disk).
+	FS     journal.FS
+	Idle   bus.Idle
+	Tuning bus.Tuning
 
 	TickInterval  time.Duration
 	HashEvery     uint64
@@ -162,6 +165,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Tuning.RecvBufferBytes == 0 {
 		c.Tuning.RecvBufferBytes = DefaultRecvBufferBytes
+	}
+	if c.FS == nil {
+		c.FS = journal.OSFS{}
 	}
 	if c.Network == nil {
 		c.Network = UDPNetwork{Tuning: c.Tuning}

@@ -1,11 +1,9 @@
 package node
 
 import (
-	"errors"
 	"net/netip"
 	"time"
 
-	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -22,7 +20,8 @@ func (n *Node) leaseTick(now int64) {
 		return
 	}
 	// Ask to lead only with the whole state at hand.
-	n.keeper.SetWantLead(n.role == RolePrimary || !n.fetch.Active())
+	// A node whose journal failed must not hold the lease: let it lapse.
+	n.keeper.SetWantLead(!n.journalBroken && (n.role == RolePrimary || !n.fetch.Active()))
 	if pkt, ok := n.wc.Tick(now); ok {
 		n.send(pkt, n.cfg.Witness)
 	}
@@ -253,8 +252,6 @@ func (n *Node) epochOf(seq uint64) uint64 {
 	return max(e, n.j.HighestEpoch())
 }
 
-var errNotLeading = errors.New("node: not leading")
-
 // leaseView reports the lease as the node sees it, for status.
 func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64) {
 	if n.keeper == nil {
@@ -264,5 +261,3 @@ func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64)
 	end := v.SentAtNs + v.DurationNs
 	return n.keeper.MayLead(now), max(end-now, 0), v.Epoch
 }
-
-var _ = arbiter.NodeNone

@@ -3,7 +3,6 @@ package node
 import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -66,6 +65,7 @@ type Node struct {
 	promotedNs         int64
 	firstReleaseLogged bool
 	isr                inSyncState
+	journalBroken      bool // an append failed: never lead again in this process
 	historyEpochs      []historyEpoch
 
 	// primary
@@ -170,7 +170,7 @@ func (n *Node) nowNs() int64 { return int64(time.Since(n.start)) }
 
 // recover opens the journal and rebuilds the state machine from it.
 func (n *Node) recover() error {
-	j, rec, err := journal.Open(journal.OSFS{}, n.cfg.Dir, n.cfg.Journal)
+	j, rec, err := journal.Open(n.cfg.FS, n.cfg.Dir, n.cfg.Journal)
 	if err != nil {
 		return fmt.Errorf("node: open journal %s: %w", n.cfg.Dir, err)
 	}
@@ -411,9 +411,14 @@ func (n *Node) syncLoop() {
 			continue
 		}
 		if err := n.j.Sync(); err != nil {
-			n.cfg.Log.Error("journal sync failed; node stops releasing", "err", err)
+			// The journal is failed for good (it needs a reopen): nothing
+			// more becomes durable, so nothing more is released or
+			// acknowledged. Logged once, counted every time.
 			n.mu.Lock()
 			n.stats.SyncErrors++
+			if n.stats.SyncErrors == 1 {
+				n.cfg.Log.Error("journal sync failed; nothing more becomes durable: restart the node", "err", err)
+			}
 			n.mu.Unlock()
 			continue
 		}
@@ -497,5 +502,3 @@ func (n *Node) Role() Role {
 	defer n.mu.Unlock()
 	return n.role
 }
-
-var errClosed = errors.New("node: closed")

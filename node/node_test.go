@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -242,4 +243,47 @@ func TestAckDelayBatchesAcks(t *testing.T) {
 		t.Fatalf("%d acks in %v with a %v ack delay (bound %d)", st.Node.AcksSent, up, delay, bound)
 	}
 	t.Logf("%d acks in %v (bound %d)", st.Node.AcksSent, up, bound)
+}
+
+// TestSyncFailureStopsReleases: when the primary's disk refuses fsync,
+// nothing more becomes durable, so nothing more is released, and the node
+// says so (counted, logged once) instead of releasing undurable outputs.
+func TestSyncFailureStopsReleases(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	disk := journal.NewMemFS()
+	c.start(1, func(cfg *Config) { cfg.FS = disk; cfg.Journal.Policy = journal.SyncAlways })
+	c.start(2, nil)
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	order := &engine.Request{Op: engine.OpNewOrder, Side: engine.Buy, Type: engine.Limit, Price: 10, Qty: 1}
+	submitAndWait := func(n int) {
+		for i := 0; i < n; i++ {
+			if _, err := cl.Submit(order); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	submitAndWait(5)
+	deadline := time.Now().Add(5 * time.Second)
+	for cl.Stats().Answered < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("not released with a healthy disk")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	disk.SetSyncError(errors.New("disk on fire"))
+	submitAndWait(5)
+	for c.nodes[1].Status().Applied < 10 {
+		if time.Now().After(deadline) {
+			t.Fatal("not applied")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	st := c.nodes[1].Status()
+	if st.Released != 5 || cl.Stats().Answered != 5 || st.Node.SyncErrors == 0 {
+		t.Fatalf("released %d, answered %d, sync errors %d after the disk failed", st.Released, cl.Stats().Answered, st.Node.SyncErrors)
+	}
 }

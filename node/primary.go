@@ -181,10 +181,15 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 }
 
 // journalFailed handles an append that failed: the node must not release
-// or acknowledge anything past what the journal holds, so it stops leading
-// here (a later step-down rejoins as a standby).
+// or acknowledge anything past what the journal holds, so it stops
+// releasing and sequencing for the rest of this process's life (logged
+// once; the lease lapses and a standby takes over).
 func (n *Node) journalFailed(err error) {
 	n.stats.JournalErrors++
+	if n.journalBroken {
+		return
+	}
+	n.journalBroken = true
 	if errors.Is(err, journal.ErrStaleEpoch) {
 		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.epoch, "err", err)
 	} else {
@@ -350,7 +355,7 @@ func (n *Node) flushMarketData() {
 // mayLeadNow re-checks the lease against the clock now, and updates the
 // gate when it has lapsed (dropping what is queued).
 func (n *Node) mayLeadNow(now int64) bool {
-	if n.role != RolePrimary {
+	if n.role != RolePrimary || n.journalBroken {
 		return false
 	}
 	if n.keeper == nil || n.cfg.Unsafe.NoFencing {

@@ -34,8 +34,13 @@ func (n *Node) becomeStandby() error {
 // follows the journal's durable watermark, never the window alone.
 func (n *Node) applyFromWindow(seq uint64, payload []byte) {
 	if err := n.j.Append(n.epochOf(seq), seq, payload, n.nowNs()); err != nil {
+		// The ack follows the journal, so it stops here; this node must
+		// not be promoted either. Logged once.
 		n.stats.JournalErrors++
-		n.cfg.Log.Error("standby journal append failed", "seq", seq, "err", err)
+		if !n.journalBroken {
+			n.journalBroken = true
+			n.cfg.Log.Error("standby journal append failed; acks stop, will not lead", "seq", seq, "err", err)
+		}
 		return
 	}
 	n.eng.Apply(seq, payload, nil)
