@@ -184,6 +184,12 @@ func (k *Keeper) OnDeny(requestID uint64, holder NodeID, epoch uint64, remaining
 	return true
 }
 
+// UnsafeRestamp moves the current view's start to nowNs, as if the lease
+// were timed from the grant's arrival instead of the request's send. It
+// breaks the lease's safety and exists only so the simulator can prove its
+// checker catches that mistake; nothing in a production path calls it.
+func (k *Keeper) UnsafeRestamp(nowNs int64) { k.view.SentAtNs = nowNs }
+
 // MayLead reports whether this node may act as leader at nowNs (its own
 // monotonic clock): MayLead(View(), nowNs, MarginNs).
 func (k *Keeper) MayLead(nowNs int64) bool { return MayLead(k.view, nowNs, k.cfg.MarginNs) }

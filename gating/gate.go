@@ -260,6 +260,10 @@ func (g *Gate) advance() {
 	}
 }
 
+// RequiredAck returns the ack the in-sync set requires now (see
+// requiredAck), for observers and invariant checkers.
+func (g *Gate) RequiredAck() (ack uint64, ok bool) { return g.requiredAck() }
+
 // requiredAck returns the highest seq that enough in-sync standbys have
 // acknowledged, or ok false when the set is smaller than MinInSync. An empty
 // set (allowed by MinInSync 0) requires nothing: math.MaxUint64.

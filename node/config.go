@@ -133,6 +133,12 @@ type Config struct {
 	StatusFile string
 
 	Log *slog.Logger
+
+	// Clock, when set, replaces Go's monotonic clock (a simulator's
+	// clock); Observer, when set, sees every apply and release. See
+	// drive.go.
+	Clock    Clock
+	Observer Observer
 }
 
 // ErrConfig is returned for an unusable configuration.
@@ -211,4 +217,9 @@ type Unsafe struct {
 	// NoGating: a primary releases outputs as soon as it has applied the
 	// command, before any standby has it and before it is durable.
 	NoGating bool
+	// LeaseFromReply: the lease is timed from when the grant arrived, not
+	// from when the request was sent, so a delayed grant makes the node
+	// believe in a lease the witness already counts as expired. Test-only
+	// (the simulator's mutation tests); no flag sets it.
+	LeaseFromReply bool
 }

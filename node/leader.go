@@ -34,10 +34,13 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.DropUnexpected++
 		return
 	}
-	r, _, err := n.wc.OnDatagram(pkt)
+	r, used, err := n.wc.OnDatagram(pkt)
 	if err != nil {
 		n.stats.countDrop(err)
 		return
+	}
+	if used && r.Granted() && n.cfg.Unsafe.LeaseFromReply {
+		n.keeper.UnsafeRestamp(now) // UNSAFE (mutation test)
 	}
 	n.onWitnessSet(&r, now)
 	n.leaseChanged(now)

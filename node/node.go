@@ -166,7 +166,12 @@ func New(cfg Config) (*Node, error) {
 
 // nowNs is monotonic nanoseconds since the node started (Go's monotonic
 // clock; never the wall clock).
-func (n *Node) nowNs() int64 { return int64(time.Since(n.start)) }
+func (n *Node) nowNs() int64 {
+	if n.cfg.Clock != nil {
+		return n.cfg.Clock.NowNs()
+	}
+	return int64(time.Since(n.start))
+}
 
 // recover opens the journal and rebuilds the state machine from it.
 func (n *Node) recover() error {
@@ -201,13 +206,19 @@ func (n *Node) rebuildState() error {
 	if err != nil {
 		return err
 	}
+	if o := n.cfg.Observer; o != nil {
+		o.Rebuilt(n.cfg.ID, snapSeq)
+	}
 	j := n.j
 	if _, last := j.Last(); last > snapSeq {
 		if j.First() > snapSeq+1 {
 			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
 		}
-		err := j.ReadFrom(snapSeq+1, func(_, seq uint64, payload []byte) bool {
+		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
 			eng.Apply(seq, payload, nil)
+			if o := n.cfg.Observer; o != nil {
+				o.Applied(n.cfg.ID, epoch, seq, payload)
+			}
 			return true
 		})
 		if err != nil {
@@ -368,13 +379,7 @@ func (n *Node) tickLoop() {
 		case <-t.C:
 			n.mu.Lock()
 			if !n.closed {
-				now := n.nowNs()
-				n.leaseTick(now)
-				if n.role == RolePrimary {
-					n.primaryTick(now)
-				} else {
-					n.standbyTick(now)
-				}
+				n.tickLocked(n.nowNs())
 			}
 			n.mu.Unlock()
 		case <-status.C:
@@ -411,14 +416,8 @@ func (n *Node) syncLoop() {
 			continue
 		}
 		if err := n.j.Sync(); err != nil {
-			// The journal is failed for good (it needs a reopen): nothing
-			// more becomes durable, so nothing more is released or
-			// acknowledged. Logged once, counted every time.
 			n.mu.Lock()
-			n.stats.SyncErrors++
-			if n.stats.SyncErrors == 1 {
-				n.cfg.Log.Error("journal sync failed; nothing more becomes durable: restart the node", "err", err)
-			}
+			n.syncFailedLocked(err)
 			n.mu.Unlock()
 			continue
 		}

@@ -169,6 +169,9 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 		n.applySeq = seq
 		n.assignNs[seq&assignMask] = now
 		n.eng.Apply(seq, cmd, &n.emitter)
+		if o := n.cfg.Observer; o != nil {
+			o.Applied(n.cfg.ID, n.epoch, seq, cmd)
+		}
 		n.gate.SetApplied(seq)
 		n.stats.Commands++
 		if seq%n.cfg.HashEvery == 0 {
@@ -279,6 +282,7 @@ func (n *Node) release(now int64) {
 	if !n.mayLeadNow(now) {
 		return
 	}
+	before := n.gate.Released()
 	if gating.Publish(n.gate, n.pub, n.emitReleased) > 0 {
 		n.flushOutputs()
 		if !n.firstReleaseLogged && n.promotedNs != 0 {
@@ -287,6 +291,15 @@ func (n *Node) release(now int64) {
 		}
 	}
 	n.stats.Released = n.gate.Released()
+	if o := n.cfg.Observer; o != nil && n.gate.Released() > before {
+		ack, ok := n.gate.RequiredAck()
+		o.Released(ReleaseEvent{
+			Node: n.cfg.ID, Epoch: n.epoch, Released: n.gate.Released(),
+			Applied: n.eng.AppliedSeq(), Durable: n.j.Durable(),
+			RequiredAck: ack, RequiredOK: ok,
+			LeaseHeld: n.keeper == nil || n.keeper.MayLead(now),
+		})
+	}
 	n.recordReleases(now)
 }
 

@@ -197,6 +197,9 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 		n.cfg.Log.Error("snapshot store failed", "seq", seq, "err", err)
 	}
 	n.win.ResetTo(seq)
+	if o := n.cfg.Observer; o != nil {
+		o.Installed(n.cfg.ID, seq)
+	}
 	n.stats.SnapshotsInstalled++
 	n.stats.Applied = seq
 	n.cfg.Log.Info("snapshot installed", "seq", seq, "bytes", len(data))

@@ -33,7 +33,8 @@ func (n *Node) becomeStandby() error {
 // applyFromWindow is the window's ApplyFunc: journal, then apply. The ack
 // follows the journal's durable watermark, never the window alone.
 func (n *Node) applyFromWindow(seq uint64, payload []byte) {
-	if err := n.j.Append(n.epochOf(seq), seq, payload, n.nowNs()); err != nil {
+	epoch := n.epochOf(seq)
+	if err := n.j.Append(epoch, seq, payload, n.nowNs()); err != nil {
 		// The ack follows the journal, so it stops here; this node must
 		// not be promoted either. Logged once.
 		n.stats.JournalErrors++
@@ -44,6 +45,9 @@ func (n *Node) applyFromWindow(seq uint64, payload []byte) {
 		return
 	}
 	n.eng.Apply(seq, payload, nil)
+	if o := n.cfg.Observer; o != nil {
+		o.Applied(n.cfg.ID, epoch, seq, payload)
+	}
 	n.stats.Applied = seq
 	if seq%n.cfg.HashEvery == 0 {
 		if !n.hashes.Local(seq, n.eng.StateHash()) {

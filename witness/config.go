@@ -42,6 +42,18 @@ type Config struct {
 	// nil discards them. Per-datagram drops are never logged, only
 	// counted, so a flood cannot fill a disk.
 	Logger *slog.Logger
+	// Unsafe disables a safety rule. It exists for the simulator's
+	// mutation tests (package sim), which prove the checker catches the
+	// anomaly; no command-line flag sets it.
+	Unsafe Unsafe
+}
+
+// Unsafe holds the witness's test-only switches.
+type Unsafe struct {
+	// NoQuarantine: a restarted witness grants at once instead of waiting
+	// one lease duration, so it can grant a new holder while the old
+	// holder's lease (granted before the restart) is still live.
+	NoQuarantine bool
 }
 
 // DefaultConfig returns arbiter.DefaultConfig() and witness node ID 0.

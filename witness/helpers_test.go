@@ -50,7 +50,7 @@ type memStore struct {
 	onStore func(epoch uint64)
 }
 
-func (m *memStore) load() (arbiter.PersistentState, bool, error) {
+func (m *memStore) Load() (arbiter.PersistentState, bool, error) {
 	st := m.state
 	if st == (arbiter.PersistentState{}) {
 		st.Epoch = m.epoch
@@ -58,7 +58,7 @@ func (m *memStore) load() (arbiter.PersistentState, bool, error) {
 	return st, m.found, nil
 }
 
-func (m *memStore) store(state arbiter.PersistentState) error {
+func (m *memStore) Save(state arbiter.PersistentState) error {
 	if m.onStore != nil {
 		m.onStore(state.Epoch)
 	}
@@ -72,7 +72,7 @@ func (m *memStore) store(state arbiter.PersistentState) error {
 }
 
 // newTestServer builds a handle-only server (no socket) over store.
-func newTestServer(t testing.TB, store stateStore) *Server {
+func newTestServer(t testing.TB, store Store) *Server {
 	t.Helper()
 	s, err := newServer(testConfig(), nil, store)
 	if err != nil {

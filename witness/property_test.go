@@ -114,7 +114,7 @@ func TestPropertySafety(t *testing.T) {
 }
 
 // mustServer is newTestServer for rapid, whose T is not a testing.TB.
-func mustServer(rt *rapid.T, store stateStore) *Server {
+func mustServer(rt *rapid.T, store Store) *Server {
 	s, err := newServer(testConfig(), nil, store)
 	if err != nil {
 		rt.Fatal(err)

@@ -30,7 +30,7 @@ const receiveErrorBackoff = time.Millisecond
 type Server struct {
 	cfg   Config
 	conn  bus.Conn
-	store stateStore
+	store Store
 	log   *slog.Logger
 	// start is the one wall-clock reading; every later time is
 	// time.Since(start), which Go computes from the monotonic clock.
@@ -94,9 +94,33 @@ func New(cfg Config, conn bus.Conn, dir string) (*Server, error) {
 	return newServer(cfg, conn, &fileStore{dir: dir})
 }
 
+// NewCore builds a witness without a socket or a clock, for a
+// deterministic simulator: the caller owns time (nowNs, the witness's
+// monotonic clock at construction) and delivery, calls Handle for each
+// datagram and sends the reply itself. Its state lives in store. Start must
+// not be called on it.
+func NewCore(cfg Config, store Store, nowNs int64) (*Server, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrConfig)
+	}
+	return newServerAt(cfg, nil, store, nowNs)
+}
+
+// Handle answers one datagram received from `from` at nowNs; see handle.
+// The reply aliases a buffer that the next call reuses.
+func (s *Server) Handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
+	return s.handle(pkt, from, nowNs)
+}
+
 // newServer builds a server over any epoch store. conn may be nil for a
 // server that is only driven through handle (tests, fuzzing).
-func newServer(cfg Config, conn bus.Conn, store stateStore) (*Server, error) {
+func newServer(cfg Config, conn bus.Conn, store Store) (*Server, error) {
+	return newServerAt(cfg, conn, store, -1)
+}
+
+// newServerAt is newServer with the construction time given (nowNs < 0:
+// read the monotonic clock).
+func newServerAt(cfg Config, conn bus.Conn, store Store, nowNs int64) (*Server, error) {
 	arb, err := arbiter.NewArbiter(cfg.Arbiter)
 	if err != nil {
 		return nil, err
@@ -116,14 +140,22 @@ func newServer(cfg Config, conn bus.Conn, store stateStore) (*Server, error) {
 		reply:     make([]byte, 0, wire.HeaderLen+64+4*wire.MaxMembers),
 		done:      make(chan struct{}),
 	}
-	state, found, err := store.load()
+	state, found, err := store.Load()
 	if err != nil {
 		return nil, err
 	}
 	if found {
 		// The old lease may still be live somewhere: grant nothing for one
 		// lease duration, then epochs above the persisted one.
-		if err := s.arb.Restore(state, s.observe(s.nowNs())); err != nil {
+		if nowNs < 0 {
+			nowNs = s.nowNs()
+		}
+		restoreAt := s.observe(nowNs)
+		if cfg.Unsafe.NoQuarantine {
+			// UNSAFE (mutation test): as if the quarantine already ran.
+			restoreAt -= cfg.Arbiter.LeaseDurationNs
+		}
+		if err := s.arb.Restore(state, restoreAt); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCorruptState, err)
 		}
 		s.durableEpoch, s.durableInSyncVersion, s.durableInSync = state.Epoch, state.InSyncVersion, state.Members
@@ -334,7 +366,7 @@ func (s *Server) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 
 // persist makes state durable and reports success.
 func (s *Server) persist(state arbiter.PersistentState) bool {
-	if err := s.store.store(state); err != nil {
+	if err := s.store.Save(state); err != nil {
 		s.stats.PersistFailures++
 		if !s.persistFailing {
 			s.log.Error("witness: grant withheld, state not persisted", "epoch", state.Epoch, "in_sync_version", state.InSyncVersion, "err", err)

@@ -53,15 +53,15 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// stateStore persists the arbiter's PersistentState. The file store is the
+// Store persists the arbiter's PersistentState. The file store is the
 // real one; tests inject stores that fail or count.
-type stateStore interface {
-	// load returns the persisted state and found=true, or found=false when
+type Store interface {
+	// Load returns the persisted state and found=true, or found=false when
 	// nothing was ever persisted (a fresh directory).
-	load() (state arbiter.PersistentState, found bool, err error)
-	// store durably records state; when it returns nil, a crash at any
+	Load() (state arbiter.PersistentState, found bool, err error)
+	// Save durably records state; when it returns nil, a crash at any
 	// later moment still loads state (or a later one).
-	store(state arbiter.PersistentState) error
+	Save(state arbiter.PersistentState) error
 }
 
 // encodeState returns the version 2 record for state.
@@ -141,9 +141,9 @@ type fileStore struct {
 	dir string
 }
 
-var _ stateStore = (*fileStore)(nil)
+var _ Store = (*fileStore)(nil)
 
-func (f *fileStore) load() (arbiter.PersistentState, bool, error) {
+func (f *fileStore) Load() (arbiter.PersistentState, bool, error) {
 	file, err := os.Open(filepath.Join(f.dir, StateFileName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return arbiter.PersistentState{}, false, nil
@@ -169,7 +169,7 @@ func (f *fileStore) load() (arbiter.PersistentState, bool, error) {
 // state file and fsyncs the directory, so the rename itself is durable.
 // Skipping the directory fsync would let a power cut bring back the old
 // record after the grant was sent.
-func (f *fileStore) store(state arbiter.PersistentState) error {
+func (f *fileStore) Save(state arbiter.PersistentState) error {
 	tmp := filepath.Join(f.dir, stateTempName)
 	file, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {

@@ -133,17 +133,17 @@ func TestNewRefusesUnreadableState(t *testing.T) {
 func TestFileStore(t *testing.T) {
 	dir := t.TempDir()
 	fs := &fileStore{dir: dir}
-	if e, found, err := fs.load(); err != nil || found || e != (arbiter.PersistentState{}) {
+	if e, found, err := fs.Load(); err != nil || found || e != (arbiter.PersistentState{}) {
 		t.Fatalf("fresh: %+v %v %v", e, found, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, stateTempName), []byte("half-written"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range []arbiter.PersistentState{stateOf(1, 1, 1), stateOf(2, 3, 2, 1), stateOf(7, 9, 1, 2, 3)} {
-		if err := fs.store(st); err != nil {
+		if err := fs.Save(st); err != nil {
 			t.Fatal(err)
 		}
-		if e, found, err := fs.load(); err != nil || !found || e != st {
+		if e, found, err := fs.Load(); err != nil || !found || e != st {
 			t.Fatalf("after store(%+v): %+v %v %v", st, e, found, err)
 		}
 	}
@@ -151,7 +151,7 @@ func TestFileStore(t *testing.T) {
 		t.Fatalf("temp file left behind: %v", err)
 	}
 	bad := &fileStore{dir: filepath.Join(dir, "missing")}
-	if err := bad.store(stateOf(1, 1, 1)); !errors.Is(err, ErrPersist) {
+	if err := bad.Save(stateOf(1, 1, 1)); !errors.Is(err, ErrPersist) {
 		t.Fatalf("store into missing dir: %v", err)
 	}
 }
@@ -160,7 +160,7 @@ func TestFileStore(t *testing.T) {
 // its in-sync set and last holder) and starts quarantined.
 func TestNewRestoresEpoch(t *testing.T) {
 	dir := t.TempDir()
-	if err := (&fileStore{dir: dir}).store(stateOf(9, 4, 2, 3)); err != nil {
+	if err := (&fileStore{dir: dir}).Save(stateOf(9, 4, 2, 3)); err != nil {
 		t.Fatal(err)
 	}
 	s, err := New(testConfig(), newMemConn(t), dir)

@@ -78,15 +78,15 @@ type orderStore struct {
 	persisted chan uint64
 }
 
-func (o *orderStore) load() (arbiter.PersistentState, bool, error) { return o.inner.load() }
+func (o *orderStore) Load() (arbiter.PersistentState, bool, error) { return o.inner.Load() }
 
-func (o *orderStore) store(state arbiter.PersistentState) error {
+func (o *orderStore) Save(state arbiter.PersistentState) error {
 	bufs := [][]byte{make([]byte, 2048)}
 	n, err := o.node.Receive(bufs, []int{0}, []netip.AddrPort{{}}, 0)
 	if err != nil || n != 0 {
 		o.t.Errorf("node had %d datagrams (err %v) before the epoch was persisted", n, err)
 	}
-	err = o.inner.store(state)
+	err = o.inner.Save(state)
 	o.persisted <- state.Epoch
 	return err
 }
@@ -113,7 +113,7 @@ func TestServePersistBeforeSend(t *testing.T) {
 			if !ok {
 				t.Fatal("no grant")
 			}
-			st, found, err := (&fileStore{dir: p.dir}).load()
+			st, found, err := (&fileStore{dir: p.dir}).Load()
 			if epoch := st.Epoch; err != nil || !found || epoch != g.Epoch || g.Epoch != 1 {
 				t.Fatalf("file epoch %d found %v err %v, grant %+v", epoch, found, err, g)
 			}

@@ -1,0 +1,115 @@
+package node
+
+import (
+	"net/netip"
+
+	"github.com/seqbus/seqbus/journal"
+)
+
+// Driving a node by hand. A deterministic simulator (package sim) owns the
+// clock, the network and the disk: it builds a node with Config.Clock,
+// Config.Network and Config.FS, never calls Start, and instead calls
+// Deliver for each datagram, Tick for each ticker period and SyncStep for
+// the group committer. The node then runs the same code as a process does,
+// on one goroutine, with no real time.
+//
+// A simulated crash abandons the node without Close (Close syncs the
+// journal, which a crash does not) and crashes the FS.
+
+// Clock is a node's monotonic clock in nanoseconds. It never goes
+// backwards; a simulated clock may run fast or slow (drift) or jump
+// (a pause).
+type Clock interface {
+	NowNs() int64
+}
+
+// Observer watches what a node applies and releases, for invariant
+// checkers. Its methods are called under the node's lock, in order; they
+// must not call back into the node. nil (the default) costs one branch.
+type Observer interface {
+	// Applied: the node applied the command journaled at (epoch, seq).
+	Applied(node uint32, epoch, seq uint64, cmd []byte)
+	// Rebuilt: the node's state machine was rebuilt from its snapshot and
+	// journal (start-up, or after truncating a forked history); the
+	// commands replayed follow as Applied. applied is the snapshot's seq
+	// the rebuild started from (0 for none).
+	Rebuilt(node uint32, fromSnapshot uint64)
+	// Installed: a fetched snapshot replaced the state at seq.
+	Installed(node uint32, seq uint64)
+	// Released: a primary's released watermark advanced.
+	Released(r ReleaseEvent)
+}
+
+// ReleaseEvent is the gate's state when a primary released up to Released.
+type ReleaseEvent struct {
+	Node     uint32
+	Epoch    uint64
+	Released uint64
+	Applied  uint64 // the state machine's applied seq
+	Durable  uint64 // the journal's durable watermark
+	// RequiredAck is the ack the in-sync set requires (MaxUint64 for an
+	// empty set); RequiredOK is false when the set is below MinInSync.
+	RequiredAck uint64
+	RequiredOK  bool
+	// LeaseHeld is the keeper's MayLead at the moment of release (true
+	// for a static primary).
+	LeaseHeld bool
+}
+
+// Deliver handles one datagram as if a socket had received it now.
+func (n *Node) Deliver(pkt []byte, from netip.AddrPort) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	now := n.nowNs()
+	n.onDatagram(pkt, from, now)
+	n.afterBatch(now)
+}
+
+// Tick runs one ticker period: the lease keeper, heartbeats, NAK timers,
+// acks and in-sync maintenance.
+func (n *Node) Tick() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.closed {
+		n.tickLocked(n.nowNs())
+	}
+}
+
+// SyncStep is one step of the group committer: when the journal's policy
+// says a sync is due, it fsyncs and raises the durable watermark. It
+// reports whether it synced.
+func (n *Node) SyncStep() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.cfg.Journal.Policy == journal.SyncNone || !n.j.SyncDue(n.nowNs()) {
+		return false
+	}
+	if err := n.j.Sync(); err != nil {
+		n.syncFailedLocked(err)
+		return false
+	}
+	n.onDurable(n.nowNs())
+	return true
+}
+
+func (n *Node) tickLocked(now int64) {
+	n.leaseTick(now)
+	if n.role == RolePrimary {
+		n.primaryTick(now)
+	} else {
+		n.standbyTick(now)
+	}
+}
+
+// syncFailedLocked records a failed fsync: the journal is failed for good
+// (it needs a reopen), so nothing more becomes durable, released or
+// acknowledged. Logged once, counted every time.
+func (n *Node) syncFailedLocked(err error) {
+	n.stats.SyncErrors++
+	if n.stats.SyncErrors == 1 {
+		n.cfg.Log.Error("journal sync failed; nothing more becomes durable: restart the node", "err", err)
+	}
+}
