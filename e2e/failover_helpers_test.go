@@ -101,6 +101,13 @@ func newFailoverCluster(t *testing.T, o failoverOptions) *fcluster {
 			"--witness", c.wit.addr().String(),
 			"--lease", leaseDuration.String(), "--renew", "250ms", "--margin", leaseMargin.String(), "--retry", "50ms",
 		}
+		for _, f := range o.flags {
+			if strings.HasPrefix(f, "--unsafe-") {
+				// The unsafe switches exist only on the drill's nodes.
+				m.args = append([]string{"drill"}, m.args...)
+				break
+			}
+		}
 		m.args = append(m.args, o.flags...)
 		for _, peer := range c.nodes {
 			if peer != m {

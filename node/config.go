@@ -110,6 +110,9 @@ type Config struct {
 	FS     journal.FS
 	Idle   bus.Idle
 	Tuning bus.Tuning
+	// PinCPU pins the receive loops' threads to CPU.
+	PinCPU bool
+	CPU    int
 
 	TickInterval  time.Duration
 	HashEvery     uint64

@@ -25,7 +25,22 @@ func (n *Node) leaseTick(now int64) {
 	if pkt, ok := n.wc.Tick(now); ok {
 		n.send(pkt, n.cfg.Witness)
 	}
+	n.checkWitnessSilent(now)
 	n.leaseChanged(now)
+}
+
+// checkWitnessSilent says, once per episode, that the witness has not
+// answered for three lease durations: an unreachable or misconfigured
+// witness otherwise looks like a node that simply never leads.
+func (n *Node) checkWitnessSilent(now int64) {
+	silentNs := now - n.lastLeaseReplyNs
+	if n.witnessSilent || silentNs < 3*n.cfg.Lease.LeaseDurationNs {
+		return
+	}
+	n.witnessSilent = true
+	n.stats.WitnessSilent++
+	n.cfg.Log.Error("witness unreachable: no reply; nobody leads without it (is `seqbus witness` running there, with the same --lease and --stream?)",
+		"witness", n.cfg.Witness, "silent", time.Duration(silentNs))
 }
 
 // onLease handles a reply from the witness.
@@ -38,6 +53,11 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 	if err != nil {
 		n.stats.countDrop(err)
 		return
+	}
+	n.lastLeaseReplyNs = now
+	if n.witnessSilent {
+		n.witnessSilent = false
+		n.cfg.Log.Info("witness answering again", "witness", n.cfg.Witness)
 	}
 	if used && r.Granted() && n.cfg.Unsafe.LeaseFromReply {
 		n.keeper.UnsafeRestamp(now) // UNSAFE (mutation test)

@@ -60,6 +60,8 @@ type Node struct {
 	keeper             *arbiter.Keeper // nil without a witness
 	wc                 *witness.Client
 	lastNewEpochNs     int64
+	lastLeaseReplyNs   int64 // last reply from the witness
+	witnessSilent      bool  // logged as unreachable (once per episode)
 	lastPrimaryNs      int64
 	lastEpochAskNs     int64
 	promotedNs         int64
@@ -276,7 +278,7 @@ func headerFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
 
 // Start runs the receive loops, the ticker and the syncer.
 func (n *Node) Start() error {
-	lc := bus.LoopConfig{Idle: n.cfg.Idle}
+	lc := bus.LoopConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU}
 	for _, c := range []Endpoint{n.uc, n.mcRecv} {
 		l, err := bus.StartLoop(c, lc, n.onBatch)
 		if err != nil {
@@ -493,6 +495,18 @@ func (n *Node) Released() uint64 {
 		return 0
 	}
 	return n.gate.Released()
+}
+
+// SocketReports says what the kernel granted each socket (buffers,
+// busy-poll), for start-up warnings and `stat`.
+func (n *Node) SocketReports() []bus.Report {
+	var out []bus.Report
+	for _, c := range []Endpoint{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
+		if r, ok := c.(interface{ Report() bus.Report }); ok && c != nil {
+			out = append(out, r.Report())
+		}
+	}
+	return out
 }
 
 // Role returns the current role.

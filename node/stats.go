@@ -25,6 +25,7 @@ type Stats struct {
 	JournalErrors, SyncErrors, SendErrors             uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
+	WitnessSilent                                uint64
 	OutputsDroppedAtGate                         uint64
 	SuffixDiscarded, HistoryDiscarded            uint64
 	InSyncMembers, InSyncProposals, RunningAlone uint64

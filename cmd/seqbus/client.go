@@ -38,7 +38,7 @@ func runClient(args []string) error {
 	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
 	nodes := peerFlags{}
 	fs.Var(nodes, "node", "a node the primary may be, as id=host:port (repeat)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	addr, err := netip.ParseAddrPort(*primary)

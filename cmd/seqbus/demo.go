@@ -138,7 +138,7 @@ func runDemo(args []string) error {
 	duration := fs.Duration("duration", 8*time.Second, "how long the load runs")
 	killAfter := fs.Duration("kill-after", 3*time.Second, "SIGKILL the primary this long into the load (0: never)")
 	keep := fs.Bool("keep", false, "keep the demo's directory (logs, journals)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	bin, err := os.Executable()

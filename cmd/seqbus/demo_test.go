@@ -3,13 +3,142 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+// buildBinary builds seqbus once per test binary run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "seqbus-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "seqbus")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// noChildLeft fails if any process still runs bin.
+func noChildLeft(t *testing.T, bin string) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond)
+	procs, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, p := range procs {
+		if target, err := os.Readlink(p); err == nil && target == bin {
+			t.Fatalf("a child survived: %s", p)
+		}
+	}
+}
+
+// TestDrill runs every drill with the built binary: the safe one must
+// pass, each unsafe one must detect its anomaly, and no child survives.
+func TestDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary for ~40 s")
+	}
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "drill", "--rate", "2000")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("drill: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"verdict: PASS",
+		"stepped down",
+		"ANOMALY DETECTED (expected with --unsafe-no-fencing): the deposed primary",
+		"ANOMALY DETECTED (expected with --unsafe-no-gating)",
+		"vanished in the failover",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("drill output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(text)
+	}
+	noChildLeft(t, bin)
+}
+
+// TestUnsafeSwitchesOnlyUnderDrill: `seqbus node` refuses the unsafe
+// switches; `seqbus drill node` has them.
+func TestUnsafeSwitchesOnlyUnderDrill(t *testing.T) {
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "node", "--id", "1", "--dir", t.TempDir(), "--unsafe-no-gating").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "flag provided but not defined: -unsafe-no-gating") {
+		t.Fatalf("seqbus node accepted --unsafe-no-gating: %v\n%s", err, out)
+	}
+	out, _ = exec.Command(bin, "drill", "node", "--help").CombinedOutput()
+	if !strings.Contains(string(out), "unsafe-no-gating") || !strings.Contains(string(out), "UNSAFE, drills only") {
+		t.Fatalf("seqbus drill node --help lacks the unsafe switches:\n%s", out)
+	}
+}
+
+// TestConfigFile: settings come from --config, the command line wins,
+// and a bad line is an error naming the file and line.
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.conf")
+	conf := "# cluster settings\nrate = 5\ncount = 7 # trailing comment\nnode = 1=127.0.0.1:9\nnode = 2=127.0.0.1:10\n"
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("client", flag.ContinueOnError)
+	rate := fs.Float64("rate", 1, "")
+	count := fs.Uint64("count", 1, "")
+	nodes := peerFlags{}
+	fs.Var(nodes, "node", "")
+	if err := parseFlags(fs, []string{"--config", path, "--count", "9"}); err != nil {
+		t.Fatal(err)
+	}
+	if *rate != 5 || *count != 9 || len(nodes) != 2 {
+		t.Fatalf("rate %v count %v nodes %v: want 5, 9 (command line wins), 2 nodes", *rate, *count, nodes)
+	}
+	for _, bad := range []struct{ text, want string }{
+		{"rate 5\n", "c.conf:1: want `name = value`"},
+		{"\nbogus = 1\n", "c.conf:2: unknown setting \"bogus\""},
+		{"rate = fast\n", "c.conf:1: rate:"},
+		{"config = other\n", "cannot include another"},
+	} {
+		if err := os.WriteFile(path, []byte(bad.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs := flag.NewFlagSet("client", flag.ContinueOnError)
+		fs.Float64("rate", 1, "")
+		err := parseFlags(fs, []string{"--config", path})
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("config %q: err %v, want it to contain %q", bad.text, err, bad.want)
+		}
+	}
+	if err := parseFlags(flag.NewFlagSet("x", flag.ContinueOnError), []string{"--config", filepath.Join(dir, "missing")}); err == nil {
+		t.Error("a missing config file was accepted")
+	}
+}
 
 // TestDemo runs the built binary's demo: it must exit 0 with nothing lost,
 // show a promotion, and leave no child process behind.
@@ -17,10 +146,7 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary for ~10 s")
 	}
-	bin := filepath.Join(t.TempDir(), "seqbus")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var out bytes.Buffer
@@ -35,14 +161,7 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("demo output lacks %q:\n%s", want, text)
 		}
 	}
-	// No child survives: nothing runs our binary any more.
-	time.Sleep(200 * time.Millisecond)
-	procs, _ := filepath.Glob("/proc/[0-9]*/exe")
-	for _, p := range procs {
-		if target, err := os.Readlink(p); err == nil && target == bin {
-			t.Fatalf("a child survived the demo: %s", p)
-		}
-	}
+	noChildLeft(t, bin)
 }
 
 // TestStatJSON: `seqbus stat --json` prints a node's status as JSON with
@@ -53,10 +172,7 @@ func TestStatJSON(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "status.json"), []byte(status), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "seqbus")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	out, err := exec.Command(bin, "stat", "--dir", dir, "--json").Output()
 	if err != nil || !strings.Contains(string(out), `"role":"primary"`) {
 		t.Fatalf("stat --json: %v %s", err, out)
@@ -68,4 +184,12 @@ func TestStatJSON(t *testing.T) {
 	if _, err := exec.Command(bin, "stat", "--dir", filepath.Join(dir, "missing")).Output(); err == nil {
 		t.Fatal("stat of a missing node succeeded")
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }

@@ -18,6 +18,7 @@ var commands = []command{
 	{"client", "send a fixed-rate load of orders and report the answers", runClient},
 	{"stat", "show a node's live status (role, lease, watermarks, counters)", runStat},
 	{"demo", "run a witness, two nodes and a client on loopback; kill the primary; show the failover", runDemo},
+	{"drill", "failure lessons: a paused primary, and what happens without fencing or gating", runDrill},
 }
 
 func usage() {
@@ -39,6 +40,9 @@ func main() {
 	for _, c := range commands {
 		if c.name == os.Args[1] {
 			if err := c.run(os.Args[2:]); err != nil {
+				if isHelp(err) {
+					return
+				}
 				fmt.Fprintf(os.Stderr, "seqbus %s: %v\n", c.name, err)
 				os.Exit(1)
 			}

@@ -78,8 +78,12 @@ func engineConfig() engine.Config {
 	return cfg
 }
 
-func runNode(args []string) error {
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+func runNode(args []string) error { return runNodeWith("node", args, false) }
+
+// runNodeWith runs a node. The unsafe switches exist only for `seqbus drill
+// node` (allowUnsafe), which the drills start; `seqbus node` has none.
+func runNodeWith(name string, args []string, allowUnsafe bool) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	id := fs.Uint("id", 0, "node id (1..2^32-1), unique in the cluster")
 	dir := fs.String("dir", "", "journal and snapshot directory")
 	listen := fs.String("listen", "127.0.0.1:7101", "unicast address (clients, acks, naks, snapshots)")
@@ -103,11 +107,17 @@ func runNode(args []string) error {
 	ackDelay := fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
 	insyncTimeout := fs.Duration("insync-timeout", time.Duration(node.DefaultInSyncTimeoutNs), "a standby silent this long leaves the in-sync set (via the witness)")
 	minInSync := fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
-	noFencing := fs.Bool("unsafe-no-fencing", false, "UNSAFE, for drills only: accept stale epochs and never step down")
-	noGating := fs.Bool("unsafe-no-gating", false, "UNSAFE, for drills only: release outputs before standbys or the disk have them")
+	recvBuf := fs.Int("recv-buffer", node.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
+	busyPoll := fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
+	cpu := fs.Int("cpu", -1, "pin the receive loops to this CPU (-1: no pinning)")
+	noFencing, noGating := new(bool), new(bool)
+	if allowUnsafe {
+		noFencing = fs.Bool("unsafe-no-fencing", false, "UNSAFE, drills only: accept stale epochs and never step down")
+		noGating = fs.Bool("unsafe-no-gating", false, "UNSAFE, drills only: release outputs before standbys or the disk have them")
+	}
 	peers := peerFlags{}
 	fs.Var(peers, "peer", "another node, as id=host:port (repeat)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *id == 0 || *dir == "" {
@@ -153,6 +163,10 @@ func runNode(args []string) error {
 	cfg.InSyncTimeoutNs, cfg.MinInSync = int64(*insyncTimeout), *minInSync
 	cfg.AckDelayNs = int64(*ackDelay)
 	cfg.Unsafe = node.Unsafe{NoFencing: *noFencing, NoGating: *noGating}
+	cfg.Tuning = bus.Tuning{RecvBufferBytes: *recvBuf, BusyPollUs: int(*busyPoll / time.Microsecond)}
+	if *cpu >= 0 {
+		cfg.PinCPU, cfg.CPU = true, *cpu
+	}
 	cfg.StatusFile = *status
 	if cfg.StatusFile == "" {
 		cfg.StatusFile = filepath.Join(*dir, "status.json")
@@ -168,6 +182,14 @@ func runNode(args []string) error {
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
+	}
+	for _, r := range n.SocketReports() {
+		if r.RecvBufferBytesGranted < r.RecvBufferBytesRequested {
+			cfg.Log.Warn("receive buffer smaller than asked (raise net.core.rmem_max or run as root)", "socket", r.Local, "asked", r.RecvBufferBytesRequested, "granted", r.RecvBufferBytesGranted)
+		}
+		if r.BusyPollErr != nil {
+			cfg.Log.Warn("SO_BUSY_POLL refused", "socket", r.Local, "err", r.BusyPollErr)
+		}
 	}
 	if err := n.Start(); err != nil {
 		return err

@@ -21,7 +21,7 @@ func runStat(args []string) error {
 	asJSON := fs.Bool("json", false, "print the status as JSON once and exit")
 	once := fs.Bool("once", false, "print once and exit")
 	interval := fs.Duration("interval", time.Second, "refresh interval")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {

@@ -18,7 +18,7 @@ func runWitness(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:7000", "UDP address to serve the lease protocol on")
 	dir := fs.String("dir", "", "state directory (the highest epoch is persisted here)")
 	lease := fs.Duration("lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the nodes)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {

@@ -1,0 +1,570 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// The drills: three failure lessons on loopback, each a scenario with a
+// timeline and a verdict. The first is the product working; the other two
+// switch a safety mechanism off (the only place the unsafe switches exist)
+// and show the anomaly it prevents, detected from what the client saw.
+
+// drillScenario is one lesson.
+type drillScenario struct {
+	name, title, lesson string
+	// unsafe is the switch the nodes run with ("" for none).
+	unsafe string
+	run    func(r *drillRun) (anomaly string, err error)
+}
+
+var drillScenarios = []drillScenario{
+	{
+		name:  "pause",
+		title: "primary paused past its lease (SIGSTOP), then resumed",
+		lesson: "The lease and the fence: the paused primary's lease runs out, the standby is granted the next epoch and promotes; " +
+			"resumed, the old primary finds its lease gone, releases nothing and steps down.",
+		run: drillPause,
+	},
+	{
+		name:   "no-fencing",
+		title:  "the same pause with fencing switched off",
+		unsafe: "--unsafe-no-fencing",
+		lesson: "Without fencing the resumed primary does not check its lease: it releases answers from its old epoch after the new " +
+			"primary has started answering. Two primaries have been heard: the stale one's answers may contradict the new history.",
+		run: drillPause,
+	},
+	{
+		name:   "no-gating",
+		title:  "gating switched off, primary crashed (SIGKILL) while the standby lags",
+		unsafe: "--unsafe-no-gating",
+		lesson: "Without gating the primary answers as soon as it applies, before the standby has the command. " +
+			"It dies; the standby promotes without those commands; orders the client saw acknowledged are gone.",
+		run: drillNoGating,
+	},
+}
+
+func runDrill(args []string) error {
+	if len(args) > 0 && args[0] == "node" {
+		// A node with the drill's unsafe switches, started by the drill.
+		return runNodeWith("drill node", args[1:], true)
+	}
+	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: seqbus drill [--scenario NAME|all] [flags]\n\nscenarios:\n")
+		for _, s := range drillScenarios {
+			fmt.Fprintf(fs.Output(), "  %-11s %s\n", s.name, s.title)
+		}
+		fmt.Fprintf(fs.Output(), "\nThe unsafe switches (--unsafe-no-fencing, --unsafe-no-gating) exist only here, on the nodes\n"+
+			"a drill starts (`seqbus drill node ...`); `seqbus node` has none.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	which := fs.String("scenario", "all", "pause, no-fencing, no-gating, or all")
+	rate := fs.Float64("rate", 3_000, "client commands per second")
+	keep := fs.Bool("keep", false, "keep each drill's directory (logs, journals)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var run []drillScenario
+	for _, s := range drillScenarios {
+		if *which == "all" || *which == s.name {
+			run = append(run, s)
+		}
+	}
+	if len(run) == 0 {
+		return fmt.Errorf("--scenario: unknown %q (pause, no-fencing, no-gating, all)", *which)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var failed []string
+	for i, s := range run {
+		if i > 0 {
+			fmt.Println()
+		}
+		ok, err := runScenario(ctx, s, *rate, *keep)
+		if ctx.Err() != nil {
+			fmt.Println("\ninterrupted: every process stopped")
+			return ctx.Err()
+		}
+		if err != nil {
+			fmt.Printf("  verdict: DRILL FAILED: %v\n", err)
+		}
+		if err != nil || !ok {
+			failed = append(failed, s.name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("drills that did not reach their expected verdict: %v", failed)
+	}
+	return nil
+}
+
+// runScenario runs one drill and reports whether it reached the verdict
+// expected of it: no anomaly for a safe drill, its anomaly detected for an
+// unsafe one.
+func runScenario(ctx context.Context, s drillScenario, rate float64, keep bool) (bool, error) {
+	fmt.Printf("=== drill %s: %s\n", s.name, s.title)
+	fmt.Printf("    %s\n", s.lesson)
+	if s.unsafe != "" {
+		fmt.Printf("    UNSAFE: both nodes run with %s (drills only)\n", s.unsafe)
+	}
+	r, err := newDrillRun(ctx, s, rate, keep)
+	if err != nil {
+		return false, err
+	}
+	defer r.close()
+	anomaly, err := s.run(r)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case s.unsafe == "" && anomaly == "":
+		fmt.Println("  verdict: PASS, nothing stale reached the client and nothing acknowledged was lost")
+		return true, nil
+	case s.unsafe == "":
+		fmt.Printf("  verdict: FAIL, %s\n", anomaly)
+		return false, nil
+	case anomaly != "":
+		fmt.Printf("  verdict: ANOMALY DETECTED (expected with %s): %s\n", s.unsafe, anomaly)
+		return true, nil
+	default:
+		fmt.Printf("  verdict: NOT REPRODUCED: with %s the drill expected an anomaly and saw none\n", s.unsafe)
+		return false, nil
+	}
+}
+
+// drillRun is one drill's cluster: a witness, two nodes, a load client
+// whose socket records every output with the epoch and node that sent it.
+type drillRun struct {
+	*demo
+	ctx      context.Context
+	start    time.Time
+	cl       *client.Client
+	tap      *drillTap
+	rate     float64
+	session  uint64
+	loadErr  chan error
+	mu       sync.Mutex
+	acked    map[uint64]bool
+	keep     bool
+	clean    func()
+	scenario drillScenario
+}
+
+const (
+	drillLease   = time.Second
+	drillSession = 42
+)
+
+func newDrillRun(ctx context.Context, s drillScenario, rate float64, keep bool) (*drillRun, error) {
+	bin, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "seqbus-drill-"+s.name+"-")
+	if err != nil {
+		return nil, err
+	}
+	r := &drillRun{
+		demo: &demo{bin: bin, dir: dir, nodes: map[uint32]netip.AddrPort{}, procs: map[string]*exec.Cmd{}, dead: map[uint32]bool{}},
+		ctx:  ctx, scenario: s, rate: rate, session: drillSession, acked: map[uint64]bool{}, keep: keep, loadErr: make(chan error, 1),
+	}
+	r.clean = func() {
+		r.stopAll()
+		if keep {
+			fmt.Printf("  files kept in %s\n", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}
+	if err := r.startCluster(s); err != nil {
+		r.clean()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *drillRun) close() {
+	if r.cl != nil {
+		r.cl.Close()
+	}
+	r.clean()
+}
+
+func (r *drillRun) startCluster(s drillScenario) error {
+	ports := make([]uint16, 4)
+	for i := range ports {
+		p, err := freeLoopbackPort()
+		if err != nil {
+			return err
+		}
+		ports[i] = p
+	}
+	r.witness = loopback(ports[0])
+	r.group = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 79, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), ports[1])
+	r.nodes[1], r.nodes[2] = loopback(ports[2]), loopback(ports[3])
+	if err := r.demo.start("witness", "witness", "--listen", r.witness.String(), "--dir", filepath.Join(r.dir, "witness"),
+		"--lease", drillLease.String()); err != nil {
+		return err
+	}
+	for id, addr := range r.nodes {
+		other := uint32(3 - id)
+		args := []string{"drill", "node", "--id", strconv.Itoa(int(id)),
+			"--dir", filepath.Join(r.dir, "node"+strconv.Itoa(int(id))), "--listen", addr.String(),
+			"--group", r.group.String(), "--iface", "lo", "--witness", r.witness.String(),
+			"--lease", drillLease.String(), "--peer", fmt.Sprintf("%d=%s", other, r.nodes[other]),
+			"--fsync", "group",
+			// Long enough that the drills' short pauses of a standby do not
+			// remove it from the in-sync set.
+			"--insync-timeout", "1s",
+			// A small receive buffer: a stopped standby loses what does not
+			// fit, as a real one behind a congested switch would.
+			"--recv-buffer", "32768"}
+		if s.unsafe != "" {
+			args = append(args, s.unsafe)
+		}
+		if err := r.demo.start("node"+strconv.Itoa(int(id)), args...); err != nil {
+			return err
+		}
+	}
+	r.start = time.Now()
+	return nil
+}
+
+// at prints one timeline line, relative to the drill's start.
+func (r *drillRun) at(format string, args ...any) {
+	fmt.Printf("  %6.2fs  %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// waitPrimary waits (bounded) for a live node other than not that is
+// primary at epoch >= minEpoch.
+func (r *drillRun) waitPrimary(not uint32, minEpoch uint64, timeout time.Duration) (uint32, nodeStatus, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if r.ctx.Err() != nil {
+			return 0, nodeStatus{}, r.ctx.Err()
+		}
+		for id := range r.nodes {
+			if id == not || r.dead[id] {
+				continue
+			}
+			if s, err := r.status(id); err == nil && s.Role == "primary" && s.Epoch >= minEpoch {
+				return id, s, nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, nodeStatus{}, fmt.Errorf("no node became primary (epoch >= %d) within %v; logs in %s (use --keep)", minEpoch, timeout, r.dir)
+}
+
+// startLoad dials the client at primary and starts a fixed-rate load.
+func (r *drillRun) startLoad(primary uint32) error {
+	u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: loopback(0), Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+	if err != nil {
+		return err
+	}
+	r.tap = &drillTap{UDP: u}
+	r.cl, err = client.Dial(client.Options{
+		Core: client.Config{Session: r.session}, Primary: r.nodes[primary], Conn: r.tap,
+		Witness: r.witness, Nodes: r.nodes,
+	})
+	if err != nil {
+		u.Close()
+		return err
+	}
+	count := uint64(r.rate * 60) // a minute at most: the drill stops it sooner
+	go func() {
+		_, err := r.cl.Load(r.ctx, client.LoadConfig{Rate: r.rate, Count: count, Instruments: 4, Seed: 11, Drain: 10 * time.Second},
+			func(res client.Result) {
+				if res.Kind == engine.KindAck {
+					r.mu.Lock()
+					r.acked[res.ClientOrderID] = true
+					r.mu.Unlock()
+				}
+			})
+		r.loadErr <- err
+	}()
+	return nil
+}
+
+// waitAnswered waits (bounded) until the client has n answers.
+func (r *drillRun) waitAnswered(n uint64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for r.cl.Stats().Answered < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d answers within %v", r.cl.Stats().Answered, n, timeout)
+		}
+		if r.ctx.Err() != nil {
+			return r.ctx.Err()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// watch prints the cluster once a second for d: every node's role and
+// epoch and the client's answers.
+func (r *drillRun) watch(d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) && r.ctx.Err() == nil {
+		time.Sleep(min(time.Second, time.Until(end)))
+		line := ""
+		for id := uint32(1); id <= 2; id++ {
+			if r.dead[id] {
+				line += fmt.Sprintf("node%d dead  ", id)
+				continue
+			}
+			s, err := r.status(id)
+			if err != nil {
+				line += fmt.Sprintf("node%d ?  ", id)
+				continue
+			}
+			line += fmt.Sprintf("node%d %s e%d released %d  ", id, s.Role, s.Epoch, s.Released)
+		}
+		r.at("%sclient answered %d", line, r.cl.Stats().Answered)
+	}
+}
+
+// lostAcks counts orders the client saw acknowledged that are not in the
+// final primary's journal. Call after stopAll.
+func (r *drillRun) lostAcks(final uint32) (lost, acked int, err error) {
+	inHistory, err := journalIDs(filepath.Join(r.dir, "node"+strconv.Itoa(int(final))), r.session)
+	if err != nil {
+		return 0, 0, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.acked {
+		if !inHistory[id] {
+			lost++
+		}
+	}
+	return lost, len(r.acked), nil
+}
+
+// stopLoad ends the load: the client stops and its error is collected.
+func (r *drillRun) stopLoad() {
+	r.cl.Close()
+	select {
+	case <-r.loadErr:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// drillPause: SIGSTOP the primary past its lease (after holding the
+// standby for 100 ms, so acks for answers the primary has not yet released
+// are waiting in its socket when it resumes), wait for the promotion,
+// SIGCONT, and watch what reaches the client.
+func drillPause(r *drillRun) (string, error) {
+	old, ost, err := r.waitPrimary(0, 1, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	r.at("node%d holds the lease at epoch %d; client load %.0f cmd/s starts", old, ost.Epoch, r.rate)
+	if err := r.startLoad(old); err != nil {
+		return "", err
+	}
+	if err := r.waitAnswered(uint64(r.rate), 20*time.Second); err != nil {
+		return "", err
+	}
+	other := uint32(3 - old)
+	oldName, otherName := "node"+strconv.Itoa(int(old)), "node"+strconv.Itoa(int(other))
+	r.signal(otherName, syscall.SIGSTOP)
+	time.Sleep(100 * time.Millisecond)
+	r.signal(oldName, syscall.SIGSTOP)
+	stoppedAt := time.Now()
+	r.signal(otherName, syscall.SIGCONT)
+	r.at(">>> SIGSTOP node%d (the primary), %v lease; standby node%d held for the last 100 ms, so acks wait for the primary", old, drillLease, other)
+	nw, nst, err := r.waitPrimary(old, ost.Epoch+1, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	r.at(">>> node%d PROMOTED at epoch %d (%v after the SIGSTOP)", nw, nst.Epoch, time.Since(stoppedAt).Round(time.Millisecond))
+	time.Sleep(time.Until(stoppedAt.Add(2 * drillLease)))
+	r.signal(oldName, syscall.SIGCONT)
+	contAt := time.Now()
+	r.at(">>> SIGCONT node%d (paused %v, twice its lease)", old, contAt.Sub(stoppedAt).Round(time.Millisecond))
+	stepped := false
+	deadline := contAt.Add(5 * time.Second)
+	for time.Now().Before(deadline) && !stepped {
+		time.Sleep(20 * time.Millisecond)
+		if s, err := r.status(old); err == nil && s.Role == "standby" && s.Epoch >= nst.Epoch {
+			stepped = true
+			r.at(">>> node%d stepped down: standby at epoch %d (%v after SIGCONT)", old, s.Epoch, time.Since(contAt).Round(time.Millisecond))
+		}
+	}
+	r.watch(3 * time.Second)
+	if !stepped {
+		r.at("node%d did not step down (still leading at epoch %d in its own eyes)", old, ost.Epoch)
+	}
+	r.stopLoad()
+	r.stopAll()
+	printTimeline(filepath.Join(r.dir, oldName+".log"))
+	printTimeline(filepath.Join(r.dir, fmt.Sprintf("node%d.log", nw)))
+	stale, first := r.tap.staleAfterNewEpoch(old, ost.Epoch, nst.Epoch)
+	lost, acked, err := r.lostAcks(nw)
+	if err != nil {
+		return "", err
+	}
+	fmt.Printf("  client: %d orders acknowledged, %d lost; outputs from node%d at epoch %d after the first of epoch %d: %d\n",
+		acked, lost, old, ost.Epoch, nst.Epoch, stale)
+	var anomaly string
+	if stale > 0 {
+		anomaly = fmt.Sprintf("the deposed primary node%d's answers (epoch %d) reached the client %d times after the new primary (epoch %d) began answering; the first arrived %v after SIGCONT (order %d, %s)",
+			old, ost.Epoch, stale, nst.Epoch, first.at.Sub(contAt).Round(time.Millisecond), first.o.ClientOrderID, kindText(first.o.Kind))
+	}
+	if lost > 0 {
+		anomaly = join(anomaly, fmt.Sprintf("%d acknowledged orders are missing from the final history", lost))
+	}
+	if !stepped && r.scenario.unsafe == "" {
+		anomaly = join(anomaly, "the old primary did not step down")
+	}
+	return anomaly, nil
+}
+
+// drillNoGating: stop the standby (its small receive buffer overflows, so
+// it loses what the primary multicasts meanwhile), SIGKILL the primary,
+// resume the standby, let it promote, and count acknowledged orders missing
+// from the final history.
+func drillNoGating(r *drillRun) (string, error) {
+	old, ost, err := r.waitPrimary(0, 1, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	r.at("node%d holds the lease at epoch %d; client load %.0f cmd/s starts", old, ost.Epoch, r.rate)
+	if err := r.startLoad(old); err != nil {
+		return "", err
+	}
+	if err := r.waitAnswered(uint64(r.rate), 20*time.Second); err != nil {
+		return "", err
+	}
+	other := uint32(3 - old)
+	r.signal("node"+strconv.Itoa(int(other)), syscall.SIGSTOP)
+	r.at(">>> SIGSTOP node%d (the standby): it stops acking, and its 32 KB receive buffer soon overflows", other)
+	before := r.cl.Stats().Answered
+	time.Sleep(300 * time.Millisecond)
+	during := r.cl.Stats().Answered - before
+	r.signal("node"+strconv.Itoa(int(old)), syscall.SIGKILL)
+	r.dead[old] = true
+	killedAt := time.Now()
+	r.signal("node"+strconv.Itoa(int(other)), syscall.SIGCONT)
+	r.at(">>> SIGKILL node%d (the primary); it answered %d commands while the standby was stopped; SIGCONT node%d", old, during, other)
+	nw, nst, err := r.waitPrimary(old, ost.Epoch+1, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	r.at(">>> node%d PROMOTED at epoch %d (%v after the kill)", nw, nst.Epoch, time.Since(killedAt).Round(time.Millisecond))
+	r.watch(2 * time.Second)
+	r.stopLoad()
+	r.stopAll()
+	printTimeline(filepath.Join(r.dir, fmt.Sprintf("node%d.log", nw)))
+	lost, acked, err := r.lostAcks(nw)
+	if err != nil {
+		return "", err
+	}
+	fmt.Printf("  client: %d orders acknowledged; %d of them are not in node%d's history\n", acked, lost, nw)
+	if lost > 0 {
+		return fmt.Sprintf("%d orders the client saw acknowledged vanished in the failover (the dead primary answered before the standby had them)", lost), nil
+	}
+	return "", nil
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func kindText(k engine.OutputKind) string {
+	switch k {
+	case engine.KindAck:
+		return "an ack"
+	case engine.KindReject:
+		return "a reject"
+	case engine.KindExecution:
+		return "an execution"
+	}
+	return "an output"
+}
+
+// drillTap is the drill client's socket: it records every output with the
+// node and epoch of the frame that carried it. Bounded by the drill's
+// load (a minute of commands at most).
+type drillTap struct {
+	*bus.UDP
+	mu   sync.Mutex
+	seen []drillSeen
+}
+
+type drillSeen struct {
+	at    time.Time
+	node  uint32
+	epoch uint64
+	o     engine.Output
+}
+
+func (c *drillTap) Receive(bufs [][]byte, sizes []int, from []netip.AddrPort, wait time.Duration) (int, error) {
+	n, err := c.UDP.Receive(bufs, sizes, from, wait)
+	if n > 0 {
+		now := time.Now()
+		c.mu.Lock()
+		for i := range n {
+			f, _, perr := wire.Parse(bufs[i][:sizes[i]])
+			if perr != nil || f.Type != wire.TypeOutput {
+				continue
+			}
+			it := f.Messages()
+			for {
+				_, m, ok := it.Next()
+				if !ok {
+					break
+				}
+				if o, err := engine.ParseOutput(m); err == nil {
+					c.seen = append(c.seen, drillSeen{at: now, node: f.Node, epoch: f.Epoch, o: o})
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// staleAfterNewEpoch counts outputs from node at oldEpoch that arrived
+// after the first output of newEpoch (or later), and returns the first.
+func (c *drillTap) staleAfterNewEpoch(node uint32, oldEpoch, newEpoch uint64) (int, drillSeen) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int
+	var first drillSeen
+	newSeen := false
+	for _, s := range c.seen {
+		if s.epoch >= newEpoch {
+			newSeen = true
+			continue
+		}
+		if newSeen && s.node == node && s.epoch == oldEpoch {
+			if n == 0 {
+				first = s
+			}
+			n++
+		}
+	}
+	return n, first
+}
