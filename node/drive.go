@@ -40,6 +40,15 @@ type Observer interface {
 	Released(r ReleaseEvent)
 }
 
+// StageObserver is an optional extension of Observer for latency
+// benchmarks: when Config.Observer also implements it, the primary reports
+// each ack it receives and each rise of its durable watermark, with the
+// node's clock.
+type StageObserver interface {
+	Acked(node, from uint32, ackSeq uint64, nowNs int64)
+	Durable(node uint32, durable uint64, nowNs int64)
+}
+
 // ReleaseEvent is the gate's state when a primary released up to Released.
 type ReleaseEvent struct {
 	Node     uint32

@@ -60,8 +60,9 @@ type Node struct {
 	keeper             *arbiter.Keeper // nil without a witness
 	wc                 *witness.Client
 	lastNewEpochNs     int64
-	lastLeaseReplyNs   int64 // last reply from the witness
-	witnessSilent      bool  // logged as unreachable (once per episode)
+	stages             StageObserver // Config.Observer, if it implements it
+	lastLeaseReplyNs   int64         // last reply from the witness
+	witnessSilent      bool          // logged as unreachable (once per episode)
 	lastPrimaryNs      int64
 	lastEpochAskNs     int64
 	promotedNs         int64
@@ -84,6 +85,7 @@ type Node struct {
 	// assign -> release latency histogram.
 	assignNs     []int64
 	lastReleased uint64
+	obsReleased  uint64 // released as last reported to the Observer
 	releaseHist  *hdrhistogram.Histogram
 
 	// standby
@@ -136,6 +138,7 @@ func New(cfg Config) (*Node, error) {
 		releaseHist: hdrhistogram.New(1, 10_000_000, 2),
 	}
 	n.emitter.n = n
+	n.stages, _ = cfg.Observer.(StageObserver)
 	if cfg.Witness.IsValid() {
 		k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
 		if err != nil {

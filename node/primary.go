@@ -110,6 +110,9 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		n.gate.OnAck(f.Node, f.Seq, now)
 		n.stats.AcksReceived++
+		if n.stages != nil {
+			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, now)
+		}
 	case wire.TypeNak:
 		if _, ok := n.cfg.Peers[f.Node]; !ok {
 			n.stats.DropUnknownNode++
@@ -238,7 +241,11 @@ func (n *Node) setDurable() {
 		n.gate.SetDurable(n.eng.AppliedSeq())
 		return
 	}
-	n.gate.SetDurable(n.j.Durable())
+	d := n.j.Durable()
+	if n.stages != nil && d > n.gate.Durable() {
+		n.stages.Durable(n.cfg.ID, d, n.nowNs())
+	}
+	n.gate.SetDurable(d)
 }
 
 func (n *Node) primaryTick(now int64) {
@@ -282,16 +289,10 @@ func (n *Node) release(now int64) {
 	if !n.mayLeadNow(now) {
 		return
 	}
-	before := n.gate.Released()
-	if gating.Publish(n.gate, n.pub, n.emitReleased) > 0 {
-		n.flushOutputs()
-		if !n.firstReleaseLogged && n.promotedNs != 0 {
-			n.firstReleaseLogged = true
-			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.promotedNs), "released", n.gate.Released())
-		}
-	}
-	n.stats.Released = n.gate.Released()
-	if o := n.cfg.Observer; o != nil && n.gate.Released() > before {
+	// Reported before the outputs leave, so the observer's time is
+	// never after the client's.
+	if o := n.cfg.Observer; o != nil && n.gate.Released() > n.obsReleased {
+		n.obsReleased = n.gate.Released()
 		ack, ok := n.gate.RequiredAck()
 		o.Released(ReleaseEvent{
 			Node: n.cfg.ID, Epoch: n.epoch, Released: n.gate.Released(),
@@ -300,6 +301,14 @@ func (n *Node) release(now int64) {
 			LeaseHeld: n.keeper == nil || n.keeper.MayLead(now),
 		})
 	}
+	if gating.Publish(n.gate, n.pub, n.emitReleased) > 0 {
+		n.flushOutputs()
+		if !n.firstReleaseLogged && n.promotedNs != 0 {
+			n.firstReleaseLogged = true
+			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.promotedNs), "released", n.gate.Released())
+		}
+	}
+	n.stats.Released = n.gate.Released()
 	n.recordReleases(now)
 }
 
