@@ -184,6 +184,14 @@ func (k *Keeper) OnDeny(requestID uint64, holder NodeID, epoch uint64, remaining
 	return true
 }
 
+// StartRequestIDsAfter makes the next request's ID id+1 (when that is
+// above the last one used). A runtime seeds it once, before the first Tick,
+// with a number unique to the process run (the wall clock's nanoseconds),
+// so replies captured before a restart match no request after it.
+func (k *Keeper) StartRequestIDsAfter(id uint64) {
+	k.lastRequestID = max(k.lastRequestID, id)
+}
+
 // UnsafeRestamp moves the current view's start to nowNs, as if the lease
 // were timed from the grant's arrival instead of the request's send. It
 // breaks the lease's safety and exists only so the simulator can prove its

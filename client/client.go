@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seqbus/seqbus/auth"
 	"net/netip"
 	"sync"
 	"time"
@@ -36,6 +37,11 @@ type Options struct {
 	Witness    netip.AddrPort
 	Nodes      map[uint32]netip.AddrPort
 	QueryEvery time.Duration
+	// Key, when set, seals every command and witness query with the
+	// stream's client key and drops (counting BadMAC) every answer that
+	// does not carry a good MAC. Stream selects the key (0: 1).
+	Key    *auth.MasterKey
+	Stream uint16
 }
 
 // DefaultQueryEvery: ask the witness who leads every 100 ms, a tenth of a
@@ -67,6 +73,8 @@ type Client struct {
 	qid     uint64
 	// Failovers counts primary changes seen through the witness.
 	failovers uint64
+	mac       *auth.MAC // nil without Options.Key
+	sealBuf   []byte
 }
 
 // Dial opens the client's socket and starts its receive loop.
@@ -94,7 +102,17 @@ func Dial(opts Options) (*Client, error) {
 	if opts.QueryEvery <= 0 {
 		opts.QueryEvery = DefaultQueryEvery
 	}
-	c := &Client{opts: opts, start: time.Now(), uc: uc, core: NewCore(opts.Core), primary: opts.Primary, batch: wire.NewBatch(0)}
+	if opts.Stream == 0 {
+		opts.Stream = 1
+	}
+	batchLen := 0
+	c := &Client{opts: opts, start: time.Now(), uc: uc, core: NewCore(opts.Core), primary: opts.Primary}
+	if opts.Key != nil {
+		c.mac = auth.NewMAC(auth.ClientKey(opts.Key, opts.Stream))
+		c.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
+		batchLen = wire.DefaultDatagramLen - wire.TagLen // the tag fits the datagram
+	}
+	c.batch = wire.NewBatch(batchLen)
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
 	c.loop, err = bus.StartLoop(uc, bus.LoopConfig{Idle: opts.Idle}, c.onBatch)
 	if err != nil {
@@ -107,7 +125,27 @@ func Dial(opts Options) (*Client, error) {
 func (c *Client) nowNs() int64 { return int64(time.Since(c.start)) }
 
 func (c *Client) origin() wire.Origin {
-	return wire.Origin{Node: uint32(c.opts.Core.Session)}
+	return wire.Origin{Stream: c.opts.Stream, Node: uint32(c.opts.Core.Session)}
+}
+
+// seal returns frame sealed with the client key, or frame without a key.
+func (c *Client) seal(frame []byte) []byte {
+	if c.mac == nil {
+		return frame
+	}
+	b := wire.Seal(c.sealBuf[:0], frame)
+	c.sealBuf = c.mac.Sign(b, b)
+	return c.sealBuf
+}
+
+// verify reports whether f may be used: always without a key; with one,
+// only with a good MAC under the client key.
+func (c *Client) verify(f *wire.Frame) bool {
+	return verifyClientFrame(c.mac, f)
+}
+
+func verifyClientFrame(mac *auth.MAC, f *wire.Frame) bool {
+	return mac == nil || (f.Tag != nil && mac.Verify(f.Signed, f.Tag) == nil)
 }
 
 // LocalAddr is the client's address (where answers come back).
@@ -173,7 +211,7 @@ func (c *Client) flushLocked() {
 	if c.batch.Count() == 0 {
 		return
 	}
-	c.sendBuf[0] = c.batch.Bytes()
+	c.sendBuf[0] = c.seal(c.batch.Bytes())
 	if err := c.uc.Send(c.sendBuf[:], c.primary); err != nil {
 		c.core.stats.SendErrors++
 	}
@@ -195,8 +233,8 @@ func (c *Client) pollLocked(now int64) int {
 	if c.opts.Witness.IsValid() && now-c.lastQ >= int64(c.opts.QueryEvery) {
 		c.lastQ = now
 		c.qid++
-		c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.opts.Core.Session)), 0, c.qid)
-		c.sendBuf[0] = c.qbuf
+		c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.opts.Core.Session)), c.opts.Stream, c.qid)
+		c.sendBuf[0] = c.seal(c.qbuf)
 		_ = c.uc.Send(c.sendBuf[:], c.opts.Witness)
 		c.sendBuf[0] = nil
 	}
@@ -243,6 +281,10 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 	now := c.nowNs()
 	for i := range sizes {
 		f, _, err := wire.Parse(bufs[i][:sizes[i]])
+		if err == nil && !c.verify(&f) {
+			c.core.stats.BadMAC++
+			continue
+		}
 		if err == nil && f.Type == wire.TypeLeaseInfo {
 			c.onInfo(&f)
 			continue

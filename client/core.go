@@ -64,6 +64,7 @@ type Result struct {
 type Stats struct {
 	Sent, Resent, Answered, Acks, Rejects, Cancels, Duplicates uint64
 	Executions, MarketData, Unmatched, BadOutputs              uint64
+	BadMAC                                                     uint64
 	SendErrors                                                 uint64
 }
 

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"github.com/seqbus/seqbus/auth"
 	"net/netip"
 	"sync"
 
@@ -47,16 +48,28 @@ type MarketData struct {
 	mu      sync.Mutex
 	tracker MDTracker
 	onMD    func(o *engine.Output)
+	mac     *auth.MAC
+	// BadMAC counts updates dropped for a missing or bad MAC.
+	badMAC uint64
 }
 
 // SubscribeMarketData joins group on iface ("" means lo). onMD, if set, is
 // called for every update, under the subscriber's lock.
 func SubscribeMarketData(group netip.AddrPort, iface string, onMD func(o *engine.Output)) (*MarketData, error) {
+	return SubscribeMarketDataKey(group, iface, onMD, nil, 0)
+}
+
+// SubscribeMarketDataKey is SubscribeMarketData that, with key set, keeps
+// only updates sealed with the stream's client key (0: stream 1).
+func SubscribeMarketDataKey(group netip.AddrPort, iface string, onMD func(o *engine.Output), key *auth.MasterKey, stream uint16) (*MarketData, error) {
 	c, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: iface, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
 	if err != nil {
 		return nil, err
 	}
 	m := &MarketData{conn: c, onMD: onMD}
+	if key != nil {
+		m.mac = auth.NewMAC(auth.ClientKey(key, max(stream, 1)))
+	}
 	m.loop, err = bus.StartLoop(c, bus.LoopConfig{}, m.onBatch)
 	if err != nil {
 		c.Close()
@@ -71,6 +84,10 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 	for i := range sizes {
 		f, _, err := wire.Parse(bufs[i][:sizes[i]])
 		if err != nil || f.Type != wire.TypeOutput {
+			continue
+		}
+		if !verifyClientFrame(m.mac, &f) {
+			m.badMAC++
 			continue
 		}
 		eachOutput(&f, func(o *engine.Output) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
@@ -142,6 +143,10 @@ type Config struct {
 	// drive.go.
 	Clock    Clock
 	Observer Observer
+
+	// Key, when set, turns on frame authentication (see auth.go): every
+	// frame sent carries a MAC, every frame received must.
+	Key *auth.MasterKey
 }
 
 // ErrConfig is returned for an unusable configuration.

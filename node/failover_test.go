@@ -18,6 +18,10 @@ import (
 
 // startWitness runs a witness on loopback with lease cfg.
 func startWitness(t testing.TB, lease arbiter.Config) (*witness.Server, netip.AddrPort) {
+	return startWitnessWith(t, lease, func(*witness.Config) {})
+}
+
+func startWitnessWith(t testing.TB, lease arbiter.Config, mutate func(*witness.Config)) (*witness.Server, netip.AddrPort) {
 	t.Helper()
 	conn, err := bus.ListenUnicast(bus.UnicastConfig{})
 	if err != nil {
@@ -25,6 +29,7 @@ func startWitness(t testing.TB, lease arbiter.Config) (*witness.Server, netip.Ad
 	}
 	cfg := witness.DefaultConfig()
 	cfg.Arbiter = lease
+	mutate(&cfg)
 	w, err := witness.New(cfg, conn, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

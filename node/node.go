@@ -61,8 +61,10 @@ type Node struct {
 	wc                 *witness.Client
 	lastNewEpochNs     int64
 	stages             StageObserver // Config.Observer, if it implements it
-	lastLeaseReplyNs   int64         // last reply from the witness
-	witnessSilent      bool          // logged as unreachable (once per episode)
+	auth               *nodeAuth     // nil without Config.Key
+	sealBuf            []byte
+	lastLeaseReplyNs   int64 // last reply from the witness
+	witnessSilent      bool  // logged as unreachable (once per episode)
 	lastPrimaryNs      int64
 	lastEpochAskNs     int64
 	promotedNs         int64
@@ -125,8 +127,8 @@ func New(cfg Config) (*Node, error) {
 		cfg:      cfg,
 		start:    time.Now(),
 		sessions: make(map[uint64]netip.AddrPort),
-		outBatch: wire.NewBatch(wire.DefaultDatagramLen),
-		mdBatch:  wire.NewBatch(wire.DefaultDatagramLen),
+		outBatch: wire.NewBatch(datagramLen(cfg.Key != nil)),
+		mdBatch:  wire.NewBatch(datagramLen(cfg.Key != nil)),
 		frameBuf: make([]byte, 0, wire.MaxFrameLen),
 		syncKick: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -139,11 +141,19 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.emitter.n = n
 	n.stages, _ = cfg.Observer.(StageObserver)
+	if cfg.Key != nil {
+		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
+		n.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
+	}
 	if cfg.Witness.IsValid() {
 		k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
 		if err != nil {
 			return nil, err
 		}
+		// Request IDs start from the wall clock, unique to this process
+		// run, so a grant captured before a restart matches no request of
+		// this one (the keeper matches replies by ID).
+		k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
 		n.keeper, n.wc = k, witness.NewClient(k, cfg.Stream)
 	}
 	if err := n.recover(); err != nil {
@@ -168,6 +178,17 @@ func New(cfg Config) (*Node, error) {
 	}
 	return n, nil
 }
+
+// datagramLen is the frame budget of one datagram: the MAC tag, when
+// frames are sealed, must fit too.
+func datagramLen(sealed bool) int {
+	if sealed {
+		return wire.DefaultDatagramLen - wire.TagLen
+	}
+	return wire.DefaultDatagramLen
+}
+
+func (n *Node) datagramLen() int { return datagramLen(n.auth != nil) }
 
 // nowNs is monotonic nanoseconds since the node started (Go's monotonic
 // clock; never the wall clock).
@@ -345,6 +366,9 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.countDrop(err)
 		return
 	}
+	if n.auth != nil && !n.verify(&f, now) {
+		return
+	}
 	if wire.IsLease(f.Type) {
 		n.onLease(pkt, from, now)
 		return
@@ -354,6 +378,10 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 	}
 	if f.Stream != n.cfg.Stream && f.Type != wire.TypeCommand {
 		n.stats.DropWrongStream++
+		return
+	}
+	if _, ok := n.cfg.Peers[f.Node]; !ok && f.Type != wire.TypeCommand {
+		n.stats.DropUnknownNode++ // not a configured node of this cluster
 		return
 	}
 	if n.role == RolePrimary {
@@ -469,7 +497,7 @@ func (n *Node) onDurable(now int64) {
 
 // send sends one frame to addr on the unicast socket.
 func (n *Node) send(frame []byte, to netip.AddrPort) {
-	n.sendBuf[0] = frame
+	n.sendBuf[0] = n.seal(frame)
 	if err := n.uc.Send(n.sendBuf[:], to); err != nil {
 		n.stats.SendErrors++
 	}
@@ -478,7 +506,7 @@ func (n *Node) send(frame []byte, to netip.AddrPort) {
 
 // multicast sends one frame to the replication group.
 func (n *Node) multicast(frame []byte) {
-	n.sendBuf[0] = frame
+	n.sendBuf[0] = n.seal(frame)
 	if err := n.mcSend.Send(n.sendBuf[:], n.cfg.Group); err != nil {
 		n.stats.SendErrors++
 	}

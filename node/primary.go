@@ -29,7 +29,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	n.role = RolePrimary
 	n.epoch = epoch
 	applied := n.eng.AppliedSeq()
-	n.seqr = sequencer.New(sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID}, epoch, applied, primaryOutput{n}, n.j)
+	n.seqr = sequencer.New(sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()}, epoch, applied, primaryOutput{n}, n.j)
 	gate, err := gating.NewGate(gating.Config{MinInSync: n.cfg.MinInSync})
 	if err != nil {
 		return err
@@ -366,7 +366,7 @@ func (n *Node) flushMarketData() {
 	if n.mdBatch.Count() == 0 {
 		return
 	}
-	n.sendBuf[0] = n.mdBatch.Bytes()
+	n.sendBuf[0] = n.seal(n.mdBatch.Bytes())
 	if err := n.mdSend.Send(n.sendBuf[:], n.cfg.MarketData); err != nil {
 		n.stats.SendErrors++
 	}

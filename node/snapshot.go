@@ -112,7 +112,7 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, to netip.AddrPort) {
 	if req.SnapshotSeq != c.seq || offset > uint64(len(c.data)) {
 		offset = 0 // a different snapshot now: the standby restarts from 0
 	}
-	chunkBytes := uint64(wire.MaxSnapshotData(wire.DefaultDatagramLen))
+	chunkBytes := uint64(wire.MaxSnapshotData(n.datagramLen()))
 	for i := 0; i < SnapshotChunkBurst; i++ {
 		end := min(offset+chunkBytes, uint64(len(c.data)))
 		ch := wire.SnapshotChunk{Origin: n.origin(), SnapshotSeq: c.seq, Total: uint64(len(c.data)), Offset: offset, Checksum: c.crc, Data: c.data[offset:end]}

@@ -30,10 +30,11 @@ type Stats struct {
 	SuffixDiscarded, HistoryDiscarded            uint64
 	InSyncMembers, InSyncProposals, RunningAlone uint64
 
-	DropStaleEpoch, DropWrongStream, DropUnknownNode uint64
-	DropAwaitingNewEpoch                             uint64
-	DropNotPrimary, DropUnexpected                   uint64
-	DropShort, DropChecksum, DropMalformed           uint64
+	DropStaleEpoch, DropWrongStream, DropUnknownNode  uint64
+	DropAwaitingNewEpoch                              uint64
+	DropNotPrimary, DropUnexpected                    uint64
+	DropShort, DropChecksum, DropMalformed            uint64
+	DropNoMAC, DropBadMAC, DropUnknownKey, DropReplay uint64
 }
 
 func (s *Stats) countDrop(err error) {

@@ -7,7 +7,7 @@
 //	0      2    magic        0x5342 ("SB")
 //	2      1    version      1
 //	3      1    type         DATA, HEARTBEAT, NAK, ...
-//	4      2    flags        0 (bits reserved for the MAC of a later version)
+//	4      2    flags        bit 0 FlagMAC: a 16-byte MAC tag follows the payload; other bits refused
 //	6      2    stream id    which replicated stream this frame belongs to
 //	8      4    node id      the sender
 //	12     2    count        messages (DATA...), ranges (NAK), members (LEASE)

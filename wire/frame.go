@@ -10,11 +10,16 @@ import (
 type Frame struct {
 	Header
 	Payload []byte
+	// Signed and Tag are set for a frame with FlagMAC: Signed is the
+	// header and payload the MAC covers, Tag the MAC (both alias the
+	// buffer). Parse checks neither against a key: the runtime does.
+	Signed, Tag []byte
 }
 
 // Parse decodes and fully validates the frame at the start of b: header,
 // checksum, and the payload layout of its type. n is the number of bytes the
-// frame occupies (HeaderLen + payload); bytes after it are not looked at.
+// frame occupies (HeaderLen + payload, + TagLen with FlagMAC); bytes after it
+// are not looked at.
 // Every error wraps one of the package's sentinel errors. Parse never
 // allocates on success.
 func Parse(b []byte) (f Frame, n int, err error) {
@@ -28,6 +33,10 @@ func Parse(b []byte) (f Frame, n int, err error) {
 		return Frame{}, 0, fmt.Errorf("%w: got %#08x, header says %#08x", ErrChecksum, c, h.Checksum)
 	}
 	f = Frame{Header: h, Payload: frame[HeaderLen:]}
+	if tl := h.TagLen(); tl > 0 {
+		f.Signed, f.Tag = frame, b[n:n+tl:n+tl]
+		n += tl
+	}
 	if err := validate(&f); err != nil {
 		return Frame{}, 0, err
 	}

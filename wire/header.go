@@ -35,6 +35,12 @@ const (
 	MaxFrameLen = 65507
 	// MaxPayloadLen is the largest payload after the header.
 	MaxPayloadLen = MaxFrameLen - HeaderLen
+	// FlagMAC says a TagLen-byte MAC follows the payload (Length does not
+	// count it; the checksum does not cover it; the MAC covers the header
+	// with its checksum and the payload). Every other flag bit is refused.
+	FlagMAC uint16 = 0x0001
+	// TagLen is the MAC tag's length (HMAC-SHA256 truncated, package auth).
+	TagLen = 16
 	// DefaultDatagramLen is the default batch size: an Ethernet MTU of 1500
 	// less the IPv4 (20) and UDP (8) headers, so a frame never fragments.
 	DefaultDatagramLen = 1472
@@ -159,7 +165,7 @@ func ParseHeader(b []byte) (Header, error) {
 		return h, fmt.Errorf("%w: %d", ErrType, uint8(h.Type))
 	}
 	h.Flags = binary.LittleEndian.Uint16(b[offFlags:])
-	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags != 0 || r != 0 {
+	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags&^FlagMAC != 0 || r != 0 {
 		return h, fmt.Errorf("%w: flags %#04x reserved %#04x", ErrFlags, h.Flags, r)
 	}
 	h.Stream = binary.LittleEndian.Uint16(b[offStream:])
@@ -172,10 +178,33 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Length > MaxPayloadLen {
 		return h, fmt.Errorf("%w: payload length %d over limit %d", ErrLength, h.Length, MaxPayloadLen)
 	}
-	if int(h.Length) > len(b)-HeaderLen {
-		return h, fmt.Errorf("%w: payload length %d, %d bytes present", ErrLength, h.Length, len(b)-HeaderLen)
+	if int(h.Length) > len(b)-HeaderLen-h.TagLen() {
+		return h, fmt.Errorf("%w: payload length %d and tag %d, %d bytes present", ErrLength, h.Length, h.TagLen(), len(b)-HeaderLen)
 	}
 	return h, nil
+}
+
+// TagLen is the length of the MAC tag after the payload: TagLen with
+// FlagMAC, else 0.
+func (h *Header) TagLen() int {
+	if h.Flags&FlagMAC != 0 {
+		return TagLen
+	}
+	return 0
+}
+
+// Seal appends frame (one complete, unsigned frame) to dst with FlagMAC set
+// and its checksum recomputed, and returns dst. The caller then appends the
+// TagLen-byte MAC of the returned frame bytes (the whole header, checksum
+// included, and the payload): ring.Sign(b, b[start:], epoch). See the auth
+// package for the keys.
+func Seal(dst, frame []byte) []byte {
+	start := len(dst)
+	dst = append(dst, frame...)
+	f := dst[start:]
+	binary.LittleEndian.PutUint16(f[offFlags:], FlagMAC)
+	binary.LittleEndian.PutUint32(f[offChecksum:], checksum(f))
+	return dst
 }
 
 // appendHeader appends a header with length and checksum zero; finish fills

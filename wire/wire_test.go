@@ -275,7 +275,8 @@ func TestMalformed(t *testing.T) {
 		{"bad version", corrupt(s["ack"], func(b []byte) { b[offVersion] = 9 }), ErrVersion},
 		{"type zero", corrupt(s["ack"], func(b []byte) { b[offType] = 0 }), ErrType},
 		{"type too big", corrupt(s["ack"], func(b []byte) { b[offType] = byte(typeMax) + 1 }), ErrType},
-		{"unknown flag", corrupt(s["ack"], put16(offFlags, 1)), ErrFlags},
+		{"unknown flag", corrupt(s["ack"], put16(offFlags, 2)), ErrFlags},
+		{"mac flag without tag", corrupt(s["ack"], put16(offFlags, FlagMAC)), ErrLength},
 		{"reserved set", corrupt(s["ack"], put16(offReserved, 1)), ErrFlags},
 		{"length over buffer", func() []byte {
 			c := bytes.Clone(s["ack"])

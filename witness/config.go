@@ -1,6 +1,7 @@
 package witness
 
 import (
+	"github.com/seqbus/seqbus/auth"
 	"log/slog"
 
 	"github.com/seqbus/seqbus/arbiter"
@@ -42,6 +43,13 @@ type Config struct {
 	// nil discards them. Per-datagram drops are never logged, only
 	// counted, so a flood cannot fill a disk.
 	Logger *slog.Logger
+	// Key, when set, turns on authentication: requests must carry a MAC
+	// under the key the witness shares with their node (auth.LeaseKey),
+	// queries under the stream's client key; replies are sealed the same
+	// way. Nodes lists the node ids it holds keys for (required with Key).
+	Key    *auth.MasterKey
+	Nodes  []uint32
+	Stream uint16 // the stream whose keys it holds (0: 1)
 	// Unsafe disables a safety rule. It exists for the simulator's
 	// mutation tests (package sim), which prove the checker catches the
 	// anomaly; no command-line flag sets it.

@@ -57,6 +57,7 @@ type Server struct {
 	stats          Stats
 	// reply is the encode buffer; handle's result aliases it.
 	reply []byte
+	auth  *witnessAuth // nil without Config.Key
 
 	// Lifecycle.
 	lifeMu  sync.Mutex
@@ -139,6 +140,11 @@ func newServerAt(cfg Config, conn bus.Conn, store Store, nowNs int64) (*Server, 
 		lastNowNs: math.MinInt64,
 		reply:     make([]byte, 0, wire.HeaderLen+64+4*wire.MaxMembers),
 		done:      make(chan struct{}),
+	}
+	if cfg.Key != nil {
+		if s.auth, err = newWitnessAuth(cfg); err != nil {
+			return nil, err
+		}
 	}
 	state, found, err := store.Load()
 	if err != nil {
@@ -278,6 +284,15 @@ func (s *Server) observe(nowNs int64) int64 {
 func (s *Server) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	reply := s.handleLocked(pkt, from, nowNs)
+	if reply != nil && s.auth != nil {
+		h, _ := wire.ParseHeader(pkt) // parsed once already: a reply means it was valid
+		reply = s.auth.seal(reply, h.Node)
+	}
+	return reply
+}
+
+func (s *Server) handleLocked(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 	nowNs = s.observe(nowNs)
 	if !from.IsValid() || from.Port() == 0 {
 		s.stats.Drops[DropNoAddress]++
@@ -291,6 +306,12 @@ func (s *Server) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 	if n != len(pkt) {
 		s.stats.Drops[DropTrailing]++
 		return nil
+	}
+	if s.auth != nil {
+		if r := s.auth.verify(&f); r != dropNone {
+			s.stats.Drops[r]++
+			return nil
+		}
 	}
 	switch f.Type {
 	case wire.TypeLeaseAcquire:
@@ -317,6 +338,12 @@ func (s *Server) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 	if e := s.cache.lookup(node); e != nil && e.matches(req.RequestID, f.Type, reqEpoch) {
 		e.usedAtNs = nowNs
 		return s.resend(e, f.Stream, nowNs)
+	}
+	if s.auth != nil && !s.auth.fresh(node, req.RequestID) {
+		// A captured request replayed: deciding it afresh could extend a
+		// dead primary's lease.
+		s.stats.Drops[DropReplay]++
+		return nil
 	}
 
 	var d arbiter.Decision

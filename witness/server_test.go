@@ -144,7 +144,7 @@ func TestHandleDrops(t *testing.T) {
 		{"magic", corrupt(0, 1), true, DropMagic},
 		{"version", corrupt(2, 1), true, DropVersion},
 		{"type", corrupt(3, 0x80), true, DropType},
-		{"flags", corrupt(4, 1), true, DropFlags},
+		{"flags", corrupt(4, 2), true, DropFlags},
 		{"length", good[:len(good)-1], true, DropLength},
 		{"checksum", corrupt(wire.HeaderLen+1, 1), true, DropChecksum},
 		{"count", reseal(corrupt(12, 0x10)), true, DropCount},

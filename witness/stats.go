@@ -38,6 +38,17 @@ const (
 	// run out; answering it would describe a lease that no longer exists,
 	// and asking the arbiter again could grant a second epoch.
 	DropResendExpired
+	// DropNoMAC: a key is configured and the frame carries no MAC.
+	DropNoMAC
+	// DropBadMAC: the MAC does not verify (forged, corrupted, or a node
+	// with another key file).
+	DropBadMAC
+	// DropUnknownNode: a lease request from a node id the witness was not
+	// configured with (--nodes), so it holds no key for it.
+	DropUnknownNode
+	// DropReplay: a verified request whose request ID was already decided
+	// (a captured request replayed).
+	DropReplay
 
 	// DropReasonsMax bounds the drop counter array.
 	DropReasonsMax
@@ -46,6 +57,7 @@ const (
 var dropReasonNames = [DropReasonsMax]string{
 	"short", "magic", "version", "type", "flags", "length", "count", "checksum", "seq", "parse-other",
 	"not-request", "trailing-bytes", "no-address", "persist-failed", "resend-expired",
+	"no-mac", "bad-mac", "unknown-node", "replay",
 }
 
 func (r DropReason) String() string {

@@ -38,6 +38,8 @@ func runClient(args []string) error {
 	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
 	nodes := peerFlags{}
 	fs.Var(nodes, "node", "a node the primary may be, as id=host:port (repeat)")
+	keyFile := fs.String("key", "", "master key file (seqbus keygen): seal commands, accept only sealed answers")
+	stream := fs.Uint("stream", 1, "stream id (selects the client key)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -49,7 +51,10 @@ func runClient(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl, Nodes: nodes}
+	opts := client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl, Nodes: nodes, Stream: uint16(*stream)}
+	if opts.Key, err = loadKey(*keyFile); err != nil {
+		return err
+	}
 	if *witnessAddr != "" {
 		if opts.Witness, err = netip.ParseAddrPort(*witnessAddr); err != nil {
 			return fmt.Errorf("--witness: %v", err)

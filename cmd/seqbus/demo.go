@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/seqbus/seqbus/auth"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -138,6 +139,7 @@ func runDemo(args []string) error {
 	duration := fs.Duration("duration", 8*time.Second, "how long the load runs")
 	killAfter := fs.Duration("kill-after", 3*time.Second, "SIGKILL the primary this long into the load (0: never)")
 	keep := fs.Bool("keep", false, "keep the demo's directory (logs, journals)")
+	noAuth := fs.Bool("no-auth", false, "run without frame authentication (by default the demo generates a key)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -168,16 +170,28 @@ func runDemo(args []string) error {
 	d.nodes[1], d.nodes[2] = loopback(ports[2]), loopback(ports[3])
 	mdGroup := netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 78, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), ports[4])
 	fmt.Printf("seqbus demo on loopback (multicast %s pinned to lo, TTL 0); files in %s\n", d.group, dir)
-	if err := d.start("witness", "witness", "--listen", d.witness.String(), "--dir", filepath.Join(dir, "witness")); err != nil {
+	var keyArgs []string
+	var key *auth.MasterKey
+	if !*noAuth {
+		keyPath := filepath.Join(dir, "seqbus.key")
+		k, err := auth.Keygen(keyPath)
+		if err != nil {
+			return err
+		}
+		key, keyArgs = &k, []string{"--key", keyPath}
+		fmt.Printf("every frame is authenticated (HMAC-SHA256, key %s; --no-auth to compare)\n", keyPath)
+	}
+	if err := d.start("witness", append([]string{"witness", "--listen", d.witness.String(), "--dir", filepath.Join(dir, "witness"), "--nodes", "1,2"}, keyArgs...)...); err != nil {
 		return err
 	}
 	for id, addr := range d.nodes {
 		other := uint32(3 - id)
-		err := d.start("node"+strconv.Itoa(int(id)), "node", "--id", strconv.Itoa(int(id)),
+		args := []string{"node", "--id", strconv.Itoa(int(id)),
 			"--dir", filepath.Join(dir, "node"+strconv.Itoa(int(id))), "--listen", addr.String(),
 			"--group", d.group.String(), "--iface", "lo", "--witness", d.witness.String(),
 			"--market-data", mdGroup.String(),
-			"--peer", fmt.Sprintf("%d=%s", other, d.nodes[other]), "--fsync", "group")
+			"--peer", fmt.Sprintf("%d=%s", other, d.nodes[other]), "--fsync", "group"}
+		err := d.start("node"+strconv.Itoa(int(id)), append(args, keyArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -196,7 +210,7 @@ func runDemo(args []string) error {
 	}
 	fmt.Printf("witness up; node %d holds the lease (%v)\n", first, time.Since(start).Round(time.Millisecond))
 
-	md, err := client.SubscribeMarketData(mdGroup, "lo", nil)
+	md, err := client.SubscribeMarketDataKey(mdGroup, "lo", nil, key, 1)
 	if err != nil {
 		return err
 	}
@@ -206,7 +220,7 @@ func runDemo(args []string) error {
 	var mu sync.Mutex
 	acked := map[uint64]bool{}
 	var lastAnswer time.Time
-	cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: d.nodes[first], Witness: d.witness, Nodes: d.nodes})
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: d.nodes[first], Witness: d.witness, Nodes: d.nodes, Key: key})
 	if err != nil {
 		return err
 	}

@@ -109,6 +109,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	minInSync := fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
 	recvBuf := fs.Int("recv-buffer", node.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
 	busyPoll := fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
+	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
 	cpu := fs.Int("cpu", -1, "pin the receive loops to this CPU (-1: no pinning)")
 	noFencing, noGating := new(bool), new(bool)
 	if allowUnsafe {
@@ -163,6 +164,9 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	cfg.InSyncTimeoutNs, cfg.MinInSync = int64(*insyncTimeout), *minInSync
 	cfg.AckDelayNs = int64(*ackDelay)
 	cfg.Unsafe = node.Unsafe{NoFencing: *noFencing, NoGating: *noGating}
+	if cfg.Key, err = loadKey(*keyFile); err != nil {
+		return err
+	}
 	cfg.Tuning = bus.Tuning{RecvBufferBytes: *recvBuf, BusyPollUs: int(*busyPoll / time.Microsecond)}
 	if *cpu >= 0 {
 		cfg.PinCPU, cfg.CPU = true, *cpu

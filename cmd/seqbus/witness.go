@@ -18,6 +18,9 @@ func runWitness(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:7000", "UDP address to serve the lease protocol on")
 	dir := fs.String("dir", "", "state directory (the highest epoch is persisted here)")
 	lease := fs.Duration("lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the nodes)")
+	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate the lease protocol")
+	nodesFlag := fs.String("nodes", "", "with --key: the node ids it serves, e.g. 1,2")
+	stream := fs.Uint("stream", 1, "stream id (with --key: the keys are per stream)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -30,6 +33,18 @@ func runWitness(args []string) error {
 	}
 	cfg := witness.DefaultConfig()
 	cfg.Arbiter.LeaseDurationNs = int64(*lease)
+	cfg.Stream = uint16(*stream)
+	if cfg.Key, err = loadKey(*keyFile); err != nil {
+		return err
+	}
+	if cfg.Key != nil {
+		if *nodesFlag == "" {
+			return fmt.Errorf("--key needs --nodes (the node ids it holds keys for)")
+		}
+		if cfg.Nodes, err = parseIDs(*nodesFlag); err != nil {
+			return fmt.Errorf("--nodes: %v", err)
+		}
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
 	conn, err := bus.ListenUnicast(bus.UnicastConfig{Addr: addr})
 	if err != nil {

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/seqbus/seqbus/auth"
+)
+
+func runKeygen(args []string) error {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	out := fs.String("out", "seqbus.key", "write the new master key here (mode 0600; an existing file is never overwritten)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if _, err := auth.Keygen(*out); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (mode 0600). Copy it to every node, the witness and the clients; --key %s turns authentication on.\n", *out, *out)
+	return nil
+}
+
+// loadKey reads a master key file, or returns nil for an empty path.
+func loadKey(path string) (*auth.MasterKey, error) {
+	if path == "" {
+		return nil, nil
+	}
+	k, err := auth.LoadKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// parseIDs parses "1,2,3" into node ids.
+func parseIDs(s string) ([]uint32, error) {
+	ints, err := parseInts(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint32, 0, len(ints))
+	for _, v := range ints {
+		if v <= 0 || v > 1<<32-1 {
+			return nil, fmt.Errorf("bad node id %d", v)
+		}
+		out = append(out, uint32(v))
+	}
+	return out, nil
+}
