@@ -83,6 +83,10 @@ type Config struct {
 	// standby, its lease keeper asks the witness for the lease, and it
 	// leads only while the lease is held (Role and Epoch are ignored).
 	Witness netip.AddrPort
+	// NewArbiter, when set, makes leadership dynamic through another
+	// lease backend than the UDP witness (an etcd cluster: package
+	// etcdarb); it is given the node's keeper. Witness must then be unset.
+	NewArbiter func(k *arbiter.Keeper) (Arbiter, error)
 	// Lease is the lease configuration; it must match the witness's.
 	Lease arbiter.Config
 	// InSyncTimeoutNs: a standby silent this long leaves the in-sync set
@@ -165,7 +169,10 @@ func (c *Config) withDefaults() error {
 	if c.NewStateMachine == nil {
 		return fmt.Errorf("%w: no state machine", ErrConfig)
 	}
-	if c.Witness.IsValid() {
+	if c.Witness.IsValid() && c.NewArbiter != nil {
+		return fmt.Errorf("%w: a witness address and another arbiter are exclusive", ErrConfig)
+	}
+	if c.Witness.IsValid() || c.NewArbiter != nil {
 		c.Role = RoleStandby
 		if c.Lease == (arbiter.Config{}) {
 			c.Lease = arbiter.DefaultConfig()

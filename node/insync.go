@@ -96,7 +96,7 @@ func (n *Node) applyInSync(now int64) {
 // maintainInSync proposes removals of silent members and additions of
 // caught-up standbys (primary, witness mode).
 func (n *Node) maintainInSync(now int64) {
-	if n.wc == nil || n.isr.version == 0 || n.role != RolePrimary {
+	if n.arb == nil || n.isr.version == 0 || n.role != RolePrimary {
 		return
 	}
 	if n.isr.proposed != nil && now-n.isr.sentNs < n.cfg.Lease.RetryNs*2 {
@@ -130,7 +130,7 @@ func (n *Node) maintainInSync(now int64) {
 	if slices.Equal(desired, n.isr.members) {
 		return
 	}
-	if err := n.wc.ProposeInSync(n.isr.version, desired); err != nil {
+	if err := n.arb.ProposeInSync(n.isr.version, desired); err != nil {
 		n.cfg.Log.Error("in-sync proposal", "err", err)
 		return
 	}

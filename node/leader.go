@@ -1,6 +1,8 @@
 package node
 
 import (
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/witness"
 	"net/netip"
 	"time"
 
@@ -16,17 +18,59 @@ const newEpochEveryNs = 100_000_000
 // lease: a primary releases only while it may lead; a standby that was
 // granted a newer epoch promotes.
 func (n *Node) leaseTick(now int64) {
-	if n.wc == nil {
+	if n.arb == nil {
 		return
 	}
 	// Ask to lead only with the whole state at hand.
 	// A node whose journal failed must not hold the lease: let it lapse.
 	n.keeper.SetWantLead(!n.journalBroken && (n.role == RolePrimary || !n.fetch.Active()))
-	if pkt, ok := n.wc.Tick(now); ok {
-		n.send(pkt, n.cfg.Witness)
-	}
+	n.arb.Tick(now, n.deliverFn)
 	n.checkWitnessSilent(now)
 	n.leaseChanged(now)
+}
+
+// Arbiter is the node's side of whatever grants its lease, called under
+// the node's lock. The UDP witness is built in (its replies arrive on the
+// node's socket); another backend (package etcdarb) delivers its replies
+// from Tick, already given to the keeper.
+type Arbiter interface {
+	// Tick asks the keeper for a due request and sends it without
+	// blocking; replies that arrived since are passed to deliver.
+	Tick(nowNs int64, deliver func(r witness.Reply))
+	// ProposeInSync attaches an in-sync proposal to the next renew.
+	ProposeInSync(baseVersion uint64, members []arbiter.NodeID) error
+	Close() error
+}
+
+// witnessArbiter is the UDP witness behind the Arbiter interface.
+type witnessArbiter struct{ n *Node }
+
+func (w witnessArbiter) Tick(nowNs int64, _ func(witness.Reply)) {
+	if pkt, ok := w.n.wc.Tick(nowNs); ok {
+		w.n.send(pkt, w.n.cfg.Witness)
+	}
+}
+
+func (w witnessArbiter) ProposeInSync(base uint64, members []arbiter.NodeID) error {
+	return w.n.wc.ProposeInSync(base, members)
+}
+
+func (w witnessArbiter) Close() error { return nil }
+
+// deliverLease acts on a reply another backend already gave the keeper.
+func (n *Node) deliverLease(r witness.Reply) {
+	now := n.nowNs()
+	n.noteLeaseReply(now)
+	n.onWitnessSet(&r, now)
+	n.leaseChanged(now)
+}
+
+func (n *Node) noteLeaseReply(now int64) {
+	n.lastLeaseReplyNs = now
+	if n.witnessSilent {
+		n.witnessSilent = false
+		n.cfg.Log.Info("arbiter answering again")
+	}
 }
 
 // checkWitnessSilent says, once per episode, that the witness has not
@@ -39,8 +83,12 @@ func (n *Node) checkWitnessSilent(now int64) {
 	}
 	n.witnessSilent = true
 	n.stats.WitnessSilent++
-	n.cfg.Log.Error("witness unreachable: no reply; nobody leads without it (is `seqbus witness` running there, with the same --lease and --stream?)",
-		"witness", n.cfg.Witness, "silent", time.Duration(silentNs))
+	if n.wc != nil {
+		n.cfg.Log.Error("witness unreachable: no reply; nobody leads without it (is `seqbus witness` running there, with the same --lease, --stream and --key?)",
+			"witness", n.cfg.Witness, "silent", time.Duration(silentNs))
+		return
+	}
+	n.cfg.Log.Error("arbiter unreachable: no lease reply; nobody leads without it", "silent", time.Duration(silentNs))
 }
 
 // onLease handles a reply from the witness.
@@ -54,11 +102,7 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.countDrop(err)
 		return
 	}
-	n.lastLeaseReplyNs = now
-	if n.witnessSilent {
-		n.witnessSilent = false
-		n.cfg.Log.Info("witness answering again", "witness", n.cfg.Witness)
-	}
+	n.noteLeaseReply(now)
 	if used && r.Granted() && n.cfg.Unsafe.LeaseFromReply {
 		n.keeper.UnsafeRestamp(now) // UNSAFE (mutation test)
 	}

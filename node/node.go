@@ -58,7 +58,9 @@ type Node struct {
 	prevEpoch, epochStart uint64
 
 	keeper             *arbiter.Keeper // nil without a witness
-	wc                 *witness.Client
+	wc                 *witness.Client // the UDP witness's client (nil otherwise)
+	arb                Arbiter         // nil for a static node
+	deliverFn          func(witness.Reply)
 	lastNewEpochNs     int64
 	stages             StageObserver // Config.Observer, if it implements it
 	auth               *nodeAuth     // nil without Config.Key
@@ -145,7 +147,7 @@ func New(cfg Config) (*Node, error) {
 		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
 		n.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
 	}
-	if cfg.Witness.IsValid() {
+	if cfg.Witness.IsValid() || cfg.NewArbiter != nil {
 		k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
 		if err != nil {
 			return nil, err
@@ -154,13 +156,24 @@ func New(cfg Config) (*Node, error) {
 		// run, so a grant captured before a restart matches no request of
 		// this one (the keeper matches replies by ID).
 		k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
-		n.keeper, n.wc = k, witness.NewClient(k, cfg.Stream)
+		n.keeper = k
+		n.deliverFn = n.deliverLease // one func value, not one per tick
+		if cfg.NewArbiter != nil {
+			if n.arb, err = cfg.NewArbiter(k); err != nil {
+				return nil, err
+			}
+		} else {
+			n.wc = witness.NewClient(k, cfg.Stream)
+			n.arb = witnessArbiter{n}
+		}
 	}
 	if err := n.recover(); err != nil {
+		n.closeArbiter()
 		return nil, err
 	}
 	if err := n.openSockets(); err != nil {
 		n.j.Close()
+		n.closeArbiter()
 		return nil, err
 	}
 	if cfg.Role == RolePrimary {
@@ -174,9 +187,18 @@ func New(cfg Config) (*Node, error) {
 	} else if err := n.becomeStandby(); err != nil {
 		n.closeSockets()
 		n.j.Close()
+		n.closeArbiter()
 		return nil, err
 	}
 	return n, nil
+}
+
+func (n *Node) closeArbiter() {
+	if n.arb != nil {
+		if err := n.arb.Close(); err != nil {
+			n.cfg.Log.Warn("closing the arbiter client", "err", err)
+		}
+	}
 }
 
 // datagramLen is the frame budget of one datagram: the MAC tag, when
@@ -332,6 +354,7 @@ func (n *Node) Close() error {
 		l.Stop()
 	}
 	n.wg.Wait()
+	n.closeArbiter()
 	n.closeSockets()
 	n.mu.Lock()
 	defer n.mu.Unlock()

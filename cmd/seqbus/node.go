@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/seqbus/seqbus/etcdarb"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -99,6 +101,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	status := fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	snapEvery := fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
 	verbose := fs.Bool("v", false, "log at debug level")
+	arbiterURL := fs.String("arbiter", "", "lease arbiter other than the UDP witness: etcd://host1:2379,host2:2379,host3:2379 (an etcd cluster; see README)")
 	witnessAddr := fs.String("witness", "", "the witness's address; with it the node starts as a standby and leads only while it holds the lease")
 	lease := fs.Duration("lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the witness)")
 	renew := fs.Duration("renew", time.Duration(arbiter.DefaultRenewIntervalNs), "renew the lease this often")
@@ -161,6 +164,20 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 		}
 		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
 	}
+	if *arbiterURL != "" {
+		if *witnessAddr != "" {
+			return fmt.Errorf("--witness and --arbiter are exclusive")
+		}
+		eps, err := parseEtcdURL(*arbiterURL)
+		if err != nil {
+			return err
+		}
+		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
+		stream, id := uint16(*stream), arbiter.NodeID(*id)
+		cfg.NewArbiter = func(k *arbiter.Keeper) (node.Arbiter, error) {
+			return etcdarb.New(etcdarb.Config{Endpoints: eps, Stream: stream, Node: id, LeaseDurationNs: int64(*lease)}, k)
+		}
+	}
 	cfg.InSyncTimeoutNs, cfg.MinInSync = int64(*insyncTimeout), *minInSync
 	cfg.AckDelayNs = int64(*ackDelay)
 	cfg.Unsafe = node.Unsafe{NoFencing: *noFencing, NoGating: *noGating}
@@ -203,6 +220,22 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	<-ctx.Done()
 	cfg.Log.Info("stopping")
 	return n.Close()
+}
+
+// parseEtcdURL turns etcd://h1:2379,h2:2379 into client endpoints.
+func parseEtcdURL(u string) ([]string, error) {
+	rest, ok := strings.CutPrefix(u, "etcd://")
+	if !ok || rest == "" {
+		return nil, fmt.Errorf("--arbiter: want etcd://host:port[,host:port...], got %q", u)
+	}
+	var eps []string
+	for _, h := range strings.Split(rest, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return nil, fmt.Errorf("--arbiter: bad endpoint %q: %v", h, err)
+		}
+		eps = append(eps, "http://"+h)
+	}
+	return eps, nil
 }
 
 // waitSignal blocks until SIGINT or SIGTERM.

@@ -1,0 +1,361 @@
+package etcdarb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// maxResults bounds the finished replies waiting for the next Tick. With
+// one operation in flight and Tick called every millisecond there is at
+// most one; at the bound the oldest is dropped (counted in
+// Stats.ResultsDropped), which the keeper treats like a lost datagram.
+const maxResults = 4
+
+// job is one keeper request handed to the worker, with the in-sync
+// proposal attached to it (renews only).
+type job struct {
+	req      arbiter.Request
+	proposal witness.InSyncProposal
+}
+
+// Client is the node side of the lease protocol on an etcd cluster: the
+// same keeper, fencing, gating and step-down code as with the UDP witness,
+// only the arbiter differs. One worker goroutine runs the etcd operations,
+// one at a time; Tick and ProposeInSync are called by the node under its
+// own lock (they touch the keeper, which is not thread-safe), Query, Stats
+// and Close from any goroutine.
+type Client struct {
+	cfg    Config
+	keys   keys
+	ttlS   int64
+	keeper *arbiter.Keeper
+	etcd   *clientv3.Client
+
+	// proposal is attached to the next renew Tick produces (owned by the
+	// Tick caller, like the keeper).
+	proposal witness.InSyncProposal
+
+	// mu guards the mailbox between Tick and the worker.
+	mu        sync.Mutex
+	queued    job
+	hasQueued bool
+	closed    bool
+	results   [maxResults]witness.Reply
+	nResults  int
+	wake      chan struct{}
+
+	// The worker's own state: the etcd lease and epoch it last held.
+	leaseID clientv3.LeaseID
+	epoch   uint64
+	failing bool
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	stats counters
+}
+
+// New connects to cfg.Endpoints and starts the worker. It checks that the
+// cluster answers (a linearizable read of the stream's keys) within
+// DialTimeoutNs and returns ErrUnreachable naming the endpoints otherwise.
+// keeper must be the node's keeper, built with the same LeaseDurationNs.
+func New(cfg Config, keeper *arbiter.Keeper) (*Client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if keeper == nil {
+		return nil, fmt.Errorf("%w: nil keeper", ErrConfig)
+	}
+	etcd, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: time.Duration(cfg.DialTimeoutNs),
+		// The etcd client logs every retry at warn level through zap;
+		// our own transitions go to cfg.Logger instead.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: endpoints %s: %v", ErrUnreachable, strings.Join(cfg.Endpoints, ","), err)
+	}
+	c := &Client{
+		cfg:    cfg,
+		keys:   makeKeys(cfg.Prefix, cfg.Stream),
+		ttlS:   ttlSeconds(cfg.LeaseDurationNs),
+		keeper: keeper,
+		etcd:   etcd,
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	probe, cancel := context.WithTimeout(c.ctx, time.Duration(cfg.DialTimeoutNs))
+	_, err = c.read(probe)
+	cancel()
+	if err != nil && !errors.Is(err, ErrCorruptValue) {
+		c.cancel()
+		_ = etcd.Close()
+		return nil, fmt.Errorf("%w: endpoints %s did not answer within %v: %v",
+			ErrUnreachable, strings.Join(cfg.Endpoints, ","), time.Duration(cfg.DialTimeoutNs), err)
+	}
+	go c.work()
+	return c, nil
+}
+
+// Keeper returns the wrapped keeper.
+func (c *Client) Keeper() *arbiter.Keeper { return c.keeper }
+
+// Tick asks the keeper for a due request and hands it to the worker
+// without blocking (a newer request replaces one still queued: at most one
+// etcd operation runs and one waits), then delivers every finished reply to
+// the keeper exactly as witness.Reply.Deliver does and passes each to
+// deliver (which may be nil), in the order they finished. nowNs is the
+// request's send time, so it must be read just before calling Tick. Call
+// it from the goroutine that owns the keeper. It does not allocate.
+func (c *Client) Tick(nowNs int64, deliver func(r witness.Reply)) {
+	if req, ok := c.keeper.Tick(nowNs); ok {
+		c.enqueue(req)
+	}
+	var out [maxResults]witness.Reply
+	c.mu.Lock()
+	n := c.nResults
+	copy(out[:], c.results[:n])
+	c.nResults = 0
+	c.mu.Unlock()
+	for i := range out[:n] {
+		out[i].Deliver(c.keeper)
+		if deliver != nil {
+			deliver(out[i])
+		}
+	}
+}
+
+func (c *Client) enqueue(req arbiter.Request) {
+	c.stats.requests.Add(1)
+	j := job{req: req}
+	if req.Kind == arbiter.RequestRenew {
+		j.proposal, c.proposal = c.proposal, witness.InSyncProposal{}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if c.hasQueued {
+		c.stats.replaced.Add(1)
+		// A replaced renew's proposal rides on the newer renew, so that
+		// replacing is not losing it.
+		if j.proposal.BaseVersion == 0 && req.Kind == arbiter.RequestRenew {
+			j.proposal = c.queued.proposal
+		}
+	}
+	c.queued, c.hasQueued = j, true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // the worker is already signalled
+	}
+}
+
+// ProposeInSync attaches a proposal for the in-sync set to the next renew
+// Tick produces, with witness.Client.ProposeInSync's contract: it replaces
+// an earlier proposal not yet sent, an acquire does not consume it, it is
+// sent once, and baseVersion 0 or more than arbiter.MaxInSyncMembers
+// members is refused with witness.ErrRequest (keeping any earlier
+// proposal). The set itself is judged against etcd's (see package doc).
+func (c *Client) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) error {
+	if baseVersion == 0 || len(members) > arbiter.MaxInSyncMembers {
+		return fmt.Errorf("%w: in-sync proposal on version %d with %d members", witness.ErrRequest, baseVersion, len(members))
+	}
+	c.proposal = witness.InSyncProposal{BaseVersion: baseVersion, N: len(members)}
+	copy(c.proposal.Members[:], members)
+	return nil
+}
+
+// Query reads who holds the lease (NodeNone when nobody does), the
+// highest epoch granted (the holder's while one is live) and the in-sync
+// set, in one linearizable read. Without a deadline on ctx it is bounded
+// by RequestTimeoutNs. It is safe from any goroutine.
+func (c *Client) Query(ctx context.Context) (holder arbiter.NodeID, epoch uint64, inSync InSync, err error) {
+	if c.ctx.Err() != nil {
+		return arbiter.NodeNone, 0, InSync{}, ErrClosed
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(c.cfg.RequestTimeoutNs))
+		defer cancel()
+	}
+	s, err := c.read(ctx)
+	if err != nil {
+		return arbiter.NodeNone, 0, InSync{}, err
+	}
+	return s.leader, s.highestEpoch(), s.inSync, nil
+}
+
+// Close stops the worker (cancelling an operation in flight), closes the
+// etcd connection and waits until no goroutine of the Client is left. It
+// revokes nothing: a crashed node cannot revoke either, so the lease is
+// left to expire and the other nodes take over after the same wait as
+// after a crash. Replies not yet delivered are dropped. Close is
+// idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		c.cancel()
+		<-c.done
+		c.closeErr = c.etcd.Close()
+		if errors.Is(c.closeErr, context.Canceled) {
+			c.closeErr = nil
+		}
+	})
+	return c.closeErr
+}
+
+// work runs queued jobs one at a time until Close.
+func (c *Client) work() {
+	defer close(c.done)
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		j, ok := c.queued, c.hasQueued
+		c.hasQueued = false
+		c.mu.Unlock()
+		if !ok {
+			continue
+		}
+		r, ok := c.run(j)
+		if !ok {
+			continue
+		}
+		c.mu.Lock()
+		if c.nResults == maxResults {
+			copy(c.results[:], c.results[1:])
+			c.nResults--
+			c.stats.resultsDropped.Add(1)
+		}
+		c.results[c.nResults] = r
+		c.nResults++
+		c.mu.Unlock()
+	}
+}
+
+// run performs one job under RequestTimeoutNs. An etcd error or timeout
+// produces no reply, like a lost datagram: the keeper retries, and if the
+// errors last its lease runs out on its own clock.
+func (c *Client) run(j job) (witness.Reply, bool) {
+	ctx, cancel := context.WithTimeout(c.ctx, time.Duration(c.cfg.RequestTimeoutNs))
+	defer cancel()
+	var r witness.Reply
+	var err error
+	switch j.req.Kind {
+	case arbiter.RequestAcquire:
+		c.stats.acquires.Add(1)
+		r, err = c.acquire(ctx, j.req)
+	case arbiter.RequestRenew:
+		c.stats.renews.Add(1)
+		r, err = c.renew(ctx, j.req, &j.proposal)
+	default:
+		panic(fmt.Sprintf("etcdarb: keeper produced request kind %s", j.req.Kind))
+	}
+	if err != nil {
+		c.countError(ctx, err)
+		return witness.Reply{}, false
+	}
+	if c.failing {
+		c.failing = false
+		c.cfg.Logger.Info("etcd answering again", "endpoints", c.cfg.Endpoints)
+	}
+	if r.Granted() {
+		c.stats.grants.Add(1)
+	} else {
+		c.stats.denies.Add(1)
+	}
+	return r, true
+}
+
+func (c *Client) countError(ctx context.Context, err error) {
+	switch {
+	case c.ctx.Err() != nil:
+		return // closing
+	case errors.Is(err, ErrCorruptValue):
+		c.stats.corruptValues.Add(1)
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		c.stats.timeouts.Add(1)
+	default:
+		c.stats.errors.Add(1)
+	}
+	if !c.failing {
+		c.failing = true
+		c.cfg.Logger.Warn("etcd request failed; the keeper retries and its lease runs out if this lasts",
+			"endpoints", c.cfg.Endpoints, "err", err)
+	}
+}
+
+// counters are updated by the worker and read by Stats from anywhere.
+type counters struct {
+	requests, replaced, acquires, renews                    atomic.Uint64
+	grants, grantsNewTerm, denies                           atomic.Uint64
+	deniesHeld, deniesNotInSync, deniesLost                 atomic.Uint64
+	inSyncProposals, inSyncChanged, inSyncRefused           atomic.Uint64
+	errors, timeouts, corruptValues, resultsDropped, unused atomic.Uint64
+}
+
+// Stats are the Client's counters since New.
+type Stats struct {
+	// Requests is every request the keeper produced; Replaced those
+	// replaced in the queue by a newer one before the worker took them.
+	Requests, Replaced uint64
+	// Acquires and Renews are the operations the worker ran.
+	Acquires, Renews uint64
+	// Grants (GrantsNewTerm of them created the leader key: a new epoch)
+	// and Denies are the replies delivered.
+	Grants, GrantsNewTerm, Denies uint64
+	// DeniesHeld: another node holds the lease. DeniesNotInSync: the lease
+	// is free but this node may not be promoted. DeniesLost: our etcd
+	// lease or leader key is gone (expired, or another term began).
+	DeniesHeld, DeniesNotInSync, DeniesLost uint64
+	// InSyncProposals were sent with a renew; InSyncChanged written;
+	// InSyncRefused refused (stale base, invalid set, or the set changed
+	// between read and write).
+	InSyncProposals, InSyncChanged, InSyncRefused uint64
+	// Errors and Timeouts are failed operations (no reply delivered);
+	// CorruptValues operations refused because a key held a value this
+	// package never writes.
+	Errors, Timeouts, CorruptValues uint64
+	// ResultsDropped counts replies dropped at the maxResults bound;
+	// UnusedLeases etcd leases granted for an acquire that then lost the
+	// race (left to expire).
+	ResultsDropped, UnusedLeases uint64
+}
+
+// Stats returns a snapshot of the counters. Safe from any goroutine.
+func (c *Client) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		Requests: s.requests.Load(), Replaced: s.replaced.Load(),
+		Acquires: s.acquires.Load(), Renews: s.renews.Load(),
+		Grants: s.grants.Load(), GrantsNewTerm: s.grantsNewTerm.Load(), Denies: s.denies.Load(),
+		DeniesHeld: s.deniesHeld.Load(), DeniesNotInSync: s.deniesNotInSync.Load(), DeniesLost: s.deniesLost.Load(),
+		InSyncProposals: s.inSyncProposals.Load(), InSyncChanged: s.inSyncChanged.Load(), InSyncRefused: s.inSyncRefused.Load(),
+		Errors: s.errors.Load(), Timeouts: s.timeouts.Load(), CorruptValues: s.corruptValues.Load(),
+		ResultsDropped: s.resultsDropped.Load(), UnusedLeases: s.unused.Load(),
+	}
+}

@@ -1,0 +1,235 @@
+package etcdarb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// The etcd operations, run only by the worker goroutine (Query's read
+// excepted, which touches no worker state). Each returns a reply, or an
+// error when etcd did not answer usefully; an error never becomes a reply.
+
+// getAll are the three reads every transaction ends with, so that any
+// answer (success or not) carries the stream's state at its revision.
+func (c *Client) getAll() []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(c.keys.leader), clientv3.OpGet(c.keys.term), clientv3.OpGet(c.keys.inSync)}
+}
+
+// read returns the stream's state in one linearizable read.
+func (c *Client) read(ctx context.Context) (state, error) {
+	resp, err := c.etcd.Txn(ctx).Then(c.getAll()...).Commit()
+	if err != nil {
+		return state{}, err
+	}
+	return stateFrom(resp.Responses)
+}
+
+// stateFrom decodes the last three responses of a transaction, which are
+// always getAll's.
+func stateFrom(rs []*etcdserverpb.ResponseOp) (state, error) {
+	if len(rs) < 3 {
+		return state{}, fmt.Errorf("%w: transaction returned %d responses", ErrCorruptValue, len(rs))
+	}
+	rs = rs[len(rs)-3:]
+	var got [3]kv
+	for i, r := range rs {
+		rr := r.GetResponseRange()
+		if rr == nil {
+			return state{}, fmt.Errorf("%w: response %d is not a range", ErrCorruptValue, i)
+		}
+		if len(rr.Kvs) > 0 {
+			got[i] = kvFrom(rr.Kvs[0])
+		}
+	}
+	return decodeState(got[0], got[1], got[2])
+}
+
+func kvFrom(k *mvccpb.KeyValue) kv {
+	return kv{present: true, value: k.Value, createRev: k.CreateRevision, modRev: k.ModRevision, lease: k.Lease}
+}
+
+// acquire grants the lease to this node if the leader key is absent and the
+// node may be promoted (mayAcquire on the state read), extends it if the
+// leader key is already ours, and refuses otherwise.
+func (c *Client) acquire(ctx context.Context, req arbiter.Request) (witness.Reply, error) {
+	s, err := c.read(ctx)
+	if err != nil {
+		return witness.Reply{}, err
+	}
+	switch {
+	case s.leader == c.cfg.Node:
+		// Our leader key is still live (our renewals failed but the etcd
+		// lease did not expire, or this process restarted): extend it
+		// under the same epoch, as the witness extends a live holder's
+		// acquire.
+		r, _, err := c.extend(ctx, req.ID, uint64(s.leaderRev), clientv3.LeaseID(s.leaderLease))
+		return r, err
+	case s.leader != arbiter.NodeNone:
+		c.stats.deniesHeld.Add(1)
+		return denyReply(req.ID, &s), nil
+	case !mayAcquire(&s, c.cfg.Node):
+		c.stats.deniesNotInSync.Add(1)
+		return denyReply(req.ID, &s), nil
+	}
+	lease, err := c.etcd.Grant(ctx, c.ttlS)
+	if err != nil {
+		return witness.Reply{}, err
+	}
+	version, members := nextTermInSync(&s, c.cfg.Node)
+	node := encodeNode(c.cfg.Node)
+	// The conditions make the promotion rule atomic: mayAcquire judged the
+	// term and the set at exactly these revisions, and the leader key must
+	// still be absent.
+	resp, err := c.etcd.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(c.keys.leader), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(c.keys.term), "=", s.termRev),
+		clientv3.Compare(clientv3.ModRevision(c.keys.inSync), "=", s.inSyncRev),
+	).Then(
+		clientv3.OpPut(c.keys.leader, node, clientv3.WithLease(lease.ID)),
+		clientv3.OpPut(c.keys.term, node),
+		clientv3.OpPut(c.keys.inSync, string(encodeInSync(version, &members))),
+	).Else(c.getAll()...).Commit()
+	if err != nil {
+		// The transaction may have succeeded: then the next acquire finds
+		// our leader key and extends it. Otherwise the lease expires
+		// unused.
+		c.stats.unused.Add(1)
+		return witness.Reply{}, err
+	}
+	if !resp.Succeeded {
+		// Another node won the race; our lease expires unused (revoking
+		// would cost a round trip and gain nothing).
+		c.stats.unused.Add(1)
+		s, err := stateFrom(resp.Responses)
+		if err != nil {
+			return witness.Reply{}, err
+		}
+		c.stats.deniesHeld.Add(1)
+		return denyReply(req.ID, &s), nil
+	}
+	// The epoch is the revision of this transaction, which is the leader
+	// key's CreateRevision: etcd revisions only grow, so every new term
+	// gets a higher epoch than every earlier one.
+	epoch := uint64(resp.Header.Revision)
+	c.leaseID, c.epoch = lease.ID, epoch
+	c.stats.grantsNewTerm.Add(1)
+	return grantReply(req.ID, epoch, grantDurationNs(lease.TTL, c.cfg.LeaseDurationNs), version, members), nil
+}
+
+// renew extends the lease of epoch req.Epoch, then applies the proposal if
+// there is one.
+func (c *Client) renew(ctx context.Context, req arbiter.Request, p *witness.InSyncProposal) (witness.Reply, error) {
+	lease := c.leaseID
+	if c.epoch != req.Epoch || lease == 0 {
+		// Not the term this worker acquired (a renew of an older epoch, or
+		// a lease taken over from an earlier process): find its lease.
+		s, err := c.read(ctx)
+		if err != nil {
+			return witness.Reply{}, err
+		}
+		if s.leader != c.cfg.Node || uint64(s.leaderRev) != req.Epoch {
+			c.stats.deniesLost.Add(1)
+			return denyReply(req.ID, &s), nil
+		}
+		lease = clientv3.LeaseID(s.leaderLease)
+	}
+	if p.BaseVersion != 0 {
+		c.stats.inSyncProposals.Add(1)
+	}
+	r, s, err := c.extend(ctx, req.ID, req.Epoch, lease)
+	if err != nil || !r.Granted() || p.BaseVersion == 0 {
+		return r, err
+	}
+	return c.propose(ctx, r, &s, lease, p)
+}
+
+// extend renews etcd lease id (one keep-alive) and then checks, in one
+// transaction, that the leader key still has epoch as its CreateRevision
+// and id as its lease. The grant's duration is the TTL etcd reports,
+// capped at LeaseDurationNs; the keeper times it from the request's send
+// time, which is before the keep-alive reached etcd. A lease etcd no
+// longer has, or a leader key that is not ours, is refused.
+func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv3.LeaseID) (witness.Reply, state, error) {
+	ka, err := c.etcd.KeepAliveOnce(ctx, id)
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return witness.Reply{}, state{}, err
+	}
+	lost := err != nil
+	resp, err := c.etcd.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(c.keys.leader), "=", int64(epoch)),
+		clientv3.Compare(clientv3.LeaseValue(c.keys.leader), "=", int64(id)),
+	).Then(c.getAll()...).Else(c.getAll()...).Commit()
+	if err != nil {
+		return witness.Reply{}, state{}, err
+	}
+	s, err := stateFrom(resp.Responses)
+	if err != nil {
+		return witness.Reply{}, state{}, err
+	}
+	if lost || !resp.Succeeded {
+		if c.epoch == epoch {
+			c.leaseID, c.epoch = 0, 0
+		}
+		c.stats.deniesLost.Add(1)
+		return denyReply(requestID, &s), s, nil
+	}
+	c.leaseID, c.epoch = id, epoch
+	return grantReply(requestID, epoch, grantDurationNs(ka.TTL, c.cfg.LeaseDurationNs), s.inSync.Version, s.inSync.Members), s, nil
+}
+
+// propose applies an in-sync proposal after a granted renew r: judged
+// against s, the state extend read (in the same transaction that proved
+// the leader key ours), and written only if the leader key is still ours
+// (epoch and lease) and the set's ModRevision unchanged since that read.
+// A refused proposal leaves the renew granted, carrying the set in force,
+// as at the witness; a leader key that is no longer ours turns the grant
+// into a deny.
+func (c *Client) propose(ctx context.Context, r witness.Reply, s *state, lease clientv3.LeaseID, p *witness.InSyncProposal) (witness.Reply, error) {
+	verdict, members := judgeProposal(s, c.cfg.Node, p)
+	switch verdict {
+	case proposalStale, proposalInvalid:
+		c.stats.inSyncRefused.Add(1)
+		return r, nil
+	case proposalSame:
+		return r, nil
+	}
+	version := s.inSync.Version + 1
+	resp, err := c.etcd.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(c.keys.leader), "=", int64(r.Epoch)),
+		clientv3.Compare(clientv3.LeaseValue(c.keys.leader), "=", int64(lease)),
+		clientv3.Compare(clientv3.ModRevision(c.keys.inSync), "=", s.inSyncRev),
+	).Then(
+		clientv3.OpPut(c.keys.inSync, string(encodeInSync(version, &members))),
+	).Else(c.getAll()...).Commit()
+	if err != nil {
+		// The write may or may not have happened; the renew stands with
+		// the set read, and the node proposes again: a stale base is then
+		// refused and the grant shows the set in force.
+		return r, nil
+	}
+	if resp.Succeeded {
+		c.stats.inSyncChanged.Add(1)
+		r.InSyncVersion, r.Members = version, members
+		return r, nil
+	}
+	c.stats.inSyncRefused.Add(1)
+	now, err := stateFrom(resp.Responses)
+	if err != nil {
+		return witness.Reply{}, err
+	}
+	if now.leader != c.cfg.Node || uint64(now.leaderRev) != r.Epoch {
+		c.stats.deniesLost.Add(1)
+		return denyReply(r.RequestID, &now), nil
+	}
+	r.InSyncVersion, r.Members = now.inSync.Version, now.inSync.Members
+	return r, nil
+}

@@ -1,0 +1,133 @@
+package etcdarb
+
+import (
+	"testing"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// bareClient is a Client with no etcd connection and no worker: enough to
+// test Tick's mailbox, which is all the node's 1 ms loop touches.
+func bareClient(tb testing.TB) (*Client, *arbiter.Keeper) {
+	tb.Helper()
+	k, err := arbiter.NewKeeper(1, arbiter.DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &Client{cfg: Config{Node: 1, LeaseDurationNs: second}, keeper: k, wake: make(chan struct{}, 1)}, k
+}
+
+// takeJob is the worker's side of the mailbox.
+func takeJob(c *Client) (job, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.queued, c.hasQueued
+	c.hasQueued = false
+	return j, ok
+}
+
+func putResult(c *Client, r witness.Reply) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nResults == maxResults {
+		copy(c.results[:], c.results[1:])
+		c.nResults--
+	}
+	c.results[c.nResults] = r
+	c.nResults++
+}
+
+func TestTickQueuesAndDelivers(t *testing.T) {
+	c, k := bareClient(t)
+	k.SetWantLead(true)
+	c.Tick(0, nil)
+	j, ok := takeJob(c)
+	if !ok || j.req.Kind != arbiter.RequestAcquire || j.req.SentAtNs != 0 {
+		t.Fatalf("first tick queued %+v %v", j, ok)
+	}
+	// A newer request replaces a queued one (the worker was busy).
+	c.Tick(arbiter.DefaultRetryNs, nil)
+	c.Tick(2*arbiter.DefaultRetryNs, nil)
+	j, ok = takeJob(c)
+	if !ok || j.req.SentAtNs != 2*arbiter.DefaultRetryNs || c.stats.replaced.Load() != 1 {
+		t.Fatalf("queued %+v, replaced %d", j, c.stats.replaced.Load())
+	}
+	// The grant is delivered to the keeper and to the callback, in order.
+	putResult(c, grantReply(j.req.ID, 5, second, 1, set()))
+	var seen []witness.Reply
+	c.Tick(2*arbiter.DefaultRetryNs+1, func(r witness.Reply) { seen = append(seen, r) })
+	if len(seen) != 1 || !k.MayLead(2*arbiter.DefaultRetryNs+2) || k.Epoch() != 5 {
+		t.Fatalf("delivered %v, view %+v", seen, k.View())
+	}
+	// A proposal rides on the next renew only, and survives a replacement.
+	if err := c.ProposeInSync(1, []arbiter.NodeID{2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ProposeInSync(0, nil); err == nil {
+		t.Fatal("base version 0 accepted")
+	}
+	if err := c.ProposeInSync(1, make([]arbiter.NodeID, arbiter.MaxInSyncMembers+1)); err == nil {
+		t.Fatal("9 members accepted")
+	}
+	k.Hurry(0)
+	c.Tick(2*arbiter.DefaultRetryNs+3, nil)
+	k.Hurry(0)
+	c.Tick(2*arbiter.DefaultRetryNs+4, nil)
+	j, _ = takeJob(c)
+	if j.req.Kind != arbiter.RequestRenew || j.proposal.BaseVersion != 1 || j.proposal.N != 1 || j.proposal.Members[0] != 2 {
+		t.Fatalf("renew job %+v", j)
+	}
+	// After Close nothing is queued.
+	c.closed = true
+	k.Hurry(0)
+	c.Tick(2*arbiter.DefaultRetryNs+5, nil)
+	if _, ok := takeJob(c); ok {
+		t.Fatal("queued after close")
+	}
+}
+
+func TestTickAllocs(t *testing.T) {
+	c, k := bareClient(t)
+	k.SetWantLead(true)
+	nowNs := int64(0)
+	var delivered int
+	deliver := func(witness.Reply) { delivered++ }
+	if n := testing.AllocsPerRun(1000, func() { nowNs++; c.Tick(nowNs, deliver) }); n != 0 {
+		t.Errorf("idle Tick allocates %v", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		nowNs += arbiter.DefaultRetryNs
+		c.Tick(nowNs, deliver)
+		j, _ := takeJob(c)
+		putResult(c, denyReply(j.req.ID, &state{termRev: 3}))
+		c.Tick(nowNs, deliver)
+	}); n != 0 {
+		t.Errorf("Tick that queues and delivers allocates %v", n)
+	}
+	if delivered == 0 {
+		t.Fatal("nothing delivered")
+	}
+}
+
+func BenchmarkTickIdle(b *testing.B) {
+	c, _ := bareClient(b)
+	b.ReportAllocs()
+	for i := range b.N {
+		c.Tick(int64(i), nil)
+	}
+}
+
+func BenchmarkTickQueueDeliver(b *testing.B) {
+	c, k := bareClient(b)
+	k.SetWantLead(true)
+	b.ReportAllocs()
+	nowNs := int64(0)
+	for range b.N {
+		nowNs += arbiter.DefaultRetryNs
+		c.Tick(nowNs, nil)
+		j, _ := takeJob(c)
+		putResult(c, denyReply(j.req.ID, &state{termRev: 3}))
+		c.Tick(nowNs, nil)
+	}
+}
