@@ -30,7 +30,7 @@ const Binary = "/usr/bin/etcd"
 const (
 	HeartbeatMs = 50
 	ElectionMs  = 500
-	UpBound  = 15 * time.Second
+	UpBound     = 15 * time.Second
 )
 
 func Need(tb testing.TB) {
