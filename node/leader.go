@@ -23,7 +23,9 @@ func (n *Node) leaseTick(now int64) {
 	}
 	// Ask to lead only with the whole state at hand.
 	// A node whose journal failed must not hold the lease: let it lapse.
-	n.keeper.SetWantLead(!n.journalBroken && (n.role == RolePrimary || !n.fetch.Active()))
+	// A node rebuilding a journal it set aside as corrupt has no history
+	// to lead with until it caught up.
+	n.keeper.SetWantLead(!n.journalBroken && !n.refetching && (n.role == RolePrimary || !n.fetch.Active()))
 	n.arb.Tick(now, n.deliverFn)
 	n.checkWitnessSilent(now)
 	n.leaseChanged(now)

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"errors"
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"strings"
 
 	"fmt"
 	"net/netip"
@@ -73,7 +75,10 @@ type Node struct {
 	firstReleaseLogged bool
 	isr                inSyncState
 	journalBroken      bool // an append failed: never lead again in this process
-	historyEpochs      []historyEpoch
+	// refetching: the journal was set aside as corrupt; this node must not
+	// lead until it has caught up with a live primary.
+	refetching    bool
+	historyEpochs []historyEpoch
 
 	// primary
 	seqr     *sequencer.Sequencer
@@ -224,11 +229,25 @@ func (n *Node) nowNs() int64 {
 // recover opens the journal and rebuilds the state machine from it.
 func (n *Node) recover() error {
 	j, rec, err := journal.Open(n.cfg.FS, n.cfg.Dir, n.cfg.Journal)
+	if errors.Is(err, journal.ErrCorrupt) && n.cfg.Role != RolePrimary {
+		// etcd's rule: never serve from a damaged log, never skip a bad
+		// record. Set the whole journal aside and rebuild from a peer.
+		aside, merr := n.setJournalAside()
+		if merr != nil {
+			return fmt.Errorf("node: journal %s is corrupt (%v) and could not be set aside: %w", n.cfg.Dir, err, merr)
+		}
+		n.cfg.Log.Error("JOURNAL CORRUPT: set aside; refetching the state from the primary; this node will not lead until it has caught up",
+			"dir", n.cfg.Dir, "err", err, "files_set_aside", aside)
+		n.stats.JournalsSetAside++
+		n.refetching = true
+		j, rec, err = journal.Open(n.cfg.FS, n.cfg.Dir, n.cfg.Journal)
+	}
 	if err != nil {
 		return fmt.Errorf("node: open journal %s: %w", n.cfg.Dir, err)
 	}
 	n.j = j
 	if rec.BytesCut > 0 {
+		n.stats.TornTailBytes += uint64(rec.BytesCut)
 		n.cfg.Log.Warn("journal: torn tail truncated", "bytes", rec.BytesCut, "file", rec.CutFile, "offset", rec.CutOffset, "records", rec.RecordsKept)
 	}
 	if err := n.rebuildState(); err != nil {
@@ -240,6 +259,29 @@ func (n *Node) recover() error {
 	n.prevEpoch = 0
 	n.cfg.Log.Info("recovered", "applied", n.eng.AppliedSeq(), "epoch", n.epoch, "journal_first", j.First())
 	return nil
+}
+
+// setJournalAside renames every journal and snapshot file in the
+// directory with a .corrupt-<unix seconds> suffix (kept for an operator's
+// post-mortem; the journal ignores them) and returns how many.
+func (n *Node) setJournalAside() (int, error) {
+	names, err := n.cfg.FS.ReadDir(n.cfg.Dir)
+	if err != nil {
+		return 0, err
+	}
+	suffix := fmt.Sprintf(".corrupt-%d", time.Now().Unix())
+	moved := 0
+	for _, name := range names {
+		if strings.Contains(name, ".corrupt-") {
+			continue
+		}
+		from := n.cfg.Dir + "/" + name
+		if err := n.cfg.FS.Rename(from, from+suffix); err != nil {
+			return moved, err
+		}
+		moved++
+	}
+	return moved, n.cfg.FS.SyncDir(n.cfg.Dir)
 }
 
 // rebuildState builds a fresh state machine from the latest snapshot and

@@ -159,6 +159,10 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 }
 
 func (n *Node) standbyAfterBatch(now int64) {
+	if n.refetching && n.primaryID != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
+		n.refetching = false
+		n.cfg.Log.Info("caught up after setting a corrupt journal aside: may lead again", "applied", n.win.Applied())
+	}
 	n.nakGaps(now)
 	n.kickSync()
 	n.maybeAck(now, false)

@@ -23,6 +23,7 @@ type Stats struct {
 	SnapshotChunksSent                                uint64
 	HashMismatches                                    uint64
 	JournalErrors, SyncErrors, SendErrors             uint64
+	JournalsSetAside, TornTailBytes                   uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	WitnessSilent                                uint64
@@ -69,7 +70,10 @@ type Status struct {
 		RemainingNs int64  `json:"remaining_ns"`
 	} `json:"lease"`
 	StateHash uint64 `json:"state_hash"`
-	Journal   struct {
+	// Refetching: the journal was set aside as corrupt and the node has
+	// not yet caught up with a primary; it will not ask to lead.
+	Refetching bool `json:"refetching,omitempty"`
+	Journal    struct {
 		FirstSeq uint64 `json:"first_seq"`
 		LastSeq  uint64 `json:"last_seq"`
 	} `json:"journal"`
@@ -97,14 +101,15 @@ func (n *Node) Status() Status {
 
 func (n *Node) statusLocked() Status {
 	st := Status{
-		ID:        n.cfg.ID,
-		Role:      n.role.String(),
-		Epoch:     n.epoch,
-		Applied:   n.eng.AppliedSeq(),
-		Durable:   n.j.Durable(),
-		StateHash: n.eng.StateHash(),
-		Node:      n.stats,
-		UptimeNs:  n.nowNs(),
+		ID:         n.cfg.ID,
+		Role:       n.role.String(),
+		Epoch:      n.epoch,
+		Applied:    n.eng.AppliedSeq(),
+		Durable:    n.j.Durable(),
+		StateHash:  n.eng.StateHash(),
+		Refetching: n.refetching,
+		Node:       n.stats,
+		UptimeNs:   n.nowNs(),
 	}
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.primaryID
