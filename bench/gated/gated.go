@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seqbus/seqbus/auth"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -83,6 +84,9 @@ type Config struct {
 	Tuning bus.Tuning
 	// Dir holds the two journals; "" makes a temporary one, removed after.
 	Dir string
+	// Key, when set, authenticates every frame (nodes and client), so a
+	// run with and one without give the MAC's end-to-end cost.
+	Key *auth.MasterKey
 }
 
 // Result is what a run measured.
@@ -275,7 +279,7 @@ func startCluster(cfg Config, dir string, clk *clock, tr *tracer) (*cluster, err
 				ec.MaxSessions, ec.DedupWindow = 64, 8192
 				return engine.New(ec)
 			},
-			Idle: cfg.Idle, Tuning: tuning, Clock: clk, Observer: tr,
+			Idle: cfg.Idle, Tuning: tuning, Clock: clk, Observer: tr, Key: cfg.Key,
 			// Snapshots would stall the primary inline: none during a run.
 			SnapshotEvery: 1 << 62,
 			Log:           discardLogger(),
@@ -317,6 +321,13 @@ func (c *cluster) load(ctx context.Context, cfg Config, tr *tracer) (*Result, er
 	// Receiver.
 	recvDone := make(chan struct{})
 	stopRecv := make(chan struct{})
+	// One MAC per goroutine: a MAC reuses its hash state.
+	var mac, recvMAC *auth.MAC
+	var sealBuf []byte
+	if cfg.Key != nil {
+		mac, recvMAC = auth.NewMAC(auth.ClientKey(cfg.Key, 5)), auth.NewMAC(auth.ClientKey(cfg.Key, 5))
+		sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
+	}
 	wait := 5 * time.Millisecond
 	if cfg.Idle.Kind == bus.IdleBusySpin {
 		wait = 0 // spin, like the nodes
@@ -343,6 +354,9 @@ func (c *cluster) load(ctx context.Context, cfg Config, tr *tracer) (*Result, er
 			for i := range k {
 				f, _, err := wire.Parse(bufs[i][:sizes[i]])
 				if err != nil || f.Type != wire.TypeOutput {
+					continue
+				}
+				if recvMAC != nil && (f.Tag == nil || recvMAC.Verify(f.Signed, f.Tag) != nil) {
 					continue
 				}
 				it := f.Messages()
@@ -376,7 +390,11 @@ func (c *cluster) load(ctx context.Context, cfg Config, tr *tracer) (*Result, er
 	if cfg.Rate > 0 {
 		intervalNs = 1e9 / cfg.Rate
 	}
-	batch := wire.NewBatch(wire.DefaultDatagramLen)
+	batchLen := wire.DefaultDatagramLen
+	if mac != nil {
+		batchLen -= wire.TagLen
+	}
+	batch := wire.NewBatch(batchLen)
 	frames := [][]byte{nil}
 	var cmd []byte
 	body := make([]byte, max(cfg.Size-engine.CommandHeaderLen, 0))
@@ -418,6 +436,11 @@ func (c *cluster) load(ctx context.Context, cfg Config, tr *tracer) (*Result, er
 		}
 		if batch.Count() > 0 {
 			frames[0] = batch.Bytes()
+			if mac != nil {
+				sealBuf = wire.Seal(sealBuf[:0], frames[0])
+				sealBuf = mac.Sign(sealBuf, sealBuf)
+				frames[0] = sealBuf
+			}
 			if err := conn.Send(frames, c.primary); err != nil {
 				sendErr = err
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/journal"
 )
@@ -36,5 +37,20 @@ func TestRunStages(t *testing.T) {
 				t.Errorf("size %d: released (min %d max %d) before %s (min %d max %d)", size, rel.Min(), rel.Max(), s, res.Hist[s].Min(), res.Hist[s].Max())
 			}
 		}
+	}
+}
+
+// TestRunAuthenticated: the same path with every frame sealed: every
+// command is answered (so the MACs verify end to end).
+func TestRunAuthenticated(t *testing.T) {
+	key, err := auth.GenerateMasterKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Config{Size: 256, Fsync: journal.SyncNone, Rate: 5000, Count: 2000, Idle: bus.DefaultIdle, Key: &key})
+	if err != nil || res.Answered != 2000 {
+		t.Fatalf("%v: answered %d", err, res.Answered)
 	}
 }

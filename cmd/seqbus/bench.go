@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/seqbus/seqbus/auth"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -134,6 +135,7 @@ func (c benchCommon) setup() (bus.Idle, bus.Tuning, error) {
 type latencyRun struct {
 	Size          int                           `json:"size_bytes"`
 	Fsync         string                        `json:"fsync"`
+	Auth          string                        `json:"auth"`
 	Rate          float64                       `json:"rate_per_second"`
 	Count         int                           `json:"count"`
 	Achieved      float64                       `json:"achieved_per_second"`
@@ -168,6 +170,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	rate := fs.Float64("rate", 10_000, "commands per second (fixed rate; latency from each intended send time)")
 	count := fs.Int("count", 100_000, "commands per run")
 	floorCount := fs.Int("floor-count", 50_000, "round trips for each raw UDP floor")
+	authMode := fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
 	c := addCommon(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -184,6 +187,22 @@ func benchLatency(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var keys []*auth.MasterKey
+	switch *authMode {
+	case "off":
+		keys = []*auth.MasterKey{nil}
+	case "on", "both":
+		k, err := auth.GenerateMasterKey(nil)
+		if err != nil {
+			return err
+		}
+		keys = []*auth.MasterKey{&k}
+		if *authMode == "both" {
+			keys = []*auth.MasterKey{nil, &k}
+		}
+	default:
+		return fmt.Errorf("--auth: want off, on or both, got %q", *authMode)
+	}
 	machine := bench.Machine()
 	fmt.Printf("seqbus bench latency on %s: %d commands at %.0f/s per run, idle %s\n", machineText(machine), *count, *rate, *c.idle)
 	var runs []latencyRun
@@ -198,48 +217,62 @@ func benchLatency(ctx context.Context, args []string) error {
 			floors[hops] = pp.Histogram
 		}
 		for _, pol := range policies {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			res, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Rate: *rate, Count: *count, Idle: idle, Tuning: tuning})
-			if err != nil {
-				return fmt.Errorf("size %d fsync %s: %w", size, pol, err)
-			}
-			dir := filepath.Join(*c.out, fmt.Sprintf("latency-size%s-fsync-%s", sizeName(size), pol))
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-			run := latencyRun{Size: size, Fsync: pol.String(), Rate: *rate, Count: *count, Achieved: res.RatePerSec,
-				MallocsPerCmd: res.MallocsPerCmd, Stages: map[string]map[string]float64{},
-				RatioTo2Hop: map[string]float64{}, RatioTo4Hop: map[string]float64{}}
-			hists := map[string]*hdrhistogram.Histogram{"floor-2hop": floors[2], "floor-4hop": floors[4]}
-			for _, s := range gated.Stages {
-				hists[s] = res.Hist[s]
-			}
-			for name, h := range hists {
-				file := strings.NewReplacer(">", "", " ", "-", "(", "", ")", "").Replace(name)
-				path, err := writeHGRM(dir, file, h)
+			var plain *latencyRun
+			for _, key := range keys {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				res, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Rate: *rate, Count: *count, Idle: idle, Tuning: tuning, Key: key})
 				if err != nil {
+					return fmt.Errorf("size %d fsync %s: %w", size, pol, err)
+				}
+				authName := "off"
+				if key != nil {
+					authName = "mac"
+				}
+				dir := filepath.Join(*c.out, fmt.Sprintf("latency-size%s-fsync-%s-auth-%s", sizeName(size), pol, authName))
+				if err := os.MkdirAll(dir, 0o755); err != nil {
 					return err
 				}
-				run.Files = append(run.Files, path)
-				run.Stages[name] = pcts(h)
+				run := latencyRun{Size: size, Fsync: pol.String(), Auth: authName, Rate: *rate, Count: *count, Achieved: res.RatePerSec,
+					MallocsPerCmd: res.MallocsPerCmd, Stages: map[string]map[string]float64{},
+					RatioTo2Hop: map[string]float64{}, RatioTo4Hop: map[string]float64{}}
+				hists := map[string]*hdrhistogram.Histogram{"floor-2hop": floors[2], "floor-4hop": floors[4]}
+				for _, s := range gated.Stages {
+					hists[s] = res.Hist[s]
+				}
+				for name, h := range hists {
+					file := strings.NewReplacer(">", "", " ", "-", "(", "", ")", "").Replace(name)
+					path, err := writeHGRM(dir, file, h)
+					if err != nil {
+						return err
+					}
+					run.Files = append(run.Files, path)
+					run.Stages[name] = pcts(h)
+				}
+				e2e := res.Hist[gated.StageEndToEnd]
+				for _, q := range benchQuantiles {
+					run.RatioTo2Hop[quantName(q)] = float64(e2e.ValueAtQuantile(q)) / float64(max(floors[2].ValueAtQuantile(q), 1))
+					run.RatioTo4Hop[quantName(q)] = float64(e2e.ValueAtQuantile(q)) / float64(max(floors[4].ValueAtQuantile(q), 1))
+				}
+				printLatencyRun(run, hists)
+				if key == nil {
+					plain = &run
+				} else if plain != nil {
+					e2eMAC, e2ePlain := run.Stages[gated.StageEndToEnd], plain.Stages[gated.StageEndToEnd]
+					fmt.Printf("  %-24s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "with MAC / without", e2eMAC["p50"]/e2ePlain["p50"], e2eMAC["p90"]/e2ePlain["p90"],
+						e2eMAC["p99"]/e2ePlain["p99"], e2eMAC["p99.9"]/e2ePlain["p99.9"], e2eMAC["max"]/e2ePlain["max"])
+				}
+				runs = append(runs, run)
 			}
-			e2e := res.Hist[gated.StageEndToEnd]
-			for _, q := range benchQuantiles {
-				run.RatioTo2Hop[quantName(q)] = float64(e2e.ValueAtQuantile(q)) / float64(max(floors[2].ValueAtQuantile(q), 1))
-				run.RatioTo4Hop[quantName(q)] = float64(e2e.ValueAtQuantile(q)) / float64(max(floors[4].ValueAtQuantile(q), 1))
-			}
-			printLatencyRun(run, hists)
-			runs = append(runs, run)
 		}
 	}
 	return writeSummary(*c.out, map[string]any{"command": "latency", "machine": machine, "idle": *c.idle, "runs": runs})
 }
 
 func printLatencyRun(run latencyRun, hists map[string]*hdrhistogram.Histogram) {
-	fmt.Printf("\nsize %s B, fsync %s: %.0f cmd/s achieved, %.2f mallocs/command (whole process)\n",
-		sizeName(run.Size), run.Fsync, run.Achieved, run.MallocsPerCmd)
+	fmt.Printf("\nsize %s B, fsync %s, auth %s: %.0f cmd/s achieved, %.2f mallocs/command (whole process)\n",
+		sizeName(run.Size), run.Fsync, run.Auth, run.Achieved, run.MallocsPerCmd)
 	fmt.Printf("  %-24s %9s %9s %9s %9s %9s\n", "µs", "p50", "p90", "p99", "p99.9", "max")
 	order := append([]string{"floor-2hop", "floor-4hop"}, gated.Stages...)
 	for _, name := range order {

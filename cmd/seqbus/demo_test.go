@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	imagepng "image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,4 +193,55 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(binPath))
 	}
 	os.Exit(code)
+}
+
+// TestBenchCommands runs each `seqbus bench` subcommand briefly with the
+// built binary: each writes its .hgrm files and summary.json, and compare
+// draws a PNG that decodes.
+func TestBenchCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmarks briefly")
+	}
+	bin := buildBinary(t)
+	out := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		b, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("seqbus %v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	text := run("bench", "latency", "--sizes", "32", "--fsync", "none", "--count", "2000", "--floor-count", "1000", "--rate", "2000", "--auth", "both", "--out", filepath.Join(out, "lat"))
+	for _, want := range []string{"end-to-end / 2-hop", "end-to-end / 4-hop", "with MAC / without", "sequenced->released"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("bench latency output lacks %q:\n%s", want, text)
+		}
+	}
+	e2e := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off", "end-to-end.hgrm")
+	floor := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off", "floor-2hop.hgrm")
+	for _, f := range []string{e2e, floor, filepath.Join(out, "lat", "summary.json")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text = run("bench", "throughput", "--sizes", "32", "--idles", "backoff", "--count", "5000", "--latency-seconds", "0.5", "--out", filepath.Join(out, "tp"))
+	if !strings.Contains(text, "max cmd/s") {
+		t.Errorf("bench throughput output:\n%s", text)
+	}
+	png := filepath.Join(out, "cmp.png")
+	text = run("bench", "compare", "--plot", png, floor, e2e)
+	if !strings.Contains(text, "p99") || !strings.Contains(text, "plot: ") {
+		t.Errorf("bench compare output:\n%s", text)
+	}
+	f, err := os.Open(png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := imagepng.Decode(f); err != nil {
+		t.Fatalf("plot does not decode as PNG: %v", err)
+	}
 }
