@@ -175,6 +175,7 @@ func (n *Node) promote(epoch uint64, now int64) {
 	}
 	n.gate.SetLease(n.keeper.MayLead(now))
 	n.prevEpoch, n.epochStart = prev, applied+1
+	n.verifiedEpoch = epoch // our own history is this epoch's
 	n.seqr.AnnounceEpoch(prev, applied, now)
 	n.lastNewEpochNs = now
 	n.stats.Promotions++
@@ -251,6 +252,13 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 		e, ok := n.j.EpochAt(ne.LastSeq)
 		agree = ok && e == ne.PrevEpoch
 		truncate = agree && applied > ne.LastSeq
+	case ne.PrevEpoch == n.verifiedEpoch:
+		// We followed (or led) PrevEpoch in this process after checking
+		// our history against its primary, so everything we hold is a
+		// prefix of PrevEpoch's history, and so of the new primary's up
+		// to LastSeq (its record there is a PrevEpoch record). Without
+		// this a primary that regains its own lease (a new epoch) would
+		// make every lagging standby discard its history.
 	default:
 		e, ok := n.j.EpochAt(applied)
 		agree = ok && e == ne.PrevEpoch
@@ -274,6 +282,7 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	}
 	n.fence.Accept(ne.Epoch)
 	n.epoch, n.prevEpoch, n.epochStart = ne.Epoch, ne.PrevEpoch, ne.LastSeq+1
+	n.verifiedEpoch = ne.Epoch
 	n.historyEpochs = n.historyEpochs[:0]
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("follow new epoch", "err", err)

@@ -77,7 +77,10 @@ type Node struct {
 	journalBroken      bool // an append failed: never lead again in this process
 	// refetching: the journal was set aside as corrupt; this node must not
 	// lead until it has caught up with a live primary.
-	refetching    bool
+	refetching bool
+	// verifiedEpoch is the epoch whose history this process has checked
+	// ours against (followed after NEW_EPOCH, or led): 0 after a restart.
+	verifiedEpoch uint64
 	historyEpochs []historyEpoch
 
 	// primary

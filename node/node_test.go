@@ -275,6 +275,7 @@ func TestSyncFailureStopsReleases(t *testing.T) {
 	}
 	disk.SetSyncError(errors.New("disk on fire"))
 	submitAndWait(5)
+	deadline = time.Now().Add(10 * time.Second)
 	for c.nodes[1].Status().Applied < 10 {
 		if time.Now().After(deadline) {
 			t.Fatal("not applied")
