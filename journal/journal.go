@@ -70,6 +70,13 @@ type Options struct {
 	// ReadFrom scans at most this many bytes before reaching its seq.
 	// Memory: 16 B per interval of log.
 	IndexIntervalBytes int64
+	// WriteBufferBytes > 0 turns on write batching: Append encodes into a
+	// buffer of this size and the owner calls Flush after each batch of
+	// appends (or the buffer fills), so a batch costs one write, not one
+	// per record. A record counts as appended (for Sync, and durable under
+	// SyncNone) only once flushed, so nothing unwritten is ever reported
+	// durable. 0 writes every record at once.
+	WriteBufferBytes int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -121,6 +128,14 @@ type Journal struct {
 	closed       bool
 	writeBuf     []byte
 	reader       chunkReader
+	// Write batching (WriteBufferBytes > 0): encoded records not yet
+	// written, the file offset they start at, their last seq and count,
+	// and the nowNs of the first.
+	pend      []byte
+	pendOff   int64
+	pendSeq   uint64
+	pendCount int
+	pendNs    int64
 
 	// syncMu serialises fsyncs with everything that swaps, truncates or
 	// closes the file being written (roll, TruncateAfter, ResetTo, Close).
@@ -225,11 +240,34 @@ func (j *Journal) Append(epoch, seq uint64, payload []byte, nowNs int64) error {
 	}
 	recordBytes := int64(recordHeaderBytes + len(payload))
 	if len(j.segs) == 0 || j.segs[len(j.segs)-1].endOffset+recordBytes > j.opts.SegmentBytes {
+		if err := j.Flush(); err != nil {
+			return err
+		}
 		if err := j.roll(seq); err != nil {
 			return err
 		}
 	}
 	seg := j.segs[len(j.segs)-1]
+	if j.opts.WriteBufferBytes > 0 {
+		if j.pendCount == 0 {
+			j.pendOff, j.pendNs = seg.endOffset, nowNs
+			if cap(j.pend) == 0 {
+				j.pend = make([]byte, 0, j.opts.WriteBufferBytes+recordHeaderBytes+j.opts.MaxPayloadBytes)
+			}
+		}
+		start := len(j.pend)
+		j.pend = append(j.pend, make([]byte, recordBytes)...)
+		encodeRecord(j.pend[start:], epoch, seq, payload)
+		seg.noteRecord(seq, seg.endOffset, recordBytes, j.opts.IndexIntervalBytes)
+		j.lastSeq, j.lastEpoch, j.hasBase = seq, epoch, true
+		j.highestEpoch = max(j.highestEpoch, epoch)
+		j.pendSeq = seq
+		j.pendCount++
+		if len(j.pend) >= j.opts.WriteBufferBytes {
+			return j.Flush()
+		}
+		return nil
+	}
 	n := encodeRecord(j.writeBuf, epoch, seq, payload)
 	if _, err := j.curFile.WriteAt(j.writeBuf[:n], seg.endOffset); err != nil {
 		return j.fail(err)
@@ -237,18 +275,43 @@ func (j *Journal) Append(epoch, seq uint64, payload []byte, nowNs int64) error {
 	seg.noteRecord(seq, seg.endOffset, recordBytes, j.opts.IndexIntervalBytes)
 	j.lastSeq, j.lastEpoch, j.hasBase = seq, epoch, true
 	j.highestEpoch = max(j.highestEpoch, epoch)
+	j.published(seq, 1, nowNs)
+	return nil
+}
 
+// Flush writes the records Append buffered (WriteBufferBytes > 0) with one
+// write, and only then counts them as appended: Sync may fsync them, and
+// under SyncNone they are durable. A no-op when nothing is buffered. A
+// write error fails the journal. Owner goroutine.
+func (j *Journal) Flush() error {
+	if j.pendCount == 0 {
+		return nil
+	}
+	if err := j.failed(); err != nil {
+		return err
+	}
+	if _, err := j.curFile.WriteAt(j.pend, j.pendOff); err != nil {
+		return j.fail(err)
+	}
+	seq, count, ns := j.pendSeq, j.pendCount, j.pendNs
+	j.pend, j.pendCount = j.pend[:0], 0
+	j.published(seq, count, ns)
+	return nil
+}
+
+// published makes written records up to seq visible to Sync (and durable
+// under SyncNone).
+func (j *Journal) published(seq uint64, count int, firstNs int64) {
 	j.mu.Lock()
 	j.appendedSeq = seq
-	j.pendingRecords++
-	if j.pendingRecords == 1 {
-		j.pendingSinceNs = nowNs
+	if j.pendingRecords == 0 {
+		j.pendingSinceNs = firstNs
 	}
+	j.pendingRecords += count
 	if j.opts.Policy == SyncNone {
 		j.durable.Store(seq)
 	}
 	j.mu.Unlock()
-	return nil
 }
 
 // roll starts a new segment whose first record is firstSeq. The closing
@@ -407,6 +470,9 @@ func (j *Journal) ReadFrom(from uint64, fn func(epoch, seq uint64, payload []byt
 	if j.closed {
 		return ErrClosed
 	}
+	if err := j.Flush(); err != nil {
+		return err
+	}
 	first := j.First()
 	if first == 0 || from > j.lastSeq {
 		return nil
@@ -503,6 +569,9 @@ func (j *Journal) TruncateAfter(seq uint64) error {
 	if err := j.failed(); err != nil {
 		return err
 	}
+	if err := j.Flush(); err != nil {
+		return err
+	}
 	if !j.hasBase || seq >= j.lastSeq {
 		return nil
 	}
@@ -586,6 +655,7 @@ func (j *Journal) ResetTo(seq uint64) error {
 	if err := j.failed(); err != nil {
 		return err
 	}
+	j.pend, j.pendCount = j.pend[:0], 0 // about to be removed anyway
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
 	if j.curFile != nil {
@@ -619,7 +689,10 @@ func (j *Journal) Close() error {
 	if j.closed {
 		return ErrClosed
 	}
-	err := j.Sync()
+	err := j.Flush()
+	if err == nil {
+		err = j.Sync()
+	}
 	if errors.Is(err, ErrClosed) {
 		err = nil
 	}

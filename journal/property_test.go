@@ -18,6 +18,9 @@ func TestPropertyAppendSyncCrash(t *testing.T) {
 			SegmentBytes: MinSegmentBytes, MaxPayloadBytes: 300, IndexIntervalBytes: 200,
 			Policy:       rapid.SampledFrom([]SyncPolicy{SyncGroup, SyncAlways, SyncNone}).Draw(t, "policy"),
 			GroupRecords: 4, GroupWindowNs: 100,
+			// Write batching on in some runs: durability must still never
+			// count a record that was not written.
+			WriteBufferBytes: rapid.SampledFrom([]int{0, 0, 512, 4096}).Draw(t, "writeBuffer"),
 		}
 		j, _ := mustOpen(t, fsys, testDir, opts)
 		var model []record
@@ -84,7 +87,18 @@ func TestPropertyAppendSyncCrash(t *testing.T) {
 					t.Fatalf("gap accepted: %v", err)
 				}
 			},
+			"flush": func(t *rapid.T) {
+				if err := j.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if opts.Policy == SyncNone && j.Durable() != lastSeq() {
+					t.Fatalf("Durable %d after Flush under none, last %d", j.Durable(), lastSeq())
+				}
+			},
 			"syncIfDue": func(t *rapid.T) {
+				if err := j.Flush(); err != nil { // as the node does before a sync
+					t.Fatal(err)
+				}
 				if j.SyncDue(nowNs) {
 					if err := j.Sync(); err != nil {
 						t.Fatal(err)

@@ -157,6 +157,10 @@ func (n *Node) promote(epoch uint64, now int64) {
 	// Drain: the window applies every contiguous message as it arrives,
 	// so what is left is to make what we applied durable before leading.
 	drainStart := n.nowNs()
+	if err := n.j.Flush(); err != nil {
+		n.cfg.Log.Error("promotion: journal write failed; not leading", "err", err)
+		return
+	}
 	if err := n.j.Sync(); err != nil {
 		n.cfg.Log.Error("promotion: journal sync failed; not leading", "err", err)
 		return

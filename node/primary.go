@@ -230,6 +230,10 @@ func (n *Node) primaryAfterBatch(now int64) {
 // afterAppend lets durability follow the appends: with fsync none the
 // journal calls them durable at once; otherwise the syncer is woken.
 func (n *Node) afterAppend(now int64) {
+	if err := n.j.Flush(); err != nil {
+		n.journalFailed(err)
+		return
+	}
 	n.setDurable()
 	n.kickSync()
 }

@@ -164,11 +164,25 @@ func (n *Node) standbyAfterBatch(now int64) {
 		n.cfg.Log.Info("caught up after setting a corrupt journal aside: may lead again", "applied", n.win.Applied())
 	}
 	n.nakGaps(now)
+	n.flushJournal()
 	n.kickSync()
 	n.maybeAck(now, false)
 }
 
+// flushJournal writes the records appended in this batch (one write); the
+// ack follows Durable, which counts only written records.
+func (n *Node) flushJournal() {
+	if err := n.j.Flush(); err != nil {
+		n.stats.JournalErrors++
+		if !n.journalBroken {
+			n.journalBroken = true
+			n.cfg.Log.Error("standby journal write failed; acks stop, will not lead", "err", err)
+		}
+	}
+}
+
 func (n *Node) standbyTick(now int64) {
+	n.flushJournal()
 	n.nakGaps(now)
 	if req, ok := n.fetch.Poll(now); ok {
 		n.sendSnapshotRequest(&req)
