@@ -247,12 +247,14 @@ func (a *Arbiter) Acquire(node NodeID, nowNs int64) Decision {
 	if a.inQuarantine(nowNs) {
 		return a.deny(ReasonQuarantine, nowNs)
 	}
-	if a.live(nowNs) {
-		if a.holder != node {
-			return a.deny(ReasonHeld, nowNs)
-		}
-		return a.extend(nowNs)
+	if a.live(nowNs) && a.holder != node {
+		return a.deny(ReasonHeld, nowNs)
 	}
+	// An ACQUIRE from the live holder itself starts a new term rather than
+	// extending the old one: a holder acquires only when it has no lease
+	// in mind, most often because its process restarted, and a restarted
+	// process must never lead an epoch it may already have used (it could
+	// sequence seq 1.. again under an epoch whose seqs others hold).
 	if a.hadHolder && node != a.lastHolder && !a.members.Contains(node) {
 		return a.deny(ReasonNotInSync, nowNs)
 	}

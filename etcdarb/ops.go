@@ -65,14 +65,30 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (witness.Repl
 	if err != nil {
 		return witness.Reply{}, err
 	}
-	switch {
-	case s.leader == c.cfg.Node:
-		// Our leader key is still live (our renewals failed but the etcd
-		// lease did not expire, or this process restarted): extend it
-		// under the same epoch, as the witness extends a live holder's
-		// acquire.
-		r, _, err := c.extend(ctx, req.ID, uint64(s.leaderRev), clientv3.LeaseID(s.leaderLease))
+	if s.leader == c.cfg.Node && uint64(s.leaderRev) == c.epoch && clientv3.LeaseID(s.leaderLease) == c.leaseID {
+		// The term this very process acquired (a retried acquire whose
+		// first attempt already won): extend it. No epoch can be reused
+		// within one process.
+		r, _, err := c.extend(ctx, req.ID, uint64(s.leaderRev), c.leaseID)
 		return r, err
+	}
+	if s.leader == c.cfg.Node {
+		// Our own leader key is still live (this process restarted, or our
+		// renewals failed while etcd's lease did not expire). Like the
+		// witness (arbiter.Acquire), start a new term instead of extending
+		// the old one: a restarted process must never lead an epoch it may
+		// already have used. Delete the old key only if it is unchanged,
+		// then acquire afresh.
+		if _, err := c.etcd.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(c.keys.leader), "=", s.leaderRev),
+		).Then(clientv3.OpDelete(c.keys.leader)).Commit(); err != nil {
+			return witness.Reply{}, err
+		}
+		if s, err = c.read(ctx); err != nil {
+			return witness.Reply{}, err
+		}
+	}
+	switch {
 	case s.leader != arbiter.NodeNone:
 		c.stats.deniesHeld.Add(1)
 		return denyReply(req.ID, &s), nil

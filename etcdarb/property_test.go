@@ -26,13 +26,17 @@ func (m *memEtcd) state(t *rapid.T) state {
 	return s
 }
 
-// acquire mirrors Client.acquire: extend our live key, refuse another's,
-// else the promotion rule and one transaction writing all three keys.
+// acquire mirrors Client.acquire: delete our own live key (a new term),
+// refuse another's, else the promotion rule and one transaction writing
+// all three keys.
 func (m *memEtcd) acquire(t *rapid.T, node arbiter.NodeID) (granted bool, epoch uint64, ins InSync) {
 	s := m.state(t)
+	if s.leader == node {
+		m.rev++
+		m.leader = kv{}
+		s = m.state(t)
+	}
 	switch {
-	case s.leader == node:
-		return true, uint64(s.leaderRev), s.inSync
 	case s.leader != arbiter.NodeNone || !mayAcquire(&s, node):
 		return false, s.highestEpoch(), s.inSync
 	}

@@ -163,7 +163,13 @@ func New(cfg Config) (*Node, error) {
 		// Request IDs start from the wall clock, unique to this process
 		// run, so a grant captured before a restart matches no request of
 		// this one (the keeper matches replies by ID).
-		k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
+		// (A simulated clock gives simulated runs the same property and
+		// keeps them bit-for-bit replayable.)
+		if cfg.Clock != nil {
+			k.StartRequestIDsAfter(uint64(cfg.Clock.NowNs()) << 20)
+		} else {
+			k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
+		}
 		n.keeper = k
 		n.deliverFn = n.deliverLease // one func value, not one per tick
 		if cfg.NewArbiter != nil {

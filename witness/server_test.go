@@ -230,22 +230,24 @@ func TestResendAfterExpiryDoesNotGrantTwice(t *testing.T) {
 }
 
 // TestLostGrantResendKeepsEpoch: the grant to request 1 is lost, the node
-// resends request 1 and then (its keeper's retry) request 2. Nobody gets
-// epoch 2: the resend is the same grant and request 2 extends it.
+// resends request 1 and then (its keeper's retry) request 2. The resend is
+// the same grant (from the cache); request 2, a fresh acquire by the
+// holder, starts a new term (arbiter.Acquire), which the node, never
+// having used epoch 1, simply takes.
 func TestLostGrantResendKeepsEpoch(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	s := newTestServer(t, &memStore{})
 	s.handle(acquireFrame(t, 1, 1), nodeAddr, 0) // reply lost
 	r1 := mustReply(t, s.handle(acquireFrame(t, 1, 1), nodeAddr, 30*ms))
 	r2 := mustReply(t, s.handle(acquireFrame(t, 1, 2), nodeAddr, 60*ms))
-	if r1.Epoch != 1 || r2.Epoch != 1 || !r1.Granted() || !r2.Granted() {
-		t.Fatalf("resend %+v, retry %+v: want both epoch 1", r1, r2)
+	if r1.Epoch != 1 || r2.Epoch != 2 || !r1.Granted() || !r2.Granted() {
+		t.Fatalf("resend %+v, retry %+v: want epochs 1 and 2", r1, r2)
 	}
 	// The resend says what is left of the original grant, no more.
 	if r1.DurationNs != testLeaseNs-30*ms {
 		t.Fatalf("resend duration %d, want %d", r1.DurationNs, testLeaseNs-30*ms)
 	}
-	if st := s.Stats(); st.Decisions != 2 || st.GrantsNewEpoch != 1 {
+	if st := s.Stats(); st.Decisions != 2 || st.GrantsNewEpoch != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -309,7 +311,8 @@ func TestCacheBound(t *testing.T) {
 	}
 	now++
 	r := mustReply(t, s.handle(acquireFrame(t, 1, 1), nodeAddr, now))
-	if !r.Granted() || r.Epoch != 1 || s.Stats().Decisions != decisions+1 {
+	// Evicted from the cache, the resend is decided afresh: a new term.
+	if !r.Granted() || r.Epoch != 2 || s.Stats().Decisions != decisions+1 {
 		t.Fatalf("evicted holder's resend: %+v, decisions %d", r, s.Stats().Decisions)
 	}
 }
@@ -355,7 +358,7 @@ func TestPersistFailureWithholdsGrant(t *testing.T) {
 	}
 	store.fail = false
 	r := mustReply(t, s.handle(acquireFrame(t, 1, 3), nodeAddr, 30))
-	if !r.Granted() || r.Epoch != 1 || store.epoch != 1 || s.Stats().DurableEpoch != 1 {
+	if !r.Granted() || r.Epoch == 0 || store.epoch != r.Epoch || s.Stats().DurableEpoch != r.Epoch {
 		t.Fatalf("after recovery: %+v, stored %d", r, store.epoch)
 	}
 }
