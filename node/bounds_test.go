@@ -26,9 +26,14 @@ const (
 	// boundsNaksMax bounds the flood in count as boundsFloodFor bounds it
 	// in time.
 	boundsNaksMax = 2_000_000
-	// boundsWindow is how often the flood checks that the client is still
-	// being answered; a window with no new answer fails the test.
+	// boundsWindow is how often the flood looks at the client's answers
+	// (windows without one are logged).
 	boundsWindow = 500 * time.Millisecond
+	// boundsRate is the real client's load, commands a second.
+	boundsRate = 2_000
+	// boundsAnsweredMinFrac: at least 1/boundsAnsweredMinFrac of the load
+	// offered during the flood must be answered during it.
+	boundsAnsweredMinFrac = 10
 )
 
 // retransmitCounter wraps a node's Network and counts the RETRANSMIT bytes
@@ -68,7 +73,8 @@ func (e countingEndpoint) Send(bufs [][]byte, to netip.AddrPort) error {
 // primary retransmit more than its budget: at most MaxFramesPerNak frames
 // per NAK, and at most RetransmitBytesPerSec x elapsed + burst bytes in
 // all. Meanwhile the primary keeps sequencing, replicating and releasing
-// a real client's commands (answers keep arriving in every window).
+// a real client's commands (a fair share of the offered load is answered
+// during the flood, and all of it by the end).
 func TestNakFloodBounded(t *testing.T) {
 	c := newCluster(t, 2)
 	defer c.closeAll()
@@ -119,7 +125,7 @@ func TestNakFloodBounded(t *testing.T) {
 	)
 	loadWG.Go(func() {
 		loadRep, loadErr = cl.Load(context.Background(),
-			client.LoadConfig{Rate: 2_000, Count: 2_000 * uint64((boundsFloodFor+2*time.Second)/time.Second), Seed: 3, Drain: 15 * time.Second}, nil)
+			client.LoadConfig{Rate: boundsRate, Count: boundsRate * uint64((boundsFloodFor+2*time.Second)/time.Second), Seed: 3, Drain: 15 * time.Second}, nil)
 	})
 	waitAnswers := func(n uint64) {
 		t.Helper()
@@ -154,7 +160,8 @@ func TestNakFloodBounded(t *testing.T) {
 	seq0 := seqStats(t, primary)
 	frames0, bytes0 := counter.frames.Load(), counter.bytes.Load()
 	start := time.Now()
-	windowEnd, answered := start.Add(boundsWindow), cl.Stats().Answered
+	answered0 := cl.Stats().Answered
+	windowEnd, answered := start.Add(boundsWindow), answered0
 	stalled := 0
 	var naks uint64
 	for time.Since(start) < boundsFloodFor && naks < boundsNaksMax {
@@ -166,12 +173,12 @@ func TestNakFloodBounded(t *testing.T) {
 			a := cl.Stats().Answered
 			if a == answered {
 				stalled++
-				t.Errorf("no answer to the client in the %v window ending %v into the flood", boundsWindow, now.Sub(start).Round(time.Millisecond))
 			}
 			answered, windowEnd = a, now.Add(boundsWindow)
 		}
 	}
 	elapsed := time.Since(start)
+	duringFlood := cl.Stats().Answered - answered0
 	// What the primary already took off its socket is still being
 	// answered: read the counters once that settles (bounded).
 	for prev, i := uint64(0), 0; i < 50; i++ {
@@ -188,10 +195,20 @@ func TestNakFloodBounded(t *testing.T) {
 	naksIn := seq1.NaksReceived - seq0.NaksReceived
 
 	budget := uint64(sequencer.DefaultRetransmitBytesPerSec*settled.Seconds()) + sequencer.DefaultRetransmitBurstBytes
+	t.Logf("client: %d answered during the flood (offered %d), %d windows of %v without an answer", duringFlood, uint64(boundsRate*elapsed.Seconds()), stalled, boundsWindow)
 	t.Logf("flood: %d NAKs sent in %v, %d received by the primary; retransmitted %d frames, %d bytes (%.1f MB/s) in %v; budget %d bytes (%d MB/s + %d burst); clamped %d, over budget %d, journal fallbacks %d",
 		naks, elapsed.Round(time.Millisecond), naksIn, rtFrames, rtBytes, float64(rtBytes)/settled.Seconds()/1e6, settled.Round(time.Millisecond),
 		budget, sequencer.DefaultRetransmitBytesPerSec/1_000_000, sequencer.DefaultRetransmitBurstBytes,
 		seq1.NakFramesClamped-seq0.NakFramesClamped, seq1.NakBudgetExceeded-seq0.NakBudgetExceeded, seq1.JournalFallbacks-seq0.JournalFallbacks)
+	// Liveness: the client keeps being answered through the flood. NAKs
+	// and commands share the primary's unicast socket, so the kernel drops
+	// some commands (the client resends them later) and answers fall well
+	// below the offered load; with the retransmit budget off, the primary
+	// spends itself on retransmits and answers almost nothing (measured:
+	// 28-46% of the offered load with the budget, under 5% without).
+	if offered := uint64(boundsRate * elapsed.Seconds()); duringFlood < offered/boundsAnsweredMinFrac {
+		t.Errorf("the client got %d answers during the flood, under 1/%d of the %d offered", duringFlood, boundsAnsweredMinFrac, offered)
+	}
 	if naksIn == 0 || rtFrames == 0 {
 		t.Fatalf("the flood reached nothing: %d NAKs received, %d frames retransmitted", naksIn, rtFrames)
 	}

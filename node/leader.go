@@ -299,11 +299,24 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 // resetHistory cuts the journal after seq (0: all of it), drops snapshots
 // past it and rebuilds the state machine from what is left.
 func (n *Node) resetHistory(seq uint64) error {
+	n.hashes.Reset()
 	if err := n.j.DropSnapshotsAbove(seq); err != nil {
 		return err
 	}
+	// The state is rebuilt from the newest snapshot left at or below seq
+	// plus the journal after it. When the journal no longer reaches back
+	// to that snapshot (it was compacted behind a snapshot just dropped),
+	// nothing short of the whole history can be rebuilt: discard it all
+	// and fetch the state from the primary (sim bug D).
+	n.snapCache = nil // it may hold a snapshot just dropped
+	base, _ := n.latestSnapshotSeq()
 	var err error
-	if seq == 0 || seq < n.j.First() {
+	if seq == 0 || seq < n.j.First() || n.j.First() > base+1 {
+		n.setRefetching(true) // before the history goes: a crash must not forget
+		if seq != 0 {
+			n.cfg.Log.Warn("cannot rebuild at the fork from a snapshot and the journal: discarding the history, refetching", "fork_seq", seq, "snapshot", base, "journal_first", n.j.First())
+			n.stats.HistoryDiscarded++
+		}
 		err = n.j.ResetTo(0)
 	} else {
 		err = n.j.TruncateAfter(seq)
@@ -312,7 +325,16 @@ func (n *Node) resetHistory(seq uint64) error {
 		return err
 	}
 	n.snapCache = nil
-	return n.rebuildState()
+	if err := n.rebuildState(); err != nil {
+		// Never run on a half-built state: start empty and refetch.
+		n.cfg.Log.Error("rebuild after truncation failed: discarding the history, refetching", "err", err)
+		n.setRefetching(true)
+		if rerr := n.j.ResetTo(0); rerr != nil {
+			return rerr
+		}
+		return n.rebuildState()
+	}
+	return nil
 }
 
 // epochOf is the epoch a standby journals seq under: the current epoch

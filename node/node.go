@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"os"
 	"strings"
 
 	"fmt"
@@ -248,13 +249,17 @@ func (n *Node) recover() error {
 		n.cfg.Log.Error("JOURNAL CORRUPT: set aside; refetching the state from the primary; this node will not lead until it has caught up",
 			"dir", n.cfg.Dir, "err", err, "files_set_aside", aside)
 		n.stats.JournalsSetAside++
-		n.refetching = true
+		n.setRefetching(true)
 		j, rec, err = journal.Open(n.cfg.FS, n.cfg.Dir, n.cfg.Journal)
 	}
 	if err != nil {
 		return fmt.Errorf("node: open journal %s: %w", n.cfg.Dir, err)
 	}
 	n.j = j
+	if !n.refetching && n.hasRefetchMarker() {
+		n.refetching = true
+		n.cfg.Log.Warn("this node had discarded its history and not caught up before it stopped: refetching; it will not lead until caught up")
+	}
 	if rec.BytesCut > 0 {
 		n.stats.TornTailBytes += uint64(rec.BytesCut)
 		n.cfg.Log.Warn("journal: torn tail truncated", "bytes", rec.BytesCut, "file", rec.CutFile, "offset", rec.CutOffset, "records", rec.RecordsKept)
@@ -270,6 +275,54 @@ func (n *Node) recover() error {
 	return nil
 }
 
+// refetchMarker, present in the journal directory, says the node threw
+// its history away and has not yet caught up with a primary: it survives a
+// crash, so a restarted node that is still in the in-sync set does not ask
+// for the lease with an empty or partial state (sim bug E).
+const refetchMarker = "REFETCHING"
+
+// setRefetching sets or clears the refetch state, durably.
+func (n *Node) setRefetching(on bool) {
+	n.refetching = on
+	path := n.cfg.Dir + "/" + refetchMarker
+	var err error
+	if on {
+		var f journal.File
+		if f, err = n.cfg.FS.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			if err = f.Sync(); err == nil {
+				err = f.Close()
+			} else {
+				f.Close()
+			}
+		}
+	} else if err = n.cfg.FS.Remove(path); errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	if err == nil {
+		err = n.cfg.FS.SyncDir(n.cfg.Dir)
+	}
+	if err != nil {
+		// Without the marker a crash could let this node lead with a
+		// partial history: stop it from ever leading in this process.
+		n.journalBroken = true
+		n.cfg.Log.Error("cannot record the refetch state; this node will not lead", "err", err)
+	}
+}
+
+// hasRefetchMarker reports whether a previous run left the marker.
+func (n *Node) hasRefetchMarker() bool {
+	names, err := n.cfg.FS.ReadDir(n.cfg.Dir)
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		if name == refetchMarker {
+			return true
+		}
+	}
+	return false
+}
+
 // setJournalAside renames every journal and snapshot file in the
 // directory with a .corrupt-<unix seconds> suffix (kept for an operator's
 // post-mortem; the journal ignores them) and returns how many.
@@ -281,7 +334,7 @@ func (n *Node) setJournalAside() (int, error) {
 	suffix := fmt.Sprintf(".corrupt-%d", time.Now().Unix())
 	moved := 0
 	for _, name := range names {
-		if strings.Contains(name, ".corrupt-") {
+		if strings.Contains(name, ".corrupt-") || name == refetchMarker {
 			continue
 		}
 		from := n.cfg.Dir + "/" + name

@@ -166,7 +166,7 @@ func (n *Node) onChunk(c *wire.SnapshotChunk, now int64) {
 	}
 	n.snapFile.buf = append(n.snapFile.buf, data...)
 	if !done {
-		if req, ok := n.fetch.NeedsRequest(SnapshotChunkBurst, wire.MaxSnapshotData(wire.DefaultDatagramLen), now); ok {
+		if req, ok := n.fetch.NeedsRequest(SnapshotChunkBurst, wire.MaxSnapshotData(n.datagramLen()), now); ok {
 			n.sendSnapshotRequest(&req)
 		}
 		return
@@ -197,6 +197,7 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 		n.cfg.Log.Error("snapshot store failed", "seq", seq, "err", err)
 	}
 	n.win.ResetTo(seq)
+	n.hashes.Reset()
 	if o := n.cfg.Observer; o != nil {
 		o.Installed(n.cfg.ID, seq)
 	}

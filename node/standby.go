@@ -27,6 +27,7 @@ func (n *Node) becomeStandby() error {
 	}
 	n.win = w
 	n.lastAckSent = 0
+	n.hashes.Reset() // hashes of another history must not be compared
 	return nil
 }
 
@@ -87,6 +88,14 @@ func (n *Node) learnPrimary(id uint32, now int64) bool {
 			return false
 		}
 		n.primaryID, n.primaryAddr = id, addr
+		if n.fetch.Active() {
+			// The new primary may hold another snapshot, or none cached
+			// at our offset: start the transfer over from it (sim bug F).
+			n.snapFile = nil
+			req := n.fetch.Restart(now)
+			n.sendSnapshotRequest(&req)
+			n.cfg.Log.Info("new primary during a snapshot fetch: restarting it", "primary", id)
+		}
 	}
 	n.lastPrimaryNs = now
 	return true
@@ -160,8 +169,8 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 
 func (n *Node) standbyAfterBatch(now int64) {
 	if n.refetching && n.primaryID != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
-		n.refetching = false
-		n.cfg.Log.Info("caught up after setting a corrupt journal aside: may lead again", "applied", n.win.Applied())
+		n.setRefetching(false)
+		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.win.Applied())
 	}
 	n.nakGaps(now)
 	n.flushJournal()

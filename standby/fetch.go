@@ -61,8 +61,18 @@ type Fetch struct {
 	crc       uint32
 	lastNs    int64
 	requested bool
-	stats     FetchStats
+	// unanswered counts requests since the last accepted chunk: after
+	// FetchRestartAfter of them the server is presumed unable to continue
+	// (it crashed, or a new primary without this snapshot took over) and
+	// the transfer starts again from zero.
+	unanswered int
+	stats      FetchStats
 }
+
+// FetchRestartAfter: re-asks without an accepted chunk before the fetch
+// starts over from zero (a bounded retry: the one server that could serve
+// that offset may be gone).
+const FetchRestartAfter = 8
 
 // NewFetch returns an idle Fetch.
 func NewFetch(cfg FetchConfig) *Fetch {
@@ -111,7 +121,21 @@ func (f *Fetch) Poll(nowNs int64) (wire.SnapshotRequest, bool) {
 	if !f.active || nowNs-f.lastNs < f.cfg.TimeoutNs {
 		return wire.SnapshotRequest{}, false
 	}
+	f.unanswered++
+	if f.unanswered >= FetchRestartAfter {
+		return f.Restart(nowNs), true
+	}
 	return f.request(nowNs), true
+}
+
+// Restart abandons the transfer in progress and asks from zero for
+// whatever snapshot the server has: for a new primary (which may hold
+// another snapshot, or none cached at this offset) or a server that
+// stopped answering. The caller discards what it wrote.
+func (f *Fetch) Restart(nowNs int64) wire.SnapshotRequest {
+	f.stats.Restarts++
+	*f = Fetch{cfg: f.cfg, stats: f.stats, active: true}
+	return f.request(nowNs)
 }
 
 // OnChunk accepts c if it is the next chunk of the snapshot being fetched.
@@ -149,6 +173,7 @@ func (f *Fetch) OnChunk(c *wire.SnapshotChunk, nowNs int64) (data []byte, done b
 	}
 	f.stats.Chunks++
 	f.lastNs = nowNs
+	f.unanswered = 0
 	f.offset += uint64(len(c.Data))
 	f.crc = crc32.Update(f.crc, castagnoli, c.Data)
 	if f.offset < f.total {

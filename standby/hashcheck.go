@@ -59,3 +59,12 @@ func (h *HashCheck) put(mine, other *[HashRing]seqHash, seq, hash uint64) bool {
 
 // Stats returns the counters.
 func (h *HashCheck) Stats() HashStats { return h.stats }
+
+// Reset forgets every hash waiting on either side, keeping the counters.
+// Call it whenever this replica's history changes under it (a discarded
+// suffix, a new primary's epoch, a snapshot installed): a hash kept from
+// the old history compared with the new one at the same seq would be a
+// false divergence alarm.
+func (h *HashCheck) Reset() {
+	h.local, h.remote = [HashRing]seqHash{}, [HashRing]seqHash{}
+}
