@@ -1,0 +1,153 @@
+package sim
+
+import (
+	"net/netip"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// simClient is a trading client around the real client core: it sends new
+// orders while the faults run, resends after its timeout, follows the
+// lease holder the witness reports (resending everything in flight to the
+// new primary), and hands every output it receives to the checker.
+type simClient struct {
+	s       *sim
+	host    int
+	session uint64
+	addr    netip.AddrPort
+	nodes   map[uint32]netip.AddrPort
+	core    *client.Core
+	batch   *wire.Batch
+	primary netip.AddrPort
+	leader  uint32
+	epoch   uint64
+	lastQNs int64
+	qid     uint64
+	qbuf    []byte
+}
+
+const (
+	clientResendNs = 100_000_000 // a third of the lease
+	clientQueryNs  = 30_000_000
+	clientInFlight = 32 // under the engine's dedup window of 64
+)
+
+func newSimClient(s *sim, host int, session uint64, addr netip.AddrPort, nodes map[uint32]netip.AddrPort) *simClient {
+	c := &simClient{
+		s: s, host: host, session: session, addr: addr, nodes: nodes,
+		core:  client.NewCore(client.Config{Session: session, MaxInFlight: clientInFlight, ResendAfterNs: clientResendNs}),
+		batch: wire.NewBatch(wire.DefaultDatagramLen),
+		// Until the witness says otherwise, guess node 1.
+		primary: nodes[1], leader: 1,
+	}
+	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+	return c
+}
+
+func (c *simClient) origin() wire.Origin { return wire.Origin{Node: uint32(c.session)} }
+
+func (c *simClient) tick() {
+	s := c.s
+	now := s.now
+	if !s.quiet && s.now > 200_000_000 && s.rng.Uint64N(1_000_000) < s.params.sendPpm {
+		r := c.request()
+		if id, cmd, err := c.core.Next(&r, now, now); err == nil {
+			s.logf("client %d sends order %d", c.session, id)
+			c.queue(cmd)
+		}
+	}
+	c.core.Poll(now, c.queue)
+	c.flush()
+	if now-c.lastQNs >= clientQueryNs {
+		c.lastQNs = now
+		c.qid++
+		c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.session)), 0, c.qid)
+		s.send(c.host, c.addr, s.witnessAddr, c.qbuf)
+	}
+}
+
+// request draws an order around a mid price of 1000, so they trade; one
+// in ten is a market order, one in twenty a cancel of a recent order id.
+func (c *simClient) request() engine.Request {
+	r := c.s.rng
+	if r.IntN(20) == 0 {
+		return engine.Request{Op: engine.OpCancel, OrderID: 1 + r.Uint64N(64)}
+	}
+	req := engine.Request{
+		Op: engine.OpNewOrder, Instrument: uint32(r.IntN(2)), Side: engine.Buy, Type: engine.Limit,
+		Price: 995 + int64(r.IntN(11)), Qty: 1 + r.Uint64N(50),
+	}
+	if r.IntN(2) == 0 {
+		req.Side = engine.Sell
+	}
+	if r.IntN(10) == 0 {
+		req.Type, req.Price = engine.Market, 0
+	}
+	return req
+}
+
+func (c *simClient) queue(cmd []byte) {
+	if !c.batch.Add(cmd) {
+		c.flush()
+		c.batch.Add(cmd)
+	}
+}
+
+func (c *simClient) flush() {
+	if c.batch.Count() == 0 {
+		return
+	}
+	c.s.send(c.host, c.addr, c.primary, c.batch.Bytes())
+	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+}
+
+func (c *simClient) onPacket(pkt []byte) {
+	f, _, err := wire.Parse(pkt)
+	if err != nil {
+		return
+	}
+	switch f.Type {
+	case wire.TypeLeaseInfo:
+		c.onInfo(&f)
+	case wire.TypeOutput:
+		it := f.Messages()
+		for {
+			_, msg, ok := it.Next()
+			if !ok {
+				break
+			}
+			c.s.chk.onClientOutput(c.session, msg)
+			o, err := engine.ParseOutput(msg)
+			if err != nil {
+				continue
+			}
+			if res, ok := c.core.OnOutput(&o, c.s.now); ok {
+				c.s.logf("client %d answered order %d (%d attempts, dup %v)", c.session, res.ClientOrderID, res.Attempts, res.Duplicate)
+			}
+		}
+	}
+}
+
+// onInfo follows the holder the witness reports, as client.Client does.
+func (c *simClient) onInfo(f *wire.Frame) {
+	r, err := witness.DecodeReply(f)
+	if err != nil || r.Holder == arbiter.NodeNone {
+		return
+	}
+	addr, ok := c.nodes[uint32(r.Holder)]
+	if !ok || r.Epoch < c.epoch || (uint32(r.Holder) == c.leader && addr == c.primary) {
+		return
+	}
+	c.leader, c.epoch = uint32(r.Holder), r.Epoch
+	if addr == c.primary {
+		return
+	}
+	c.primary = addr
+	c.s.logf("client %d follows node %d (epoch %d) and resends %d in flight", c.session, r.Holder, r.Epoch, c.core.InFlight())
+	c.core.ResendAll(c.s.now, c.queue)
+	c.flush()
+}

@@ -1,0 +1,195 @@
+package sim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Summary is what a batch of seeds did.
+type Summary struct {
+	From     uint64
+	Seeds    int
+	Failures []Result // every failed seed, by seed
+	Known    int      // failures explained by a known bug (see Tolerated)
+	Elapsed  time.Duration
+	Stats    Stats
+}
+
+// SeedsPerSecond is the batch's throughput on this machine.
+func (s Summary) SeedsPerSecond() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Seeds) / s.Elapsed.Seconds()
+}
+
+// String reports throughput and coverage in one paragraph.
+func (s Summary) String() string {
+	st := s.Stats
+	return fmt.Sprintf("%d seeds from %d in %v (%.1f seeds/s): %d failed (%d by known bugs)\n"+
+		"covered: %d commands (%d answered), %d datagrams (%d lost, %d duplicated, %d cut by partitions), "+
+		"%d promotions (highest epoch %d), %d crashes, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases",
+		s.Seeds, s.From, s.Elapsed.Round(time.Millisecond), s.SeedsPerSecond(), len(s.Failures), s.Known,
+		st.Commands, st.Answered, st.Datagrams, st.Lost, st.Duplicated, st.Partitioned,
+		st.Promotions, st.HighestEpoch, st.Crashes, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases)
+}
+
+// RunMany runs seeds from, from+1, ... (n of them) on workers goroutines
+// (each run is single-threaded and independent, so the results do not
+// depend on workers), calling each (if not nil) with every result in seed
+// order. known lists diagnosis signatures of open bugs; failures that
+// carry only those are counted in Known (see Tolerated).
+func RunMany(from uint64, n, workers int, opts Options, known []string, each func(Result)) Summary {
+	if workers < 1 {
+		workers = 1
+	}
+	start := time.Now()
+	results := make([]Result, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results[i] = Run(from+uint64(i), opts)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	sum := Summary{From: from, Seeds: n, Elapsed: time.Since(start)}
+	for _, r := range results {
+		sum.Stats.Add(r.Stats)
+		if r.Failed() {
+			sum.Failures = append(sum.Failures, r)
+			if Tolerated(r, known) {
+				sum.Known++
+			}
+		}
+		if each != nil {
+			each(r)
+		}
+	}
+	return sum
+}
+
+// Tolerated reports whether every violation of r carries one of the known
+// diagnosis signatures: the failure is an open, recorded bug rather than a
+// new one.
+func Tolerated(r Result, known []string) bool {
+	if !r.Failed() {
+		return true
+	}
+	for _, v := range r.Violations {
+		ok := false
+		for _, k := range known {
+			if k != "" && strings.Contains(v, k) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Regression is one line of testdata/regressions.txt: a seed that once
+// failed, the mutation it ran with, and what is expected of it now.
+type Regression struct {
+	Seed     uint64
+	Mutation Mutation
+	// Known is the diagnosis signature of an open bug this seed shows
+	// (empty: the seed must pass).
+	Known string
+	Note  string
+}
+
+// ParseMutation is the inverse of Mutation.String.
+func ParseMutation(s string) (Mutation, error) {
+	for _, m := range append([]Mutation{MutNone}, Mutations...) {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return MutNone, fmt.Errorf("sim: unknown mutation %q", s)
+}
+
+// ReadRegressions parses a regressions file: one seed per line as
+// "seed mutation expect # note", expect being "pass" or "known:SIGNATURE";
+// blank lines and lines starting with # are skipped.
+func ReadRegressions(r io.Reader) ([]Regression, error) {
+	var out []Regression
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		var reg Regression
+		if i := strings.Index(text, "#"); i >= 0 {
+			reg.Note = strings.TrimSpace(text[i+1:])
+			text = text[:i]
+		}
+		f := strings.Fields(text)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("sim: regressions line %d: want \"seed mutation expect\"", line)
+		}
+		seed, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("sim: regressions line %d: %v", line, err)
+		}
+		reg.Seed = seed
+		if reg.Mutation, err = ParseMutation(f[1]); err != nil {
+			return nil, fmt.Errorf("sim: regressions line %d: %v", line, err)
+		}
+		switch {
+		case f[2] == "pass":
+		case strings.HasPrefix(f[2], "known:") && len(f[2]) > len("known:"):
+			reg.Known = strings.TrimPrefix(f[2], "known:")
+		default:
+			return nil, fmt.Errorf("sim: regressions line %d: expect must be pass or known:SIGNATURE", line)
+		}
+		out = append(out, reg)
+	}
+	return out, sc.Err()
+}
+
+// ReadRegressionsFile reads path (see ReadRegressions).
+func ReadRegressionsFile(path string) ([]Regression, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadRegressions(f)
+}
+
+// KnownSignatures lists the distinct open-bug signatures of regs.
+func KnownSignatures(regs []Regression) []string {
+	var out []string
+	for _, r := range regs {
+		if r.Known == "" {
+			continue
+		}
+		dup := false
+		for _, k := range out {
+			dup = dup || k == r.Known
+		}
+		if !dup {
+			out = append(out, r.Known)
+		}
+	}
+	return out
+}

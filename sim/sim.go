@@ -1,0 +1,967 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/netip"
+	"runtime/debug"
+	"strings"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// Mutation disables one safety mechanism of the real cores, to prove the
+// checker notices (test-only).
+type Mutation uint8
+
+// Mutations.
+const (
+	MutNone Mutation = iota
+	// MutNoFencing: node.Unsafe.NoFencing.
+	MutNoFencing
+	// MutNoGating: node.Unsafe.NoGating.
+	MutNoGating
+	// MutLeaseFromReply: node.Unsafe.LeaseFromReply (sentAt taken after the
+	// reply instead of before sending).
+	MutLeaseFromReply
+	// MutNoQuarantine: witness.Unsafe.NoQuarantine.
+	MutNoQuarantine
+)
+
+// Mutations lists every knob, for tests and the CLI.
+var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine}
+
+func (m Mutation) String() string {
+	switch m {
+	case MutNone:
+		return "none"
+	case MutNoFencing:
+		return "no-fencing"
+	case MutNoGating:
+		return "no-gating"
+	case MutLeaseFromReply:
+		return "lease-from-reply"
+	case MutNoQuarantine:
+		return "no-quarantine"
+	}
+	return fmt.Sprintf("Mutation(%d)", uint8(m))
+}
+
+// Options configures a run. The zero value is the CI configuration.
+type Options struct {
+	// Mutation disables a safety mechanism (MutNone for the real cores).
+	Mutation Mutation
+	// Trace, when set, receives the readable event log: every datagram,
+	// fault, role change and release, and the nodes' own logs.
+	Trace io.Writer
+	// FaultNs is the length of the fault phase (DefaultFaultNs when 0);
+	// QuietNs bounds the quiet phase in which every command must be
+	// answered (DefaultQuietNs when 0).
+	FaultNs, QuietNs int64
+
+	// externalOnly drops the checks that read the node's own report of
+	// its gate (ReleaseEvent fields), to show what the outside
+	// observations alone catch (tests).
+	externalOnly bool
+}
+
+// Defaults, in simulated time.
+const (
+	// DefaultFaultNs: 3 s of faults is ten leases of 300 ms, room for
+	// several failovers per seed.
+	DefaultFaultNs = 3_000_000_000
+	// DefaultQuietNs: after the faults stop, every command must be
+	// answered and every replica converged within 4 s (a witness
+	// quarantine, a failover and a catch-up take about a second).
+	DefaultQuietNs = 4_000_000_000
+)
+
+// The simulated cluster.
+const (
+	numNodes   = 3
+	numClients = 3
+	tickNs     = 1_000_000
+	clientTick = 5_000_000
+	maxHeld    = 1024 // datagrams a paused node's socket buffer holds
+)
+
+// Lease is the sim's lease configuration: a third of the default, so a
+// seed sees more failovers; the margin keeps the default's 15 %.
+func Lease() arbiter.Config {
+	return arbiter.Config{LeaseDurationNs: 300_000_000, RenewIntervalNs: 75_000_000, MarginNs: 45_000_000, RetryNs: 15_000_000}
+}
+
+// Result is what one seed did.
+type Result struct {
+	Seed       uint64
+	Mutation   Mutation
+	Violations []string
+	// Schedule is the seed's parameters and fault schedule, readable.
+	Schedule string
+	// Digest is a hash of every datagram sent with its time: two runs of
+	// one seed must agree on it (the replay guarantee).
+	Digest uint64
+	SimNs  int64
+	Stats  Stats
+}
+
+// Failed reports whether an invariant failed.
+func (r Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Stats is what a run covered.
+type Stats struct {
+	Events, Datagrams, Lost, Duplicated, Partitioned, Unroutable uint64
+	Commands, Answered, Releases, Promotions, Crashes, Pauses    uint64
+	WitnessCrashes, Partitions, Spikes, SnapshotsInstalled       uint64
+	HighestEpoch, Released                                       uint64
+}
+
+// Add sums s and o.
+func (s *Stats) Add(o Stats) {
+	s.Events += o.Events
+	s.Datagrams += o.Datagrams
+	s.Lost += o.Lost
+	s.Duplicated += o.Duplicated
+	s.Partitioned += o.Partitioned
+	s.Unroutable += o.Unroutable
+	s.Commands += o.Commands
+	s.Answered += o.Answered
+	s.Releases += o.Releases
+	s.Promotions += o.Promotions
+	s.Crashes += o.Crashes
+	s.Pauses += o.Pauses
+	s.WitnessCrashes += o.WitnessCrashes
+	s.Partitions += o.Partitions
+	s.Spikes += o.Spikes
+	s.SnapshotsInstalled += o.SnapshotsInstalled
+	s.HighestEpoch = max(s.HighestEpoch, o.HighestEpoch)
+	s.Released += o.Released
+}
+
+// params are the seed's random choices made up front.
+type params struct {
+	lossPpm, dupPpm       uint64
+	baseDelayNs, jitterNs int64
+	ratePpm               [numNodes + 1]int64
+	offsetNs              [numNodes + 1]int64
+	syncAlways            bool
+	groupWindowNs         int64
+	snapshotEvery         uint64
+	sendPpm               uint64 // per client tick: chance to send a command
+	segmentBytes          int64
+}
+
+type evKind uint8
+
+const (
+	evDeliver evKind = iota
+	evNodeTick
+	evClientTick
+	evFaultStart
+	evFaultEnd
+	evQuiet
+	evCheck
+)
+
+type event struct {
+	at   int64
+	seq  uint64
+	kind evKind
+	host int
+	gen  uint64
+	from netip.AddrPort
+	to   netip.AddrPort
+	pkt  []byte
+}
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// simNode is one node host: its disk outlives its process.
+type simNode struct {
+	id      int
+	n       *node.Node // nil while crashed
+	fs      *journal.MemFS
+	cfg     node.Config
+	gen     uint64 // bumped by crash and pause: stale ticks are ignored
+	starts  uint64 // process incarnations
+	paused  bool
+	held    []event
+	primary bool
+	ticks   uint64
+	// Released outputs seen leaving the node during the current step.
+	emitted      bool
+	observed     bool // Observer.Released was called during the step
+	emitEpoch    uint64
+	emitMaxSeq   uint64
+	lastReleased uint64
+	// Snapshot transfer: the last request sent and chunk received.
+	lastSnapReqNs, lastChunkNs int64
+}
+
+type nodeClock struct {
+	s        *sim
+	offsetNs int64
+	ratePpm  int64
+}
+
+func (c *nodeClock) NowNs() int64 { return c.offsetNs + c.s.now*c.ratePpm/1_000_000 }
+
+// tickEveryNs is the simulated time between two ticks of the node's own
+// 1 ms.
+func (c *nodeClock) tickEveryNs() int64 { return tickNs * 1_000_000 / c.ratePpm }
+
+type sim struct {
+	seed    uint64
+	opts    Options
+	rng     *rand.Rand
+	now     int64
+	evSeq   uint64
+	q       eventQueue
+	params  params
+	faults  []fault
+	quiet   bool
+	faultNs int64
+	endNs   int64
+	done    bool
+	live    bool
+
+	hostAddr []netip.Addr
+	hostName []string
+	routes   []route
+	groups   []group_
+	blocked  [16][16]int
+	spike    [16][16]int
+	spikeNs  int64
+
+	nodes        []*simNode // index = node id; [0] unused
+	clocks       []*nodeClock
+	witness      *witness.Server
+	witnessStore *memStore
+	witnessUp    bool
+	witnessHost  int
+	witnessAddr  netip.AddrPort
+	clients      []*simClient
+	mdHost       int
+
+	chk            *checker
+	trace          io.Writer
+	digest         uint64
+	stats          Stats
+	hashMismatches [numNodes + 1]uint64
+	lease          arbiter.Config
+	lastLeader     uint32
+	groupAddr      netip.AddrPort
+	mdGroupAddr    netip.AddrPort
+}
+
+// Run simulates one seed and checks every invariant. The same seed and
+// options always produce the same run, datagram for datagram.
+func Run(seed uint64, opts Options) (res Result) {
+	if opts.FaultNs <= 0 {
+		opts.FaultNs = DefaultFaultNs
+	}
+	if opts.QuietNs <= 0 {
+		opts.QuietNs = DefaultQuietNs
+	}
+	s := &sim{seed: seed, opts: opts, rng: rand.New(rand.NewPCG(seed, seed^0x5eedb05)), trace: opts.Trace, lease: Lease()}
+	s.faultNs, s.endNs = opts.FaultNs, opts.FaultNs+opts.QuietNs
+	s.chooseParams()
+	s.faults = genSchedule(s.rng, s.faultNs, s.lease)
+	res = Result{Seed: seed, Mutation: opts.Mutation, Schedule: s.describeSchedule()}
+	defer func() {
+		if p := recover(); p != nil {
+			stack := strings.Split(string(debug.Stack()), "\n")
+			if len(stack) > 24 {
+				stack = stack[:24]
+			}
+			s.chk.violate(0, "panic: %v\n%s", p, strings.Join(stack, "\n"))
+		}
+		res.Violations = s.chk.violations
+		res.Digest = s.digest
+		res.SimNs = s.now
+		s.stats.Releases = s.chk.releases
+		s.stats.Released = s.chk.refApplied
+		res.Stats = s.stats
+	}()
+	s.build()
+	s.logf("seed %d mutation %s\n%s", seed, opts.Mutation, res.Schedule)
+	for i := 1; i <= numNodes; i++ {
+		s.startNode(i)
+	}
+	for k := range s.clients {
+		s.push(event{at: int64(k+1) * 1_000_000, kind: evClientTick, host: k})
+	}
+	for i := range s.faults {
+		s.push(event{at: s.faults[i].at, kind: evFaultStart, host: i})
+	}
+	s.push(event{at: s.faultNs, kind: evQuiet})
+	s.push(event{at: s.faultNs + 10_000_000, kind: evCheck})
+	for len(s.q) > 0 && !s.done {
+		e := heap.Pop(&s.q).(event)
+		s.now = e.at
+		s.stats.Events++
+		s.handle(e)
+	}
+	s.finish()
+	return res
+}
+
+func (s *sim) chooseParams() {
+	r := s.rng
+	p := &s.params
+	p.lossPpm = r.Uint64N(300_001)
+	if r.IntN(4) == 0 {
+		p.lossPpm = 0
+	}
+	p.dupPpm = r.Uint64N(50_001)
+	p.baseDelayNs = 20_000 + int64(r.Uint64N(200_000))
+	p.jitterNs = int64(r.Uint64N(5_000_001))
+	// Drift: within ±6 % of real time, under the margin's 15 %.
+	for i := 1; i <= numNodes; i++ {
+		p.ratePpm[i] = 1_000_000 + int64(r.Uint64N(120_001)) - 60_000
+		p.offsetNs[i] = int64(r.Uint64N(1_000_000_000))
+	}
+	p.syncAlways = r.IntN(5) == 0
+	p.groupWindowNs = 100_000 + int64(r.Uint64N(3_000_000))
+	p.snapshotEvery = 32 + r.Uint64N(500)
+	p.sendPpm = 50_000 + r.Uint64N(400_000)
+	// Later additions draw from their own stream, so that adding one does
+	// not change what the seeds already recorded in testdata do.
+	r2 := rand.New(rand.NewPCG(s.seed, 0x5e6b))
+	p.segmentBytes = 64 << 10
+	if r2.IntN(2) == 0 {
+		// Small segments: snapshots let the journal drop old segments, so
+		// a node that was down long enough must fetch a snapshot.
+		p.segmentBytes = journal.MinSegmentBytes
+	}
+}
+
+// Host layout: nodes 1..3, the witness, the clients, the market-data
+// observer.
+func (s *sim) build() {
+	s.chk = newChecker(s)
+	s.hostAddr = append(s.hostAddr, netip.Addr{})
+	s.hostName = append(s.hostName, "-")
+	s.nodes = make([]*simNode, numNodes+1)
+	s.clocks = make([]*nodeClock, numNodes+1)
+	peers := map[uint32]netip.AddrPort{}
+	for i := 1; i <= numNodes; i++ {
+		a := netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})
+		s.hostAddr = append(s.hostAddr, a)
+		s.hostName = append(s.hostName, fmt.Sprintf("n%d", i))
+		peers[uint32(i)] = netip.AddrPortFrom(a, 7000)
+	}
+	s.witnessHost = len(s.hostAddr)
+	s.hostAddr = append(s.hostAddr, netip.AddrFrom4([4]byte{10, 0, 0, 100}))
+	s.hostName = append(s.hostName, "W")
+	s.witnessAddr = netip.AddrPortFrom(s.hostAddr[s.witnessHost], 7300)
+	s.bind(s.witnessAddr, s.witnessHost)
+	s.groupAddr = netip.MustParseAddrPort("239.1.1.1:7100")
+	s.mdGroupAddr = netip.MustParseAddrPort("239.1.1.2:7200")
+	for k := range numClients {
+		h := len(s.hostAddr)
+		s.hostAddr = append(s.hostAddr, netip.AddrFrom4([4]byte{10, 0, 1, byte(k + 1)}))
+		s.hostName = append(s.hostName, fmt.Sprintf("c%d", k+1))
+		c := newSimClient(s, h, uint64(k+1), netip.AddrPortFrom(s.hostAddr[h], 5000), peers)
+		s.bind(c.addr, h)
+		s.clients = append(s.clients, c)
+	}
+	s.mdHost = len(s.hostAddr)
+	s.hostAddr = append(s.hostAddr, netip.AddrFrom4([4]byte{10, 0, 2, 1}))
+	s.hostName = append(s.hostName, "md")
+	s.join(s.mdGroupAddr, s.mdHost)
+
+	s.witnessStore = &memStore{}
+	s.startWitness()
+	logger := s.nodeLogger
+	for i := 1; i <= numNodes; i++ {
+		s.clocks[i] = &nodeClock{s: s, offsetNs: s.params.offsetNs[i], ratePpm: s.params.ratePpm[i]}
+		others := map[uint32]netip.AddrPort{}
+		for id, a := range peers {
+			if id != uint32(i) {
+				others[id] = a
+			}
+		}
+		jopts := journal.Options{SegmentBytes: s.params.segmentBytes, Policy: journal.SyncGroup, GroupWindowNs: s.params.groupWindowNs, GroupRecords: 64}
+		if s.params.syncAlways {
+			jopts.Policy = journal.SyncAlways
+		}
+		cfg := node.Config{
+			ID: uint32(i), Stream: 1, Dir: "/n",
+			Listen: peers[uint32(i)], Group: s.groupAddr, MarketData: s.mdGroupAddr,
+			Peers: others, Witness: s.witnessAddr, Lease: s.lease,
+			InSyncTimeoutNs:   100_000_000,
+			Network:           simNetwork{s: s, host: i},
+			Journal:           jopts,
+			HashEvery:         16,
+			SnapshotEvery:     s.params.snapshotEvery,
+			PublisherCapacity: 1024,
+			MaxSessions:       64,
+			NewStateMachine:   s.chk.newStateMachine(i),
+			Log:               logger(i),
+			Clock:             s.clocks[i],
+			Observer:          observer{s.chk},
+		}
+		switch s.opts.Mutation {
+		case MutNoFencing:
+			cfg.Unsafe.NoFencing = true
+		case MutNoGating:
+			cfg.Unsafe.NoGating = true
+		case MutLeaseFromReply:
+			cfg.Unsafe.LeaseFromReply = true
+		}
+		fs := journal.NewMemFS()
+		cfg.FS = fs
+		s.nodes[i] = &simNode{id: i, fs: fs, cfg: cfg}
+	}
+}
+
+func (s *sim) push(e event) {
+	s.evSeq++
+	e.seq = s.evSeq
+	heap.Push(&s.q, e)
+}
+
+func (s *sim) handle(e event) {
+	switch e.kind {
+	case evDeliver:
+		s.deliver(e)
+	case evNodeTick:
+		s.nodeTick(e)
+	case evClientTick:
+		s.clients[e.host].tick()
+		if s.now < s.endNs {
+			s.push(event{at: s.now + clientTick, kind: evClientTick, host: e.host})
+		}
+	case evFaultStart:
+		s.startFault(e.host)
+	case evFaultEnd:
+		s.endFault(e.host)
+	case evQuiet:
+		s.goQuiet()
+	case evCheck:
+		if s.converged() {
+			s.logf("LIVE: every command answered and every replica converged %s after the faults stopped", fmtDur(s.now-s.faultNs))
+			s.done, s.live = true, true
+			return
+		}
+		if s.now >= s.endNs {
+			s.livenessFailure()
+			s.done = true
+			return
+		}
+		s.push(event{at: s.now + 10_000_000, kind: evCheck})
+	}
+}
+
+// --- nodes -----------------------------------------------------------------
+
+func (s *sim) startNode(i int) {
+	sn := s.nodes[i]
+	n, err := node.New(sn.cfg)
+	s.chk.stepDone(i)
+	if err != nil {
+		s.chk.violate(0, "node %d failed to start from its disk: %v", i, err)
+		return
+	}
+	sn.n = n
+	sn.gen++
+	sn.starts++
+	// What the new process knows it accepted is what its disk kept.
+	s.chk.accepted[i] = n.Status().Epoch
+	sn.primary = false
+	s.logf("node %d STARTED (applied %d)", i, s.chk.cur[i].AppliedSeq())
+	s.push(event{at: s.now + s.clocks[i].tickEveryNs(), kind: evNodeTick, host: i, gen: sn.gen})
+}
+
+func (s *sim) crashNode(i int) {
+	sn := s.nodes[i]
+	if sn.n == nil {
+		return
+	}
+	s.collectNodeStats(sn)
+	sn.n = nil // abandoned without Close: nothing more is synced
+	sn.gen++
+	sn.paused = false
+	sn.held = nil
+	sn.primary = false
+	sn.fs.Crash(s.rng.Uint64())
+	s.stats.Crashes++
+	s.logf("node %d CRASHED (unsynced writes lost, last write may be torn)", i)
+}
+
+func (s *sim) collectNodeStats(sn *simNode) {
+	st := sn.n.Status()
+	s.stats.SnapshotsInstalled += st.Node.SnapshotsInstalled
+	s.hashMismatches[sn.id] += st.Node.HashMismatches
+}
+
+// checkHashReports turns the nodes' own state-hash alarms into
+// violations. The checker compares every replica's state with every
+// other's at equal histories (noteState); when that found nothing and the
+// replicas converged, the nodes compared hashes of different histories (a
+// standby that later discarded its suffix): the alarm itself is false.
+func (s *sim) checkHashReports() {
+	for id, n := range s.hashMismatches {
+		if n == 0 {
+			continue
+		}
+		diag := ""
+		if s.live && !s.chk.divergence {
+			diag = " " + DiagStaleHashCheck + ": the replicas converged and the checker's own comparison of equal histories found no divergence"
+		}
+		s.chk.violate(3, "node %d reported %d state-hash mismatches with its primary%s", id, n, diag)
+	}
+}
+
+func (s *sim) nodeTick(e event) {
+	sn := s.nodes[e.host]
+	if sn.n == nil || sn.paused || e.gen != sn.gen {
+		return
+	}
+	sn.n.Tick()
+	sn.ticks++
+	sn.n.SyncStep()
+	s.afterStep(sn)
+	s.push(event{at: s.now + s.clocks[e.host].tickEveryNs(), kind: evNodeTick, host: e.host, gen: sn.gen})
+}
+
+// noteSent watches a node's datagrams for released outputs: an OUTPUT
+// frame is a release, whatever the node's own bookkeeping says.
+func (s *sim) noteSent(host int, pkt []byte) {
+	h, err := wire.ParseHeader(pkt)
+	if err == nil && h.Type == wire.TypeSnapshotRequest {
+		s.nodes[host].lastSnapReqNs = s.now
+	}
+	if err != nil || h.Type != wire.TypeOutput {
+		return
+	}
+	sn := s.nodes[host]
+	sn.emitted = true
+	sn.emitEpoch = h.Epoch
+	sn.emitMaxSeq = max(sn.emitMaxSeq, h.Seq)
+}
+
+func (s *sim) afterStep(sn *simNode) {
+	s.chk.stepDone(sn.id)
+	if sn.n == nil {
+		return
+	}
+	isPrimary := sn.n.Role() == node.RolePrimary
+	if sn.emitted && sn.observed {
+		sn.emitted, sn.emitMaxSeq = false, 0
+	}
+	sn.observed = false
+	if sn.emitted {
+		// Outputs left without an Observer.Released for them: build the
+		// event from the node's status.
+		sn.emitted = false
+		ev := node.ReleaseEvent{Node: uint32(sn.id), Epoch: sn.emitEpoch, Released: sn.emitMaxSeq, RequiredOK: true, RequiredAck: math.MaxUint64}
+		if isPrimary {
+			st := sn.n.Status()
+			ev.Released, ev.Durable, ev.LeaseHeld = st.Released, st.Durable, st.Lease.Held
+			ev.Applied = st.Applied
+		} else {
+			// It released, then stepped down in the same step: what it
+			// released is at least the last frame's first seq.
+			ev.Durable, ev.LeaseHeld, ev.Applied = ev.Released, true, ev.Released
+		}
+		sn.emitMaxSeq = 0
+		s.chk.onRelease(ev)
+	}
+	if isPrimary != sn.primary {
+		sn.primary = isPrimary
+		if isPrimary {
+			st := sn.n.Status()
+			s.stats.Promotions++
+			s.stats.HighestEpoch = max(s.stats.HighestEpoch, st.Epoch)
+			s.chk.onPromoted(sn.id, st.Epoch, sn.starts)
+		} else {
+			s.logf("node %d is STANDBY now", sn.id)
+		}
+	}
+}
+
+func (s *sim) deliver(e event) {
+	switch {
+	case e.host <= numNodes:
+		sn := s.nodes[e.host]
+		if sn.n == nil {
+			return
+		}
+		if sn.paused {
+			if len(sn.held) < maxHeld {
+				sn.held = append(sn.held, e)
+			}
+			return
+		}
+		s.deliverNode(sn, e)
+	case e.host == s.witnessHost:
+		s.deliverWitness(e)
+	case e.host == s.mdHost:
+		s.deliverMD(e)
+	default:
+		for _, c := range s.clients {
+			if c.host == e.host {
+				c.onPacket(e.pkt)
+			}
+		}
+	}
+}
+
+func (s *sim) deliverNode(sn *simNode, e event) {
+	c := s.chk
+	if h, err := wire.ParseHeader(e.pkt); err == nil {
+		switch h.Type {
+		case wire.TypeAck:
+			if _, _, err := wire.Parse(e.pkt); err == nil {
+				k := [3]uint64{uint64(sn.id), uint64(h.Node), h.Epoch}
+				c.acks[k] = max(c.acks[k], h.Seq)
+			}
+		case wire.TypeSnapshotChunk:
+			sn.lastChunkNs = s.now
+		case wire.TypeData:
+			c.curNode, c.curFrameEpoch = sn.id, h.Epoch
+			c.curFrameOld = h.Epoch < c.accepted[sn.id]
+		}
+	}
+	sn.n.Deliver(e.pkt, e.from)
+	c.curFrameOld = false
+	s.afterStep(sn)
+}
+
+// --- witness ---------------------------------------------------------------
+
+// memStore is the witness's disk: Save is durable when it returns.
+type memStore struct {
+	state arbiter.PersistentState
+	found bool
+}
+
+func (m *memStore) Load() (arbiter.PersistentState, bool, error) { return m.state, m.found, nil }
+func (m *memStore) Save(st arbiter.PersistentState) error {
+	m.state, m.found = st, true
+	return nil
+}
+
+func (s *sim) startWitness() {
+	cfg := witness.DefaultConfig()
+	cfg.Arbiter = s.lease
+	cfg.Node = 100
+	cfg.Unsafe.NoQuarantine = s.opts.Mutation == MutNoQuarantine
+	if s.trace != nil {
+		cfg.Logger = s.nodeLogger(0)
+	}
+	w, err := witness.NewCore(cfg, s.witnessStore, s.now)
+	if err != nil {
+		s.chk.violate(0, "witness failed to start: %v", err)
+		return
+	}
+	s.witness, s.witnessUp = w, true
+	s.logf("witness STARTED (epoch %d persisted)", s.witnessStore.state.Epoch)
+}
+
+func (s *sim) deliverWitness(e event) {
+	if !s.witnessUp {
+		return
+	}
+	req, _, err := wire.Parse(e.pkt)
+	if err != nil {
+		return
+	}
+	reply := s.witness.Handle(e.pkt, e.from, s.now)
+	if reply == nil {
+		return
+	}
+	if r, err := witness.ParseReply(reply); err == nil {
+		s.chk.onWitnessReply(req.Node, &r)
+		if r.Granted() && req.Node != s.lastLeader {
+			s.logf("witness GRANTED epoch %d to node %d for %s", r.Epoch, req.Node, fmtDur(r.DurationNs))
+			s.lastLeader = req.Node
+		}
+	}
+	s.send(s.witnessHost, s.witnessAddr, e.from, reply)
+}
+
+func (s *sim) deliverMD(e event) {
+	f, _, err := wire.Parse(e.pkt)
+	if err != nil || f.Type != wire.TypeOutput {
+		return
+	}
+	it := f.Messages()
+	for {
+		_, msg, ok := it.Next()
+		if !ok {
+			return
+		}
+		s.chk.onMarketData(msg)
+	}
+}
+
+// --- phases ----------------------------------------------------------------
+
+// goQuiet ends every fault: partitions heal, crashed nodes and the witness
+// restart, paused nodes resume, the network stops losing.
+func (s *sim) goQuiet() {
+	s.quiet = true
+	s.logf("QUIET: faults stop; every command must be answered within %s", fmtDur(s.opts.QuietNs))
+	for i := range s.faults {
+		if s.faults[i].active {
+			s.endFault(i)
+		}
+	}
+	for i := 1; i <= numNodes; i++ {
+		if s.nodes[i].n == nil {
+			s.startNode(i)
+		}
+	}
+	if !s.witnessUp {
+		s.startWitness()
+	}
+}
+
+// primaryNode is the one node that believes it leads (nil for none).
+func (s *sim) primaryNode() *simNode {
+	var p *simNode
+	for _, sn := range s.nodes[1:] {
+		if sn.n != nil && sn.primary {
+			p = sn
+		}
+	}
+	return p
+}
+
+// converged: every command answered, one primary, every replica at the
+// primary's seq with the same history.
+func (s *sim) converged() bool {
+	for _, c := range s.clients {
+		if c.core.InFlight() > 0 {
+			return false
+		}
+	}
+	var p *simNode
+	for _, sn := range s.nodes[1:] {
+		if sn.n == nil || sn.paused {
+			return false
+		}
+		if sn.primary {
+			if p != nil {
+				return false
+			}
+			p = sn
+		}
+	}
+	if p == nil {
+		return false
+	}
+	pt := s.chk.cur[p.id]
+	if p.n.Released() != pt.AppliedSeq() {
+		return false
+	}
+	for _, sn := range s.nodes[1:] {
+		t := s.chk.cur[sn.id]
+		if t.AppliedSeq() != pt.AppliedSeq() || t.chainAt(t.AppliedSeq()) != pt.chainAt(pt.AppliedSeq()) {
+			return false
+		}
+	}
+	return true
+}
+
+// Diagnoses the checker attaches to a violation when it recognises a
+// known failure mode (see testdata/regressions.txt).
+const (
+	DiagStandbyHoldsLease = "DIAG-standby-holds-lease"
+	DiagStaleHashCheck    = "DIAG-stale-hash-check"
+	DiagEpochReused       = "DIAG-epoch-reused"
+	DiagAppliedGap        = "DIAG-applied-gap"
+	DiagFetchStuck        = "DIAG-snapshot-fetch-stuck"
+	DiagPromotedBehind    = "DIAG-promoted-behind"
+)
+
+func (s *sim) livenessFailure() {
+	var diag []string
+	var b strings.Builder
+	for _, c := range s.clients {
+		fmt.Fprintf(&b, " client %d: %d in flight, primary %s;", c.session, c.core.InFlight(), c.primary)
+	}
+	for _, sn := range s.nodes[1:] {
+		if sn.n == nil {
+			fmt.Fprintf(&b, " node %d down;", sn.id)
+			continue
+		}
+		st := sn.n.Status()
+		fmt.Fprintf(&b, " node %d %s epoch %d applied %d released %d lease %v (epoch %d);", sn.id, st.Role, st.Epoch, st.Applied, st.Released, st.Lease.Held, st.Lease.Epoch)
+		if st.Role != "primary" && sn.lastSnapReqNs > s.now-100_000_000 && sn.lastChunkNs < s.now-1_000_000_000 {
+			diag = append(diag, fmt.Sprintf("%s: node %d has asked for a snapshot without an answer since %s", DiagFetchStuck, sn.id, fmtNs(sn.lastChunkNs)))
+		}
+		if st.Role != "primary" && st.Lease.Held && st.Lease.Epoch <= st.Epoch {
+			diag = append(diag, fmt.Sprintf("%s: node %d holds the lease of epoch %d as a standby and never promotes", DiagStandbyHoldsLease, sn.id, st.Lease.Epoch))
+		}
+	}
+	if p := s.primaryNode(); p != nil {
+		pt := s.chk.cur[p.id]
+		for _, sn := range s.nodes[1:] {
+			t := s.chk.cur[sn.id]
+			if sn.n == nil || t == nil || sn == p {
+				continue
+			}
+			at := min(t.AppliedSeq(), pt.AppliedSeq())
+			if at > 0 && t.chainAt(at) != pt.chainAt(at) {
+				fmt.Fprintf(&b, " node %d's history differs from primary %d's at or below seq %d;", sn.id, p.id, at)
+			}
+		}
+	}
+	if len(diag) > 0 && s.chk.taint == "" {
+		s.chk.taint = diag[0][:strings.Index(diag[0], ":")]
+	}
+	for _, d := range diag {
+		b.WriteString(" ")
+		b.WriteString(d)
+	}
+	s.chk.violate(7, "not live %s after the faults stopped:%s", fmtDur(s.now-s.faultNs), b.String())
+}
+
+// finish runs the end-of-seed checks: state hashes and every journal read
+// back from its disk.
+func (s *sim) finish() {
+	if s.live {
+		s.chk.checkReceived()
+	}
+	for _, sn := range s.nodes[1:] {
+		if sn.n == nil {
+			continue
+		}
+		s.collectNodeStats(sn)
+		if err := sn.n.Close(); err != nil {
+			s.chk.violate(0, "node %d close: %v", sn.id, err)
+		}
+		if s.live {
+			s.checkJournal(sn)
+		}
+	}
+	s.checkHashReports()
+	for _, c := range s.clients {
+		st := c.core.Stats()
+		s.stats.Commands += st.Sent
+		s.stats.Answered += st.Answered
+	}
+}
+
+// checkJournal reads a node's journal back: gap-free and, where released,
+// identical to the released history (invariant 3).
+func (s *sim) checkJournal(sn *simNode) {
+	j, _, err := journal.Open(sn.fs, sn.cfg.Dir, sn.cfg.Journal)
+	if err != nil {
+		s.chk.violate(3, "node %d journal does not reopen: %v", sn.id, err)
+		return
+	}
+	defer j.Close()
+	if j.First() == 0 {
+		return
+	}
+	next := j.First()
+	err = j.ReadFrom(j.First(), func(_, seq uint64, payload []byte) bool {
+		if seq != next {
+			s.chk.violate(3, "node %d journal jumps from %d to %d", sn.id, next-1, seq)
+			return false
+		}
+		next++
+		if seq <= s.chk.refApplied && string(payload) != string(s.chk.canonCmd[seq-1]) {
+			s.chk.violate(3, "node %d journal holds a different command at released seq %d", sn.id, seq)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		s.chk.violate(3, "node %d journal read: %v", sn.id, err)
+	}
+}
+
+// --- the event log ---------------------------------------------------------
+
+func (s *sim) logf(format string, args ...any) {
+	if s.trace == nil {
+		return
+	}
+	fmt.Fprintf(s.trace, "[%s] %s\n", fmtNs(s.now), fmt.Sprintf(format, args...))
+}
+
+// nodeLogger returns the slog logger of node id (0: the witness): into the
+// event log when tracing, else discarded.
+func (s *sim) nodeLogger(id int) *slog.Logger {
+	if s.trace == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	name := "W"
+	if id > 0 {
+		name = fmt.Sprintf("n%d", id)
+	}
+	return slog.New(slog.NewTextHandler(&logWriter{s: s, name: name}, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+type logWriter struct {
+	s    *sim
+	name string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	fmt.Fprintf(w.s.trace, "[%s] %s: %s", fmtNs(w.s.now), w.name, p)
+	return len(p), nil
+}
+
+func fmtNs(ns int64) string { return fmt.Sprintf("%d.%06d", ns/1e9, ns%1e9/1e3) }
+
+func fmtDur(ns int64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3fs", float64(ns)/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3fms", float64(ns)/1e6)
+	default:
+		return fmt.Sprintf("%dµs", ns/1e3)
+	}
+}
+
+// describe renders a datagram's header for the event log.
+func describe(pkt []byte) string {
+	h, err := wire.ParseHeader(pkt)
+	if err != nil {
+		return fmt.Sprintf("<%d bytes, bad header>", len(pkt))
+	}
+	if h.Count > 1 {
+		return fmt.Sprintf("%s n%d e%d s%d..%d", h.Type, h.Node, h.Epoch, h.Seq, h.Seq+uint64(h.Count)-1)
+	}
+	return fmt.Sprintf("%s n%d e%d s%d", h.Type, h.Node, h.Epoch, h.Seq)
+}
