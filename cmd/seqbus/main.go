@@ -20,6 +20,7 @@ var commands = []command{
 	{"demo", "run a witness, two nodes and a client on loopback; kill the primary; show the failover", runDemo},
 	{"keygen", "write a new master key file for frame authentication", runKeygen},
 	{"bench", "measure: gated latency by stage vs the raw UDP floor, throughput, compare and plot histograms", runBench},
+	{"sim", "soak the deterministic cluster simulator over many seeds", runSim},
 	{"drill", "failure lessons: a paused primary, and what happens without fencing or gating", runDrill},
 }
 
