@@ -17,7 +17,7 @@
 //     refused with ErrNoInterface, never replaced by the default route.
 //  2. Check Report() for what the kernel granted (buffer sizes, busy poll).
 //  3. Receive with Receive(bufs, sizes, from, wait) directly, or with
-//     StartLoop and an Idle strategy (DefaultIdle is back-off). Datagram i
+//     StartLoop and an Idle strategy (DefaultIdle is block). Datagram i
 //     is bufs[i][:sizes[i]]; the buffers are reused by the next call.
 //  4. Send with Send(bufs, to); it returns once every datagram is with the
 //     kernel, looping over short batch writes.

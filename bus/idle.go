@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"time"
 )
 
@@ -11,16 +12,17 @@ type IdleKind uint8
 
 // Idle strategies, from lowest latency and highest CPU cost to the reverse.
 const (
-	// IdleBackoff spins Spins polls, then yields the CPU between the
-	// next Yields polls, then parks on the netpoller until readable. The
-	// zero value, and the default: see DefaultIdle.
-	IdleBackoff IdleKind = iota
+	// IdleBlock parks on the netpoller at once, like a plain net.UDPConn.
+	// The zero value, and the default: see DefaultIdle.
+	IdleBlock IdleKind = iota
+	// IdleBackoff spins Spins polls, then yields to other goroutines
+	// between the next Yields polls, then parks on the netpoller until
+	// readable.
+	IdleBackoff
 	// IdleBusySpin polls without pause; it owns a CPU while it runs.
 	IdleBusySpin
 	// IdleYield polls and yields the CPU (sched_yield) between polls.
 	IdleYield
-	// IdleBlock parks on the netpoller at once, like a plain net.UDPConn.
-	IdleBlock
 )
 
 func (k IdleKind) String() string {
@@ -70,10 +72,13 @@ type Idle struct {
 	Park time.Duration
 }
 
-// DefaultIdle is back-off: on these 2-core machines two spinners already own
-// both CPUs and a third starves them, so a receiver must not spin forever;
-// a short spin still catches replies that come back within a round trip.
-var DefaultIdle = Idle{Kind: IdleBackoff}
+// DefaultIdle is block. A node runs two receive loops and a client one
+// more; on a machine with fewer spare cores than loops any spinning
+// strategy steals the CPU the other loops need (docs/tuning.md: on 2
+// cores the gated path is no faster with back-off than with block, and a
+// back-off ping-pong's tail is 10-100x worse). Spin where each loop can own
+// a core (--idle spin --cpu N).
+var DefaultIdle = Idle{Kind: IdleBlock}
 
 func (i Idle) spins() int {
 	if i.Spins <= 0 {
@@ -98,7 +103,14 @@ func (i Idle) park() time.Duration {
 
 // spinning reports whether the strategy polls in a loop (and so wants its
 // goroutine locked to an OS thread).
-func (i Idle) spinning() bool { return i.Kind != IdleBlock }
+// spinning reports whether the strategy owns its thread (busy-spin and
+// yield lock the loop to an OS thread). Back-off does not: its yield phase
+// is runtime.Gosched, so on a machine with fewer cores than loops other
+// goroutines still get the P at once. Holding the P (a locked thread
+// yielding with sched_yield) made every other runnable goroutine wait for
+// the scheduler's 10 ms preemption: measured, p90 of a 2-core ping-pong
+// went from ~25 µs to 70–130 ms with five loops.
+func (i Idle) spinning() bool { return i.Kind == IdleBusySpin || i.Kind == IdleYield }
 
 // Receive waits for at least one datagram the way the strategy says and
 // returns what r.Receive returns. It gives up with 0, nil after at most
@@ -117,11 +129,24 @@ func (i Idle) Receive(r Receiver, bufs [][]byte, sizes []int, from []netip.AddrP
 	if n > 0 || err != nil {
 		return n, err
 	}
-	n, err = pollN(r, bufs, sizes, from, i.yields(), true)
+	n, err = pollGosched(r, bufs, sizes, from, i.yields())
 	if n > 0 || err != nil {
 		return n, err
 	}
 	return r.Receive(bufs, sizes, from, i.park())
+}
+
+// pollGosched polls with runtime.Gosched between polls: the back-off
+// strategy's yield phase hands the P to any runnable goroutine.
+func pollGosched(r Receiver, bufs [][]byte, sizes []int, from []netip.AddrPort, polls int) (int, error) {
+	for p := 0; p < polls; p++ {
+		n, err := r.Receive(bufs, sizes, from, 0)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		runtime.Gosched()
+	}
+	return 0, nil
 }
 
 func pollN(r Receiver, bufs [][]byte, sizes []int, from []netip.AddrPort, polls int, yield bool) (int, error) {

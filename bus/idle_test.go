@@ -80,7 +80,7 @@ func TestIdleReceiveStopsAtFirstData(t *testing.T) {
 	// Data found in the yield phase of a back-off.
 	r := &scriptedReceiver{dataOn: 4}
 	b := newBatch(1, 8)
-	if n, _ := (Idle{Spins: 2, Yields: 5}).Receive(r, b.bufs, b.sizes, b.from); n != 1 || r.calls != 4 {
+	if n, _ := (Idle{Kind: IdleBackoff, Spins: 2, Yields: 5}).Receive(r, b.bufs, b.sizes, b.from); n != 1 || r.calls != 4 {
 		t.Errorf("back-off yield phase: n %d after %d calls", n, r.calls)
 	}
 }

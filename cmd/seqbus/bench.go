@@ -115,7 +115,7 @@ type benchCommon struct {
 func addCommon(fs *flag.FlagSet) benchCommon {
 	return benchCommon{
 		out:      fs.String("out", "bench-out", "directory for .hgrm files and summary.json"),
-		idle:     fs.String("idle", "backoff", "receive idle strategy of every loop: backoff, spin, yield, block"),
+		idle:     fs.String("idle", "block", "receive idle strategy of every loop: block, backoff, spin, yield"),
 		busyPoll: fs.Duration("busy-poll", 0, "SO_BUSY_POLL on every socket (loopback has no NAPI queue: expect no effect there)"),
 	}
 }
@@ -170,6 +170,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	rate := fs.Float64("rate", 10_000, "commands per second (fixed rate; latency from each intended send time)")
 	count := fs.Int("count", 100_000, "commands per run")
 	floorCount := fs.Int("floor-count", 50_000, "round trips for each raw UDP floor")
+	warmup := fs.Int("warmup", 5000, "commands sent first at the same rate and not recorded")
 	authMode := fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
 	c := addCommon(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -222,7 +223,7 @@ func benchLatency(ctx context.Context, args []string) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				res, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Rate: *rate, Count: *count, Idle: idle, Tuning: tuning, Key: key})
+				res, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Rate: *rate, Count: *count + *warmup, Warmup: *warmup, Idle: idle, Tuning: tuning, Key: key})
 				if err != nil {
 					return fmt.Errorf("size %d fsync %s: %w", size, pol, err)
 				}
@@ -312,7 +313,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 	fsyncFlag := fs.String("fsync", "none", "journal fsync policies")
 	idles := fs.String("idles", "backoff,spin", "idle strategies to compare (spin: busy-polling receive loops)")
 	count := fs.Int("count", 300_000, "commands in the flat-out run")
-	window := fs.Int("window", 4096, "commands in flight at most in the flat-out run (<= 8192)")
+	windowBytes := fs.Int("window-bytes", 1<<20, "command bytes in flight at most in the flat-out run (the load client does not resend: more than the sockets hold is lost, not queued)")
 	latSeconds := fs.Float64("latency-seconds", 3, "length of the runs at 50% and 90% of the maximum")
 	c := addCommon(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -344,7 +345,8 @@ func benchThroughput(ctx context.Context, args []string) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				res, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Count: *count, Window: *window, Idle: idle, Tuning: tuning})
+				window := max(*windowBytes/max(size, 39), 64)
+				res, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Count: *count, Window: window, Idle: idle, Tuning: tuning})
 				if err != nil {
 					return fmt.Errorf("flat out, size %d: %w", size, err)
 				}
@@ -352,7 +354,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 				for i, frac := range []float64{0.5, 0.9} {
 					rate := res.RatePerSec * frac
 					n := max(int(rate**latSeconds), 1000)
-					lr, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Rate: rate, Count: n, Idle: idle, Tuning: tuning})
+					lr, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Rate: rate, Count: n + n/5, Warmup: n / 5, Idle: idle, Tuning: tuning})
 					if err != nil {
 						return fmt.Errorf("at %.0f%%, size %d: %w", frac*100, size, err)
 					}

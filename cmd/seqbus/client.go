@@ -34,7 +34,7 @@ func runClient(args []string) error {
 	seed := fs.Uint64("seed", 1, "order stream seed")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
 	out := fs.String("json", "", "also write the summary as JSON to this file")
-	idle := fs.String("idle", "backoff", "receive idle strategy")
+	idle := fs.String("idle", "block", "receive idle strategy: block, backoff, spin, yield")
 	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
 	nodes := peerFlags{}
 	fs.Var(nodes, "node", "a node the primary may be, as id=host:port (repeat)")

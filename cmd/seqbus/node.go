@@ -97,7 +97,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	role := fs.String("role", "standby", "standby, or primary (a static primary: no witness)")
 	epoch := fs.Uint64("epoch", 1, "epoch of a static primary")
 	fsync := fs.String("fsync", "group", "journal fsync policy: none, group, always")
-	idle := fs.String("idle", "backoff", "receive idle strategy: backoff, spin, yield, block")
+	idle := fs.String("idle", "block", "receive idle strategy: block, backoff, spin, yield (see docs/tuning.md)")
 	status := fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	snapEvery := fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
 	verbose := fs.Bool("v", false, "log at debug level")
