@@ -367,20 +367,27 @@ func (r *drillRun) stopLoad() {
 	}
 }
 
+// loadOnFirstPrimary waits for the first primary, starts the load on it
+// and waits for a second of answers.
+func (r *drillRun) loadOnFirstPrimary() (uint32, nodeStatus, error) {
+	old, ost, err := r.waitPrimary(0, 1, 10*time.Second)
+	if err != nil {
+		return 0, ost, err
+	}
+	r.at("node%d holds the lease at epoch %d; client load %.0f cmd/s starts", old, ost.Epoch, r.rate)
+	if err := r.startLoad(old); err != nil {
+		return 0, ost, err
+	}
+	return old, ost, r.waitAnswered(uint64(r.rate), 20*time.Second)
+}
+
 // drillPause: SIGSTOP the primary past its lease (after holding the
 // standby for 100 ms, so acks for answers the primary has not yet released
 // are waiting in its socket when it resumes), wait for the promotion,
 // SIGCONT, and watch what reaches the client.
 func drillPause(r *drillRun) (string, error) {
-	old, ost, err := r.waitPrimary(0, 1, 10*time.Second)
+	old, ost, err := r.loadOnFirstPrimary()
 	if err != nil {
-		return "", err
-	}
-	r.at("node%d holds the lease at epoch %d; client load %.0f cmd/s starts", old, ost.Epoch, r.rate)
-	if err := r.startLoad(old); err != nil {
-		return "", err
-	}
-	if err := r.waitAnswered(uint64(r.rate), 20*time.Second); err != nil {
 		return "", err
 	}
 	other := uint32(3 - old)
@@ -443,15 +450,8 @@ func drillPause(r *drillRun) (string, error) {
 // resume the standby, let it promote, and count acknowledged orders missing
 // from the final history.
 func drillNoGating(r *drillRun) (string, error) {
-	old, ost, err := r.waitPrimary(0, 1, 10*time.Second)
+	old, ost, err := r.loadOnFirstPrimary()
 	if err != nil {
-		return "", err
-	}
-	r.at("node%d holds the lease at epoch %d; client load %.0f cmd/s starts", old, ost.Epoch, r.rate)
-	if err := r.startLoad(old); err != nil {
-		return "", err
-	}
-	if err := r.waitAnswered(uint64(r.rate), 20*time.Second); err != nil {
 		return "", err
 	}
 	other := uint32(3 - old)
