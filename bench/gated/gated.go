@@ -106,6 +106,13 @@ type Result struct {
 	MallocsPerCmd float64
 	// ReleasedPerSec is the primary's released watermark over the run.
 	ReleasedPerSec float64
+	// Intervals are the end-to-end latencies by second of intended send
+	// time (for an HdrHistogram interval log): Intervals[i] holds the
+	// measured commands meant to be sent in second i after StartUnixMs
+	// (empty during the warm-up).
+	Intervals []*hdrhistogram.Histogram
+	// StartUnixMs is the wall-clock time of the run's start (for the log).
+	StartUnixMs int64
 }
 
 // NewHist is the histogram every stage uses: 1 ns to a minute, 3 digits.
@@ -494,9 +501,17 @@ func (c *cluster) load(ctx context.Context, cfg Config, tr *tracer) (*Result, er
 			_ = res.Hist[stage].RecordValue(max(to-from, 1))
 		}
 	}
+	res.StartUnixMs = clk.base.UnixMilli()
 	for id := cfg.Warmup + 1; id <= sent; id++ {
 		seq := tr.seqOfID[id]
 		rec(StageEndToEnd, intended[id], received[id])
+		if at, got := intended[id], received[id]; at > 0 && got >= at {
+			sec := int(at / 1e9) // seconds since the run's start
+			for len(res.Intervals) <= sec {
+				res.Intervals = append(res.Intervals, NewHist())
+			}
+			_ = res.Intervals[sec].RecordValue(max(got-at, 1))
+		}
 		if seq == 0 || seq >= uint64(len(tr.seqAt)) {
 			continue
 		}

@@ -251,6 +251,11 @@ func benchLatency(ctx context.Context, args []string) error {
 					run.Files = append(run.Files, path)
 					run.Stages[name] = pcts(h)
 				}
+				logPath, err := writeIntervalLog(dir, res)
+				if err != nil {
+					return err
+				}
+				run.Files = append(run.Files, logPath)
 				e2e := res.Hist[gated.StageEndToEnd]
 				for _, q := range benchQuantiles {
 					run.RatioTo2Hop[quantName(q)] = float64(e2e.ValueAtQuantile(q)) / float64(max(floors[2].ValueAtQuantile(q), 1))
@@ -282,6 +287,32 @@ func printLatencyRun(run latencyRun, hists map[string]*hdrhistogram.Histogram) {
 	}
 	fmt.Printf("  %-24s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "end-to-end / 2-hop", run.RatioTo2Hop["p50"], run.RatioTo2Hop["p90"], run.RatioTo2Hop["p99"], run.RatioTo2Hop["p99.9"], run.RatioTo2Hop["max"])
 	fmt.Printf("  %-24s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "end-to-end / 4-hop", run.RatioTo4Hop["p50"], run.RatioTo4Hop["p90"], run.RatioTo4Hop["p99"], run.RatioTo4Hop["p99.9"], run.RatioTo4Hop["max"])
+}
+
+// writeIntervalLog writes the end-to-end latency by second as an
+// HdrHistogram interval log (HistogramLogAnalyzer reads it; so does
+// bench.SliceIntervalLog).
+func writeIntervalLog(dir string, res *gated.Result) (string, error) {
+	path := filepath.Join(dir, "end-to-end.hlog")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	l, err := bench.NewIntervalLog(f, res.StartUnixMs, "seqbus bench latency: end-to-end ns by second of intended send time")
+	if err == nil {
+		for i, h := range res.Intervals {
+			if h.TotalCount() == 0 {
+				continue // the warm-up
+			}
+			if err = l.Write(h, int64(i)*1e9, int64(i+1)*1e9); err != nil {
+				break
+			}
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return path, err
 }
 
 func writeSummary(dir string, v any) error {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/bench"
 )
 
 // buildBinary builds seqbus once per test binary run.
@@ -222,9 +224,19 @@ func TestBenchCommands(t *testing.T) {
 	}
 	e2e := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off", "end-to-end.hgrm")
 	floor := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off", "floor-2hop.hgrm")
-	for _, f := range []string{e2e, floor, filepath.Join(out, "lat", "summary.json")} {
+	hlog := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off", "end-to-end.hlog")
+	for _, f := range []string{e2e, floor, hlog, filepath.Join(out, "lat", "summary.json")} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatal(err)
+		}
+	}
+	if f, err := os.Open(hlog); err != nil {
+		t.Fatal(err)
+	} else {
+		merged, intervals, _, err := bench.SliceIntervalLog(f, 0, 1e9)
+		f.Close()
+		if err != nil || intervals == 0 || merged.TotalCount() != 2000 {
+			t.Fatalf("interval log: %v, %d intervals, %v", err, intervals, merged)
 		}
 	}
 	text = run("bench", "throughput", "--sizes", "32", "--idles", "backoff", "--count", "5000", "--latency-seconds", "0.5", "--out", filepath.Join(out, "tp"))
