@@ -359,3 +359,22 @@ func (c *Client) Stats() Stats {
 		ResultsDropped: s.resultsDropped.Load(), UnusedLeases: s.unused.Load(),
 	}
 }
+
+// NewQuerier returns a Client for Query only (clients and tools that
+// follow the lease holder): it holds a keeper that is never ticked, so it
+// never asks for the lease. cfg.Node identifies it in logs only (0: 1).
+func NewQuerier(cfg Config) (*Client, error) {
+	if cfg.Node == arbiter.NodeNone {
+		cfg.Node = 1
+	}
+	if cfg.LeaseDurationNs == 0 {
+		cfg.LeaseDurationNs = arbiter.DefaultLeaseDurationNs
+	}
+	kc := arbiter.DefaultConfig()
+	kc.LeaseDurationNs = cfg.LeaseDurationNs
+	k, err := arbiter.NewKeeper(cfg.Node, kc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return New(cfg, k)
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/etcdarb"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -15,6 +17,52 @@ import (
 
 	"github.com/seqbus/seqbus/client"
 )
+
+// followEtcd asks the etcd arbiter who holds the lease every 100 ms (the
+// client's witness query interval) and points the client at a new holder,
+// resending what is in flight there. It returns a function that stops it.
+func followEtcd(url string, stream uint16, nodes map[uint32]netip.AddrPort, cl *client.Client) (func(), error) {
+	eps, err := parseEtcdURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("--arbiter needs --node id=host:port for every node")
+	}
+	q, err := etcdarb.NewQuerier(etcdarb.Config{Endpoints: eps, Stream: stream})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var holder arbiter.NodeID
+		var epoch uint64
+		t := time.NewTicker(client.DefaultQueryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			qctx, qcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			h, e, _, err := q.Query(qctx)
+			qcancel()
+			if err != nil || h == arbiter.NodeNone || (h == holder && e == epoch) || e < epoch {
+				continue
+			}
+			if addr, ok := nodes[uint32(h)]; ok {
+				holder, epoch = h, e
+				if addr != cl.Primary() {
+					cl.SetPrimary(addr)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done; q.Close() }, nil
+}
 
 // clientSummary is what `seqbus client` prints (and writes with --json).
 type clientSummary struct {
@@ -38,6 +86,7 @@ func runClient(args []string) error {
 	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
 	nodes := peerFlags{}
 	fs.Var(nodes, "node", "a node the primary may be, as id=host:port (repeat)")
+	arbiterURL := fs.String("arbiter", "", "follow the lease holder of an etcd arbiter: etcd://host:port,... (needs --node for every node)")
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): seal commands, accept only sealed answers")
 	stream := fs.Uint("stream", 1, "stream id (selects the client key)")
 	if err := parseFlags(fs, args); err != nil {
@@ -65,6 +114,13 @@ func runClient(args []string) error {
 		return err
 	}
 	defer cl.Close()
+	if *arbiterURL != "" {
+		stop, err := followEtcd(*arbiterURL, uint16(*stream), nodes, cl)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
