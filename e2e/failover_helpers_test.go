@@ -643,6 +643,11 @@ func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *find
 	wg.Go(func() { sd = readJournal(t, standby.dir) })
 	wg.Go(func() { r = replayJournal(t, primary.dir) })
 	wg.Wait()
+	if t.Failed() || r == nil {
+		// A reader failed (t.Fatalf in its goroutine ended only that
+		// goroutine): stop here rather than read its missing result.
+		t.FailNow()
+	}
 	if pd.last != sd.last || sd.first < pd.first {
 		f.add(checkReplicas, "journals: primary [%d, %d], standby [%d, %d]", pd.first, pd.last, sd.first, sd.last)
 	} else {
