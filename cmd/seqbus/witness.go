@@ -46,7 +46,9 @@ func runWitness(args []string) error {
 		}
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
-	conn, err := bus.ListenUnicast(bus.UnicastConfig{Addr: addr})
+	// 8 MB of receive buffer, as a node has: a burst or a flood of requests
+	// queues instead of dropping the holder's renewals with it.
+	conn, err := bus.ListenUnicast(bus.UnicastConfig{Addr: addr, Tuning: bus.Tuning{RecvBufferBytes: 8 << 20}})
 	if err != nil {
 		return err
 	}
