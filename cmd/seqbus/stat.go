@@ -75,6 +75,9 @@ func printStat(s map[string]any) {
 	hash, _ := strconv.ParseUint(fmt.Sprint(get(s, "state_hash")), 10, 64)
 	fmt.Printf("applied %v  durable %v  released %v  acked %v  state hash %016x\n",
 		get(s, "applied"), get(s, "durable"), get(s, "released"), get(s, "ack"), hash)
+	if r, _ := s["refetching"].(bool); r {
+		fmt.Println("REFETCHING: history discarded (or journal set aside); will not lead until caught up")
+	}
 	if l := sub("latency_us"); l != nil {
 		fmt.Printf("assign->release µs: p50 %v  p99 %v  p99.9 %v  max %v\n", get(l, "p50"), get(l, "p99"), get(l, "p99.9"), get(l, "max"))
 	}
