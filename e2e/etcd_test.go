@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -151,47 +149,13 @@ func etcdFreeUDPPorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// etcdStartProc runs the seqbus binary in the test's own namespace, like
-// startProc does inside a host's namespace (same proc, same cleanup).
-func etcdStartProc(t *testing.T, name string, args ...string) *proc {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.WaitDelay = 5 * time.Second
-	p := &proc{name: name, logPath: logPath, cmd: cmd, cancel: cancel, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		logFile.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			p.printLog(t)
-		}
-	})
-	return p
-}
-
 // startNode runs m (again, on its own disk, after a kill) and waits until
 // it has written its first status.
 func (c *ecluster) startNode(m *member) {
 	c.t.Helper()
 	m.runs++
 	_ = os.Remove(filepath.Join(m.dir, "status.json"))
-	m.p = etcdStartProc(c.t, m.name(), m.args...)
+	m.p = startProc(c.t, nil, m.name(), m.args...)
 	waitFor(c.t, 20*time.Second, m.name()+" first status", func() bool {
 		if m.p.exited() {
 			c.t.Fatalf("%s exited at start: %v\n%s", m.name(), m.p.err, m.p.log())

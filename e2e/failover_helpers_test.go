@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/seqbus/seqbus/auth"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -335,6 +336,11 @@ type loadClient struct {
 // dialClient opens the client in the client host's namespace, pointed at
 // primary first.
 func (c *fcluster) dialClient(primary *member) *loadClient {
+	return c.dialClientWith(primary, nil)
+}
+
+// dialClientWith is dialClient with a master key (nil: frames unsealed).
+func (c *fcluster) dialClientWith(primary *member, key *auth.MasterKey) *loadClient {
 	c.t.Helper()
 	lc := &loadClient{done: make(chan struct{})}
 	err := c.client.Do(func() error {
@@ -353,6 +359,7 @@ func (c *fcluster) dialClient(primary *member) *loadClient {
 			Conn:    lc.tap,
 			Witness: c.wit.addr(),
 			Nodes:   map[uint32]netip.AddrPort{1: c.node(1).addr(), 2: c.node(2).addr()},
+			Key:     key,
 		})
 		if err != nil {
 			u.Close()

@@ -77,8 +77,9 @@ type proc struct {
 }
 
 // startProc runs bin args... inside host via `ip netns exec`, which execs
-// the binary in place, so signals reach it directly. Its stdout and stderr
-// go to a file in the test's temp dir; the process is killed at cleanup.
+// the binary in place, so signals reach it directly; a nil host runs it in
+// the test's own namespace (the loopback tests). Its stdout and stderr go
+// to a file in the test's temp dir; the process is killed at cleanup.
 func startProc(t *testing.T, host *netns.Host, name string, args ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
@@ -87,8 +88,11 @@ func startProc(t *testing.T, host *netns.Host, name string, args ...string) *pro
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
-	full := append([]string{"netns", "exec", host.Name, binary}, args...)
-	cmd := exec.CommandContext(ctx, "ip", full...)
+	cmd := exec.CommandContext(ctx, binary, args...)
+	if host != nil {
+		full := append([]string{"netns", "exec", host.Name, binary}, args...)
+		cmd = exec.CommandContext(ctx, "ip", full...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.WaitDelay = 5 * time.Second

@@ -18,7 +18,6 @@ import (
 
 	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
-	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -121,40 +120,6 @@ func (c *fcluster) startKeyedWitness(keyPath string) {
 		}
 		return strings.Contains(w.p.log(), "serving")
 	})
-}
-
-// dialKeyedClient is fcluster.dialClient with the master key.
-func (c *fcluster) dialKeyedClient(primary *member, key *auth.MasterKey) *loadClient {
-	c.t.Helper()
-	lc := &loadClient{done: make(chan struct{})}
-	err := c.client.Do(func() error {
-		u, err := bus.ListenUnicast(bus.UnicastConfig{
-			Addr:   netip.AddrPortFrom(c.client.Addr, 0),
-			Tuning: bus.Tuning{RecvBufferBytes: 4 << 20},
-		})
-		if err != nil {
-			return err
-		}
-		lc.tap = &tapConn{UDP: u}
-		lc.cl, err = client.Dial(client.Options{
-			Core:    client.Config{Session: loadSession},
-			Primary: primary.addr(),
-			Idle:    bus.Idle{Kind: bus.IdleBlock},
-			Conn:    lc.tap,
-			Witness: c.wit.addr(),
-			Nodes:   map[uint32]netip.AddrPort{1: c.node(1).addr(), 2: c.node(2).addr()},
-			Key:     key,
-		})
-		if err != nil {
-			u.Close()
-		}
-		return err
-	})
-	if err != nil {
-		c.t.Fatalf("client: %v", err)
-	}
-	c.t.Cleanup(func() { lc.cl.Close() })
-	return lc
 }
 
 // capture keeps copies of the first hostileCaptureMax frames seen on the
@@ -434,7 +399,7 @@ func TestHostileTraffic(t *testing.T) {
 	standby := c.other(old)
 	capt := c.captureGroup()
 	md := c.observeMarketData()
-	lc := c.dialKeyedClient(old, &key)
+	lc := c.dialClientWith(old, &key)
 	lc.start(hostileRate, hostileCount)
 	lc.waitAnswered(t, hostileWarmup, 30*time.Second)
 	capt.stop()

@@ -511,6 +511,9 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.DropUnknownNode++ // not a configured node of this cluster
 		return
 	}
+	if !n.fresh(&f) {
+		return
+	}
 	if n.role == RolePrimary {
 		n.primaryFrame(&f, from, now)
 	} else {
