@@ -50,7 +50,8 @@
 //     it leads keeps nothing to replay, and clients resend to the next
 //     primary.
 //  7. Periodically call Gate.Lagging and remove the laggards from the in-sync
-//     set (a new SetInSync), so one dead standby does not stop releasing.
+//     set (a new SetInSync), so one dead standby, or one alive but cut off
+//     from the primary and acking an old seq, does not stop releasing.
 //
 // Example loop (one goroutine owns both cores):
 //

@@ -38,6 +38,10 @@ type StandbyState struct {
 	// LastAckNs is the monotonic time of its last accepted ack, or of when
 	// the Gate first saw it if it never acknowledged.
 	LastAckNs int64
+	// ProgressNs is the monotonic time its lag is measured from: the last
+	// accepted ack that advanced or covered everything applied, or its
+	// joining the in-sync set, whichever is latest (see Lagging).
+	ProgressNs int64
 	// Member reports whether it is in the in-sync set.
 	Member bool
 }
@@ -61,8 +65,13 @@ type standbyRecord struct {
 	id        uint32
 	ackSeq    uint64
 	lastAckNs int64
-	used      bool
-	member    bool
+	// progressNs: when the ack last advanced, was last seen covering all
+	// of applied, or the standby joined the set. A repeated ack of an old
+	// seq refreshes lastAckNs (the standby is alive) but not progressNs
+	// (it is not keeping up): see Lagging.
+	progressNs int64
+	used       bool
+	member     bool
 }
 
 // Gate computes the released watermark. It is not safe for concurrent use;
@@ -157,6 +166,12 @@ func (g *Gate) OnAck(id uint32, ackSeq uint64, nowNs int64) {
 		return
 	}
 	g.stats.AcksAccepted++
+	if ackSeq > s.ackSeq || ackSeq >= g.applied {
+		// Progress: the ack moved, or nothing applied is waiting for it.
+		// An ack that only repeats an old seq while commands wait above
+		// it is not progress, however often it arrives.
+		s.progressNs = max(s.progressNs, nowNs)
+	}
 	s.ackSeq = ackSeq
 	s.lastAckNs = max(s.lastAckNs, nowNs)
 	if !s.member {
@@ -170,7 +185,9 @@ func (g *Gate) OnAck(id uint32, ackSeq uint64, nowNs int64) {
 // current version so a late, older decision cannot undo a newer one. The set
 // holds at most MaxStandbys distinct ids. A member the Gate has never seen
 // starts with ack 0 and last ack time nowNs, so Lagging reports it one
-// timeout later if it never acknowledges. On error nothing changes.
+// timeout later if it never acknowledges; a standby that joins the set
+// (new or not) is measured for lag from nowNs at the earliest. On error
+// nothing changes.
 func (g *Gate) SetInSync(version uint64, members []uint32, nowNs int64) error {
 	if version <= g.inSyncVersion {
 		return ErrStaleInSyncVersion
@@ -185,7 +202,9 @@ func (g *Gate) SetInSync(version uint64, members []uint32, nowNs int64) error {
 			}
 		}
 	}
+	var wasMember [maxTrackedStandbys]bool
 	for i := range g.standbys {
+		wasMember[i] = g.standbys[i].member
 		g.standbys[i].member = false
 	}
 	// Mark known members first so that tracking an unknown member below can
@@ -193,6 +212,11 @@ func (g *Gate) SetInSync(version uint64, members []uint32, nowNs int64) error {
 	for _, id := range members {
 		if i := g.find(id); i >= 0 {
 			g.standbys[i].member = true
+			if !wasMember[i] {
+				// A joining member's lag starts now, not at an ack from
+				// before it was required.
+				g.standbys[i].progressNs = max(g.standbys[i].progressNs, nowNs)
+			}
 		}
 	}
 	for m, id := range members {
@@ -226,18 +250,39 @@ func (g *Gate) Standby(id uint32) (state StandbyState, ok bool) {
 		return StandbyState{}, false
 	}
 	s := &g.standbys[i]
-	return StandbyState{ID: s.id, AckSeq: s.ackSeq, LastAckNs: s.lastAckNs, Member: s.member}, true
+	return StandbyState{ID: s.id, AckSeq: s.ackSeq, LastAckNs: s.lastAckNs, ProgressNs: s.progressNs, Member: s.member}, true
 }
 
-// Lagging appends to dst the members of the in-sync set whose last accepted
-// ack (or, if none, whose joining) is more than timeoutNs before nowNs, and
-// returns the extended slice. The runtime removes them with SetInSync so a
-// dead standby does not hold back release. It does not allocate when dst has
-// room for MaxStandbys ids.
+// Lagging appends to dst the members of the in-sync set that hold back
+// release, or would, and returns the extended slice. A member lags when
+// either:
+//
+//   - it is silent: its last accepted ack (or, if none, its joining) is
+//     more than timeoutNs before nowNs (a dead standby, or one whose acks
+//     no longer arrive); or
+//   - it is stalled: an output waits for release above its ack (applied >
+//     released and applied > its ack) and its ack has not progressed for
+//     more than timeoutNs: measured from progressNs, the later of its last
+//     ack that advanced, its last ack that covered everything applied
+//     (so, for a caught-up standby acking periodically, within one ack
+//     interval of when the oldest waiting output became blocked on it),
+//     and its joining the set. A standby cut off from the primary's DATA
+//     keeps acking the same old seq: alive, but behind, and never
+//     catching up by itself.
+//
+// While nothing waits (idle), only silence makes a member lag. The
+// runtime removes laggards with SetInSync, so neither a dead nor a
+// cut-off standby holds back release for more than about timeoutNs. It
+// does not allocate when dst has room for MaxStandbys ids.
 func (g *Gate) Lagging(nowNs, timeoutNs int64, dst []uint32) []uint32 {
+	timeout := uint64(max(timeoutNs, 0))
+	waiting := g.applied > g.released
 	for _, m := range g.members[:g.memberCount] {
 		s := &g.standbys[m]
-		if nowNs > s.lastAckNs && uint64(nowNs-s.lastAckNs) > uint64(max(timeoutNs, 0)) {
+		silent := nowNs > s.lastAckNs && uint64(nowNs-s.lastAckNs) > timeout
+		stalled := waiting && s.ackSeq < g.applied &&
+			nowNs > s.progressNs && uint64(nowNs-s.progressNs) > timeout
+		if silent || stalled {
 			dst = append(dst, s.id)
 		}
 	}
@@ -343,6 +388,6 @@ func (g *Gate) track(id uint32, nowNs int64) int {
 	if g.standbys[victim].used {
 		g.stats.Evicted++
 	}
-	g.standbys[victim] = standbyRecord{id: id, lastAckNs: nowNs, used: true}
+	g.standbys[victim] = standbyRecord{id: id, lastAckNs: nowNs, progressNs: nowNs, used: true}
 	return victim
 }

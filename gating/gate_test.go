@@ -329,6 +329,86 @@ func TestLagging(t *testing.T) {
 	}
 }
 
+// TestLaggingStalledAck: a member that keeps acking the same old seq (a
+// standby cut off from the primary's DATA, or stalled) lags once an output
+// has waited above its ack for the timeout, however often its acks
+// arrive; a member repeating an ack that covers everything applied (idle)
+// never lags while alive; a member whose ack keeps advancing does not lag
+// even when it stays behind. Before the fix, only silence counted, and the
+// repeated acks kept the cut-off member in the set for ever.
+func TestLaggingStalledAck(t *testing.T) {
+	const timeoutNs = 200
+	g := newTestGate(t, Config{})
+	if err := g.SetInSync(1, []uint32{1, 2}, 0); err != nil {
+		t.Fatal(err)
+	}
+	g.SetLease(true)
+	g.SetApplied(10)
+	g.SetDurable(10)
+	g.OnAck(1, 10, 5)
+	g.OnAck(2, 10, 5)
+	// Idle: both repeat ack 10 = applied for a long time. Nobody lags.
+	for now := int64(10); now <= 2000; now += 5 {
+		g.OnAck(1, 10, now)
+		g.OnAck(2, 10, now)
+		if got := g.Lagging(now, timeoutNs, nil); len(got) != 0 {
+			t.Fatalf("idle at %d: Lagging = %v, want none", now, got)
+		}
+	}
+	// Commands 11..20 arrive at 2001; standby 2 never receives them and
+	// goes on acking 10 every 5 ns; standby 1 acks them as they come.
+	g.SetApplied(20)
+	g.SetDurable(20)
+	var removedAt int64
+	for now := int64(2001); now <= 3000 && removedAt == 0; now += 5 {
+		g.OnAck(1, 20, now)
+		g.OnAck(2, 10, now)
+		if g.Released() != 10 {
+			t.Fatalf("released %d past standby 2's ack 10", g.Released())
+		}
+		switch got := g.Lagging(now, timeoutNs, nil); {
+		case slices.Equal(got, []uint32{2}):
+			removedAt = now
+		case len(got) != 0:
+			t.Fatalf("at %d: Lagging = %v, want [] or [2]", now, got)
+		}
+	}
+	// Standby 2's last progress was its ack of 10 at 2000, while it still
+	// covered everything applied.
+	if removedAt == 0 || removedAt-2000 <= timeoutNs || removedAt-2000 > timeoutNs+5 {
+		t.Fatalf("standby 2 reported lagging at %d, want within one ack after %d", removedAt, 2000+timeoutNs)
+	}
+	if st, _ := g.Standby(2); removedAt-st.LastAckNs > timeoutNs {
+		t.Fatalf("standby 2 was silent (last ack %d): the test must show a live standby", st.LastAckNs)
+	}
+	// Once removed, release runs ahead without it.
+	if err := g.SetInSync(2, []uint32{1}, removedAt); err != nil {
+		t.Fatal(err)
+	}
+	if g.Released() != 20 {
+		t.Fatalf("released %d after the removal, want 20", g.Released())
+	}
+	// It catches up and rejoins: its lag is measured from its joining.
+	g.OnAck(1, 20, removedAt+1)
+	g.OnAck(2, 20, removedAt+1)
+	if err := g.SetInSync(3, []uint32{1, 2}, removedAt+1); err != nil {
+		t.Fatal(err)
+	}
+	g.SetApplied(30)
+	g.SetDurable(30)
+	if got := g.Lagging(removedAt+1+timeoutNs, timeoutNs, nil); len(got) != 0 {
+		t.Fatalf("just rejoined: Lagging = %v, want none", got)
+	}
+	// A slow standby whose ack advances (one seq per 100 ns) stays.
+	for i, now := uint64(21), removedAt+100; i <= 30; i, now = i+1, now+100 {
+		g.OnAck(1, 30, now)
+		g.OnAck(2, i, now)
+		if got := g.Lagging(now, timeoutNs, nil); len(got) != 0 {
+			t.Fatalf("advancing at %d: Lagging = %v, want none", now, got)
+		}
+	}
+}
+
 // TestStandbyTableEviction proves that when maxTrackedStandbys standbys are
 // remembered, a new one replaces the non-member with the oldest ack, and
 // members are never forgotten.

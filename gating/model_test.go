@@ -70,6 +70,7 @@ type harness struct {
 	members  []uint32
 	acks     map[uint32]uint64
 	lastNs   map[uint32]int64
+	progress map[uint32]int64 // when each standby's ack last progressed
 	released uint64
 	nowNs    int64
 	queue    []modelItem
@@ -86,6 +87,7 @@ func newHarness(c chooser, fatalf func(string, ...any)) *harness {
 		capacity: 1 + c.intn(16),
 		acks:     map[uint32]uint64{},
 		lastNs:   map[uint32]int64{},
+		progress: map[uint32]int64{},
 	}
 	var err error
 	if h.g, err = NewGate(h.cfg); err != nil {
@@ -153,6 +155,7 @@ func (h *harness) isMember(id uint32) bool { return slices.Contains(h.members, i
 func (h *harness) seen(id uint32) {
 	if _, ok := h.lastNs[id]; !ok {
 		h.lastNs[id] = h.nowNs
+		h.progress[id] = h.nowNs
 		h.acks[id] = 0
 	}
 }
@@ -224,6 +227,9 @@ func (h *harness) step(c chooser) {
 		h.g.OnAck(id, seq, h.nowNs)
 		h.seen(id)
 		if seq >= h.acks[id] {
+			if seq > h.acks[id] || seq >= h.applied {
+				h.progress[id] = max(h.progress[id], h.nowNs)
+			}
 			h.acks[id] = seq
 			h.lastNs[id] = max(h.lastNs[id], h.nowNs)
 			if h.isMember(id) {
@@ -282,10 +288,13 @@ func (h *harness) setInSync(c chooser) {
 		return
 	}
 	h.version = version
-	h.members = members
 	for _, id := range members {
 		h.seen(id)
+		if !h.isMember(id) {
+			h.progress[id] = max(h.progress[id], h.nowNs)
+		}
 	}
+	h.members = members
 	h.advance()
 }
 
@@ -337,14 +346,16 @@ func (h *harness) publishAndCheck(c chooser) {
 	}
 	for id, ack := range h.acks {
 		st, ok := g.Standby(id)
-		if !ok || st.AckSeq != ack || st.LastAckNs != h.lastNs[id] || st.Member != h.isMember(id) {
-			h.fatalf("Standby(%d) = %+v %v, model ack %d at %d member %v", id, st, ok, ack, h.lastNs[id], h.isMember(id))
+		if !ok || st.AckSeq != ack || st.LastAckNs != h.lastNs[id] || st.ProgressNs != h.progress[id] || st.Member != h.isMember(id) {
+			h.fatalf("Standby(%d) = %+v %v, model ack %d at %d progress %d member %v", id, st, ok, ack, h.lastNs[id], h.progress[id], h.isMember(id))
 		}
 	}
 	timeoutNs := int64(c.intn(3000))
 	var want []uint32
 	for _, id := range h.members {
-		if h.nowNs-h.lastNs[id] > timeoutNs {
+		silent := h.nowNs-h.lastNs[id] > timeoutNs
+		stalled := h.applied > h.released && h.acks[id] < h.applied && h.nowNs-h.progress[id] > timeoutNs
+		if silent || stalled {
 			want = append(want, id)
 		}
 	}

@@ -93,8 +93,9 @@ type Config struct {
 	NewArbiter func(k *arbiter.Keeper) (Arbiter, error)
 	// Lease is the lease configuration; it must match the witness's.
 	Lease arbiter.Config
-	// InSyncTimeoutNs: a standby silent this long leaves the in-sync set
-	// (DefaultInSyncTimeoutNs).
+	// InSyncTimeoutNs: a standby silent this long, or whose ack does not
+	// advance this long while outputs wait above it, leaves the in-sync
+	// set (DefaultInSyncTimeoutNs).
 	InSyncTimeoutNs int64
 	// MinInSync: release only while at least this many standbys are in the
 	// in-sync set (Kafka's min.insync.replicas). 0, the default, lets the

@@ -12,10 +12,19 @@ import (
 // lease: the standbys that may be promoted. The primary requires the acks
 // of every member, so every member holds everything released.
 //
-//   - A member that has not acknowledged for InSyncTimeoutNs is proposed
-//     for removal with the next renew (sent at once); the primary stops
-//     waiting for it only after the witness confirms, so a standby is never
-//     dropped from the required acks while it could still be promoted.
+//   - A member that lags for InSyncTimeoutNs is proposed for removal with
+//     the next renew (sent at once). It lags when it is silent (no ack at
+//     all: dead, or its acks are lost) or stalled: an output waits above
+//     its ack and its ack has not advanced to cover it (measured from its
+//     last ack that advanced or covered everything applied, not from the
+//     last ack datagram: a standby cut off from our DATA, or stopped,
+//     keeps or resumes acking the same old seq, and must not hold every
+//     release for as long as that lasts; see gating.Gate.Lagging). With
+//     nothing waiting, only silence removes. So no partition of one
+//     standby holds releases for much more than InSyncTimeoutNs plus a
+//     witness round trip. The primary stops waiting for it only after the
+//     witness confirms, so a standby is never dropped from the required
+//     acks while it could still be promoted.
 //   - A non-member whose ack has reached released is proposed for
 //     addition, and its ack is required from that moment (stricter than
 //     the witness), so released cannot run ahead of it while the witness
@@ -23,10 +32,12 @@ import (
 //   - With the set empty the primary runs alone (durable on its own disk
 //     only) and says so loudly; MinInSync > 0 makes it halt instead.
 
-// DefaultInSyncTimeoutNs: 200 ms without an ack removes a standby. Standbys
-// ack at least every 5 ms when healthy, so 200 ms is 40 missed acks: long
-// against scheduling stalls on these machines, short enough that the
-// market pauses for a fifth of a second, not until an operator acts.
+// DefaultInSyncTimeoutNs: 200 ms without an ack, or with outputs waiting
+// above an ack that does not advance, removes a standby. Standbys ack
+// every seq they get and at least every 5 ms when healthy, so 200 ms is 40
+// missed acks: long against scheduling stalls on these machines, short
+// enough that the market pauses for a fifth of a second, not until an
+// operator acts.
 const DefaultInSyncTimeoutNs = 200_000_000
 
 // inSyncState is the primary's view of the set.
@@ -93,8 +104,10 @@ func (n *Node) applyInSync(now int64) {
 	n.release(now)
 }
 
-// maintainInSync proposes removals of silent members and additions of
-// caught-up standbys (primary, witness mode).
+// maintainInSync proposes removals of lagging members (silent or stalled,
+// see gating.Gate.Lagging) and additions of caught-up standbys (primary,
+// witness mode). A removed standby is re-added once its ack reaches
+// released again.
 func (n *Node) maintainInSync(now int64) {
 	if n.arb == nil || n.isr.version == 0 || n.role != RolePrimary {
 		return

@@ -28,6 +28,9 @@ type simClient struct {
 	lastQNs int64
 	qid     uint64
 	qbuf    []byte
+	// progressNs: the last answer, or the last tick with nothing in
+	// flight (for Result.MaxAnswerGapNs).
+	progressNs int64
 }
 
 const (
@@ -62,6 +65,7 @@ func (c *simClient) tick() {
 	}
 	c.core.Poll(now, c.queue)
 	c.flush()
+	c.noteGap(now)
 	if now-c.lastQNs >= clientQueryNs {
 		c.lastQNs = now
 		c.qid++
@@ -126,9 +130,24 @@ func (c *simClient) onPacket(pkt []byte) {
 				continue
 			}
 			if res, ok := c.core.OnOutput(&o, c.s.now); ok {
+				c.noteGap(c.s.now)
+				c.progressNs = c.s.now
 				c.s.logf("client %d answered order %d (%d attempts, dup %v)", c.session, res.ClientOrderID, res.Attempts, res.Duplicate)
 			}
 		}
+	}
+}
+
+// noteGap records how long this client has waited with commands in
+// flight and no answer, while the faults run.
+func (c *simClient) noteGap(now int64) {
+	s := c.s
+	if c.core.InFlight() == 0 {
+		c.progressNs = now
+		return
+	}
+	if gap := now - c.progressNs; !s.quiet && gap > s.maxGapNs {
+		s.maxGapNs, s.maxGapAt = gap, now
 	}
 }
 

@@ -63,6 +63,12 @@
 //  7. Liveness: after the faults stop, every command is answered and the
 //     replicas converge within the quiet phase.
 //
+// Scenarios (scenario_test.go) run a fixed fault schedule on a calm
+// network instead of a drawn one and check a liveness bound while the
+// faults run: a one-way cut, a reverse cut or a pause of one standby must
+// not stop releases for longer than the in-sync timeout plus a witness
+// round trip, and the standby must be back in the in-sync set at the end.
+//
 // # How to run
 //
 //	go test ./sim                          # the CI budget (1000 seeds) + regressions

@@ -42,6 +42,10 @@ type fault struct {
 	node    int    // fCrash, fPause: the node
 	pick    uint64 // a random choice made when the fault starts
 	extraNs int64  // fDelaySpike
+	// standby (scenarios only; genSchedule never sets it): the one-way
+	// faults and fPause hit a standby of the primary of that moment
+	// instead of a host drawn from pick or node.
+	standby bool
 
 	// runtime
 	active  bool
@@ -114,6 +118,15 @@ func (s *sim) currentPrimary(pick uint64) int {
 	return p
 }
 
+// standbyOf picks a node other than the primary p.
+func standbyOf(p int, pick uint64) int {
+	sb := 1 + int(pick>>8%numNodes)
+	if sb == p {
+		sb = 1 + sb%numNodes
+	}
+	return sb
+}
+
 func (s *sim) block(f *fault, from, to int) {
 	s.blocked[from][to]++
 	f.blocked = append(f.blocked, [2]int{from, to})
@@ -130,6 +143,9 @@ func (s *sim) startFault(i int) {
 	other := 1 + int(f.pick>>8%numNodes)
 	if other == p {
 		other = s.witnessHost
+	}
+	if f.standby {
+		other = standbyOf(p, f.pick)
 	}
 	switch f.kind {
 	case fIsolatePrimary:
@@ -150,19 +166,18 @@ func (s *sim) startFault(i int) {
 		}
 		s.stats.Partitions++
 	case fSplitStandby:
-		sb := 1 + int(f.pick>>8%numNodes)
-		if sb == p {
-			sb = 1 + sb%numNodes
-		}
+		sb := standbyOf(p, f.pick)
 		s.block(f, p, sb)
 		s.block(f, sb, p)
 		f.target = sb
 		s.stats.Partitions++
 	case fOneWayIn:
 		s.block(f, other, p)
+		f.target = other
 		s.stats.Partitions++
 	case fOneWayOut:
 		s.block(f, p, other)
+		f.target = other
 		s.stats.Partitions++
 	case fCrash, fCrashPrimary:
 		f.target = f.node
@@ -174,6 +189,8 @@ func (s *sim) startFault(i int) {
 		f.target = f.node
 		if f.kind == fPausePrimary {
 			f.target = p
+		} else if f.standby {
+			f.target = standbyOf(p, f.pick)
 		}
 		sn := s.nodes[f.target]
 		if sn.n == nil || sn.paused {

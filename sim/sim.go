@@ -71,6 +71,19 @@ type Options struct {
 	// its gate (ReleaseEvent fields), to show what the outside
 	// observations alone catch (tests).
 	externalOnly bool
+	// scenario, when set, replaces the seed's drawn faults and network
+	// (tests; see scenario_test.go).
+	scenario *scenario
+}
+
+// scenario is a fixed fault schedule on a calm network: no loss or
+// duplication, every client sending on every tick, so that a stall is
+// the faults' doing. The seed still draws delays, drift and disks.
+type scenario struct {
+	faults []fault
+	// fullInSync makes convergence also require every standby back in
+	// the primary's in-sync set.
+	fullInSync bool
 }
 
 // Defaults, in simulated time.
@@ -109,8 +122,13 @@ type Result struct {
 	// Digest is a hash of every datagram sent with its time: two runs of
 	// one seed must agree on it (the replay guarantee).
 	Digest uint64
-	SimNs  int64
-	Stats  Stats
+	// MaxAnswerGapNs is the longest a client waited, during the fault
+	// phase, with commands in flight and no answer arriving (client-tick
+	// resolution), and MaxAnswerGapAt when that wait ended: the release
+	// gap the faults caused, as a client sees it.
+	MaxAnswerGapNs, MaxAnswerGapAt int64
+	SimNs                          int64
+	Stats                          Stats
 }
 
 // Failed reports whether an invariant failed.
@@ -274,6 +292,8 @@ type sim struct {
 	hashMismatches [numNodes + 1]uint64
 	lease          arbiter.Config
 	lastLeader     uint32
+	maxGapNs       int64 // see Result.MaxAnswerGapNs
+	maxGapAt       int64
 	groupAddr      netip.AddrPort
 	mdGroupAddr    netip.AddrPort
 }
@@ -291,6 +311,10 @@ func Run(seed uint64, opts Options) (res Result) {
 	s.faultNs, s.endNs = opts.FaultNs, opts.FaultNs+opts.QuietNs
 	s.chooseParams()
 	s.faults = genSchedule(s.rng, s.faultNs, s.lease)
+	if sc := opts.scenario; sc != nil {
+		s.faults = append([]fault(nil), sc.faults...)
+		s.params.lossPpm, s.params.dupPpm, s.params.sendPpm = 0, 0, 1_000_000
+	}
 	res = Result{Seed: seed, Mutation: opts.Mutation, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
@@ -303,6 +327,7 @@ func Run(seed uint64, opts Options) (res Result) {
 		res.Violations = s.chk.violations
 		res.Digest = s.digest
 		res.SimNs = s.now
+		res.MaxAnswerGapNs, res.MaxAnswerGapAt = s.maxGapNs, s.maxGapAt
 		s.stats.Releases = s.chk.releases
 		s.stats.Released = s.chk.refApplied
 		res.Stats = s.stats
@@ -780,6 +805,9 @@ func (s *sim) converged() bool {
 	}
 	pt := s.chk.cur[p.id]
 	if p.n.Released() != pt.AppliedSeq() {
+		return false
+	}
+	if sc := s.opts.scenario; sc != nil && sc.fullInSync && len(p.n.Status().InSync.Members) != numNodes-1 {
 		return false
 	}
 	for _, sn := range s.nodes[1:] {

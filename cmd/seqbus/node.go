@@ -108,7 +108,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	margin := fs.Duration("margin", time.Duration(arbiter.DefaultMarginNs), "stop releasing this long before the lease ends")
 	retry := fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
 	ackDelay := fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
-	insyncTimeout := fs.Duration("insync-timeout", time.Duration(node.DefaultInSyncTimeoutNs), "a standby silent this long leaves the in-sync set (via the witness)")
+	insyncTimeout := fs.Duration("insync-timeout", time.Duration(node.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness)")
 	minInSync := fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
 	recvBuf := fs.Int("recv-buffer", node.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
 	busyPoll := fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
