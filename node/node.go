@@ -113,6 +113,7 @@ type Node struct {
 	lastAckNs   int64
 	snapFile    *snapshotSink
 	snapCache   *snapshotCache
+	pendingSnap *standbySnapshot // encoded at its seq, written after the batch's ack
 
 	// scratch, reused
 	sendBuf  [1][]byte

@@ -55,6 +55,7 @@ func (n *Node) applyFromWindow(seq uint64, payload []byte) {
 			n.hashMismatch(seq)
 		}
 	}
+	n.standbySnapshotAt(seq)
 }
 
 func (n *Node) hashMismatch(seq uint64) {
@@ -176,6 +177,7 @@ func (n *Node) standbyAfterBatch(now int64) {
 	n.flushJournal()
 	n.kickSync()
 	n.maybeAck(now, false)
+	n.writePendingSnapshot() // after the ack: the disk work does not delay it
 }
 
 // flushJournal writes the records appended in this batch (one write); the
@@ -191,6 +193,7 @@ func (n *Node) flushJournal() {
 }
 
 func (n *Node) standbyTick(now int64) {
+	n.writePendingSnapshot()
 	n.flushJournal()
 	n.nakGaps(now)
 	if req, ok := n.fetch.Poll(now); ok {

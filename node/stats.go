@@ -21,9 +21,13 @@ type Stats struct {
 	RetransmitsReceived                               uint64
 	Snapshots, SnapshotsInstalled, SnapshotFetches    uint64
 	SnapshotChunksSent                                uint64
-	HashMismatches                                    uint64
-	JournalErrors, SyncErrors, SendErrors             uint64
-	JournalsSetAside, TornTailBytes                   uint64
+	// A standby's snapshot cost, each the longest seen: encoding the state
+	// during the apply (delays that batch's ack) and writing, fsyncing and
+	// compacting after the ack (delays the next batch).
+	SnapshotEncodeNsMax, SnapshotWriteNsMax int64
+	HashMismatches                          uint64
+	JournalErrors, SyncErrors, SendErrors   uint64
+	JournalsSetAside, TornTailBytes         uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	WitnessSilent                                uint64
