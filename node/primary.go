@@ -128,7 +128,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		req, _ := wire.DecodeSnapshotRequest(f)
-		n.serveSnapshot(&req, addr)
+		n.serveSnapshot(&req, f.Node, addr)
 	default:
 		n.stats.DropUnexpected++
 	}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -147,16 +148,25 @@ func (n *Node) storeSnapshot(seq uint64, data []byte) {
 	}
 }
 
-// serveSnapshot answers a SNAPSHOT_REQUEST with a burst of chunks from the
-// requested offset of the latest snapshot, taking a fresh snapshot first
-// when the standby starts a transfer and ours is stale or missing.
-func (n *Node) serveSnapshot(req *wire.SnapshotRequest, to netip.AddrPort) {
+// serveSnapshot answers a SNAPSHOT_REQUEST from standby node with a burst
+// of chunks from the requested offset of the latest snapshot. A request
+// from offset 0 carries the seq the standby has applied: it gets a
+// snapshot past it, a fresh one cut now when the latest is not (or is
+// stale), and nothing when we are not ahead of it. The chunks of one
+// snapshot sent to one standby are bounded per second (snapBudget): past
+// the bound they are refused, counted and logged once.
+func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.AddrPort) {
 	applied := n.eng.AppliedSeq()
-	if req.Offset == 0 && (n.snapCache == nil || applied-n.snapCache.seq > n.cfg.SnapshotEvery/2) {
-		if applied == 0 {
-			return
+	if req.Offset == 0 {
+		after := req.SnapshotSeq
+		if applied <= after {
+			n.stats.SnapshotRequestsNotBehind++
+			return // nothing we hold is ahead of the standby
 		}
-		n.takeSnapshot(applied)
+		if n.snapCache == nil || n.snapCache.seq <= after || applied-n.snapCache.seq > n.cfg.SnapshotEvery/2 {
+			n.takeSnapshot(applied)
+			n.stats.SnapshotsOnDemand++
+		}
 	}
 	c := n.snapCache
 	if c == nil {
@@ -167,7 +177,16 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, to netip.AddrPort) {
 		offset = 0 // a different snapshot now: the standby restarts from 0
 	}
 	chunkBytes := uint64(wire.MaxSnapshotData(n.datagramLen()))
+	chunks := (uint64(len(c.data)) + chunkBytes - 1) / chunkBytes
 	for i := 0; i < SnapshotChunkBurst; i++ {
+		if ok, first := n.snapBudget.Allow(node, c.seq, chunks, n.nowNs()); !ok {
+			n.stats.SnapshotChunksRefused++
+			if first {
+				n.cfg.Log.Warn("snapshot chunks to this standby hit their bound; refusing more of this snapshot",
+					"standby", node, "snapshot", c.seq, "chunks_served", n.snapBudget.Served(node), "snapshot_chunks", chunks)
+			}
+			return
+		}
 		end := min(offset+chunkBytes, uint64(len(c.data)))
 		ch := wire.SnapshotChunk{Origin: n.origin(), SnapshotSeq: c.seq, Total: uint64(len(c.data)), Offset: offset, Checksum: c.crc, Data: c.data[offset:end]}
 		frame, err := ch.Append(n.frameBuf[:0])
@@ -191,7 +210,7 @@ func (n *Node) startFetch(now int64) {
 		return
 	}
 	n.cfg.Log.Info("too far behind: fetching a snapshot", "applied", n.win.Applied())
-	req := n.fetch.Start(now)
+	req := n.fetch.StartAfter(n.win.Applied(), now)
 	n.sendSnapshotRequest(&req)
 	n.stats.SnapshotFetches++
 }
@@ -204,6 +223,15 @@ func (n *Node) sendSnapshotRequest(req *wire.SnapshotRequest) {
 
 func (n *Node) onChunk(c *wire.SnapshotChunk, now int64) {
 	data, done, err := n.fetch.OnChunk(c, now)
+	if errors.Is(err, standby.ErrSnapshotNotAhead) {
+		// The primary offers state we already have: catch up from it by
+		// retransmit (its journal holds what follows its snapshot).
+		n.stats.SnapshotsNotAhead++
+		n.cfg.Log.Info("offered snapshot is not ahead of us: catching up by retransmit", "snapshot", c.SnapshotSeq, "applied", n.win.Applied())
+		n.snapFile = nil
+		n.startCatchUp()
+		return
+	}
 	if err != nil {
 		n.cfg.Log.Warn("snapshot fetch", "err", err)
 		n.snapFile = nil
@@ -234,7 +262,11 @@ func (n *Node) onChunk(c *wire.SnapshotChunk, now int64) {
 func (n *Node) installSnapshot(seq uint64, data []byte) {
 	n.pendingSnap = nil // of the state being replaced
 	if seq <= n.win.Applied() {
-		n.cfg.Log.Info("fetched snapshot is not ahead of us; ignored", "seq", seq, "applied", n.win.Applied())
+		// We moved on while it was fetched: catch up by retransmit, not
+		// with another fetch of the same snapshot.
+		n.stats.SnapshotsNotAhead++
+		n.cfg.Log.Info("fetched snapshot is not ahead of us: catching up by retransmit", "seq", seq, "applied", n.win.Applied())
+		n.startCatchUp()
 		return
 	}
 	if err := n.eng.Restore(bytes.NewReader(data)); err != nil {
@@ -259,4 +291,30 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 	n.stats.SnapshotsInstalled++
 	n.stats.Applied = seq
 	n.cfg.Log.Info("snapshot installed", "seq", seq, "bytes", len(data))
+	// The primary ran on while we fetched; what it sent past our window
+	// meanwhile comes by retransmit from its journal, which holds
+	// everything after the snapshot it just served.
+	n.startCatchUp()
+}
+
+// startCatchUp makes the standby repair the rest of its gap by NAK and
+// retransmit: until it has applied everything it has seen, a message
+// beyond its window only raises the tail it NAKs instead of starting a
+// snapshot fetch. So a standby fetches at most one snapshot to rejoin
+// (two if the primary fails over mid-transfer) instead of refetching on
+// every live frame; a NEED_SNAPSHOT (the primary no longer holds the
+// range) still starts a fetch.
+func (n *Node) startCatchUp() {
+	if !n.catchingUp {
+		n.catchingUp = true
+		n.stats.CatchUpsByRetransmit++
+	}
+}
+
+// catchUpDone ends the retransmit catch-up once nothing seen is missing.
+func (n *Node) catchUpDone() {
+	if n.catchingUp && n.win.Applied() >= n.win.Highest() {
+		n.catchingUp = false
+		n.cfg.Log.Info("caught up by retransmit", "applied", n.win.Applied())
+	}
 }

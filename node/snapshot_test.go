@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/sequencer"
+	"github.com/seqbus/seqbus/wire"
 
 	"github.com/seqbus/seqbus/client"
 )
@@ -143,5 +148,99 @@ func TestStandbySnapshotsAndCompacts(t *testing.T) {
 	}
 	if got := c.nodes[2].Status(); got.StateHash != wantHash || got.Node.SnapshotFetches != 0 {
 		t.Fatalf("after restart: hash %x want %x, snapshot fetches %d", got.StateHash, wantHash, got.Node.SnapshotFetches)
+	}
+}
+
+// TestRejoinBehindWindowFetchesAtMostTwice (issue 15 item 4): a standby
+// restarted behind the primary by more than its receive window, while the
+// primary's latest snapshot is not ahead of it and commands keep coming,
+// used to fetch that snapshot, ignore it ("not ahead of us") and fetch it
+// again on the next live frame, for as long as the load lasted. It must
+// rejoin with at most two snapshot fetches, and the primary must serve a
+// bounded number of chunks to it.
+func TestRejoinBehindWindowFetchesAtMostTwice(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const every = 40_000
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	cfg := func(cfg *Config) {
+		cfg.SnapshotEvery = every
+		// Releases must not wait for the stopped standby: this test is
+		// about its rejoin, not about gating.
+		cfg.Unsafe.NoGating = cfg.ID == 1
+	}
+	c.start(1, cfg)
+	c.start(2, cfg)
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	load := func(count uint64, rate float64, seed uint64) {
+		t.Helper()
+		rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: rate, Count: count, Seed: seed, Drain: 20 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("load: %v (%+v)", err, rep)
+		}
+	}
+	// Primary and standby snapshot at 40k; the standby stops at 42k.
+	load(42_000, 50_000, 1)
+	c.waitConverged(10 * time.Second)
+	c.stop(2)
+	// 15k more: the standby is behind by more than its 8192-message window,
+	// and the primary's snapshot (40k) is behind the standby (42k) and not
+	// stale enough (17k < every/2) for the old code to cut a fresh one.
+	load(15_000, 50_000, 2)
+	c.start(2, cfg)
+	load(30_000, 20_000, 3) // live traffic while it rejoins
+	c.waitConverged(20 * time.Second)
+	p, s := c.nodes[1].Status(), c.nodes[2].Status()
+	t.Logf("standby: fetches %d installed %d naks %d retransmits %d; primary: snapshots %d chunks sent %d refused %d",
+		s.Node.SnapshotFetches, s.Node.SnapshotsInstalled, s.Node.NaksSent, s.Node.RetransmitsReceived,
+		p.Node.Snapshots, p.Node.SnapshotChunksSent, p.Node.SnapshotChunksRefused)
+	if s.Node.SnapshotFetches > 2 {
+		t.Fatalf("the rejoining standby fetched %d snapshots; at most 2", s.Node.SnapshotFetches)
+	}
+	// One snapshot of this state is well under 1000 chunks; two transfers
+	// and their re-asks fit in a few thousand.
+	if p.Node.SnapshotChunksSent > 4000 {
+		t.Fatalf("the primary sent %d snapshot chunks to one rejoining standby", p.Node.SnapshotChunksSent)
+	}
+}
+
+// TestSnapshotChunksBoundedPerStandby (issue 15 item 4): a standby that
+// asks for the same snapshot over and over is served at most
+// DefaultSnapshotTransfersPerStandby copies of it a second; the rest is
+// refused and counted.
+func TestSnapshotChunksBoundedPerStandby(t *testing.T) {
+	clk := &stepClock{ns: 1}
+	n := manualNode(t, RolePrimary, clk)
+	defer n.Close()
+	from := netip.MustParseAddrPort("10.0.0.3:1")
+	b := wire.NewBatch(0)
+	b.Reset(wire.TypeCommand, wire.Origin{Node: 5}, 1)
+	for id := uint64(1); id <= 20; id++ {
+		b.Add(engine.AppendRequest(nil, 3, id, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: int64(id), Qty: 1}))
+	}
+	n.Deliver(b.Bytes(), netip.MustParseAddrPort("10.0.0.9:5"))
+	if n.Status().Applied != 20 {
+		t.Fatalf("applied %d", n.Status().Applied)
+	}
+	req := wire.SnapshotRequest{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}}
+	frame := req.Append(nil)
+	for range 1000 { // 1000 requests within 100 ms: one budget window
+		clk.ns += 100_000
+		n.Deliver(frame, from)
+	}
+	st := n.Status()
+	chunkBytes := wire.MaxSnapshotData(n.datagramLen())
+	chunks := uint64((len(n.snapCache.data) + chunkBytes - 1) / chunkBytes)
+	t.Logf("snapshot of %d chunks; sent %d, refused %d", chunks, st.Node.SnapshotChunksSent, st.Node.SnapshotChunksRefused)
+	if st.Node.SnapshotChunksSent > sequencer.DefaultSnapshotTransfersPerStandby*chunks || st.Node.SnapshotChunksRefused == 0 {
+		t.Fatalf("1000 requests of a %d-chunk snapshot: %d chunks sent, %d refused", chunks, st.Node.SnapshotChunksSent, st.Node.SnapshotChunksRefused)
+	}
+	// A standby not behind gets nothing at all.
+	ahead := wire.SnapshotRequest{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}, SnapshotSeq: 20}
+	sent := st.Node.SnapshotChunksSent
+	n.Deliver(ahead.Append(nil), from)
+	if st := n.Status(); st.Node.SnapshotChunksSent != sent || st.Node.SnapshotRequestsNotBehind != 1 {
+		t.Fatalf("a standby at our applied seq was sent chunks: %+v", st.Node)
 	}
 }

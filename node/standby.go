@@ -26,6 +26,7 @@ func (n *Node) becomeStandby() error {
 		return err
 	}
 	n.win = w
+	n.catchingUp = false
 	n.lastAckSent = 0
 	n.hashes.Reset() // hashes of another history must not be compared
 	return nil
@@ -163,7 +164,11 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 		}
 		n.rejects.Count(err)
 		if errors.Is(err, standby.ErrNeedSnapshot) {
-			n.startFetch(now)
+			if n.catchingUp {
+				n.win.ObserveHighest(seq) // NAKed as part of the tail
+			} else {
+				n.startFetch(now)
+			}
 		}
 	}
 }
@@ -173,6 +178,7 @@ func (n *Node) standbyAfterBatch(now int64) {
 		n.setRefetching(false)
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.win.Applied())
 	}
+	n.catchUpDone()
 	n.nakGaps(now)
 	n.flushJournal()
 	n.kickSync()

@@ -21,6 +21,18 @@ type Stats struct {
 	RetransmitsReceived                               uint64
 	Snapshots, SnapshotsInstalled, SnapshotFetches    uint64
 	SnapshotChunksSent                                uint64
+	// SnapshotChunksRefused: chunks not sent because one standby reached
+	// its bound for one snapshot (sequencer.SnapshotBudget).
+	SnapshotChunksRefused uint64
+	// SnapshotsOnDemand: snapshots cut to answer a fetch (none was ahead
+	// of the standby, or the latest was stale).
+	SnapshotsOnDemand uint64
+	// SnapshotRequestsNotBehind: fetches from a standby not behind us.
+	SnapshotRequestsNotBehind uint64
+	// SnapshotsNotAhead: offered snapshots a standby refused as not ahead
+	// of what it applied; CatchUpsByRetransmit: catch-ups by retransmit
+	// begun after a snapshot (installed or refused).
+	SnapshotsNotAhead, CatchUpsByRetransmit uint64
 	// A standby's snapshot cost, each the longest seen: encoding the state
 	// during the apply (delays that batch's ack) and writing, fsyncing and
 	// compacting after the ack (delays the next batch).
