@@ -113,7 +113,7 @@ type Node struct {
 	lastAckNs   int64
 	snapFile    *snapshotSink
 	snapCache   *snapshotCache
-	pendingSnap *standbySnapshot // encoded at its seq, written after the batch's ack
+	pendingSnap *standbySnapshot // encoded at its seq, being written (standby)
 	// catchingUp: repairing by retransmit after a snapshot (see
 	// startCatchUp); a full window does not start another fetch.
 	catchingUp bool
@@ -468,6 +468,7 @@ func (n *Node) Close() error {
 	n.closeSockets()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.finishSnapshotWrite()
 	err := n.j.Sync()
 	n.writeStatusLocked()
 	if cerr := n.j.Close(); err == nil {

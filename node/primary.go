@@ -22,7 +22,7 @@ const outputReserve = 4096
 // becomePrimary makes this node lead at epoch: it sequences from applied+1
 // and releases through the gate.
 func (n *Node) becomePrimary(epoch uint64) error {
-	n.writePendingSnapshot() // a promoted standby's last one, still valid
+	n.finishSnapshotWrite() // a promoted standby's last one, still valid
 	if err := n.fence.Accept(epoch); err != nil {
 		return fmt.Errorf("node: cannot lead: %w", err)
 	}

@@ -86,12 +86,14 @@ func (n *Node) encodeSnapshot(seq uint64) ([]byte, bool) {
 	return buf.Bytes(), true
 }
 
-// standbySnapshot is a standby's snapshot encoded at its seq during an
-// apply and written to disk at the end of the batch, after the batch's ack
-// has been sent.
+// standbySnapshot is a standby's snapshot, encoded at its seq during an
+// apply; its file is written after the batch's ack has been sent, off the
+// node's lock (see writePendingSnapshot).
 type standbySnapshot struct {
-	seq  uint64
-	data []byte
+	seq, epoch uint64
+	data       []byte
+	startNs    int64
+	done       chan error // nil until the write has started
 }
 
 // standbySnapshotAt runs on a standby after it applied seq: at the same
@@ -104,7 +106,7 @@ func (n *Node) standbySnapshotAt(seq uint64) {
 	if seq%n.cfg.SnapshotEvery != 0 {
 		return
 	}
-	n.writePendingSnapshot() // two in one batch: write the first now
+	n.finishSnapshotWrite() // one at a time: the previous is written first
 	start := n.nowNs()
 	if data, ok := n.encodeSnapshot(seq); ok {
 		n.pendingSnap = &standbySnapshot{seq: seq, data: data}
@@ -112,19 +114,85 @@ func (n *Node) standbySnapshotAt(seq uint64) {
 	n.stats.SnapshotEncodeNsMax = max(n.stats.SnapshotEncodeNsMax, n.nowNs()-start)
 }
 
-// writePendingSnapshot writes the snapshot standbySnapshotAt encoded, if
-// any, and compacts the journal behind it. The snapshot is fsynced on its
-// own; a crash that leaves the journal ending before it is recovered by
-// restoreSnapshot (the journal continues after the snapshot).
+// writePendingSnapshot starts writing the snapshot standbySnapshotAt
+// encoded, if any: on a goroutine of its own (the lz4 compression, the
+// fsyncs and the rename run off the node's lock, so acks and applies go
+// on meanwhile), or inline under a simulated clock (Config.Clock), where
+// everything runs on the simulator's one goroutine. The snapshot is
+// fsynced on its own; a crash that leaves the journal ending before it is
+// recovered by restoreSnapshot (the journal continues after it).
 func (n *Node) writePendingSnapshot() {
 	ps := n.pendingSnap
-	if ps == nil {
+	if ps == nil || ps.done != nil {
 		return
 	}
+	ps.epoch, ps.startNs = n.epoch, n.nowNs()
+	ps.done = make(chan error, 1)
+	j := n.j
+	write := func() error {
+		// journal.WriteSnapshot touches no journal state and may run off
+		// the owner goroutine, one at a time (every other snapshot
+		// operation of a standby first waits for this one).
+		return j.WriteSnapshot(ps.seq, ps.epoch, func(w io.Writer) error {
+			_, err := w.Write(ps.data)
+			return err
+		})
+	}
+	if n.cfg.Clock != nil {
+		ps.done <- write()
+		n.pollSnapshotWrite()
+		return
+	}
+	go func() { ps.done <- write() }()
+}
+
+// pollSnapshotWrite finishes a snapshot write that has completed.
+func (n *Node) pollSnapshotWrite() {
+	ps := n.pendingSnap
+	if ps == nil || ps.done == nil {
+		return
+	}
+	select {
+	case err := <-ps.done:
+		n.snapshotWritten(ps, err)
+	default:
+	}
+}
+
+// finishSnapshotWrite writes the pending snapshot, if any, and waits for
+// it: before the next one, promotion and Close.
+func (n *Node) finishSnapshotWrite() {
+	n.writePendingSnapshot()
+	if ps := n.pendingSnap; ps != nil {
+		n.snapshotWritten(ps, <-ps.done)
+	}
+}
+
+// abandonSnapshotWrite waits for a write under way and forgets the
+// snapshot without compacting behind it: before the history is reset or
+// another snapshot installed (the reset then drops it if it lies past the
+// fork).
+func (n *Node) abandonSnapshotWrite() {
+	if ps := n.pendingSnap; ps != nil && ps.done != nil {
+		<-ps.done
+	}
 	n.pendingSnap = nil
-	start := n.nowNs()
-	n.storeSnapshot(ps.seq, ps.data)
-	n.stats.SnapshotWriteNsMax = max(n.stats.SnapshotWriteNsMax, n.nowNs()-start)
+}
+
+// snapshotWritten publishes a written snapshot (served after a promotion)
+// and compacts the journal behind it.
+func (n *Node) snapshotWritten(ps *standbySnapshot, err error) {
+	n.pendingSnap = nil
+	n.stats.SnapshotWriteNsMax = max(n.stats.SnapshotWriteNsMax, n.nowNs()-ps.startNs)
+	if err != nil {
+		n.cfg.Log.Error("snapshot write failed", "seq", ps.seq, "err", err)
+		return
+	}
+	n.snapCache = &snapshotCache{seq: ps.seq, epoch: ps.epoch, data: ps.data, crc: crc32.Checksum(ps.data, castagnoli)}
+	n.stats.Snapshots++
+	if _, err := n.j.Compact(); err != nil {
+		n.cfg.Log.Warn("journal compaction failed", "err", err)
+	}
 }
 
 // storeSnapshot writes data (the state at seq) as a snapshot file, caches
@@ -260,7 +328,6 @@ func (n *Node) onChunk(c *wire.SnapshotChunk, now int64) {
 // installSnapshot replaces the state with a fetched snapshot, stores it
 // locally (so a restart resumes from it), and resumes the window after it.
 func (n *Node) installSnapshot(seq uint64, data []byte) {
-	n.pendingSnap = nil // of the state being replaced
 	if seq <= n.win.Applied() {
 		// We moved on while it was fetched: catch up by retransmit, not
 		// with another fetch of the same snapshot.
@@ -269,6 +336,7 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 		n.startCatchUp()
 		return
 	}
+	n.abandonSnapshotWrite() // of the state being replaced
 	if err := n.eng.Restore(bytes.NewReader(data)); err != nil {
 		n.cfg.Log.Error("snapshot restore failed", "seq", seq, "err", err)
 		return

@@ -64,6 +64,24 @@ func snapshotFiles(t *testing.T, dir string) (seqs []string, bytes int64, segmen
 	return seqs, bytes, segments
 }
 
+// waitNewestSnapshot waits for the snapshot at seq to be written in dir
+// (a standby writes it off its lock, after the ack).
+func waitNewestSnapshot(t *testing.T, dir string, seq uint64) {
+	t.Helper()
+	want := fmt.Sprintf("%020d.snap", seq)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		names, _, _ := snapshotFiles(t, dir)
+		if len(names) > 0 && names[len(names)-1] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot %s not written in %s: %v", want, dir, names)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestStandbySnapshotsAndCompacts (issue 15 item 12): a standby cuts its
 // snapshots at the same seqs as the primary, compacts its journal behind
 // them so its disk stays bounded over a long run, and recovers from its
@@ -92,6 +110,7 @@ func TestStandbySnapshotsAndCompacts(t *testing.T) {
 			t.Fatalf("load: %v (%+v)", err, rep)
 		}
 		c.waitConverged(10 * time.Second)
+		waitNewestSnapshot(t, c.dirs[2], c.nodes[2].Status().Applied/every*every)
 		_, b, _ := snapshotFiles(t, c.dirs[2])
 		maxBytes = max(maxBytes, b)
 	}

@@ -174,6 +174,7 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 }
 
 func (n *Node) standbyAfterBatch(now int64) {
+	n.pollSnapshotWrite()
 	if n.refetching && n.primaryID != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
 		n.setRefetching(false)
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.win.Applied())
@@ -183,7 +184,7 @@ func (n *Node) standbyAfterBatch(now int64) {
 	n.flushJournal()
 	n.kickSync()
 	n.maybeAck(now, false)
-	n.writePendingSnapshot() // after the ack: the disk work does not delay it
+	n.writePendingSnapshot() // after the ack, and off the lock
 }
 
 // flushJournal writes the records appended in this batch (one write); the
@@ -199,7 +200,7 @@ func (n *Node) flushJournal() {
 }
 
 func (n *Node) standbyTick(now int64) {
-	n.writePendingSnapshot()
+	n.pollSnapshotWrite()
 	n.flushJournal()
 	n.nakGaps(now)
 	if req, ok := n.fetch.Poll(now); ok {

@@ -34,8 +34,9 @@ type Stats struct {
 	// begun after a snapshot (installed or refused).
 	SnapshotsNotAhead, CatchUpsByRetransmit uint64
 	// A standby's snapshot cost, each the longest seen: encoding the state
-	// during the apply (delays that batch's ack) and writing, fsyncing and
-	// compacting after the ack (delays the next batch).
+	// during the apply, under the lock (delays that batch's ack), and
+	// writing and fsyncing the file, off the lock after the ack (delays
+	// nothing; the next snapshot waits for it).
 	SnapshotEncodeNsMax, SnapshotWriteNsMax int64
 	HashMismatches                          uint64
 	JournalErrors, SyncErrors, SendErrors   uint64
