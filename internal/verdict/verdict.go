@@ -50,6 +50,8 @@ type Report struct {
 	// and the acked orders found in them.
 	JournalFirst, JournalLast uint64
 	InJournal                 IDRange
+	// Older counts the acked orders not in the journal, checked below.
+	Older uint64
 	// The newest snapshot (SnapshotSeq 0: none): acked orders not in the
 	// journal found in its dedup table, and those older than its window,
 	// covered by the session's highest applied id, SessionHighest.
@@ -93,6 +95,7 @@ func Check(fs journal.FS, dir string, session uint64, acked map[uint64]bool) (Re
 		}
 	}
 	slices.Sort(rest)
+	rep.Older = uint64(len(rest))
 	if len(rest) == 0 {
 		return rep, nil
 	}
@@ -153,11 +156,15 @@ func (r *Report) Lines(node string) []string {
 		lines = append(lines, fmt.Sprintf("%s's journal, seqs %d..%d, checked one by one: %s", node, r.JournalFirst, r.JournalLast, r.InJournal))
 	}
 	switch {
+	case r.Older == 0:
+		lines = append(lines, "no acked order is older than the journal")
 	case r.SnapshotSeq != 0:
 		lines = append(lines, fmt.Sprintf("older orders, against %s's snapshot at seq %d (state hash verified): %s in its dedup table, checked one by one; %s older than the table's window, covered by the session's highest applied id %d only",
 			node, r.SnapshotSeq, r.InSnapshotTable, r.BelowWindow, r.SessionHighest))
-	case r.JournalFirst > 1:
-		lines = append(lines, fmt.Sprintf("no snapshot of %s covers seqs 1..%d", node, r.JournalFirst-1))
+	case r.JournalFirst == 1:
+		lines = append(lines, fmt.Sprintf("%d acked orders are not in the journal, which holds the whole history", r.Older))
+	default:
+		lines = append(lines, fmt.Sprintf("%d acked orders are older than the journal, and no snapshot of %s covers them", r.Older, node))
 	}
 	return lines
 }

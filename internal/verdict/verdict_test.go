@@ -125,7 +125,10 @@ func TestMissingOrdersAreStillLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.JournalFirst != 1 || len(rep.Lost) != 0 {
+	if rep.JournalFirst != 1 || len(rep.Lost) != 0 || rep.Older != 0 {
 		t.Fatalf("an uncompacted journal: %+v", rep)
+	}
+	if lines := rep.Lines("node2"); len(lines) != 2 || !strings.Contains(lines[1], "no acked order is older") {
+		t.Fatalf("lines %q", lines)
 	}
 }
