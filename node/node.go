@@ -140,23 +140,23 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:        cfg,
-		start:      time.Now(),
-		sessions:   make(map[uint64]netip.AddrPort),
-		outBatch:   wire.NewBatch(datagramLen(cfg.Key != nil)),
-		mdBatch:    wire.NewBatch(datagramLen(cfg.Key != nil)),
-		frameBuf:   make([]byte, 0, wire.MaxFrameLen),
-		syncKick:   make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		naks:       standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
-		fetch:      standby.NewFetch(standby.FetchConfig{}),
-		snapBudget: sequencer.NewSnapshotBudget(0, 0),
-		assignNs:   make([]int64, assignMask+1),
+		cfg:      cfg,
+		start:    time.Now(),
+		sessions: make(map[uint64]netip.AddrPort),
+		outBatch: wire.NewBatch(datagramLen(cfg.Key != nil)),
+		mdBatch:  wire.NewBatch(datagramLen(cfg.Key != nil)),
+		frameBuf: make([]byte, 0, wire.MaxFrameLen),
+		syncKick: make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		naks:     standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
+		fetch:    standby.NewFetch(standby.FetchConfig{}),
+		assignNs: make([]int64, assignMask+1),
 		// µs from 1 to 10 s at 2 significant digits (1%): reading
 		// percentiles walks every bucket under the lock, so it stays small.
 		releaseHist: hdrhistogram.New(1, 10_000_000, 2),
 	}
 	n.emitter.n = n
+	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	n.stages, _ = cfg.Observer.(StageObserver)
 	if cfg.Key != nil {
 		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
