@@ -300,6 +300,7 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 // past it and rebuilds the state machine from what is left.
 func (n *Node) resetHistory(seq uint64) error {
 	n.hashes.Reset()
+	n.abandonSnapshotWrite() // it may hold state past seq
 	if err := n.j.DropSnapshotsAbove(seq); err != nil {
 		return err
 	}

@@ -113,6 +113,11 @@ type Node struct {
 	lastAckNs   int64
 	snapFile    *snapshotSink
 	snapCache   *snapshotCache
+	pendingSnap *standbySnapshot // encoded at its seq, being written (standby)
+	// catchingUp: repairing by retransmit after a snapshot (see
+	// startCatchUp); a full window does not start another fetch.
+	catchingUp bool
+	snapBudget *sequencer.SnapshotBudget // primary: chunks served per standby
 
 	// scratch, reused
 	sendBuf  [1][]byte
@@ -151,6 +156,7 @@ func New(cfg Config) (*Node, error) {
 		releaseHist: hdrhistogram.New(1, 10_000_000, 2),
 	}
 	n.emitter.n = n
+	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	n.stages, _ = cfg.Observer.(StageObserver)
 	if cfg.Key != nil {
 		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
@@ -462,6 +468,7 @@ func (n *Node) Close() error {
 	n.closeSockets()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.finishSnapshotWrite()
 	err := n.j.Sync()
 	n.writeStatusLocked()
 	if cerr := n.j.Close(); err == nil {

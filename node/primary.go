@@ -22,6 +22,7 @@ const outputReserve = 4096
 // becomePrimary makes this node lead at epoch: it sequences from applied+1
 // and releases through the gate.
 func (n *Node) becomePrimary(epoch uint64) error {
+	n.finishSnapshotWrite() // a promoted standby's last one, still valid
 	if err := n.fence.Accept(epoch); err != nil {
 		return fmt.Errorf("node: cannot lead: %w", err)
 	}
@@ -127,7 +128,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		req, _ := wire.DecodeSnapshotRequest(f)
-		n.serveSnapshot(&req, addr)
+		n.serveSnapshot(&req, f.Node, addr)
 	default:
 		n.stats.DropUnexpected++
 	}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -67,14 +68,136 @@ func (n *Node) latestSnapshotSeq() (uint64, bool) {
 }
 
 // takeSnapshot writes the engine's state at seq (just applied) and drops
-// journal segments wholly below the previous snapshot.
+// journal segments wholly below the newest snapshot.
 func (n *Node) takeSnapshot(seq uint64) {
+	data, ok := n.encodeSnapshot(seq)
+	if ok {
+		n.storeSnapshot(seq, data)
+	}
+}
+
+// encodeSnapshot serialises the engine's state, which must be at seq.
+func (n *Node) encodeSnapshot(seq uint64) ([]byte, bool) {
 	var buf bytes.Buffer
 	if err := n.eng.Snapshot(&buf); err != nil {
 		n.cfg.Log.Error("snapshot failed", "seq", seq, "err", err)
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
+
+// standbySnapshot is a standby's snapshot, encoded at its seq during an
+// apply; its file is written after the batch's ack has been sent, off the
+// node's lock (see writePendingSnapshot).
+type standbySnapshot struct {
+	seq, epoch uint64
+	data       []byte
+	startNs    int64
+	done       chan error // nil until the write has started
+}
+
+// standbySnapshotAt runs on a standby after it applied seq: at the same
+// seqs as the primary (every SnapshotEvery; the state is deterministic, so
+// the snapshots are byte-identical) it encodes the state now and leaves
+// the disk work for writePendingSnapshot, so a standby's disk stays
+// bounded as the primary's does and a restart replays at most
+// SnapshotEvery records.
+func (n *Node) standbySnapshotAt(seq uint64) {
+	if seq%n.cfg.SnapshotEvery != 0 {
 		return
 	}
-	data := buf.Bytes()
+	n.finishSnapshotWrite() // one at a time: the previous is written first
+	start := n.nowNs()
+	if data, ok := n.encodeSnapshot(seq); ok {
+		n.pendingSnap = &standbySnapshot{seq: seq, data: data}
+	}
+	n.stats.SnapshotEncodeNsMax = max(n.stats.SnapshotEncodeNsMax, n.nowNs()-start)
+}
+
+// writePendingSnapshot starts writing the snapshot standbySnapshotAt
+// encoded, if any: on a goroutine of its own (the lz4 compression, the
+// fsyncs and the rename run off the node's lock, so acks and applies go
+// on meanwhile), or inline under a simulated clock (Config.Clock), where
+// everything runs on the simulator's one goroutine. The snapshot is
+// fsynced on its own; a crash that leaves the journal ending before it is
+// recovered by restoreSnapshot (the journal continues after it).
+func (n *Node) writePendingSnapshot() {
+	ps := n.pendingSnap
+	if ps == nil || ps.done != nil {
+		return
+	}
+	ps.epoch, ps.startNs = n.epoch, n.nowNs()
+	ps.done = make(chan error, 1)
+	j := n.j
+	write := func() error {
+		// journal.WriteSnapshot touches no journal state and may run off
+		// the owner goroutine, one at a time (every other snapshot
+		// operation of a standby first waits for this one).
+		return j.WriteSnapshot(ps.seq, ps.epoch, func(w io.Writer) error {
+			_, err := w.Write(ps.data)
+			return err
+		})
+	}
+	if n.cfg.Clock != nil {
+		ps.done <- write()
+		n.pollSnapshotWrite()
+		return
+	}
+	go func() { ps.done <- write() }()
+}
+
+// pollSnapshotWrite finishes a snapshot write that has completed.
+func (n *Node) pollSnapshotWrite() {
+	ps := n.pendingSnap
+	if ps == nil || ps.done == nil {
+		return
+	}
+	select {
+	case err := <-ps.done:
+		n.snapshotWritten(ps, err)
+	default:
+	}
+}
+
+// finishSnapshotWrite writes the pending snapshot, if any, and waits for
+// it: before the next one, promotion and Close.
+func (n *Node) finishSnapshotWrite() {
+	n.writePendingSnapshot()
+	if ps := n.pendingSnap; ps != nil {
+		n.snapshotWritten(ps, <-ps.done)
+	}
+}
+
+// abandonSnapshotWrite waits for a write under way and forgets the
+// snapshot without compacting behind it: before the history is reset or
+// another snapshot installed (the reset then drops it if it lies past the
+// fork).
+func (n *Node) abandonSnapshotWrite() {
+	if ps := n.pendingSnap; ps != nil && ps.done != nil {
+		<-ps.done
+	}
+	n.pendingSnap = nil
+}
+
+// snapshotWritten publishes a written snapshot (served after a promotion)
+// and compacts the journal behind it.
+func (n *Node) snapshotWritten(ps *standbySnapshot, err error) {
+	n.pendingSnap = nil
+	n.stats.SnapshotWriteNsMax = max(n.stats.SnapshotWriteNsMax, n.nowNs()-ps.startNs)
+	if err != nil {
+		n.cfg.Log.Error("snapshot write failed", "seq", ps.seq, "err", err)
+		return
+	}
+	n.snapCache = &snapshotCache{seq: ps.seq, epoch: ps.epoch, data: ps.data, crc: crc32.Checksum(ps.data, castagnoli)}
+	n.stats.Snapshots++
+	if _, err := n.j.Compact(); err != nil {
+		n.cfg.Log.Warn("journal compaction failed", "err", err)
+	}
+}
+
+// storeSnapshot writes data (the state at seq) as a snapshot file, caches
+// it for serving, and compacts the journal behind it.
+func (n *Node) storeSnapshot(seq uint64, data []byte) {
 	err := n.j.WriteSnapshot(seq, n.epoch, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
@@ -93,16 +216,25 @@ func (n *Node) takeSnapshot(seq uint64) {
 	}
 }
 
-// serveSnapshot answers a SNAPSHOT_REQUEST with a burst of chunks from the
-// requested offset of the latest snapshot, taking a fresh snapshot first
-// when the standby starts a transfer and ours is stale or missing.
-func (n *Node) serveSnapshot(req *wire.SnapshotRequest, to netip.AddrPort) {
+// serveSnapshot answers a SNAPSHOT_REQUEST from standby node with a burst
+// of chunks from the requested offset of the latest snapshot. A request
+// from offset 0 carries the seq the standby has applied: it gets a
+// snapshot past it, a fresh one cut now when the latest is not (or is
+// stale), and nothing when we are not ahead of it. The chunks of one
+// snapshot sent to one standby are bounded per second (snapBudget): past
+// the bound they are refused, counted and logged once.
+func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.AddrPort) {
 	applied := n.eng.AppliedSeq()
-	if req.Offset == 0 && (n.snapCache == nil || applied-n.snapCache.seq > n.cfg.SnapshotEvery/2) {
-		if applied == 0 {
-			return
+	if req.Offset == 0 {
+		after := req.SnapshotSeq
+		if applied <= after {
+			n.stats.SnapshotRequestsNotBehind++
+			return // nothing we hold is ahead of the standby
 		}
-		n.takeSnapshot(applied)
+		if n.snapCache == nil || n.snapCache.seq <= after || applied-n.snapCache.seq > n.cfg.SnapshotEvery/2 {
+			n.takeSnapshot(applied)
+			n.stats.SnapshotsOnDemand++
+		}
 	}
 	c := n.snapCache
 	if c == nil {
@@ -113,7 +245,16 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, to netip.AddrPort) {
 		offset = 0 // a different snapshot now: the standby restarts from 0
 	}
 	chunkBytes := uint64(wire.MaxSnapshotData(n.datagramLen()))
+	chunks := (uint64(len(c.data)) + chunkBytes - 1) / chunkBytes
 	for i := 0; i < SnapshotChunkBurst; i++ {
+		if ok, first := n.snapBudget.Allow(node, c.seq, chunks, n.nowNs()); !ok {
+			n.stats.SnapshotChunksRefused++
+			if first {
+				n.cfg.Log.Warn("snapshot chunks to this standby hit their bound; refusing more of this snapshot",
+					"standby", node, "snapshot", c.seq, "chunks_served", n.snapBudget.Served(node), "snapshot_chunks", chunks)
+			}
+			return
+		}
 		end := min(offset+chunkBytes, uint64(len(c.data)))
 		ch := wire.SnapshotChunk{Origin: n.origin(), SnapshotSeq: c.seq, Total: uint64(len(c.data)), Offset: offset, Checksum: c.crc, Data: c.data[offset:end]}
 		frame, err := ch.Append(n.frameBuf[:0])
@@ -137,7 +278,7 @@ func (n *Node) startFetch(now int64) {
 		return
 	}
 	n.cfg.Log.Info("too far behind: fetching a snapshot", "applied", n.win.Applied())
-	req := n.fetch.Start(now)
+	req := n.fetch.StartAfter(n.win.Applied(), now)
 	n.sendSnapshotRequest(&req)
 	n.stats.SnapshotFetches++
 }
@@ -150,6 +291,15 @@ func (n *Node) sendSnapshotRequest(req *wire.SnapshotRequest) {
 
 func (n *Node) onChunk(c *wire.SnapshotChunk, now int64) {
 	data, done, err := n.fetch.OnChunk(c, now)
+	if errors.Is(err, standby.ErrSnapshotNotAhead) {
+		// The primary offers state we already have: catch up from it by
+		// retransmit (its journal holds what follows its snapshot).
+		n.stats.SnapshotsNotAhead++
+		n.cfg.Log.Info("offered snapshot is not ahead of us: catching up by retransmit", "snapshot", c.SnapshotSeq, "applied", n.win.Applied())
+		n.snapFile = nil
+		n.startCatchUp()
+		return
+	}
 	if err != nil {
 		n.cfg.Log.Warn("snapshot fetch", "err", err)
 		n.snapFile = nil
@@ -179,9 +329,14 @@ func (n *Node) onChunk(c *wire.SnapshotChunk, now int64) {
 // locally (so a restart resumes from it), and resumes the window after it.
 func (n *Node) installSnapshot(seq uint64, data []byte) {
 	if seq <= n.win.Applied() {
-		n.cfg.Log.Info("fetched snapshot is not ahead of us; ignored", "seq", seq, "applied", n.win.Applied())
+		// We moved on while it was fetched: catch up by retransmit, not
+		// with another fetch of the same snapshot.
+		n.stats.SnapshotsNotAhead++
+		n.cfg.Log.Info("fetched snapshot is not ahead of us: catching up by retransmit", "seq", seq, "applied", n.win.Applied())
+		n.startCatchUp()
 		return
 	}
+	n.abandonSnapshotWrite() // of the state being replaced
 	if err := n.eng.Restore(bytes.NewReader(data)); err != nil {
 		n.cfg.Log.Error("snapshot restore failed", "seq", seq, "err", err)
 		return
@@ -204,4 +359,30 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 	n.stats.SnapshotsInstalled++
 	n.stats.Applied = seq
 	n.cfg.Log.Info("snapshot installed", "seq", seq, "bytes", len(data))
+	// The primary ran on while we fetched; what it sent past our window
+	// meanwhile comes by retransmit from its journal, which holds
+	// everything after the snapshot it just served.
+	n.startCatchUp()
+}
+
+// startCatchUp makes the standby repair the rest of its gap by NAK and
+// retransmit: until it has applied everything it has seen, a message
+// beyond its window only raises the tail it NAKs instead of starting a
+// snapshot fetch. So a standby fetches at most one snapshot to rejoin
+// (two if the primary fails over mid-transfer) instead of refetching on
+// every live frame; a NEED_SNAPSHOT (the primary no longer holds the
+// range) still starts a fetch.
+func (n *Node) startCatchUp() {
+	if !n.catchingUp {
+		n.catchingUp = true
+		n.stats.CatchUpsByRetransmit++
+	}
+}
+
+// catchUpDone ends the retransmit catch-up once nothing seen is missing.
+func (n *Node) catchUpDone() {
+	if n.catchingUp && n.win.Applied() >= n.win.Highest() {
+		n.catchingUp = false
+		n.cfg.Log.Info("caught up by retransmit", "applied", n.win.Applied())
+	}
 }

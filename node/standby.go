@@ -26,6 +26,7 @@ func (n *Node) becomeStandby() error {
 		return err
 	}
 	n.win = w
+	n.catchingUp = false
 	n.lastAckSent = 0
 	n.hashes.Reset() // hashes of another history must not be compared
 	return nil
@@ -55,6 +56,7 @@ func (n *Node) applyFromWindow(seq uint64, payload []byte) {
 			n.hashMismatch(seq)
 		}
 	}
+	n.standbySnapshotAt(seq)
 }
 
 func (n *Node) hashMismatch(seq uint64) {
@@ -162,20 +164,27 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 		}
 		n.rejects.Count(err)
 		if errors.Is(err, standby.ErrNeedSnapshot) {
-			n.startFetch(now)
+			if n.catchingUp {
+				n.win.ObserveHighest(seq) // NAKed as part of the tail
+			} else {
+				n.startFetch(now)
+			}
 		}
 	}
 }
 
 func (n *Node) standbyAfterBatch(now int64) {
+	n.pollSnapshotWrite()
 	if n.refetching && n.primaryID != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
 		n.setRefetching(false)
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.win.Applied())
 	}
+	n.catchUpDone()
 	n.nakGaps(now)
 	n.flushJournal()
 	n.kickSync()
 	n.maybeAck(now, false)
+	n.writePendingSnapshot() // after the ack, and off the lock
 }
 
 // flushJournal writes the records appended in this batch (one write); the
@@ -191,6 +200,7 @@ func (n *Node) flushJournal() {
 }
 
 func (n *Node) standbyTick(now int64) {
+	n.pollSnapshotWrite()
 	n.flushJournal()
 	n.nakGaps(now)
 	if req, ok := n.fetch.Poll(now); ok {

@@ -21,9 +21,26 @@ type Stats struct {
 	RetransmitsReceived                               uint64
 	Snapshots, SnapshotsInstalled, SnapshotFetches    uint64
 	SnapshotChunksSent                                uint64
-	HashMismatches                                    uint64
-	JournalErrors, SyncErrors, SendErrors             uint64
-	JournalsSetAside, TornTailBytes                   uint64
+	// SnapshotChunksRefused: chunks not sent because one standby reached
+	// its bound for one snapshot (sequencer.SnapshotBudget).
+	SnapshotChunksRefused uint64
+	// SnapshotsOnDemand: snapshots cut to answer a fetch (none was ahead
+	// of the standby, or the latest was stale).
+	SnapshotsOnDemand uint64
+	// SnapshotRequestsNotBehind: fetches from a standby not behind us.
+	SnapshotRequestsNotBehind uint64
+	// SnapshotsNotAhead: offered snapshots a standby refused as not ahead
+	// of what it applied; CatchUpsByRetransmit: catch-ups by retransmit
+	// begun after a snapshot (installed or refused).
+	SnapshotsNotAhead, CatchUpsByRetransmit uint64
+	// A standby's snapshot cost, each the longest seen: encoding the state
+	// during the apply, under the lock (delays that batch's ack), and
+	// writing and fsyncing the file, off the lock after the ack (delays
+	// nothing; the next snapshot waits for it).
+	SnapshotEncodeNsMax, SnapshotWriteNsMax int64
+	HashMismatches                          uint64
+	JournalErrors, SyncErrors, SendErrors   uint64
+	JournalsSetAside, TornTailBytes         uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	WitnessSilent                                uint64

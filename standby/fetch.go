@@ -33,6 +33,12 @@ var (
 	ErrSnapshotChecksum = errors.New("standby: snapshot checksum mismatch")
 	// ErrSnapshotTooLarge: the primary offers a snapshot over MaxBytes.
 	ErrSnapshotTooLarge = errors.New("standby: snapshot larger than the configured bound")
+	// ErrSnapshotNotAhead: the primary offers a snapshot at or below the
+	// seq the standby has applied (an older primary that ignores the
+	// request's seq). The transfer stops at its first chunk instead of
+	// downloading state that would be thrown away; the standby catches up
+	// by retransmit instead.
+	ErrSnapshotNotAhead = errors.New("standby: offered snapshot is not ahead of what is applied")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -46,6 +52,9 @@ type FetchConfig struct {
 // FetchStats counts a Fetch's work.
 type FetchStats struct {
 	Requests, Chunks, OutOfOrder, Restarts, ChecksumFailures, Completed uint64
+	// NotAhead counts transfers stopped at their first chunk because the
+	// snapshot was not ahead of the applied seq given to StartAfter.
+	NotAhead uint64
 }
 
 // Fetch is the pure core of one snapshot download. The runtime writes each
@@ -55,6 +64,7 @@ type Fetch struct {
 	cfg       FetchConfig
 	active    bool
 	seq       uint64 // snapshot seq being fetched (0 = any/latest)
+	after     uint64 // the applied seq: only a snapshot past it is useful
 	total     uint64
 	checksum  uint32
 	offset    uint64
@@ -103,9 +113,16 @@ func (f *Fetch) Stats() FetchStats { return f.stats }
 // Start begins (or restarts) a transfer of the latest snapshot and returns
 // the request to send. It is idempotent while active: it returns the
 // request for the current offset.
-func (f *Fetch) Start(nowNs int64) wire.SnapshotRequest {
+func (f *Fetch) Start(nowNs int64) wire.SnapshotRequest { return f.StartAfter(0, nowNs) }
+
+// StartAfter is Start for a standby that has applied up to applied: the
+// requests from offset 0 carry it (wire.SnapshotRequest), so the primary
+// sends a snapshot past it (cutting a fresh one if its latest is not), and
+// a snapshot offered at or below it is refused at its first chunk
+// (ErrSnapshotNotAhead).
+func (f *Fetch) StartAfter(applied uint64, nowNs int64) wire.SnapshotRequest {
 	if !f.active {
-		*f = Fetch{cfg: f.cfg, stats: f.stats, active: true}
+		*f = Fetch{cfg: f.cfg, stats: f.stats, active: true, after: applied}
 	}
 	return f.request(nowNs)
 }
@@ -113,6 +130,9 @@ func (f *Fetch) Start(nowNs int64) wire.SnapshotRequest {
 func (f *Fetch) request(nowNs int64) wire.SnapshotRequest {
 	f.lastNs = nowNs
 	f.stats.Requests++
+	if f.offset == 0 {
+		return wire.SnapshotRequest{SnapshotSeq: f.after}
+	}
 	return wire.SnapshotRequest{SnapshotSeq: f.seq, Offset: f.offset}
 }
 
@@ -134,7 +154,7 @@ func (f *Fetch) Poll(nowNs int64) (wire.SnapshotRequest, bool) {
 // stopped answering. The caller discards what it wrote.
 func (f *Fetch) Restart(nowNs int64) wire.SnapshotRequest {
 	f.stats.Restarts++
-	*f = Fetch{cfg: f.cfg, stats: f.stats, active: true}
+	*f = Fetch{cfg: f.cfg, stats: f.stats, active: true, after: f.after}
 	return f.request(nowNs)
 }
 
@@ -164,6 +184,11 @@ func (f *Fetch) OnChunk(c *wire.SnapshotChunk, nowNs int64) (data []byte, done b
 		if c.Offset != 0 {
 			f.stats.OutOfOrder++
 			return nil, false, nil
+		}
+		if f.after > 0 && c.SnapshotSeq <= f.after {
+			f.active = false
+			f.stats.NotAhead++
+			return nil, false, fmt.Errorf("%w: snapshot %d, applied %d", ErrSnapshotNotAhead, c.SnapshotSeq, f.after)
 		}
 		f.seq, f.total, f.checksum, f.offset, f.crc = c.SnapshotSeq, c.Total, c.Checksum, 0, 0
 	}

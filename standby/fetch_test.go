@@ -189,3 +189,35 @@ func TestFetchNeedsRequestAtBurstBoundary(t *testing.T) {
 		t.Fatalf("asked at %v, want [40 80]", asked)
 	}
 }
+
+// TestFetchAfterRefusesSnapshotNotAhead (issue 15 item 4): the request from
+// offset 0 carries the applied seq, and a snapshot offered at or below it
+// stops the transfer at its first chunk instead of downloading it whole.
+func TestFetchAfterRefusesSnapshotNotAhead(t *testing.T) {
+	snap := bytes.Repeat([]byte("state!"), 100)
+	f := NewFetch(FetchConfig{TimeoutNs: 100})
+	req := f.StartAfter(500, 0)
+	if req.Offset != 0 || req.SnapshotSeq != 500 {
+		t.Fatalf("request %+v: want offset 0 carrying applied 500", req)
+	}
+	if req, _ := f.Poll(1000); req.SnapshotSeq != 500 || req.Offset != 0 {
+		t.Fatalf("re-ask %+v", req)
+	}
+	old := chunks(snap, 400, 64)
+	d, done, err := f.OnChunk(&old[0], 1001)
+	if !errors.Is(err, ErrSnapshotNotAhead) || d != nil || done || f.Active() {
+		t.Fatalf("snapshot 400 offered to a standby at 500: data %v done %v err %v active %v", d != nil, done, err, f.Active())
+	}
+	if f.Stats().NotAhead != 1 {
+		t.Fatalf("stats %+v", f.Stats())
+	}
+	// A snapshot ahead is fetched as before; resumes name it.
+	f.StartAfter(500, 2000)
+	cs := chunks(snap, 600, 64)
+	if d, _, err := f.OnChunk(&cs[0], 2001); d == nil || err != nil {
+		t.Fatalf("snapshot 600: %v", err)
+	}
+	if req, ok := f.Poll(3000); !ok || req.SnapshotSeq != 600 || req.Offset != 64 {
+		t.Fatalf("resume %+v", req)
+	}
+}

@@ -10,8 +10,13 @@ const (
 	snapshotChunkHeaderLen = 20
 )
 
-// SnapshotRequest asks for the snapshot at SnapshotSeq (0: the latest) from
-// byte Offset on, so an interrupted transfer resumes where it stopped.
+// SnapshotRequest asks for the snapshot at SnapshotSeq from byte Offset
+// on, so an interrupted transfer resumes where it stopped. At Offset 0 (a
+// new transfer) SnapshotSeq is instead the seq the requester has applied
+// (0: none): the server sends a snapshot taken after it, cutting a fresh
+// one when its latest is not, so a standby never fetches state it already
+// has. (A request from offset 0 names no snapshot to resume, so the field
+// is free to carry this.)
 type SnapshotRequest struct {
 	Origin
 	SnapshotSeq uint64

@@ -23,6 +23,7 @@ import (
 
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/verdict"
 	"github.com/seqbus/seqbus/journal"
 )
 
@@ -292,21 +293,20 @@ loop:
 		final = first
 	}
 	d.stopAll()
-	// Nothing a client saw may be missing from the final primary's history.
-	inHistory, err := journalIDs(filepath.Join(dir, "node"+strconv.Itoa(int(final))), session)
+	// Nothing a client saw may be missing from the final primary's
+	// history: its journal, and its snapshot for what was compacted.
+	covered, err := verdict.Check(journal.OSFS{}, filepath.Join(dir, "node"+strconv.Itoa(int(final))), session, acked)
 	if err != nil {
 		return err
 	}
-	var lost uint64
-	for id := range acked {
-		if !inHistory[id] {
-			lost++
-		}
-	}
+	lost := uint64(len(covered.Lost))
 	st := rep.Stats
 	fmt.Printf("\nsummary\n  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n",
 		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates)
 	fmt.Printf("  lost (acked but not in node%d's history): %d\n", final, lost)
+	for _, l := range covered.Lines(fmt.Sprintf("node%d", final)) {
+		fmt.Printf("    %s\n", l)
+	}
 	mt := md.Tracker()
 	fmt.Printf("  market data: %d updates, duplicates or reused seqs %d, gaps %d (%d updates never seen",
 		mt.Updates, mt.Dups, mt.Gaps, mt.Missing)

@@ -1,0 +1,265 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/sequencer"
+	"github.com/seqbus/seqbus/wire"
+
+	"github.com/seqbus/seqbus/client"
+)
+
+// rebuildObserver records where each node's rebuilds started from.
+type rebuildObserver struct {
+	mu      sync.Mutex
+	rebuilt map[uint32][]uint64
+}
+
+func (o *rebuildObserver) Applied(uint32, uint64, uint64, []byte) {}
+func (o *rebuildObserver) Installed(uint32, uint64)               {}
+func (o *rebuildObserver) Released(ReleaseEvent)                  {}
+func (o *rebuildObserver) Rebuilt(id uint32, from uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rebuilt == nil {
+		o.rebuilt = map[uint32][]uint64{}
+	}
+	o.rebuilt[id] = append(o.rebuilt[id], from)
+}
+
+// snapshotFiles lists the seqs of the snapshots in dir and the bytes the
+// directory holds.
+func snapshotFiles(t *testing.T, dir string) (seqs []string, bytes int64, segments int) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			continue // removed while listing
+		}
+		bytes += info.Size()
+		switch {
+		case strings.HasSuffix(e.Name(), ".snap"):
+			seqs = append(seqs, e.Name())
+		case strings.HasSuffix(e.Name(), ".seg"):
+			segments++
+		}
+	}
+	slices.Sort(seqs)
+	return seqs, bytes, segments
+}
+
+// waitNewestSnapshot waits for the snapshot at seq to be written in dir
+// (a standby writes it off its lock, after the ack).
+func waitNewestSnapshot(t *testing.T, dir string, seq uint64) {
+	t.Helper()
+	want := fmt.Sprintf("%020d.snap", seq)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		names, _, _ := snapshotFiles(t, dir)
+		if len(names) > 0 && names[len(names)-1] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot %s not written in %s: %v", want, dir, names)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestStandbySnapshotsAndCompacts (issue 15 item 12): a standby cuts its
+// snapshots at the same seqs as the primary, compacts its journal behind
+// them so its disk stays bounded over a long run, and recovers from its
+// own snapshot on restart with the primary's state hash.
+func TestStandbySnapshotsAndCompacts(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const every = 2000
+	const segmentBytes = 32 << 10
+	obs := &rebuildObserver{}
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	small := func(cfg *Config) {
+		cfg.SnapshotEvery = every
+		cfg.Journal.SegmentBytes = segmentBytes
+		cfg.Observer = obs
+	}
+	c.start(1, small)
+	c.start(2, small)
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	var maxBytes int64
+	const rounds, perRound = 5, 8000
+	for r := 0; r < rounds; r++ {
+		rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 40_000, Count: perRound, Seed: uint64(r + 1), Drain: 10 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("load: %v (%+v)", err, rep)
+		}
+		c.waitConverged(10 * time.Second)
+		waitNewestSnapshot(t, c.dirs[2], c.nodes[2].Status().Applied/every*every)
+		_, b, _ := snapshotFiles(t, c.dirs[2])
+		maxBytes = max(maxBytes, b)
+	}
+	p, s := c.nodes[1].Status(), c.nodes[2].Status()
+	pSnaps, pBytes, _ := snapshotFiles(t, c.dirs[1])
+	sSnaps, sBytes, sSegs := snapshotFiles(t, c.dirs[2])
+	t.Logf("primary: applied %d journal %d..%d snapshots %v %d bytes", p.Applied, p.Journal.FirstSeq, p.Journal.LastSeq, pSnaps, pBytes)
+	t.Logf("standby: applied %d journal %d..%d snapshots %v %d bytes in %d segments, at most %d bytes; snapshot encode %v write %v at most", s.Applied, s.Journal.FirstSeq, s.Journal.LastSeq, sSnaps, sBytes, sSegs, maxBytes, time.Duration(s.Node.SnapshotEncodeNsMax), time.Duration(s.Node.SnapshotWriteNsMax))
+	if len(sSnaps) == 0 {
+		t.Fatal("the standby cut no snapshot")
+	}
+	// Both cut at every multiple of `every`: the newest ones are the same
+	// seqs (the primary may have cut one more on demand, never fewer).
+	for _, name := range sSnaps {
+		if !slices.Contains(pSnaps, name) {
+			t.Fatalf("standby snapshot %s is not one of the primary's %v", name, pSnaps)
+		}
+	}
+	if s.Node.Snapshots < uint64(rounds*perRound/every)-1 {
+		t.Fatalf("standby cut %d snapshots over %d commands every %d", s.Node.Snapshots, rounds*perRound, every)
+	}
+	if s.Journal.FirstSeq <= 1 {
+		t.Fatalf("the standby's journal was never compacted: first seq %d", s.Journal.FirstSeq)
+	}
+	// The bound: two snapshots and the segments holding the records since
+	// the older one (every records of ~60 bytes: under 4 segments here).
+	snapBytes := int64(0)
+	for _, name := range sSnaps {
+		info, err := os.Stat(filepath.Join(c.dirs[2], name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snapBytes = max(snapBytes, info.Size())
+	}
+	if bound := 2*snapBytes*2 + 6*segmentBytes; maxBytes > bound {
+		t.Fatalf("standby directory reached %d bytes, bound %d", maxBytes, bound)
+	}
+
+	// Restart the standby: it recovers from its own newest snapshot and
+	// replays only the journal after it.
+	wantHash := p.StateHash
+	newest := sSnaps[len(sSnaps)-1]
+	c.stop(2)
+	c.start(2, small)
+	c.waitConverged(10 * time.Second)
+	obs.mu.Lock()
+	from := obs.rebuilt[2]
+	obs.mu.Unlock()
+	if len(from) != 2 || from[1] == 0 {
+		t.Fatalf("standby rebuilds started from %v; want its own snapshot on the restart", from)
+	}
+	if name := fmt.Sprintf("%020d.snap", from[1]); name != newest {
+		t.Fatalf("restart restored snapshot %s, newest on disk %s", name, newest)
+	}
+	if got := c.nodes[2].Status(); got.StateHash != wantHash || got.Node.SnapshotFetches != 0 {
+		t.Fatalf("after restart: hash %x want %x, snapshot fetches %d", got.StateHash, wantHash, got.Node.SnapshotFetches)
+	}
+}
+
+// TestRejoinBehindWindowFetchesAtMostTwice (issue 15 item 4): a standby
+// restarted behind the primary by more than its receive window, while the
+// primary's latest snapshot is not ahead of it and commands keep coming,
+// used to fetch that snapshot, ignore it ("not ahead of us") and fetch it
+// again on the next live frame, for as long as the load lasted. It must
+// rejoin with at most two snapshot fetches, and the primary must serve a
+// bounded number of chunks to it.
+func TestRejoinBehindWindowFetchesAtMostTwice(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const every = 40_000
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	cfg := func(cfg *Config) {
+		cfg.SnapshotEvery = every
+		// Releases must not wait for the stopped standby: this test is
+		// about its rejoin, not about gating.
+		cfg.Unsafe.NoGating = cfg.ID == 1
+	}
+	c.start(1, cfg)
+	c.start(2, cfg)
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	load := func(count uint64, rate float64, seed uint64) {
+		t.Helper()
+		rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: rate, Count: count, Seed: seed, Drain: 20 * time.Second}, nil)
+		if err != nil {
+			t.Fatalf("load: %v (%+v)", err, rep)
+		}
+	}
+	// Primary and standby snapshot at 40k; the standby stops at 42k.
+	load(42_000, 50_000, 1)
+	c.waitConverged(10 * time.Second)
+	c.stop(2)
+	// 15k more: the standby is behind by more than its 8192-message window,
+	// and the primary's snapshot (40k) is behind the standby (42k) and not
+	// stale enough (17k < every/2) for the old code to cut a fresh one.
+	load(15_000, 50_000, 2)
+	c.start(2, cfg)
+	load(30_000, 20_000, 3) // live traffic while it rejoins
+	c.waitConverged(20 * time.Second)
+	p, s := c.nodes[1].Status(), c.nodes[2].Status()
+	t.Logf("standby: fetches %d installed %d naks %d retransmits %d; primary: snapshots %d chunks sent %d refused %d",
+		s.Node.SnapshotFetches, s.Node.SnapshotsInstalled, s.Node.NaksSent, s.Node.RetransmitsReceived,
+		p.Node.Snapshots, p.Node.SnapshotChunksSent, p.Node.SnapshotChunksRefused)
+	if s.Node.SnapshotFetches > 2 {
+		t.Fatalf("the rejoining standby fetched %d snapshots; at most 2", s.Node.SnapshotFetches)
+	}
+	// One snapshot of this state is well under 1000 chunks; two transfers
+	// and their re-asks fit in a few thousand.
+	if p.Node.SnapshotChunksSent > 4000 {
+		t.Fatalf("the primary sent %d snapshot chunks to one rejoining standby", p.Node.SnapshotChunksSent)
+	}
+}
+
+// TestSnapshotChunksBoundedPerStandby (issue 15 item 4): a standby that
+// asks for the same snapshot over and over is served at most
+// DefaultSnapshotTransfersPerStandby copies of it a second; the rest is
+// refused and counted.
+func TestSnapshotChunksBoundedPerStandby(t *testing.T) {
+	clk := &stepClock{ns: 1}
+	n := manualNode(t, RolePrimary, clk)
+	defer n.Close()
+	from := netip.MustParseAddrPort("10.0.0.3:1")
+	b := wire.NewBatch(0)
+	b.Reset(wire.TypeCommand, wire.Origin{Node: 5}, 1)
+	for id := uint64(1); id <= 20; id++ {
+		b.Add(engine.AppendRequest(nil, 3, id, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: int64(id), Qty: 1}))
+	}
+	n.Deliver(b.Bytes(), netip.MustParseAddrPort("10.0.0.9:5"))
+	if n.Status().Applied != 20 {
+		t.Fatalf("applied %d", n.Status().Applied)
+	}
+	req := wire.SnapshotRequest{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}}
+	frame := req.Append(nil)
+	for range 1000 { // 1000 requests within 100 ms: one budget window
+		clk.ns += 100_000
+		n.Deliver(frame, from)
+	}
+	st := n.Status()
+	chunkBytes := wire.MaxSnapshotData(n.datagramLen())
+	chunks := uint64((len(n.snapCache.data) + chunkBytes - 1) / chunkBytes)
+	t.Logf("snapshot of %d chunks; sent %d, refused %d", chunks, st.Node.SnapshotChunksSent, st.Node.SnapshotChunksRefused)
+	if st.Node.SnapshotChunksSent > sequencer.DefaultSnapshotTransfersPerStandby*chunks || st.Node.SnapshotChunksRefused == 0 {
+		t.Fatalf("1000 requests of a %d-chunk snapshot: %d chunks sent, %d refused", chunks, st.Node.SnapshotChunksSent, st.Node.SnapshotChunksRefused)
+	}
+	// A standby not behind gets nothing at all.
+	ahead := wire.SnapshotRequest{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}, SnapshotSeq: 20}
+	sent := st.Node.SnapshotChunksSent
+	n.Deliver(ahead.Append(nil), from)
+	if st := n.Status(); st.Node.SnapshotChunksSent != sent || st.Node.SnapshotRequestsNotBehind != 1 {
+		t.Fatalf("a standby at our applied seq was sent chunks: %+v", st.Node)
+	}
+}
