@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"sync"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
