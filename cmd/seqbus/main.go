@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -48,6 +49,11 @@ func main() {
 					return
 				}
 				fmt.Fprintf(os.Stderr, "seqbus %s: %v\n", c.name, err)
+				// An error may carry its own exit code (2: a bad flag value).
+				var coded interface{ ExitCode() int }
+				if errors.As(err, &coded) {
+					os.Exit(coded.ExitCode())
+				}
 				os.Exit(1)
 			}
 			return
