@@ -666,7 +666,7 @@ func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *find
 		}
 	}
 	t.Logf("final primary %d journal epochs %v; standby %d journal epochs %v", primary.id, pd.epochs, standby.id, sd.epochs)
-	if r.applied != ps.Applied || r.hash != ps.StateHash {
+	if r.applied != ps.Applied || r.hash != uint64(ps.StateHash) {
 		f.add(checkReplicas, "replaying the primary's journal gives applied %d hash %#x; it reported %d %#x",
 			r.applied, r.hash, ps.Applied, ps.StateHash)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/seqbus/seqbus/internal/netns"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/node"
 )
 
 // binary is the seqbus executable TestMain builds once per test binary run.
@@ -373,7 +374,7 @@ type status struct {
 		Epoch       uint64 `json:"epoch"`
 		RemainingNs int64  `json:"remaining_ns"`
 	} `json:"lease"`
-	StateHash uint64 `json:"state_hash"`
+	StateHash node.Hash64 `json:"state_hash"`
 	Journal   struct {
 		FirstSeq uint64 `json:"first_seq"`
 		LastSeq  uint64 `json:"last_seq"`

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/node"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -56,8 +57,8 @@ const (
 // hostileStatus is the part of status.json with the drop counters.
 type hostileStatus struct {
 	Node      map[string]uint64 `json:"node"`
-	Unicast   struct{ Drops []uint64 }
-	Multicast struct{ Drops []uint64 }
+	Unicast   struct{ Drops node.SocketDrops }
+	Multicast struct{ Drops node.SocketDrops }
 }
 
 func readHostileStatus(t *testing.T, m *member) hostileStatus {
@@ -79,11 +80,7 @@ func (s hostileStatus) add(tot map[string]uint64) {
 	for k, v := range s.Node {
 		tot[k] += v
 	}
-	for _, d := range [][]uint64{s.Unicast.Drops, s.Multicast.Drops} {
-		if int(bus.DropBadHeader) < len(d) {
-			tot["BusBadHeader"] += d[bus.DropBadHeader]
-		}
-	}
+	tot["BusBadHeader"] += s.Unicast.Drops.BadHeader + s.Multicast.Drops.BadHeader
 }
 
 // vmRSS reads a process's resident set size in bytes.

@@ -540,7 +540,7 @@ func (n *Node) tickLoop() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.TickInterval)
 	defer t.Stop()
-	status := time.NewTicker(100 * time.Millisecond)
+	status := time.NewTicker(time.Duration(StatusIntervalNs))
 	defer status.Stop()
 	for {
 		select {

@@ -3,13 +3,91 @@ package node
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/wire"
 )
+
+// StatusIntervalNs is how often a running node rewrites its status file.
+// A reader that finds the file older than a few intervals knows the node
+// is dead or stalled (`seqbus stat` says STALE at 3).
+const StatusIntervalNs = int64(100 * time.Millisecond)
+
+// Hash64 is a 64-bit hash that JSON carries as 16 hex digits: a JSON
+// number above 2^53 is rounded by jq and JavaScript, so comparing state
+// hashes with standard tools would be wrong. It still reads the old
+// numeric form.
+type Hash64 uint64
+
+// MarshalJSON implements json.Marshaler.
+func (h Hash64) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, "\"%016x\"", uint64(h)), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (h *Hash64) UnmarshalJSON(b []byte) error {
+	var text string
+	if err := json.Unmarshal(b, &text); err != nil {
+		v, nerr := strconv.ParseUint(string(b), 10, 64)
+		if nerr != nil {
+			return fmt.Errorf("state hash: want a hex string, got %s", b)
+		}
+		*h = Hash64(v)
+		return nil
+	}
+	v, err := strconv.ParseUint(text, 16, 64)
+	if err != nil {
+		return fmt.Errorf("state hash: %w", err)
+	}
+	*h = Hash64(v)
+	return nil
+}
+
+// SocketDrops are a socket's receive drops by reason (bus.DropReason),
+// named: an unnamed array hid 9,806 bad-header drops from the operator.
+// Reasons a filter adds beyond the named ones count as Other.
+type SocketDrops struct {
+	WrongGroup    uint64 `json:"wrong_group"`
+	BadHeader     uint64 `json:"bad_header"`
+	UnknownSender uint64 `json:"unknown_sender"`
+	Other         uint64 `json:"other"`
+}
+
+// SocketStatus is a socket's counters as status.json shows them: the
+// bus's counters with the drops named.
+type SocketStatus struct {
+	bus.Counters
+	Drops SocketDrops `json:"drops"` // shadows Counters.Drops in JSON
+}
+
+func socketStatus(c bus.Counters) SocketStatus {
+	s := SocketStatus{Counters: c}
+	s.Drops.WrongGroup = c.Drops[bus.DropWrongGroup]
+	s.Drops.BadHeader = c.Drops[bus.DropBadHeader]
+	s.Drops.UnknownSender = c.Drops[bus.DropUnknownSender]
+	for r := bus.DropOther; r < bus.DropReasonsMax; r++ {
+		s.Drops.Other += c.Drops[r]
+	}
+	return s
+}
+
+// StandbyStatus is what a primary knows of one standby.
+type StandbyStatus struct {
+	ID    uint32 `json:"id"`
+	Acked uint64 `json:"acked"` // highest contiguous seq it acknowledged
+	// LastAckAgeNs: time since its last accepted ack (or since the
+	// primary first saw it, if it never acked).
+	LastAckAgeNs int64 `json:"last_ack_age_ns"`
+	InSync       bool  `json:"in_sync"`
+}
 
 // Stats are the node's own counters (the bus, sequencer, window and gate
 // keep theirs; Status gathers them all).
@@ -86,7 +164,7 @@ type Status struct {
 		Epoch       uint64 `json:"epoch"`
 		RemainingNs int64  `json:"remaining_ns"`
 	} `json:"lease"`
-	StateHash uint64 `json:"state_hash"`
+	StateHash Hash64 `json:"state_hash"` // 16 hex digits
 	// Refetching: the journal was set aside as corrupt and the node has
 	// not yet caught up with a primary; it will not ask to lead.
 	Refetching bool `json:"refetching,omitempty"`
@@ -101,9 +179,21 @@ type Status struct {
 	Fetch     any          `json:"fetch,omitempty"`
 	Hashes    any          `json:"hashes,omitempty"`
 	Gate      any          `json:"gate,omitempty"`
-	Unicast   bus.Counters `json:"unicast"`
-	Multicast bus.Counters `json:"multicast"`
+	Unicast   SocketStatus `json:"unicast"`
+	Multicast SocketStatus `json:"multicast"`
 	UptimeNs  int64        `json:"uptime_ns"`
+	// Standbys: on the primary, every standby it has heard from or
+	// requires, with its acked seq.
+	Standbys []StandbyStatus `json:"standbys,omitempty"`
+	// When and by whom this status was written: the wall time (RFC 3339),
+	// the host's CLOCK_MONOTONIC (comparable across processes on one
+	// host), the process and when it started, and how often it rewrites
+	// the file, so a reader can tell a dead node's last words from news.
+	WrittenAt       string `json:"written_at"`
+	WrittenAtMonoNs int64  `json:"written_at_mono_ns"`
+	PID             int    `json:"pid"`
+	StartedAt       string `json:"started_at"`
+	WriteIntervalNs int64  `json:"write_interval_ns"`
 	// LatencyUs: assign -> release (gated), µs percentiles over the
 	// node's life as primary.
 	LatencyUs map[string]int64 `json:"latency_us,omitempty"`
@@ -123,10 +213,17 @@ func (n *Node) statusLocked() Status {
 		Epoch:      n.epoch,
 		Applied:    n.eng.AppliedSeq(),
 		Durable:    n.j.Durable(),
-		StateHash:  n.eng.StateHash(),
+		StateHash:  Hash64(n.eng.StateHash()),
 		Refetching: n.refetching,
 		Node:       n.stats,
 		UptimeNs:   n.nowNs(),
+		// Status is read every StatusIntervalNs or on demand, never per
+		// command: the clock reads here cost nothing on the hot path.
+		WrittenAt:       time.Now().UTC().Format(time.RFC3339Nano),
+		WrittenAtMonoNs: monotime.Now(),
+		PID:             os.Getpid(),
+		StartedAt:       n.start.UTC().Format(time.RFC3339Nano),
+		WriteIntervalNs: StatusIntervalNs,
 	}
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.primaryID
@@ -137,15 +234,16 @@ func (n *Node) statusLocked() Status {
 	st.Journal.FirstSeq = n.j.First()
 	_, st.Journal.LastSeq = n.j.Last()
 	if n.uc != nil {
-		st.Unicast = n.uc.Counters()
+		st.Unicast = socketStatus(n.uc.Counters())
 	}
 	if n.mcRecv != nil {
-		st.Multicast = n.mcRecv.Counters()
+		st.Multicast = socketStatus(n.mcRecv.Counters())
 	}
 	if n.role == RolePrimary {
 		st.Released = n.gate.Released()
 		st.Sequencer = n.seqr.Stats()
 		st.Gate = n.gate.Stats()
+		st.Standbys = n.standbysLocked(st.UptimeNs)
 		h := n.releaseHist
 		if h.TotalCount() > 0 {
 			st.LatencyUs = map[string]int64{
@@ -177,4 +275,25 @@ func (n *Node) writeStatusLocked() {
 		return
 	}
 	_ = os.Rename(tmp, filepath.Clean(n.cfg.StatusFile))
+}
+
+// standbysLocked lists what the gate knows of every configured peer and
+// every in-sync member, in id order.
+func (n *Node) standbysLocked(nowNs int64) []StandbyStatus {
+	ids := make([]uint32, 0, len(n.cfg.Peers)+len(n.isr.members))
+	for id := range n.cfg.Peers {
+		ids = append(ids, id)
+	}
+	for _, id := range n.isr.members {
+		ids = append(ids, uint32(id))
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var out []StandbyStatus
+	for _, id := range ids {
+		if g, ok := n.gate.Standby(id); ok {
+			out = append(out, StandbyStatus{ID: id, Acked: g.AckSeq, LastAckAgeNs: max(nowNs-g.LastAckNs, 0), InSync: g.Member})
+		}
+	}
+	return out
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/verdict"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/node"
 )
 
 // demo runs the whole product on loopback: a witness and two nodes as
@@ -102,11 +103,11 @@ func (d *demo) stopAll() {
 }
 
 type nodeStatus struct {
-	Role     string `json:"role"`
-	Epoch    uint64 `json:"epoch"`
-	Applied  uint64 `json:"applied"`
-	Released uint64 `json:"released"`
-	Hash     uint64 `json:"state_hash"`
+	Role     string      `json:"role"`
+	Epoch    uint64      `json:"epoch"`
+	Applied  uint64      `json:"applied"`
+	Released uint64      `json:"released"`
+	Hash     node.Hash64 `json:"state_hash"`
 }
 
 func (d *demo) status(id uint32) (nodeStatus, error) {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -17,6 +18,7 @@ var commands = []command{
 	{"witness", "run the lease witness (on a third box)", runWitness},
 	{"client", "send a fixed-rate load of orders and report the answers", runClient},
 	{"stat", "show a node's live status (role, lease, watermarks, counters)", runStat},
+	{"journal", "read a journal without changing it: dump, verify, describe", runJournal},
 	{"demo", "run a witness, two nodes and a client on loopback; kill the primary; show the failover", runDemo},
 	{"keygen", "write a new master key file for frame authentication", runKeygen},
 	{"bench", "measure: gated latency by stage vs the raw UDP floor, throughput, compare and plot histograms", runBench},
@@ -47,6 +49,11 @@ func main() {
 					return
 				}
 				fmt.Fprintf(os.Stderr, "seqbus %s: %v\n", c.name, err)
+				// An error may carry its own exit code (2: a bad flag value).
+				var coded interface{ ExitCode() int }
+				if errors.As(err, &coded) {
+					os.Exit(coded.ExitCode())
+				}
 				os.Exit(1)
 			}
 			return

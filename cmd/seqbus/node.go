@@ -16,9 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/metrics"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
 )
@@ -114,6 +117,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	busyPoll := fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
 	cpu := fs.Int("cpu", -1, "pin the receive loops to this CPU (-1: no pinning)")
+	metricsAddrFlag := fs.String("metrics-addr", "", metricsAddrUsage)
 	noFencing, noGating := new(bool), new(bool)
 	if allowUnsafe {
 		noFencing = fs.Bool("unsafe-no-fencing", false, "UNSAFE, drills only: accept stale epochs and never step down")
@@ -127,12 +131,15 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	if *id == 0 || *dir == "" {
 		return fmt.Errorf("--id and --dir are required")
 	}
+	metricsAddr, err := parseMetricsAddr(*metricsAddrFlag)
+	if err != nil {
+		return err
+	}
 	cfg := node.Config{
 		ID: uint32(*id), Stream: uint16(*stream), Dir: *dir, Interface: *iface, TTL: *ttl,
 		Peers: peers, Epoch: *epoch, SnapshotEvery: *snapEvery,
 		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
 	}
-	var err error
 	if cfg.Listen, err = netip.ParseAddrPort(*listen); err != nil {
 		return fmt.Errorf("--listen: %v", err)
 	}
@@ -200,9 +207,24 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	if *noFencing || *noGating {
 		cfg.Log.Warn("UNSAFE SWITCHES ON: this node can lose or un-release outputs; drills only", "no_fencing", *noFencing, "no_gating", *noGating)
 	}
+	// Listen for metrics before the node opens anything, so a taken port
+	// fails the start instead of leaving a node running without them.
+	var reg *prometheus.Registry
+	if metricsAddr != "" {
+		reg = metrics.NewRegistry()
+		ms, err := metrics.Serve(metricsAddr, reg, cfg.Log)
+		if err != nil {
+			return err
+		}
+		defer ms.Close()
+		cfg.Log.Info("metrics", "url", "http://"+ms.Addr()+"/metrics")
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
+	}
+	if reg != nil {
+		reg.MustRegister(metrics.NodeCollector{N: n})
 	}
 	for _, r := range n.SocketReports() {
 		if r.RecvBufferBytesGranted < r.RecvBufferBytesRequested {

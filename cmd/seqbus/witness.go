@@ -8,8 +8,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/internal/metrics"
 	"github.com/seqbus/seqbus/witness"
 )
 
@@ -21,11 +24,16 @@ func runWitness(args []string) error {
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate the lease protocol")
 	nodesFlag := fs.String("nodes", "", "with --key: the node ids it serves, e.g. 1,2")
 	stream := fs.Uint("stream", 1, "stream id (with --key: the keys are per stream)")
+	metricsAddrFlag := fs.String("metrics-addr", "", metricsAddrUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {
 		return fmt.Errorf("--dir is required")
+	}
+	metricsAddr, err := parseMetricsAddr(*metricsAddrFlag)
+	if err != nil {
+		return err
 	}
 	addr, err := netip.ParseAddrPort(*listen)
 	if err != nil {
@@ -46,6 +54,16 @@ func runWitness(args []string) error {
 		}
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
+	var reg *prometheus.Registry
+	if metricsAddr != "" {
+		reg = metrics.NewRegistry()
+		ms, err := metrics.Serve(metricsAddr, reg, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer ms.Close()
+		cfg.Logger.Info("metrics", "url", "http://"+ms.Addr()+"/metrics")
+	}
 	// 8 MB of receive buffer, as a node has: a burst or a flood of requests
 	// queues instead of dropping the holder's renewals with it.
 	conn, err := bus.ListenUnicast(bus.UnicastConfig{Addr: addr, Tuning: bus.Tuning{RecvBufferBytes: 8 << 20}})
@@ -59,6 +77,9 @@ func runWitness(args []string) error {
 	}
 	if err := srv.Start(); err != nil {
 		return err
+	}
+	if reg != nil {
+		reg.MustRegister(metrics.WitnessCollector{S: srv})
 	}
 	cfg.Logger.Info("serving", "lease", *lease, "epoch", srv.Status().Epoch)
 	waitSignal()
