@@ -120,6 +120,10 @@ type Node struct {
 	gapBuf   [wire.MaxNakRanges]standby.Range
 	nakBuf   [wire.MaxNakRanges]standby.Range
 
+	// drainer empties the send-only sockets (mcSend, mdSend) on the
+	// ticker, outside the lock; only tickLoop uses it.
+	drainer *bus.Drainer
+
 	syncKick chan struct{}
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -142,6 +146,7 @@ func New(cfg Config) (*Node, error) {
 		mdBatch:  wire.NewBatch(datagramLen(cfg.Key != nil)),
 		frameBuf: make([]byte, 0, wire.MaxFrameLen),
 		syncKick: make(chan struct{}, 1),
+		drainer:  bus.NewDrainer(),
 		stop:     make(chan struct{}),
 		naks:     standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
 		fetch:    standby.NewFetch(standby.FetchConfig{}),
@@ -540,6 +545,7 @@ func (n *Node) tickLoop() {
 		case <-n.stop:
 			return
 		case <-t.C:
+			n.drainSendOnly()
 			n.mu.Lock()
 			if !n.closed {
 				n.tickLocked(n.nowNs())
@@ -549,6 +555,21 @@ func (n *Node) tickLoop() {
 			n.mu.Lock()
 			n.writeStatusLocked()
 			n.mu.Unlock()
+		}
+	}
+}
+
+// drainSendOnly reads and discards whatever arrived on the send-only
+// sockets: nobody should send to them, but anyone can, and the bus counts
+// each datagram (DropSendOnly) as it drains it. One non-blocking read per
+// socket per tick when nothing arrived; it runs outside the node's lock so
+// it never delays a command.
+func (n *Node) drainSendOnly() {
+	for _, c := range []Endpoint{n.mcSend, n.mdSend} {
+		if c != nil {
+			// Errors are counted by the bus (ReceiveErrors); ErrClosed
+			// only happens while the node closes.
+			_, _ = n.drainer.Drain(c)
 		}
 	}
 }

@@ -36,6 +36,10 @@ type Stats struct {
 	DropNotPrimary, DropUnexpected                    uint64
 	DropShort, DropChecksum, DropMalformed            uint64
 	DropNoMAC, DropBadMAC, DropUnknownKey, DropReplay uint64
+	// DropSendOnly: datagrams that arrived on the send-only sockets
+	// (replication and market-data senders), drained and discarded; the
+	// sum of their bus counters' Drops[bus.DropSendOnly].
+	DropSendOnly uint64
 }
 
 func (s *Stats) countDrop(err error) {
@@ -86,7 +90,10 @@ type Status struct {
 	Gate      any          `json:"gate,omitempty"`
 	Unicast   bus.Counters `json:"unicast"`
 	Multicast bus.Counters `json:"multicast"`
-	UptimeNs  int64        `json:"uptime_ns"`
+	// MulticastSend and MarketDataSend are the send-only sockets.
+	MulticastSend  bus.Counters  `json:"multicast_send"`
+	MarketDataSend *bus.Counters `json:"market_data_send,omitempty"`
+	UptimeNs       int64         `json:"uptime_ns"`
 	// LatencyUs: assign -> release (gated), µs percentiles over the
 	// node's life as primary.
 	LatencyUs map[string]int64 `json:"latency_us,omitempty"`
@@ -124,6 +131,15 @@ func (n *Node) statusLocked() Status {
 	}
 	if n.mcRecv != nil {
 		st.Multicast = n.mcRecv.Counters()
+	}
+	if n.mcSend != nil {
+		st.MulticastSend = n.mcSend.Counters()
+		st.Node.DropSendOnly += st.MulticastSend.Drops[bus.DropSendOnly]
+	}
+	if n.mdSend != nil {
+		c := n.mdSend.Counters()
+		st.MarketDataSend = &c
+		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
 	}
 	if n.role == RolePrimary {
 		st.Released = n.gate.Released()
