@@ -53,6 +53,9 @@ type Node struct {
 
 	j   *journal.Journal
 	eng engine.StateMachine
+	// dedup is eng's optional engine.Deduper (nil without it), asserted
+	// whenever eng is replaced.
+	dedup engine.Deduper
 
 	fence arbiter.Fence
 	epoch uint64 // epoch we lead (primary) or follow (standby)
@@ -359,6 +362,7 @@ func (n *Node) rebuildState() error {
 		return err
 	}
 	n.eng = eng
+	n.dedup, _ = eng.(engine.Deduper)
 	snapSeq, err := n.restoreSnapshot()
 	if err != nil {
 		return err

@@ -40,6 +40,11 @@ type Stats struct {
 	// (replication and market-data senders), drained and discarded; the
 	// sum of their bus counters' Drops[bus.DropSendOnly].
 	DropSendOnly uint64
+
+	// AnsweredFromTable: commands the primary answered from the state
+	// machine's dedup table (replays, resends, too-old ids) without
+	// sequencing, journaling or replicating them.
+	AnsweredFromTable uint64
 }
 
 func (s *Stats) countDrop(err error) {
