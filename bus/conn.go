@@ -80,6 +80,10 @@ const (
 	DropBadHeader     DropReason = 2 // frame header did not parse
 	DropUnknownSender DropReason = 3 // sender not in the expected set
 	DropOther         DropReason = 4 // any filter reason out of range
+	// DropSendOnly: a datagram arrived on a send-only socket (a multicast
+	// sender). Nobody should send to one; whatever does is drained and
+	// counted so it can neither fill the socket nor go unseen.
+	DropSendOnly DropReason = 5
 
 	// DropReasonsMax bounds the drop counter array.
 	DropReasonsMax = 8
@@ -97,6 +101,8 @@ func (r DropReason) String() string {
 		return "unknown-sender"
 	case DropOther:
 		return "other"
+	case DropSendOnly:
+		return "send-only"
 	}
 	return "reason-" + strconv.Itoa(int(r))
 }
@@ -105,3 +111,7 @@ func (r DropReason) String() string {
 // result drops and counts it. It runs on the receiving goroutine for every
 // datagram, so it must not block or allocate, and must not retain pkt.
 type Filter func(pkt []byte, from netip.AddrPort) DropReason
+
+// SendOnly is the Filter of a send-only endpoint: it drops every datagram
+// as DropSendOnly. A Drainer reads such an endpoint to empty it.
+func SendOnly([]byte, netip.AddrPort) DropReason { return DropSendOnly }

@@ -55,6 +55,10 @@ type Report struct {
 	PreferBusyPollErr        error
 	BusyPollBudgetErr        error
 	BindToDeviceErr          error // why SO_BINDTODEVICE was refused (multicast sender)
+	// SendOnly: the socket only sends (a multicast sender). Its receive
+	// buffer is the kernel's minimum whatever Tuning asked, so datagrams
+	// injected into it cannot pin memory; a Drainer empties and counts them.
+	SendOnly bool
 }
 
 // UnicastConfig configures a unicast endpoint (NAK, ACK, retransmit, lease).
@@ -161,10 +165,13 @@ func NewMulticastSender(cfg MulticastSenderConfig) (*UDP, error) {
 	if !source.Addr().Is4() {
 		return nil, fmt.Errorf("%w: source %v is not IPv4", ErrConfig, source)
 	}
-	u, err := listen(source, socketOptions{bindDevice: ifi.Name}, cfg.Tuning)
+	u, err := listen(source, socketOptions{bindDevice: ifi.Name, sendOnly: true}, cfg.Tuning)
 	if err != nil {
 		return nil, err
 	}
+	// Nothing is ever meant to arrive here, so whatever does is dropped and
+	// counted by whoever drains the socket (a Drainer).
+	u.filter = SendOnly
 	p := ipv4.NewPacketConn(u.conn)
 	if err := p.SetMulticastInterface(ifi); err != nil {
 		u.Close()
@@ -260,6 +267,9 @@ type socketOptions struct {
 	reuse             bool   // SO_REUSEADDR + SO_REUSEPORT
 	bindDevice        string // SO_BINDTODEVICE, best effort, reported
 	multicastReceiver bool   // IP_MULTICAST_ALL off, IP_PKTINFO on
+	// sendOnly: the smallest receive buffer whatever Tuning asks, and
+	// SO_RXQ_OVFL on (Linux) so a drain also sees what the kernel dropped.
+	sendOnly bool
 }
 
 func listen(addr netip.AddrPort, opts socketOptions, tuning Tuning) (*UDP, error) {
@@ -288,7 +298,8 @@ func listen(addr netip.AddrPort, opts socketOptions, tuning Tuning) (*UDP, error
 		u.conn.Close()
 		return nil, err
 	}
-	u.sys.init(opts.multicastReceiver)
+	u.sys.init(opts.multicastReceiver || opts.sendOnly)
+	u.report.SendOnly = opts.sendOnly
 	return u, nil
 }
 

@@ -391,6 +391,13 @@ func controlBeforeBind(c syscall.RawConn, opts socketOptions, report *Report) er
 				return
 			}
 		}
+		if opts.sendOnly {
+			// Report the kernel's drops with the datagrams a drain reads.
+			if err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1); err != nil {
+				err = fmt.Errorf("bus: SO_RXQ_OVFL: %w", err)
+				return
+			}
+		}
 		if opts.bindDevice != "" {
 			// Best effort: IP_MULTICAST_IF already pins multicast; this pins
 			// unicast sent from the same socket too.
@@ -404,13 +411,21 @@ func controlBeforeBind(c syscall.RawConn, opts socketOptions, report *Report) er
 }
 
 // tune applies Tuning after bind and records what the kernel granted.
-func (u *UDP) tune(t Tuning, _ socketOptions) error {
+func (u *UDP) tune(t Tuning, opts socketOptions) error {
 	r := &u.report
+	if opts.sendOnly {
+		t.RecvBufferBytes = 0
+	}
 	r.RecvBufferBytesRequested = t.RecvBufferBytes
 	r.SendBufferBytesRequested = t.SendBufferBytes
 	return u.raw.Control(func(fd uintptr) {
 		f := int(fd)
-		if t.RecvBufferBytes > 0 {
+		if opts.sendOnly {
+			// SO_RCVBUF 0 is raised to the kernel's floor (SOCK_MIN_RCVBUF,
+			// a few datagrams): shutdown(SHUT_RD) would not help, an
+			// unconnected UDP socket refuses it (ENOTCONN) and queues anyway.
+			_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, 0)
+		} else if t.RecvBufferBytes > 0 {
 			if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, t.RecvBufferBytes) != nil {
 				_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, t.RecvBufferBytes)
 			}

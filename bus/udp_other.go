@@ -105,11 +105,16 @@ func (s *udpSys) send(u *UDP, bufs [][]byte, to netip.AddrPort) error {
 
 func controlBeforeBind(syscall.RawConn, socketOptions, *Report) error { return nil }
 
-func (u *UDP) tune(t Tuning, _ socketOptions) error {
+func (u *UDP) tune(t Tuning, opts socketOptions) error {
 	r := &u.report
+	if opts.sendOnly {
+		t.RecvBufferBytes = 0
+	}
 	r.RecvBufferBytesRequested = t.RecvBufferBytes
 	r.SendBufferBytesRequested = t.SendBufferBytes
-	if t.RecvBufferBytes > 0 {
+	if opts.sendOnly {
+		_ = u.conn.SetReadBuffer(1) // raised to the platform's floor
+	} else if t.RecvBufferBytes > 0 {
 		_ = u.conn.SetReadBuffer(t.RecvBufferBytes)
 	}
 	if t.SendBufferBytes > 0 {

@@ -20,40 +20,102 @@ type entry struct {
 	result  [maxResultLen]byte // zero beyond n, so entryHash reads whole words
 }
 
+// verdict is what the dedup table says about a (session, client order id)
+// before the command is applied.
+type verdict uint8
+
+const (
+	verdictApply           verdict = iota // not seen: apply it (slot is its row)
+	verdictNewSession                     // unknown session with room: apply it in a new row
+	verdictTooManySessions                // unknown session, table full: reject, not recorded
+	verdictTooOld                         // below the window: reject, not recorded
+	verdictDuplicate                      // applied before: answer with en's result
+)
+
+// classify reads the dedup table without changing it.
+func (e *Engine) classify(sessionID, clOrdID uint64) (slot int32, v verdict, en *entry) {
+	slot, ok := e.sessionIndex.get(sessionID)
+	if !ok {
+		if len(e.sessions) == int(e.cfg.MaxSessions) {
+			return nilIndex, verdictTooManySessions, nil
+		}
+		return nilIndex, verdictNewSession, nil
+	}
+	s := &e.sessions[slot]
+	if clOrdID > s.hi {
+		return slot, verdictApply, nil
+	}
+	if s.hi-clOrdID >= uint64(e.cfg.DedupWindow) {
+		return slot, verdictTooOld, nil
+	}
+	en = e.entry(slot, clOrdID)
+	if en.clOrdID != clOrdID {
+		return slot, verdictApply, nil
+	}
+	return slot, verdictDuplicate, en
+}
+
+// answerFromTable emits the answer of a command the dedup table answers
+// by itself (a reject that is not recorded, or a Duplicate) and reports
+// whether it did; it changes no state.
+func (e *Engine) answerFromTable(sessionID, clOrdID uint64, v verdict, en *entry) bool {
+	switch v {
+	case verdictTooManySessions:
+		e.emit(sessionID, &Output{Kind: KindReject, ClientOrderID: clOrdID, Reason: ReasonTooManySessions})
+	case verdictTooOld:
+		e.emit(sessionID, &Output{Kind: KindReject, ClientOrderID: clOrdID, Reason: ReasonTooOld})
+	case verdictDuplicate:
+		if e.out != nil {
+			e.buf[0] = byte(KindDuplicate)
+			n := copy(e.buf[1:], en.result[:en.n])
+			e.out.Emit(sessionID, e.buf[:1+n])
+		}
+	default:
+		return false
+	}
+	return true
+}
+
 // lookupSession finds or creates the session's dedup row. It answers a
 // duplicate or a too-old id itself and reports false when the command must
 // not be applied.
 func (e *Engine) lookupSession(sessionID, clOrdID uint64) (int32, bool) {
-	slot, ok := e.sessionIndex.get(sessionID)
-	if !ok {
-		if len(e.sessions) == int(e.cfg.MaxSessions) {
-			e.emit(sessionID, &Output{Kind: KindReject, ClientOrderID: clOrdID, Reason: ReasonTooManySessions})
-			return nilIndex, false
-		}
+	slot, v, en := e.classify(sessionID, clOrdID)
+	if e.answerFromTable(sessionID, clOrdID, v, en) {
+		return nilIndex, false
+	}
+	if v == verdictNewSession {
 		slot = int32(len(e.sessions))
 		e.sessions = append(e.sessions, session{id: sessionID})
 		e.sessionIndex.put(sessionID, slot)
 		e.hashSum += sessionHash(&e.sessions[slot])
-		return slot, true
 	}
-	s := &e.sessions[slot]
-	if clOrdID > s.hi {
-		return slot, true
+	return slot, true
+}
+
+// Answer implements Deduper: a read-only look at the dedup table. It
+// answers exactly what Apply would for a command that Apply would not
+// record (so applying it would change nothing but AppliedSeq): a resend
+// of an applied id (Duplicate with the original result), an id below the
+// window (Reject TooOld), a new session when the table is full (Reject
+// TooManySessions) and client order id 0 (Reject BadClientOrderID). A
+// command without a valid header is not answered (Apply emits nothing for
+// it either). It never allocates and must not be called from inside Apply.
+func (e *Engine) Answer(command []byte, out Emitter) bool {
+	h, err := ParseCommand(command)
+	if err != nil {
+		return false
 	}
-	if s.hi-clOrdID >= uint64(e.cfg.DedupWindow) {
-		e.emit(sessionID, &Output{Kind: KindReject, ClientOrderID: clOrdID, Reason: ReasonTooOld})
-		return nilIndex, false
+	e.out = out
+	answered := true
+	if h.ClientOrderID == 0 {
+		e.emit(h.Session, &Output{Kind: KindReject, Reason: ReasonBadClientOrderID})
+	} else {
+		_, v, en := e.classify(h.Session, h.ClientOrderID)
+		answered = e.answerFromTable(h.Session, h.ClientOrderID, v, en)
 	}
-	en := e.entry(slot, clOrdID)
-	if en.clOrdID != clOrdID {
-		return slot, true
-	}
-	if e.out != nil {
-		e.buf[0] = byte(KindDuplicate)
-		n := copy(e.buf[1:], en.result[:en.n])
-		e.out.Emit(sessionID, e.buf[:1+n])
-	}
-	return nilIndex, false
+	e.out = nil
+	return answered
 }
 
 func (e *Engine) entry(slot int32, clOrdID uint64) *entry {

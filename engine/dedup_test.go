@@ -94,3 +94,55 @@ func TestDedupWindow(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAnswer: Answer agrees with Apply. Before each command is applied,
+// Answer is asked: it never changes the state; when it answers, Apply
+// then emits exactly the same outputs and changes nothing but AppliedSeq;
+// when it does not, Apply records something (a result or a session) or the
+// command has no valid header.
+func FuzzAnswer(f *testing.F) {
+	f.Add(joinCommands(limitCmd(1, 1, 0, Buy, 100, 5), limitCmd(1, 1, 0, Buy, 100, 5), limitCmd(2, 1, 0, Sell, 99, 7), cancelCmd(2, 2, 2), cancelCmd(2, 2, 2)))
+	f.Add(joinCommands(limitCmd(1, 9, 1, Buy, 1, 1), limitCmd(1, 2, 1, Buy, 1, 1), limitCmd(1, 0, 1, Buy, 1, 1), limitCmd(3, 1, 0, Buy, 1, 1), limitCmd(4, 1, 0, Buy, 1, 1), limitCmd(5, 1, 0, Buy, 1, 1)))
+	f.Add([]byte{16, 1, 0, 0, 0, 0, 0, 0, 0, 1})
+	cfg := Config{MaxInstruments: 2, MaxOrders: 6, MaxSessions: 3, DedupWindow: 4, MaxOrderQty: 100}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e := mustNew(t, cfg)
+		var asked, applied recorder
+		for i, c := range splitCommands(data) {
+			hash, sum, md, next := e.StateHash(), e.hashSum, e.mdSeq, e.nextOrderID
+			answered := e.Answer(c, &asked)
+			want := asked.take()
+			if e.StateHash() != hash {
+				t.Fatalf("cmd %d: Answer changed the state", i)
+			}
+			if !answered && len(want) != 0 {
+				t.Fatalf("cmd %d: not answered, yet %d outputs", i, len(want))
+			}
+			e.Apply(uint64(i+1), c, &applied)
+			got := applied.take()
+			_, perr := ParseCommand(c)
+			unchanged := e.hashSum == sum && e.mdSeq == md && e.nextOrderID == next
+			switch {
+			case answered && !unchanged:
+				t.Fatalf("cmd %d: answered from the table, but Apply changed the state", i)
+			case answered && !equalOutputs(got, want):
+				t.Fatalf("cmd %d: Answer %v, Apply %v", i, formatAll(t, want), formatAll(t, got))
+			case !answered && unchanged && perr == nil:
+				t.Fatalf("cmd %d: not answered, yet Apply changed nothing (%v)", i, formatAll(t, got))
+			}
+		}
+	})
+}
+
+func TestAnswerDoesNotAllocate(t *testing.T) {
+	e := mustNew(t, testConfig())
+	var d discard
+	cmd := limitCmd(1, 1, 0, Buy, 100, 5)
+	e.Apply(1, cmd, &d)
+	if !e.Answer(cmd, &d) {
+		t.Fatal("a resend of an applied command is not answered")
+	}
+	if a := testing.AllocsPerRun(100, func() { e.Answer(cmd, &d) }); a != 0 {
+		t.Fatalf("Answer allocates %.1f per call", a)
+	}
+}

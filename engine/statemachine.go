@@ -45,3 +45,22 @@ type StateMachine interface {
 }
 
 var _ StateMachine = (*Engine)(nil)
+
+// Deduper is an optional ability of a StateMachine: answering a command
+// from the dedup table without applying it. The bus type-asserts it; a
+// state machine without it has every command sequenced and applied.
+//
+// A primary asks before it sequences a command: a replayed or resent
+// command the table can answer costs no seq, no journal record and no
+// replication. The answer is an output like any other: the bus releases it
+// only once everything the primary has applied so far is released, since
+// it reveals the original's result.
+type Deduper interface {
+	// Answer reports whether the state machine answers command without
+	// applying it; if so it has emitted to out exactly the outputs Apply
+	// would have, and applying it would change nothing but AppliedSeq.
+	// Answer never changes the state.
+	Answer(command []byte, out Emitter) bool
+}
+
+var _ Deduper = (*Engine)(nil)

@@ -68,5 +68,5 @@ func (m MemNetwork) MulticastReceiver(group netip.AddrPort, _ string, filter bus
 
 // MulticastSender implements Network.
 func (m MemNetwork) MulticastSender(netip.AddrPort, string, int) (Endpoint, error) {
-	return m.Net.Listen(netip.AddrPortFrom(m.Host, 0), nil)
+	return m.Net.Listen(netip.AddrPortFrom(m.Host, 0), bus.SendOnly)
 }

@@ -53,6 +53,9 @@ type Node struct {
 
 	j   *journal.Journal
 	eng engine.StateMachine
+	// dedup is eng's optional engine.Deduper (nil without it), asserted
+	// whenever eng is replaced.
+	dedup engine.Deduper
 
 	fence arbiter.Fence
 	epoch uint64 // epoch we lead (primary) or follow (standby)
@@ -125,6 +128,10 @@ type Node struct {
 	gapBuf   [wire.MaxNakRanges]standby.Range
 	nakBuf   [wire.MaxNakRanges]standby.Range
 
+	// drainer empties the send-only sockets (mcSend, mdSend) on the
+	// ticker, outside the lock; only tickLoop uses it.
+	drainer *bus.Drainer
+
 	syncKick chan struct{}
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -147,6 +154,7 @@ func New(cfg Config) (*Node, error) {
 		mdBatch:  wire.NewBatch(datagramLen(cfg.Key != nil)),
 		frameBuf: make([]byte, 0, wire.MaxFrameLen),
 		syncKick: make(chan struct{}, 1),
+		drainer:  bus.NewDrainer(),
 		stop:     make(chan struct{}),
 		naks:     standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
 		fetch:    standby.NewFetch(standby.FetchConfig{}),
@@ -360,6 +368,7 @@ func (n *Node) rebuildState() error {
 		return err
 	}
 	n.eng = eng
+	n.dedup, _ = eng.(engine.Deduper)
 	snapSeq, err := n.restoreSnapshot()
 	if err != nil {
 		return err
@@ -547,6 +556,7 @@ func (n *Node) tickLoop() {
 		case <-n.stop:
 			return
 		case <-t.C:
+			n.drainSendOnly()
 			n.mu.Lock()
 			if !n.closed {
 				n.tickLocked(n.nowNs())
@@ -556,6 +566,21 @@ func (n *Node) tickLoop() {
 			n.mu.Lock()
 			n.writeStatusLocked()
 			n.mu.Unlock()
+		}
+	}
+}
+
+// drainSendOnly reads and discards whatever arrived on the send-only
+// sockets: nobody should send to them, but anyone can, and the bus counts
+// each datagram (DropSendOnly) as it drains it. One non-blocking read per
+// socket per tick when nothing arrived; it runs outside the node's lock so
+// it never delays a command.
+func (n *Node) drainSendOnly() {
+	for _, c := range []Endpoint{n.mcSend, n.mdSend} {
+		if c != nil {
+			// Errors are counted by the bus (ReceiveErrors); ErrClosed
+			// only happens while the node closes.
+			_, _ = n.drainer.Drain(c)
 		}
 	}
 }

@@ -161,6 +161,9 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.Backpressure++
 			continue
 		}
+		if n.answerFromTable(cmd) {
+			continue
+		}
 		seq, err := n.seqr.Submit(cmd, now)
 		if err != nil {
 			n.stats.BadCommands++
@@ -185,6 +188,38 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.takeSnapshot(seq)
 		}
 	}
+}
+
+// answerFromTable answers a command the state machine's dedup table can
+// answer by itself (engine.Deduper: a replay or resend of an applied id, an
+// id below the window, ...) without sequencing, journaling or replicating
+// it, so a replay flood costs a lookup instead of capacity. It reports
+// whether it answered.
+//
+// The answer reveals the original's result, so it passes the gate like any
+// output: it is queued under the last applied seq, which is at or above
+// the original's, and leaves once everything applied so far is released
+// (at once when nothing is in flight; after one replication round trip
+// under load, or after a promotion once the new epoch has released up to
+// here). A resend of a command still in flight (applied here, not yet
+// released) is answered the same way: never sequenced twice, never
+// answered before the original is released. Engine.Answer does not record
+// the seq of each result, so the answer may wait for later seqs than the
+// original's; it never leaves early.
+func (n *Node) answerFromTable(cmd []byte) bool {
+	if n.dedup == nil {
+		return false
+	}
+	at := n.eng.AppliedSeq()
+	if at == 0 {
+		return false // nothing applied: nothing to answer from, no seq to gate on
+	}
+	n.applySeq = at
+	if !n.dedup.Answer(cmd, &n.emitter) {
+		return false
+	}
+	n.stats.AnsweredFromTable++
+	return true
 }
 
 // journalFailed handles an append that failed: the node must not release

@@ -58,6 +58,7 @@ type SocketDrops struct {
 	WrongGroup    uint64 `json:"wrong_group"`
 	BadHeader     uint64 `json:"bad_header"`
 	UnknownSender uint64 `json:"unknown_sender"`
+	SendOnly      uint64 `json:"send_only"` // arrived on a send-only socket
 	Other         uint64 `json:"other"`
 }
 
@@ -73,8 +74,11 @@ func socketStatus(c bus.Counters) SocketStatus {
 	s.Drops.WrongGroup = c.Drops[bus.DropWrongGroup]
 	s.Drops.BadHeader = c.Drops[bus.DropBadHeader]
 	s.Drops.UnknownSender = c.Drops[bus.DropUnknownSender]
+	s.Drops.SendOnly = c.Drops[bus.DropSendOnly]
 	for r := bus.DropOther; r < bus.DropReasonsMax; r++ {
-		s.Drops.Other += c.Drops[r]
+		if r != bus.DropSendOnly {
+			s.Drops.Other += c.Drops[r]
+		}
 	}
 	return s
 }
@@ -131,6 +135,15 @@ type Stats struct {
 	DropNotPrimary, DropUnexpected                    uint64
 	DropShort, DropChecksum, DropMalformed            uint64
 	DropNoMAC, DropBadMAC, DropUnknownKey, DropReplay uint64
+	// DropSendOnly: datagrams that arrived on the send-only sockets
+	// (replication and market-data senders), drained and discarded; the
+	// sum of their bus counters' Drops[bus.DropSendOnly].
+	DropSendOnly uint64
+
+	// AnsweredFromTable: commands the primary answered from the state
+	// machine's dedup table (replays, resends, too-old ids) without
+	// sequencing, journaling or replicating them.
+	AnsweredFromTable uint64
 }
 
 func (s *Stats) countDrop(err error) {
@@ -181,7 +194,11 @@ type Status struct {
 	Gate      any          `json:"gate,omitempty"`
 	Unicast   SocketStatus `json:"unicast"`
 	Multicast SocketStatus `json:"multicast"`
-	UptimeNs  int64        `json:"uptime_ns"`
+	// MulticastSend and MarketDataSend are the send-only sockets: all
+	// they receive is drained and counted (drops.send_only).
+	MulticastSend  SocketStatus  `json:"multicast_send"`
+	MarketDataSend *SocketStatus `json:"market_data_send,omitempty"`
+	UptimeNs       int64         `json:"uptime_ns"`
 	// Standbys: on the primary, every standby it has heard from or
 	// requires, with its acked seq.
 	Standbys []StandbyStatus `json:"standbys,omitempty"`
@@ -238,6 +255,17 @@ func (n *Node) statusLocked() Status {
 	}
 	if n.mcRecv != nil {
 		st.Multicast = socketStatus(n.mcRecv.Counters())
+	}
+	if n.mcSend != nil {
+		c := n.mcSend.Counters()
+		st.MulticastSend = socketStatus(c)
+		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
+	}
+	if n.mdSend != nil {
+		c := n.mdSend.Counters()
+		md := socketStatus(c)
+		st.MarketDataSend = &md
+		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
 	}
 	if n.role == RolePrimary {
 		st.Released = n.gate.Released()

@@ -207,3 +207,57 @@ func TestCheckerEpochLedTwice(t *testing.T) {
 		t.Fatal("a later violation is not attributed to the open bug")
 	}
 }
+
+type firstOutputs struct{ acks [][]byte }
+
+func (f *firstOutputs) Emit(_ uint64, p []byte) {
+	if o, err := engine.ParseOutput(p); err == nil && o.Kind == engine.KindAck {
+		f.acks = append(f.acks, append([]byte(nil), p...))
+	}
+}
+
+// A primary answers resends from its dedup table without sequencing them
+// (engine.Deduper), so such an answer is in no released command's
+// outputs: the checker accepts it only when the released history backs it
+// (the original result was released; the released table gives the reject).
+func TestCheckerAnsweredFromTable(t *testing.T) {
+	cmds := [][]byte{order(1, 1, 1000), order(1, 100, 1000), order(1, 101, 1000)}
+	ref, err := engine.New(engineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acks firstOutputs
+	for i, c := range cmds {
+		ref.Apply(uint64(i+1), c, &acks)
+	}
+	dup := func(i int) []byte { return append([]byte{byte(engine.KindDuplicate)}, acks.acks[i]...) }
+	tooOld := func(id uint64) []byte {
+		return engine.AppendOutput(nil, &engine.Output{Kind: engine.KindReject, ClientOrderID: id, Reason: engine.ReasonTooOld})
+	}
+	cases := []struct {
+		name   string
+		output []byte
+		ok     bool
+	}{
+		{"duplicate of a released result", dup(0), true},
+		{"duplicate of an unreleased result", dup(2), false},
+		{"too old for the released table", tooOld(100 - 64), true},
+		{"too old only for the unreleased table", tooOld(101 - 64), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := newTestChecker(t)
+			apply(t, c, 1, cmds...)
+			grant(s, c, 1, 1)
+			release(c, 1, 1, 2) // the first two commands only
+			c.onClientOutput(1, tc.output)
+			c.checkReceived()
+			if tc.ok && len(c.violations) > 0 {
+				t.Fatalf("refused: %q", c.violations)
+			}
+			if !tc.ok {
+				wantViolation(t, c, "invariant 1")
+			}
+		})
+	}
+}
