@@ -451,11 +451,13 @@ const (
 // every answer. It returns when every command is answered, or with
 // ErrUnanswered after Drain.
 //
-// The generator is internal/pace on the calling goroutine, locked to its
-// OS thread for the run: it waits for each intended send time by polling
-// the clock and, in poll mode (Options.Poll), the socket through PollIO
-// (spin within 20 µs of the next send, sched_yield further away), never
-// with a Go timer, which would round sub-millisecond waits up to ~1 ms.
+// The generator is internal/pace on the calling goroutine: it waits for
+// each intended send time by polling the clock and, in poll mode
+// (Options.Poll), the socket through PollIO (spin within 20 µs of the next
+// send, yield further away), never with a Go timer, which would round
+// sub-millisecond waits up to ~1 ms. In poll mode the goroutine is locked
+// to its OS thread for the run and yields with sched_yield; in goroutine
+// mode it yields with runtime.Gosched, so the receive goroutine gets a P.
 // Commands due by the time it wakes go out in one frame; each Result's
 // IntendedNs is its slot in the schedule and SentNs the time read just
 // before the send. The drain polls the same way, bounded by cfg.Drain.
@@ -486,9 +488,17 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		c.opts.OnResult = prev
 		c.mu.Unlock()
 	}()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	w := pace.NewWaiter(pace.WaiterConfig{Histogram: true})
+	wcfg := pace.WaiterConfig{Histogram: true}
+	if c.loop == nil {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	} else {
+		// Goroutine mode: the receive loop (and, in tests, whole nodes)
+		// need a P. A locked thread yielding with sched_yield keeps its P
+		// and would leave them the rest; Gosched hands the P over.
+		wcfg.Yield = runtime.Gosched
+	}
+	w := pace.NewWaiter(wcfg)
 	poll := c.PollIO // one method value for the run: no allocation per wait
 	gen := orderGen{state: cfg.Seed | 1, instruments: cfg.Instruments}
 	sched := pace.NewSchedule(c.nowNs()+loadLeadNs, cfg.Rate)
