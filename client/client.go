@@ -355,12 +355,13 @@ const (
 
 // PollIO reads one batch (up to 16) of the answers waiting on the socket
 // without blocking (poll mode; in goroutine mode the receive loop reads
-// them and PollIO only runs the timers), handles them (OnResult and OnOutput run on the caller's
-// goroutine), and at most every 2 ms resends overdue commands and asks the
-// witness who leads. nowNs is monotime.Now(). It returns the datagrams read
-// plus the commands resent; it does not allocate on the receive path. In
-// poll mode call it from one goroutine only. After a receive error (the
-// socket closed) it reads no more; Load returns that error.
+// them and PollIO only runs the timers), handles them (OnResult and
+// OnOutput run on the caller's goroutine), and at most every 2 ms resends
+// overdue commands and asks the witness who leads. nowNs is monotime.Now().
+// It returns the datagrams read plus the commands resent; it does not
+// allocate on the receive path. In poll mode call it from one goroutine
+// only. After a receive error (the socket closed) it reads no more; Load
+// returns that error.
 func (c *Client) PollIO(nowNs int64) int {
 	work := 0
 	if c.loop == nil && c.ioErr == nil {
