@@ -50,6 +50,9 @@ type FloorConfig struct {
 	// loop: one ping in flight, each sent when the last reply arrives.
 	Rate          float64
 	Count, Warmup int
+	// SpinNs is the generator's spin window (as client.LoadConfig.SpinNs;
+	// 0 means pace.SpinNsDefault).
+	SpinNs int64
 	// CPUs pins roles to CPU lists ("0", "1", "0-1"): "client" (the calling
 	// thread), "echo" (the far end) and, for 4 hops, "relay" (A). Hop
 	// processes are started under taskset; empty means no pinning.
@@ -209,7 +212,7 @@ type floorClient struct {
 func newFloorClient(cfg FloorConfig, u *bus.UDP, to netip.AddrPort) *floorClient {
 	total := uint64(cfg.Count + cfg.Warmup)
 	c := &floorClient{cfg: cfg, u: u, to: to, total: total,
-		w:     pace.NewWaiter(pace.WaiterConfig{Histogram: true}),
+		w:     pace.NewWaiter(pace.WaiterConfig{Histogram: true, SpinNs: cfg.SpinNs}),
 		ping:  [][]byte{make([]byte, cfg.Size)},
 		bufs:  make([][]byte, echoBatch),
 		sizes: make([]int, echoBatch),

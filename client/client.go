@@ -427,6 +427,12 @@ type LoadConfig struct {
 	Seed        uint64
 	// Drain bounds the wait for the last answers after the last send.
 	Drain time.Duration
+	// SpinNs is the generator's spin window before each send
+	// (pace.WaiterConfig.SpinNs; 0 means pace.SpinNsDefault, 20 µs).
+	// Outside it the generator yields the CPU. Under CPU contention a
+	// sched_yield can cost a scheduler slice; spinning the whole interval
+	// (SpinNs ≥ 1e9/Rate) keeps time better and never gives the CPU away.
+	SpinNs int64
 }
 
 // LoadReport is what a Load run saw.
@@ -494,7 +500,7 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		c.opts.OnResult = prev
 		c.mu.Unlock()
 	}()
-	wcfg := pace.WaiterConfig{Histogram: true}
+	wcfg := pace.WaiterConfig{Histogram: true, SpinNs: cfg.SpinNs}
 	if c.loop == nil {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()

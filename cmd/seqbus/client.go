@@ -85,6 +85,7 @@ func runClient(args []string) error {
 	instruments := fs.Uint("instruments", 4, "instruments to spread orders over")
 	seed := fs.Uint64("seed", 1, "order stream seed")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
+	spin := fs.Duration("spin", 0, "the generator spins this long before each send and yields the CPU before that (0: 20µs; ≥ the interval: never yield)")
 	out := fs.String("json", "", "also write the summary as JSON to this file")
 	idle := fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
 	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
@@ -131,7 +132,7 @@ func runClient(args []string) error {
 	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain},
+	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, SpinNs: int64(*spin)},
 		func(r client.Result) { _ = hist.RecordValue(max(r.LatencyNs/1000, 1)) })
 	st := rep.Stats
 	sum := clientSummary{
