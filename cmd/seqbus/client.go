@@ -70,6 +70,10 @@ type clientSummary struct {
 	Executions, Failovers                                         uint64
 	ElapsedSec, RatePerSec                                        float64
 	LatencyUs                                                     map[string]float64
+	// The generator's own lateness: commands sent > 10 µs after their
+	// intended time, and the intended->sent percentiles.
+	SentLate10us     uint64
+	IntendedToSentUs map[string]float64
 }
 
 func runClient(args []string) error {
@@ -81,8 +85,9 @@ func runClient(args []string) error {
 	instruments := fs.Uint("instruments", 4, "instruments to spread orders over")
 	seed := fs.Uint64("seed", 1, "order stream seed")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
+	spin := fs.Duration("spin", 0, "the generator spins this long before each send and yields the CPU before that (0: 20µs; ≥ the interval: never yield)")
 	out := fs.String("json", "", "also write the summary as JSON to this file")
-	idle := fs.String("idle", "block", "receive idle strategy: block, backoff, spin, yield")
+	idle := fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
 	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
 	nodes := peerFlags{}
 	fs.Var(nodes, "node", "a node the primary may be, as id=host:port (repeat)")
@@ -100,7 +105,10 @@ func runClient(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl, Nodes: nodes, Stream: uint16(*stream)}
+	// Poll: the load's generator (internal/pace) reads the answers between
+	// sends on its own thread, so latency counts from the intended send
+	// time of a generator that keeps time.
+	opts := client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl, Nodes: nodes, Stream: uint16(*stream), Poll: true}
 	if opts.Key, err = loadKey(*keyFile); err != nil {
 		return err
 	}
@@ -124,7 +132,7 @@ func runClient(args []string) error {
 	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain},
+	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, SpinNs: int64(*spin)},
 		func(r client.Result) { _ = hist.RecordValue(max(r.LatencyNs/1000, 1)) })
 	st := rep.Stats
 	sum := clientSummary{
@@ -133,8 +141,12 @@ func runClient(args []string) error {
 		ElapsedSec: rep.Elapsed.Seconds(), RatePerSec: float64(st.Answered) / max(rep.Elapsed.Seconds(), 1e-9),
 		LatencyUs: map[string]float64{},
 	}
+	sum.SentLate10us, sum.IntendedToSentUs = rep.Pace.Late10us, map[string]float64{}
 	for _, q := range []float64{50, 90, 99, 99.9, 99.99, 100} {
 		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(hist.ValueAtQuantile(q))
+		if rep.IntendedToSent != nil {
+			sum.IntendedToSentUs[fmt.Sprintf("p%g", q)] = float64(rep.IntendedToSent.ValueAtQuantile(q)) / 1000
+		}
 	}
 	b, _ := json.MarshalIndent(sum, "", "  ")
 	fmt.Println(string(b))
