@@ -86,7 +86,11 @@ type Status struct {
 	Gate      any          `json:"gate,omitempty"`
 	Unicast   bus.Counters `json:"unicast"`
 	Multicast bus.Counters `json:"multicast"`
-	UptimeNs  int64        `json:"uptime_ns"`
+	// MulticastSend and MarketDataSend are the sending sockets' counters
+	// (the replication group's sender, the market-data sender).
+	MulticastSend  bus.Counters `json:"multicast_send"`
+	MarketDataSend bus.Counters `json:"market_data_send"`
+	UptimeNs       int64        `json:"uptime_ns"`
 	// LatencyUs: assign -> release (gated), µs percentiles over the
 	// node's life as primary.
 	LatencyUs map[string]int64 `json:"latency_us,omitempty"`
@@ -124,6 +128,12 @@ func (n *Node) statusLocked() Status {
 	}
 	if n.mcRecv != nil {
 		st.Multicast = n.mcRecv.Counters()
+	}
+	if n.mcSend != nil {
+		st.MulticastSend = n.mcSend.Counters()
+	}
+	if n.mdSend != nil {
+		st.MarketDataSend = n.mdSend.Counters()
 	}
 	if n.role == RolePrimary {
 		st.Released = n.gate.Released()
