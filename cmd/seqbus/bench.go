@@ -417,8 +417,8 @@ func benchFloor(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench floor", flag.ContinueOnError)
 	size := fs.Int("size", 32, "message bytes")
 	count := fs.Int("count", 100_000, "round trips per strategy")
-	rate := fs.Float64("rate", 10_000, "pings per second (0: back to back)")
-	idles := fs.String("idles", "block,backoff,spin", "idle strategies to compare")
+	rate := fs.Float64("rate", 10_000, "pings per second on the generator's schedule (0: closed loop, back to back)")
+	idles := fs.String("idles", "block,yield,spin,backoff", "idle strategies of the hop processes: "+strings.Join(bench.FloorIdles, ", "))
 	hops := fs.Int("hops", 2, "2 (client→echo→client) or 4 (client→A→B→A→client)")
 	c := addCommon(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -427,26 +427,29 @@ func benchFloor(ctx context.Context, args []string) error {
 	if _, _, err := c.setup(); err != nil {
 		return err
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	machine := bench.Machine()
-	fmt.Printf("seqbus bench floor on %s: %d-byte raw UDP ping-pong, %d hops, %d round trips at %.0f/s\n", machineText(machine), *size, *hops, *count, *rate)
+	fmt.Printf("seqbus bench floor on %s: %d-byte raw UDP ping-pong, %d hops in separate processes, %d round trips at %.0f/s\n", machineText(machine), *size, *hops, *count, *rate)
 	var series []bench.Named
 	var sums []bench.Summary
 	for _, name := range strings.Split(*idles, ",") {
 		name = strings.TrimSpace(name)
-		idle, err := parseIdle(name)
-		if err != nil {
-			return err
-		}
-		tuning := bus.Tuning{BusyPollUs: int(*c.busyPoll / time.Microsecond)}
-		pp, err := bench.PingPong(ctx, bench.PingPongConfig{MessageBytes: *size, Count: *count, Warmup: 1000, RatePerSecond: *rate, Hops: *hops, Idle: idle, Tuning: tuning})
+		res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: self, Hops: *hops, Idle: name, Size: *size, Rate: *rate, Count: *count, Warmup: 1000})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if _, err := writeHGRM(*c.out, "floor-"+name, pp.Histogram); err != nil {
+		stage := bench.FloorStage(*hops, name)
+		if _, err := writeHGRM(*c.out, stage, res.Hist); err != nil {
 			return err
 		}
-		series = append(series, bench.Named{Name: name, Dist: bench.FromHistogram(pp.Histogram, nsPerUs)})
-		sums = append(sums, bench.NewSummary(name, pp.Histogram, nsPerUs))
+		fmt.Printf("  %s: intended->sent p50 %.1f µs p99 %.1f µs max %.1f µs, %d of %d sent > 10 µs late\n", stage,
+			float64(res.IntendedToSent.ValueAtQuantile(50))/nsPerUs, float64(res.IntendedToSent.ValueAtQuantile(99))/nsPerUs,
+			float64(res.Pace.MaxLateNs)/nsPerUs, res.Pace.Late10us, res.Pace.Sent)
+		series = append(series, bench.Named{Name: name, Dist: bench.FromHistogram(res.Hist, nsPerUs)})
+		sums = append(sums, bench.NewSummary(name, res.Hist, nsPerUs))
 	}
 	t, err := bench.Compare(series)
 	if err != nil {

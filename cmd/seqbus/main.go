@@ -27,6 +27,9 @@ var commands = []command{
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: seqbus <command> [flags]\n\ncommands:\n")
 	for _, c := range commands {
+		if c.summary == "" {
+			continue // hidden (bench-echo)
+		}
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(os.Stderr, "\nRun 'seqbus <command> --help' for a command's flags.\n")

@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestRunFloor: for 2 and 4 hops and every idle strategy, the hops run as
+// separate processes (distinct pids, not ours), every recorded ping comes
+// back, and both histograms hold Count samples. No latency assertion.
+func TestRunFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, hops := range []int{2, 4} {
+		for _, idle := range FloorIdles {
+			t.Run(FloorStage(hops, idle), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				const count = 2_000
+				res, err := RunFloor(ctx, FloorConfig{Binary: os.Args[0], Hops: hops, Idle: idle, Rate: 5_000, Count: count, Warmup: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Sent != count || res.Received != count || res.Hist.TotalCount() != count {
+					t.Fatalf("sent %d received %d recorded %d, want %d", res.Sent, res.Received, res.Hist.TotalCount(), count)
+				}
+				if res.IntendedToSent.TotalCount() != count || res.Pace.Sent != count {
+					t.Fatalf("intended->sent has %d, pace sent %d, want %d", res.IntendedToSent.TotalCount(), res.Pace.Sent, count)
+				}
+				wantRoles := hops/2 + 1 // client, echo, and relay for 4 hops
+				if len(res.Processes) != wantRoles {
+					t.Fatalf("processes %+v, want %d", res.Processes, wantRoles)
+				}
+				pids := map[int]bool{}
+				children := 0
+				for _, p := range res.Processes {
+					pids[p.Pid] = true
+					if p.Role != "client" {
+						children++
+						if p.Pid == os.Getpid() {
+							t.Fatalf("%s runs in the test process", p.Role)
+						}
+					}
+				}
+				if len(pids) != wantRoles || children != wantRoles-1 {
+					t.Fatalf("pids not distinct: %+v", res.Processes)
+				}
+			})
+		}
+	}
+}
+
+// TestRunFloorClosedLoop: rate 0 sends each ping when the last comes back.
+func TestRunFloorClosedLoop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := RunFloor(ctx, FloorConfig{Binary: os.Args[0], Hops: 2, Idle: "block", Count: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Received != 500 || res.Hist.TotalCount() != 500 {
+		t.Fatalf("received %d recorded %d", res.Received, res.Hist.TotalCount())
+	}
+}
+
+// TestFloorAllNamesBest: every (hops, idle) is run and named, and the best
+// of each hop count is the one with the lowest p50.
+func TestFloorAllNamesBest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	idles := []string{"block", "yield"}
+	runs, best2, best4, err := FloorAll(ctx, FloorConfig{Binary: os.Args[0], Rate: 5_000, Count: 500}, idles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 4 {
+		t.Fatalf("%d runs, want 4", len(runs))
+	}
+	for _, c := range []struct {
+		hops int
+		best string
+	}{{2, best2}, {4, best4}} {
+		b, ok := runs[c.best]
+		if !ok {
+			t.Fatalf("best %d-hop %q is not a run", c.hops, c.best)
+		}
+		for _, idle := range idles {
+			r := runs[FloorStage(c.hops, idle)]
+			if r == nil {
+				t.Fatalf("missing %s", FloorStage(c.hops, idle))
+			}
+			if r.Hist.ValueAtQuantile(50) < b.Hist.ValueAtQuantile(50) {
+				t.Fatalf("%s p50 below the best %s", FloorStage(c.hops, idle), c.best)
+			}
+		}
+	}
+}
+
+// TestEchoRefusesNonLoopback: a hop never binds or relays off the host.
+func TestEchoRefusesNonLoopback(t *testing.T) {
+	for _, cfg := range []EchoConfig{
+		{Listen: netip.MustParseAddrPort("10.0.0.1:0"), Idle: "block"},
+		{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Idle: "block", RelayTo: netip.MustParseAddrPort("8.8.8.8:53")},
+		{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Idle: "nap"},
+	} {
+		if err := ServeEcho(context.Background(), cfg, func(netip.AddrPort) { t.Fatal("served") }); err == nil {
+			t.Fatalf("%+v: no error", cfg)
+		}
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	set, err := parseCPUList("0")
+	if err != nil || !set.IsSet(0) || set.Count() != 1 {
+		t.Fatalf("0: %v %v", set, err)
+	}
+	for _, bad := range []string{"", "x", "1-0", "-1", "99999"} {
+		if _, err := parseCPUList(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}

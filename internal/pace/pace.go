@@ -1,0 +1,195 @@
+// Package pace is the load generator's clock: a fixed-rate schedule of
+// intended send times and a Waiter that waits for each one without a Go
+// timer, counting how late every send left.
+//
+// Why no timer: the Go runtime rounds any netpoll wait under a millisecond
+// up to about 1 ms, and a scheduler tick here is 4 ms, so time.Sleep(90µs)
+// measured p50 1.09 ms. A generator paced by time.Sleep sends up to a
+// millisecond late, and the coordinated-omission correction (latency from
+// the intended send time, wrk2 style) then charges that lateness to the
+// system under test. A Waiter instead polls the clock, and between clock
+// reads runs the caller's poll function (read the receive socket
+// non-blocking, run timers): it spins when the next send is within SpinNs
+// and calls sched_yield between polls when it is further away.
+//
+// Usage contract:
+//  1. Lock the calling goroutine to its OS thread for the whole run
+//     (runtime.LockOSThread). sched_yield yields the thread, not the
+//     goroutine: unlocked, the runtime could move the goroutine between
+//     threads mid-wait, and a yielding goroutine without its own thread
+//     holds a P other goroutines need.
+//  2. For each command i: now := w.Until(s.Due(i), poll); send; then
+//     w.Sent(s.Due(i), now) (or the time read just before the send).
+//  3. Read Stats (and Histogram) at the end.
+//
+// CPU cost: a Waiter never sleeps, so the thread that runs it is always
+// runnable. With nothing else runnable on its CPU, sched_yield returns at
+// once and the wait costs a whole core; with other runnable threads it
+// hands the CPU over on every pass, so on a loaded machine it costs its
+// fair share. At 10k/s every wait is under 100 µs; for waits of more than
+// 2 ms (slow rates) the same loop runs, at the same cost: a slow generator
+// is rare enough in a benchmark that simplicity wins over parking.
+package pace
+
+import (
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seqbus/seqbus/internal/monotime"
+)
+
+// Defaults and limits.
+const (
+	// SpinNsDefault: within 20 µs of the intended time the Waiter spins
+	// instead of yielding. A sched_yield that hands the CPU to another
+	// thread may not come back for a time slice (~ms), so yielding close to
+	// the deadline risks a late send; 20 µs is twice the lateness that
+	// counts (LateNs) and ~20 empty socket polls.
+	SpinNsDefault = int64(20_000)
+	// LateNs: a send more than 10 µs after its intended time counts in
+	// Stats.Late10us.
+	LateNs = int64(10_000)
+	// HistogramHighestNs is the largest intended->sent lateness the
+	// histogram tracks (larger values are recorded as this): 60 s.
+	HistogramHighestNs = int64(60_000_000_000)
+	// HistogramSignificantDigits: 0.1 % resolution.
+	HistogramSignificantDigits = 3
+)
+
+// Schedule is a fixed-rate schedule: command i is due at StartNs +
+// i*IntervalNs (monotime nanoseconds). IntervalNs is a float so that a
+// rate such as 3/s (333333333.3 ns) does not drift.
+type Schedule struct {
+	StartNs    int64
+	IntervalNs float64
+}
+
+// NewSchedule starts a schedule of ratePerSecond commands at startNs. A
+// rate ≤ 0 gives IntervalNs 0: every command is due at once.
+func NewSchedule(startNs int64, ratePerSecond float64) Schedule {
+	if ratePerSecond <= 0 {
+		return Schedule{StartNs: startNs}
+	}
+	return Schedule{StartNs: startNs, IntervalNs: 1e9 / ratePerSecond}
+}
+
+// Due is the intended send time of command i.
+func (s Schedule) Due(i uint64) int64 {
+	return s.StartNs + int64(float64(i)*s.IntervalNs)
+}
+
+// Stats is the generator's own lateness: how many commands were sent, how
+// many left more than LateNs after their intended time, and the worst.
+type Stats struct {
+	Sent      uint64
+	Late10us  uint64
+	MaxLateNs int64
+}
+
+// WaiterConfig configures a Waiter. Zero values take the defaults.
+type WaiterConfig struct {
+	// SpinNs: spin (poll without yielding) while the due time is at most
+	// this far away (0 means SpinNsDefault; negative means never spin).
+	SpinNs int64
+	// Now reads the clock (nil means monotime.Now, CLOCK_MONOTONIC).
+	Now func() int64
+	// Yield gives up the CPU between polls (nil means a raw sched_yield
+	// syscall, which does not allocate).
+	Yield func()
+	// Histogram, when set, records every intended->sent lateness (ns) in a
+	// preallocated HDR histogram (1 ns .. HistogramHighestNs, 3 digits).
+	Histogram bool
+}
+
+// Waiter waits for intended send times and keeps the lateness accounts. It
+// is used from one goroutine (locked to its thread); it is not safe for
+// concurrent use.
+type Waiter struct {
+	spinNs int64
+	now    func() int64
+	yield  func()
+	stats  Stats
+	hist   *hdrhistogram.Histogram
+}
+
+// NewWaiter returns a Waiter.
+func NewWaiter(cfg WaiterConfig) *Waiter {
+	w := &Waiter{spinNs: cfg.SpinNs, now: cfg.Now, yield: cfg.Yield}
+	if w.spinNs == 0 {
+		w.spinNs = SpinNsDefault
+	}
+	if w.now == nil {
+		w.now = monotime.Now
+	}
+	if w.yield == nil {
+		w.yield = schedYield
+	}
+	if cfg.Histogram {
+		w.hist = NewHistogram()
+	}
+	return w
+}
+
+// NewHistogram is the histogram shape for intended->sent lateness (ns).
+func NewHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, HistogramHighestNs, HistogramSignificantDigits)
+}
+
+// Until waits until the clock reaches dueNs and returns the time it read
+// (≥ dueNs). On every pass that finds dueNs still ahead it calls poll with
+// the time just read (poll may be nil); poll reads the caller's socket
+// without blocking, runs its timers and returns the work it did. After a
+// pass with work it reads the clock again at once; after an idle pass it
+// spins on when dueNs is at most SpinNs away, and otherwise yields the CPU
+// (sched_yield). A dueNs already past returns at once without polling: the
+// caller polls after it sends, so a generator that is behind still drains
+// its socket. Never a Go timer; it does not allocate.
+func (w *Waiter) Until(dueNs int64, poll func(nowNs int64) int) (nowNs int64) {
+	for {
+		nowNs = w.now()
+		if nowNs >= dueNs {
+			return nowNs
+		}
+		work := 0
+		if poll != nil {
+			work = poll(nowNs)
+		}
+		if work > 0 || dueNs-nowNs <= w.spinNs {
+			continue
+		}
+		w.yield()
+	}
+}
+
+// Sent records that the command intended for intendedNs left at sentNs.
+// A send before its intended time counts as 0 late.
+func (w *Waiter) Sent(intendedNs, sentNs int64) {
+	late := max(sentNs-intendedNs, 0)
+	w.stats.Sent++
+	if late > LateNs {
+		w.stats.Late10us++
+	}
+	w.stats.MaxLateNs = max(w.stats.MaxLateNs, late)
+	if w.hist != nil {
+		// Clamped into range, so RecordValue cannot fail.
+		_ = w.hist.RecordValue(min(late, HistogramHighestNs))
+	}
+}
+
+// Stats returns the lateness counters.
+func (w *Waiter) Stats() Stats { return w.stats }
+
+// Histogram is the intended->sent histogram (ns), nil unless configured.
+func (w *Waiter) Histogram() *hdrhistogram.Histogram { return w.hist }
+
+// Reset clears the counters and the histogram (after a warm-up).
+func (w *Waiter) Reset() {
+	w.stats = Stats{}
+	if w.hist != nil {
+		w.hist.Reset()
+	}
+}
+
+// Yield gives the CPU to any other runnable thread (sched_yield on Linux)
+// without allocating; it is the Waiter's default Yield, exported for the
+// idle loops of benchmark processes.
+func Yield() { schedYield() }

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package pace
+
+import "runtime"
+
+func schedYield() { runtime.Gosched() }
