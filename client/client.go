@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/seqbus/seqbus/auth"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/monotime"
+	"github.com/seqbus/seqbus/internal/pace"
 	"github.com/seqbus/seqbus/wire"
 	"github.com/seqbus/seqbus/witness"
 )
@@ -42,6 +47,12 @@ type Options struct {
 	// does not carry a good MAC. Stream selects the key (0: 1).
 	Key    *auth.MasterKey
 	Stream uint16
+	// Poll, when set, starts no receive goroutine: the socket is read only
+	// by PollIO, on the caller's thread, without blocking. Load then reads
+	// answers between sends from its generator loop (one locked OS thread
+	// does everything, no hand-off between threads). A caller that uses
+	// Submit in poll mode must call PollIO itself, from one goroutine.
+	Poll bool
 }
 
 // DefaultQueryEvery: ask the witness who leads every 100 ms, a tenth of a
@@ -56,10 +67,14 @@ type Conn interface {
 
 // Client sends commands over UDP and matches the answers.
 type Client struct {
-	opts  Options
-	start time.Time
-	uc    Conn
-	loop  *bus.Loop
+	opts Options
+	uc   Conn
+	loop *bus.Loop // nil in poll mode
+
+	// Poll mode's receive buffers, reused by every PollIO.
+	rxBufs  [][]byte
+	rxSizes []int
+	rxFrom  []netip.AddrPort
 
 	mu      sync.Mutex
 	core    *Core
@@ -75,9 +90,14 @@ type Client struct {
 	failovers uint64
 	mac       *auth.MAC // nil without Options.Key
 	sealBuf   []byte
+	// lastTimersNs is when PollIO last ran the timers; ioErr the receive
+	// error that stopped PollIO reading (poll mode).
+	lastTimersNs int64
+	ioErr        error
 }
 
-// Dial opens the client's socket and starts its receive loop.
+// Dial opens the client's socket and, unless opts.Poll, starts its receive
+// loop.
 func Dial(opts Options) (*Client, error) {
 	if opts.Core.Session == 0 {
 		return nil, errors.New("client: session 0 is reserved for market data")
@@ -106,7 +126,7 @@ func Dial(opts Options) (*Client, error) {
 		opts.Stream = 1
 	}
 	batchLen := 0
-	c := &Client{opts: opts, start: time.Now(), uc: uc, core: NewCore(opts.Core), primary: opts.Primary}
+	c := &Client{opts: opts, uc: uc, core: NewCore(opts.Core), primary: opts.Primary}
 	if opts.Key != nil {
 		c.mac = auth.NewMAC(auth.ClientKey(opts.Key, opts.Stream))
 		c.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
@@ -114,6 +134,16 @@ func Dial(opts Options) (*Client, error) {
 	}
 	c.batch = wire.NewBatch(batchLen)
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+	if opts.Poll {
+		arena := make([]byte, bus.BatchSizeDefault*bus.DatagramBytesDefault)
+		c.rxBufs = make([][]byte, bus.BatchSizeDefault)
+		for i := range c.rxBufs {
+			c.rxBufs[i] = arena[i*bus.DatagramBytesDefault : (i+1)*bus.DatagramBytesDefault : (i+1)*bus.DatagramBytesDefault]
+		}
+		c.rxSizes = make([]int, bus.BatchSizeDefault)
+		c.rxFrom = make([]netip.AddrPort, bus.BatchSizeDefault)
+		return c, nil
+	}
 	c.loop, err = bus.StartLoop(uc, bus.LoopConfig{Idle: opts.Idle}, c.onBatch)
 	if err != nil {
 		uc.Close()
@@ -122,7 +152,9 @@ func Dial(opts Options) (*Client, error) {
 	return c, nil
 }
 
-func (c *Client) nowNs() int64 { return int64(time.Since(c.start)) }
+// nowNs is CLOCK_MONOTONIC: every time the client stamps (Result's stage
+// times) is absolute and comparable with the nodes' on the same host.
+func (c *Client) nowNs() int64 { return monotime.Now() }
 
 func (c *Client) origin() wire.Origin {
 	return wire.Origin{Stream: c.opts.Stream, Node: uint32(c.opts.Core.Session)}
@@ -154,7 +186,9 @@ func (c *Client) LocalAddr() netip.AddrPort { return c.uc.LocalAddr() }
 // Close stops the receive loop and closes the socket.
 func (c *Client) Close() error {
 	c.uc.Close()
-	c.loop.Stop()
+	if c.loop != nil {
+		c.loop.Stop()
+	}
 	return nil
 }
 
@@ -298,10 +332,61 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 				c.opts.OnOutput(o)
 			}
 			if res, ok := c.core.OnOutput(o, now); ok && c.opts.OnResult != nil {
+				res.Seq, res.Epoch = f.Seq, f.Epoch
 				c.opts.OnResult(res)
 			}
 		})
 	}
+}
+
+// Poll-mode bounds.
+const (
+	// timersEveryNs: PollIO runs the resend and witness-query timers at
+	// most every 2 ms (resends wait 250 ms and queries 100 ms, so 2 ms is
+	// precise enough, and the scan of the in-flight window stays off most
+	// passes).
+	timersEveryNs = 2_000_000
+	// pollBatchesMax bounds the batches one PollIO reads, so a flood of
+	// answers cannot hold back the generator's next send for long.
+	pollBatchesMax = 4
+)
+
+// PollIO reads the answers waiting on the socket without blocking (poll
+// mode; in goroutine mode the receive loop reads them and PollIO only runs
+// the timers), handles them (OnResult and OnOutput run on the caller's
+// goroutine), and at most every 2 ms resends overdue commands and asks the
+// witness who leads. nowNs is monotime.Now(). It returns the datagrams read
+// plus the commands resent; it does not allocate on the receive path. In
+// poll mode call it from one goroutine only. After a receive error (the
+// socket closed) it reads no more; Load returns that error.
+func (c *Client) PollIO(nowNs int64) int {
+	work := 0
+	if c.loop == nil && c.ioErr == nil {
+		for b := 0; b < pollBatchesMax; b++ {
+			n, err := c.uc.Receive(c.rxBufs, c.rxSizes, c.rxFrom, 0)
+			if err != nil {
+				c.mu.Lock()
+				c.ioErr = err
+				c.mu.Unlock()
+				break
+			}
+			if n == 0 {
+				break
+			}
+			c.onBatch(c.rxBufs[:n], c.rxSizes[:n], c.rxFrom[:n])
+			work += n
+			if n < len(c.rxBufs) {
+				break
+			}
+		}
+	}
+	c.mu.Lock()
+	if nowNs-c.lastTimersNs >= timersEveryNs {
+		c.lastTimersNs = nowNs
+		work += c.pollLocked(nowNs)
+	}
+	c.mu.Unlock()
+	return work
 }
 
 // eachOutput decodes every engine output of an OUTPUT frame, calling fn
@@ -343,12 +428,40 @@ type LoadReport struct {
 	Sent, Answered uint64
 	Elapsed        time.Duration
 	Stats          Stats
+	// Pace is the generator's own lateness (commands sent more than 10 µs
+	// after their intended time) and IntendedToSent its distribution (ns).
+	Pace           pace.Stats
+	IntendedToSent *hdrhistogram.Histogram
 }
+
+// Load timing.
+const (
+	// loadLeadNs: the schedule starts 1 ms after Load is called, so the
+	// first command is not late by Load's own setup.
+	loadLeadNs = int64(time.Millisecond)
+	// backPressureWaitNs: with the in-flight window full, poll for answers
+	// this long before trying again.
+	backPressureWaitNs = int64(10 * time.Microsecond)
+	// drainPassNs: one drain pass polls this long.
+	drainPassNs = int64(100 * time.Microsecond)
+)
 
 // Load runs a fixed-rate load of limit and market orders around a mid
 // price (so that they trade and the book stays bounded), calling rec with
 // every answer. It returns when every command is answered, or with
 // ErrUnanswered after Drain.
+//
+// The generator is internal/pace on the calling goroutine: it waits for
+// each intended send time by polling the clock and, in poll mode
+// (Options.Poll), the socket through PollIO (spin within 20 µs of the next
+// send, yield further away), never with a Go timer, which would round
+// sub-millisecond waits up to ~1 ms. In poll mode the goroutine is locked
+// to its OS thread for the run and yields with sched_yield; in goroutine
+// mode it yields with runtime.Gosched, so the receive goroutine gets a P.
+// Commands due by the time it wakes go out in one frame; each Result's
+// IntendedNs is its slot in the schedule and SentNs the time read just
+// before the send. The drain polls the same way, bounded by cfg.Drain.
+// The waits cost a CPU for the run (see internal/pace).
 func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (LoadReport, error) {
 	if cfg.Rate <= 0 || cfg.Count == 0 {
 		return LoadReport{}, fmt.Errorf("client: load needs a rate and a count")
@@ -375,51 +488,80 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		c.opts.OnResult = prev
 		c.mu.Unlock()
 	}()
+	wcfg := pace.WaiterConfig{Histogram: true}
+	if c.loop == nil {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	} else {
+		// Goroutine mode: the receive loop (and, in tests, whole nodes)
+		// need a P. A locked thread yielding with sched_yield keeps its P
+		// and would leave them the rest; Gosched hands the P over.
+		wcfg.Yield = runtime.Gosched
+	}
+	w := pace.NewWaiter(wcfg)
+	poll := c.PollIO // one method value for the run: no allocation per wait
 	gen := orderGen{state: cfg.Seed | 1, instruments: cfg.Instruments}
-	begin := c.nowNs()
-	intervalNs := 1e9 / cfg.Rate
+	sched := pace.NewSchedule(c.nowNs()+loadLeadNs, cfg.Rate)
 	var sent uint64
-	lastPoll := begin
+	var r engine.Request
+	pending := false // r was generated but not yet accepted (window full)
+	report := func() LoadReport {
+		st := c.Stats()
+		return LoadReport{Sent: sent, Answered: st.Answered, Elapsed: time.Duration(c.nowNs() - sched.StartNs), Stats: st,
+			Pace: w.Stats(), IntendedToSent: w.Histogram()}
+	}
 	for sent < cfg.Count {
-		if err := ctx.Err(); err != nil {
-			return LoadReport{Sent: sent}, err
+		if sent&255 == 0 {
+			if err := ctx.Err(); err != nil {
+				return report(), err
+			}
 		}
-		now := c.nowNs()
-		due := min(uint64(float64(now-begin)/intervalNs)+1, cfg.Count)
+		now := w.Until(sched.Due(sent), poll)
+		queued := 0
 		c.mu.Lock()
-		for sent < due {
-			r := gen.next()
-			intended := begin + int64(float64(sent)*intervalNs)
+		for sent < cfg.Count && sched.Due(sent) <= now {
+			if !pending {
+				r, pending = gen.next(), true
+			}
+			intended := sched.Due(sent)
 			_, cmd, err := c.core.Next(&r, intended, now)
 			if err != nil {
-				break // window full: back-pressure; retry on the next pass
+				break // window full: back-pressure, below
 			}
+			pending = false
 			c.queue(cmd)
+			w.Sent(intended, now)
 			sent++
+			queued++
 		}
 		c.flushLocked()
-		if now-lastPoll > 2_000_000 {
-			c.pollLocked(now)
-			lastPoll = now
-		}
+		ioErr := c.ioErr
 		c.mu.Unlock()
-		next := begin + int64(float64(sent)*intervalNs)
-		if wait := time.Duration(next - c.nowNs()); wait > 0 {
-			time.Sleep(min(wait, 2*time.Millisecond))
+		if ioErr != nil {
+			return report(), ioErr
+		}
+		if queued == 0 {
+			if err := ctx.Err(); err != nil {
+				return report(), err
+			}
+			w.Until(c.nowNs()+backPressureWaitNs, poll)
 		}
 	}
-	deadline := time.Now().Add(cfg.Drain)
-	for c.InFlight() > 0 && time.Now().Before(deadline) {
-		if err := ctx.Err(); err != nil {
+	deadline := c.nowNs() + int64(cfg.Drain)
+	for c.InFlight() > 0 && ctx.Err() == nil {
+		if w.Until(c.nowNs()+drainPassNs, poll) >= deadline {
 			break
 		}
-		time.Sleep(2 * time.Millisecond)
-		c.Poll()
+		c.mu.Lock()
+		ioErr := c.ioErr
+		c.mu.Unlock()
+		if ioErr != nil {
+			return report(), ioErr
+		}
 	}
-	st := c.Stats()
-	rep := LoadReport{Sent: sent, Answered: st.Answered, Elapsed: time.Duration(c.nowNs() - begin), Stats: st}
-	if c.InFlight() > 0 {
-		return rep, fmt.Errorf("%w: %d of %d", ErrUnanswered, c.InFlight(), sent)
+	rep := report()
+	if n := c.InFlight(); n > 0 {
+		return rep, fmt.Errorf("%w: %d of %d", ErrUnanswered, n, sent)
 	}
 	return rep, nil
 }

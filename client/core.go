@@ -6,7 +6,9 @@
 // result.
 //
 // Core is the pure part (no clock, no socket); Client wraps it with a UDP
-// socket and a receive goroutine.
+// socket and either a receive goroutine or, with Options.Poll, nothing: the
+// caller's thread reads the socket through PollIO (Load does, paced by
+// internal/pace).
 package client
 
 import (
@@ -42,13 +44,14 @@ type Config struct {
 }
 
 type pending struct {
-	id         uint64
-	intendedNs int64 // when it should have been sent (fixed-rate load)
-	sentNs     int64
-	attempts   uint32
-	used       bool
-	n          uint8
-	cmd        [engine.MaxCommandLen]byte
+	id          uint64
+	intendedNs  int64 // when it should have been sent (fixed-rate load)
+	firstSentNs int64 // when it was first sent
+	sentNs      int64 // when it was last sent (resend timer)
+	attempts    uint32
+	used        bool
+	n           uint8
+	cmd         [engine.MaxCommandLen]byte
 }
 
 // Result is the answer to one command.
@@ -58,6 +61,18 @@ type Result struct {
 	Duplicate     bool              // answered from the dedup table: it was applied before
 	LatencyNs     int64             // from the intended send time to the answer
 	Attempts      uint32
+	// Stage times, in the clock the caller passes to Next and OnOutput
+	// (Client: monotime, CLOCK_MONOTONIC ns, absolute and the same in every
+	// process on the host, so they merge with the nodes' per-seq times).
+	// SentNs is the first send, not a resend.
+	IntendedNs, SentNs, ReceivedNs int64
+	Session                        uint64
+	// Seq and Epoch are the header fields of the OUTPUT frame that carried
+	// the answer (Client fills them): Seq is the seq of the frame's first
+	// output, so it is this command's seq when the frame carried only its
+	// outputs, and a lower bound when a release packed several commands'
+	// outputs into one frame. Zero from Core.OnOutput itself.
+	Seq, Epoch uint64
 }
 
 // Stats counts the client's work.
@@ -116,7 +131,7 @@ func (c *Core) Next(r *engine.Request, intendedNs, nowNs int64) (uint64, []byte,
 	}
 	id := c.nextID
 	c.nextID++
-	*p = pending{id: id, intendedNs: intendedNs, sentNs: nowNs, attempts: 1, used: true}
+	*p = pending{id: id, intendedNs: intendedNs, firstSentNs: nowNs, sentNs: nowNs, attempts: 1, used: true}
 	b := engine.AppendRequest(p.cmd[:0], c.cfg.Session, id, r)
 	p.n = uint8(len(b))
 	c.live++
@@ -149,7 +164,8 @@ func (c *Core) OnOutput(o *engine.Output, nowNs int64) (Result, bool) {
 		c.stats.Unmatched++
 		return Result{}, false
 	}
-	res := Result{ClientOrderID: p.id, Kind: kind, Duplicate: dup, LatencyNs: nowNs - p.intendedNs, Attempts: p.attempts}
+	res := Result{ClientOrderID: p.id, Kind: kind, Duplicate: dup, LatencyNs: nowNs - p.intendedNs, Attempts: p.attempts,
+		IntendedNs: p.intendedNs, SentNs: p.firstSentNs, ReceivedNs: nowNs, Session: c.cfg.Session}
 	p.used = false
 	c.live--
 	c.stats.Answered++

@@ -170,7 +170,8 @@ func runDemo(args []string) error {
 	var mu sync.Mutex
 	acked := map[uint64]bool{}
 	var lastAnswer time.Time
-	cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: d.nodes[first], Witness: d.witness, Nodes: d.nodes, Key: key})
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: d.nodes[first], Witness: d.witness, Nodes: d.nodes, Key: key,
+		Poll: true}) // Load's paced generator reads the answers itself
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,166 @@
+package client
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// fakePrimary answers every command with an Ack in its own OUTPUT frame
+// (seq counting from 1, epoch 3), on loopback.
+type fakePrimary struct {
+	u    *bus.UDP
+	loop *bus.Loop
+}
+
+const fakeEpoch = 3
+
+func startFakePrimary(t *testing.T) *fakePrimary {
+	t.Helper()
+	u, err := bus.ListenUnicast(bus.UnicastConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &fakePrimary{u: u}
+	var seq uint64
+	batch := wire.NewBatch(0)
+	out := make([][]byte, 1)
+	var outBuf []byte
+	p.loop, err = bus.StartLoop(u, bus.LoopConfig{}, func(bufs [][]byte, sizes []int, from []netip.AddrPort) {
+		for i := range sizes {
+			f, _, err := wire.Parse(bufs[i][:sizes[i]])
+			if err != nil || f.Type != wire.TypeCommand {
+				continue
+			}
+			it := f.Messages()
+			for {
+				_, msg, ok := it.Next()
+				if !ok {
+					break
+				}
+				h, err := engine.ParseCommand(msg)
+				if err != nil {
+					continue
+				}
+				seq++
+				batch.Reset(wire.TypeOutput, wire.Origin{Stream: 1, Node: 1, Epoch: fakeEpoch}, seq)
+				outBuf = engine.AppendOutput(outBuf[:0], &engine.Output{Kind: engine.KindAck, ClientOrderID: h.ClientOrderID, OrderID: h.ClientOrderID, Side: engine.Buy, Type: engine.Limit, Price: 1000, Qty: 1})
+				batch.Add(outBuf)
+				out[0] = batch.Bytes()
+				_ = u.Send(out, from[i])
+			}
+		}
+	})
+	if err != nil {
+		u.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close(); p.loop.Stop() })
+	return p
+}
+
+// TestLoadPollMode: in poll mode Dial starts no goroutine, Load answers
+// every command from its own thread, and each Result carries absolute
+// monotime stage times in order, the schedule's intended times, the
+// session, and the OUTPUT frame's seq and epoch; the report carries the
+// generator's lateness for every send. Both modes run the same checks.
+func TestLoadPollMode(t *testing.T) {
+	for _, poll := range []bool{true, false} {
+		name := "goroutine"
+		if poll {
+			name = "poll"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := startFakePrimary(t)
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: poll})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if poll {
+				// No receive goroutine: nothing new beyond the fake primary's.
+				if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+					t.Fatalf("poll mode started a goroutine: %v", err)
+				}
+			}
+			const count, rate = 2_000, 5_000
+			var mu sync.Mutex
+			var results []Result
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rep, err := cl.Load(ctx, LoadConfig{Rate: rate, Count: count, Seed: 1, Drain: 5 * time.Second}, func(r Result) {
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatalf("%v: %+v", err, rep)
+			}
+			if rep.Sent != count || rep.Answered != count || len(results) != count {
+				t.Fatalf("sent %d answered %d results %d, want %d", rep.Sent, rep.Answered, len(results), count)
+			}
+			if rep.Pace.Sent != count || rep.IntendedToSent.TotalCount() != count {
+				t.Fatalf("pace %+v, intended->sent count %d", rep.Pace, rep.IntendedToSent.TotalCount())
+			}
+			byID := map[uint64]Result{}
+			for _, r := range results {
+				if r.Session != 9 || r.Epoch != fakeEpoch || r.Seq != r.ClientOrderID {
+					t.Fatalf("result %+v: want session 9, epoch %d, seq = id", r, fakeEpoch)
+				}
+				if !(r.IntendedNs <= r.SentNs && r.SentNs <= r.ReceivedNs) || r.LatencyNs != r.ReceivedNs-r.IntendedNs {
+					t.Fatalf("stage times out of order: %+v", r)
+				}
+				byID[r.ClientOrderID] = r
+			}
+			// Intended times are the schedule: 200 µs apart (±1 ns rounding).
+			first := byID[1].IntendedNs
+			for id := uint64(1); id <= count; id++ {
+				want := first + int64(float64(id-1)*1e9/rate)
+				if d := byID[id].IntendedNs - want; d < -1 || d > 1 {
+					t.Fatalf("id %d intended %d, want %d", id, byID[id].IntendedNs, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPollIOZeroAllocs: an empty poll (the generator's every wait pass)
+// does not allocate.
+func TestPollIOZeroAllocs(t *testing.T) {
+	p := startFakePrimary(t)
+	cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	now := cl.nowNs()
+	cl.PollIO(now) // timers once
+	allocs := testing.AllocsPerRun(100, func() { cl.PollIO(now) })
+	if allocs != 0 {
+		t.Fatalf("PollIO: %v allocs, want 0", allocs)
+	}
+}
+
+// TestPollIOStopsOnClose: after the socket closes, PollIO records the
+// error and Load returns it instead of spinning to its drain deadline.
+func TestPollIOStopsOnClose(t *testing.T) {
+	p := startFakePrimary(t)
+	cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	cl.PollIO(cl.nowNs())
+	if _, err := cl.Load(context.Background(), LoadConfig{Rate: 1000, Count: 10, Drain: time.Minute}, nil); err == nil {
+		t.Fatal("Load on a closed socket: no error")
+	}
+}
