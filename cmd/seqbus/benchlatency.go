@@ -62,7 +62,7 @@ func addBenchFlags(fs *flag.FlagSet, fsyncDefault string) benchFlags {
 		idle:     fs.String("idle", "block", "idle strategy of every node and the client: block, backoff, spin, yield"),
 		cpus:     fs.String("cpus", "", "pin each process: role=cpu or role=cpu-cpu, comma-separated, roles witness, primary, standby (or standby1, standby2...), client; e.g. primary=1,standby=0,client=0 (default: unpinned, what a user gets)"),
 		fsync:    fs.String("fsync", fsyncDefault, "journal fsync policies, comma-separated: none, group, always"),
-		sizes:    fs.String("sizes", "0", "command sizes in bytes, comma-separated (0: real 39-byte new orders)"),
+		sizes:    fs.String("sizes", "32,256,1024", "command sizes in bytes, comma-separated (0: real 39-byte new orders that trade)"),
 		standbys: fs.Int("standbys", 1, "standby processes (1..8)"),
 		keep:     fs.Bool("keep", false, "keep each run's directory (logs, journals, traces) under --out"),
 	}

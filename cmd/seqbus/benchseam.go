@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
 )
 
 // loadArgs are the load client's flags for a run's rate and size: the
@@ -14,14 +17,15 @@ func loadArgs(cfg clusterConfig) []string {
 		// sends whenever its in-flight window has room.
 		rate = 5_000_000
 	}
-	return []string{"--rate", strconv.FormatFloat(rate, 'f', -1, 64)}
+	return []string{"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--size", strconv.Itoa(cfg.Size)}
 }
 
 // checkLoadSize says whether the load client can send commands of size
-// bytes: it sends real new orders (39 bytes), asked for as size 0.
+// bytes: 0 (real 39-byte new orders) or an opaque command of
+// CommandHeaderLen+1..client.MaxCommandLen bytes.
 func checkLoadSize(size int) error {
-	if size != 0 {
-		return fmt.Errorf("the load client sends real 39-byte new orders: use 0, not %d", size)
+	if size != 0 && (size <= engine.CommandHeaderLen || size > client.MaxCommandLen) {
+		return fmt.Errorf("want 0 (real new orders) or %d..%d bytes, got %d", engine.CommandHeaderLen+1, client.MaxCommandLen, size)
 	}
 	return nil
 }

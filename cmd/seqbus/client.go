@@ -93,6 +93,7 @@ func runClient(args []string) error {
 	arbiterURL := fs.String("arbiter", "", "follow the lease holder of an etcd arbiter: etcd://host:port,... (needs --node for every node)")
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): seal commands, accept only sealed answers")
 	stream := fs.Uint("stream", 1, "stream id (selects the client key)")
+	size := fs.Int("size", 0, "send opaque commands of this many bytes that the engine rejects after replicating them (0: real new orders)")
 	traceStages := fs.Int("trace-stages", 0, "record intended/sent/received of the first N commands and write them at exit to --trace-file (seqbus bench; 0: off)")
 	traceFile := fs.String("trace-file", "client.trace", "where --trace-stages writes")
 	if err := parseFlags(fs, args); err != nil {
@@ -100,6 +101,9 @@ func runClient(args []string) error {
 	}
 	if _, err := traceStagesFlag(*traceStages); err != nil {
 		return err
+	}
+	if err := checkLoadSize(*size); err != nil {
+		return fmt.Errorf("--size: %v", err)
 	}
 	addr, err := netip.ParseAddrPort(*primary)
 	if err != nil {
@@ -142,7 +146,7 @@ func runClient(args []string) error {
 			return err
 		}
 	}
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain},
+	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, Size: *size},
 		func(r client.Result) {
 			_ = hist.RecordValue(max(r.LatencyNs/1000, 1))
 			if trace != nil {
