@@ -11,10 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/seqbus/seqbus/bench"
+	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 )
 
@@ -331,6 +333,11 @@ func latencyRunOf(cfg clusterConfig, res *clusterResult, floors *floorSet, out s
 		run.Files = append(run.Files, path)
 		run.Stages[name] = pcts(h)
 	}
+	logPath, err := writeIntervalLog(dir, m)
+	if err != nil {
+		return run, err
+	}
+	run.Files = append(run.Files, logPath)
 	slices.Sort(run.Files)
 	if floors != nil {
 		e2e := m.Hist[stagetrace.StageEndToEnd]
@@ -392,4 +399,33 @@ func printProcesses(ps []processInfo) {
 	for _, p := range ps {
 		fmt.Printf("  %-10s %8d %6s %10.2f %14.2f %14.2f %14.2f\n", p.Role, p.Pid, p.CPUs, p.CPUSeconds, p.CPUSPerMillion, p.MallocsPerCommand, p.SyscallsPerCommand)
 	}
+}
+
+// writeIntervalLog writes the end-to-end latency by second of intended
+// send time as an HdrHistogram interval log (HistogramLogAnalyzer reads
+// it; so does bench.SliceIntervalLog).
+func writeIntervalLog(dir string, m *stagetrace.Merged) (string, error) {
+	path := filepath.Join(dir, "end-to-end.hlog")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	// The log's start on the wall clock: now, less how long ago (on the
+	// monotonic clock) the first measured command was due.
+	startMs := time.Now().UnixMilli() - (monotime.Now()-m.FirstIntendedNs)/1e6
+	l, err := bench.NewIntervalLog(f, startMs, "seqbus bench latency: end-to-end ns by second of intended send time")
+	if err == nil {
+		for i, h := range m.Intervals {
+			if h.TotalCount() == 0 {
+				continue
+			}
+			if err = l.Write(h, int64(i)*1e9, int64(i+1)*1e9); err != nil {
+				break
+			}
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return path, err
 }

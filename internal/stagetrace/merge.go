@@ -45,7 +45,14 @@ type Merged struct {
 	Backwards int
 	// FirstIntendedNs and LastReceivedNs bound the measured commands.
 	FirstIntendedNs, LastReceivedNs int64
+	// Intervals are the end-to-end latencies by second of intended send
+	// time: Intervals[i] holds the commands meant to leave in second i
+	// after the first measured one's intended time (an interval log).
+	Intervals []*hdrhistogram.Histogram
 }
+
+// intervalsMax bounds Intervals (a day of seconds).
+const intervalsMax = 86_400
 
 // ErrMissing is returned when a needed trace or column is absent.
 var ErrMissing = errors.New("stagetrace: trace missing")
@@ -106,6 +113,12 @@ func Merge(client, primary *Trace, standbys []*Trace, warmup int) (*Merged, erro
 		}
 		return 0
 	}
+	var base int64 // the first measured intended time
+	for id := warmup + 1; id < len(intended); id++ {
+		if v := intended[id]; v != 0 && (base == 0 || v < base) {
+			base = v
+		}
+	}
 	for id := warmup + 1; id < len(intended); id++ {
 		if intended[id] == 0 {
 			continue // never sent
@@ -122,6 +135,12 @@ func Merge(client, primary *Trace, standbys []*Trace, warmup int) (*Merged, erro
 		m.LastReceivedNs = max(m.LastReceivedNs, received[id])
 		rec(StageEndToEnd, intended[id], received[id])
 		rec(StageEndToEndSent, sent[id], received[id])
+		if sec := (intended[id] - base) / 1e9; received[id] >= intended[id] && sec < intervalsMax {
+			for int64(len(m.Intervals)) <= sec {
+				m.Intervals = append(m.Intervals, NewHist())
+			}
+			_ = m.Intervals[sec].RecordValue(min(max(received[id]-intended[id], 1), HistogramHighestNs))
+		}
 		seq := seqOf[id]
 		if seq == 0 {
 			m.Unmatched++

@@ -148,6 +148,10 @@ func TestMergeKnownAnswers(t *testing.T) {
 		StageEndToEnd:       {2150, 3473, 3500},
 		StageEndToEndSent:   {1600, 2482, 2500},
 	}
+	// ids 101..1000 are intended 1 µs apart: all within the first second.
+	if len(m.Intervals) != 1 || m.Intervals[0].TotalCount() != 900 {
+		t.Fatalf("%d intervals", len(m.Intervals))
+	}
 	for stage, w := range cases {
 		h := m.Hist[stage]
 		if h.TotalCount() != 900 {
