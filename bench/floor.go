@@ -95,6 +95,14 @@ func (c FloorConfig) withDefaults() (FloorConfig, error) {
 	case !(c.Rate >= 0 && c.Rate <= RatePerSecondMax):
 		return c, fmt.Errorf("%w: rate %v/s not in 0..%d", ErrConfig, c.Rate, RatePerSecondMax)
 	}
+	for role, list := range c.CPUs {
+		if role != "client" && role != "echo" && role != "relay" {
+			return c, fmt.Errorf("%w: CPU layout role %q, want client, echo or relay", ErrConfig, role)
+		}
+		if _, err := parseCPUList(list); list != "" && err != nil {
+			return c, err
+		}
+	}
 	return c, nil
 }
 

@@ -2,8 +2,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -124,6 +128,34 @@ func TestParseCPUList(t *testing.T) {
 	for _, bad := range []string{"", "x", "1-0", "-1", "99999"} {
 		if _, err := parseCPUList(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
+		}
+	}
+}
+
+// TestRunFloorPinned: with a CPU layout the hops start under taskset and
+// the client thread is pinned; the report states the layout per role.
+func TestRunFloorPinned(t *testing.T) {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("no taskset")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cpus := map[string]string{"client": "0", "relay": "0", "echo": strconv.Itoa(runtime.NumCPU() - 1)}
+	res, err := RunFloor(ctx, FloorConfig{Binary: os.Args[0], Hops: 4, Idle: "block", Rate: 5_000, Count: 300, CPUs: cpus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Processes) != 3 {
+		t.Fatalf("processes %+v", res.Processes)
+	}
+	for _, p := range res.Processes {
+		if p.CPUs != cpus[p.Role] {
+			t.Errorf("%s: cpus %q, want %q", p.Role, p.CPUs, cpus[p.Role])
+		}
+	}
+	for _, bad := range []map[string]string{{"echo": "9999"}, {"primary": "0"}} {
+		if _, err := RunFloor(ctx, FloorConfig{Binary: os.Args[0], Hops: 2, Idle: "block", Count: 1, CPUs: bad}); !errors.Is(err, ErrConfig) {
+			t.Errorf("layout %v: %v, want ErrConfig", bad, err)
 		}
 	}
 }

@@ -91,7 +91,7 @@ func TestCoordinatedOmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer net.close()
-	c := newPingClient(cfg, net.client, net.first)
+	c := newPingClient(cfg, net.client, net.first, false)
 	c.scheduleStartNs = c.nowNs() - int64(10*time.Millisecond) // ping 0 was due 10 ms ago
 	latencyNs, late, err := c.roundTrip(context.Background(), 0)
 	if err != nil {
@@ -123,7 +123,7 @@ func TestPingPongLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	c := newPingClient(cfg, net.client, silent.LocalAddr())
+	c := newPingClient(cfg, net.client, silent.LocalAddr(), false)
 	if _, _, err := c.roundTrip(context.Background(), 7); err != errNoReply {
 		t.Fatalf("no reply: %v", err)
 	}
@@ -201,7 +201,7 @@ func TestRoundTripAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer net.close()
-	c := newPingClient(cfg, net.client, net.first)
+	c := newPingClient(cfg, net.client, net.first, false)
 	h := newLatencyHistogram()
 	ctx := context.Background()
 	seq := uint64(0)
@@ -231,7 +231,7 @@ func TestFourHopTopology(t *testing.T) {
 	if len(net.sockets) != 3 {
 		t.Fatalf("%d sockets, want client, A, B", len(net.sockets))
 	}
-	c := newPingClient(cfg, net.client, net.first)
+	c := newPingClient(cfg, net.client, net.first, false)
 	const trips = 20
 	for seq := uint64(0); seq < trips; seq++ {
 		if _, _, err := c.roundTrip(context.Background(), seq); err != nil {
@@ -242,5 +242,18 @@ func TestFourHopTopology(t *testing.T) {
 	if net.client.Counters().DatagramsReceived != trips || a.DatagramsReceived != 2*trips || b.DatagramsReceived != trips {
 		t.Fatalf("received: client %d, A %d, B %d; want %d, %d, %d",
 			net.client.Counters().DatagramsReceived, a.DatagramsReceived, b.DatagramsReceived, trips, 2*trips, trips)
+	}
+}
+
+// TestBackoffClientNotLocked: the in-process floor's client locks its
+// thread only for the strategies that yield with sched_yield. Locked with
+// back-off (Gosched, then a netpoller park) every poll was a thread
+// hand-off and the 4-hop floor at 10k/s fell behind its schedule (p50
+// 443–704 ms). Fails on the old rule (lock for every kind but block).
+func TestBackoffClientNotLocked(t *testing.T) {
+	for kind, want := range map[bus.IdleKind]bool{bus.IdleBlock: false, bus.IdleBackoff: false, bus.IdleBusySpin: true, bus.IdleYield: true} {
+		if got := lockClientThread(bus.Idle{Kind: kind}); got != want {
+			t.Errorf("%v: lock %v, want %v", kind, got, want)
+		}
 	}
 }
