@@ -181,7 +181,7 @@ type clusterResult struct {
 	Processes []processInfo
 	Client    clientSummary
 	// AchievedPerSec is answered commands/s past the warm-up, from the
-	// first intended send to the last answer.
+	// first send to the last answer.
 	AchievedPerSec float64
 	// ReplicatedPerSec is commands/s the in-sync standbys acknowledged
 	// (the primary's acked stamps) over the same span.
@@ -425,7 +425,7 @@ func (c *benchCluster) merge(states map[string]*os.ProcessState, clientTrace, cl
 	if b, err := os.ReadFile(clientJSON); err == nil {
 		_ = json.Unmarshal(b, &res.Client)
 	}
-	if span := m.LastReceivedNs - m.FirstIntendedNs; span > 0 {
+	if span := m.LastReceivedNs - m.FirstSentNs; span > 0 {
 		res.AchievedPerSec = float64(m.Commands) / (float64(span) / 1e9)
 	}
 	res.ReplicatedPerSec = replicatedPerSec(primary, cfg.Warmup)

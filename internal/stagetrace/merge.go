@@ -43,8 +43,10 @@ type Merged struct {
 	// Backwards counts pairs whose later stage is earlier than the
 	// former (a clock bug or a mismatch); they are not recorded.
 	Backwards int
-	// FirstIntendedNs and LastReceivedNs bound the measured commands.
-	FirstIntendedNs, LastReceivedNs int64
+	// FirstIntendedNs, FirstSentNs and LastReceivedNs bound the measured
+	// commands (a flat-out run's intended times run ahead of its sends,
+	// so its rate is timed from the first send).
+	FirstIntendedNs, FirstSentNs, LastReceivedNs int64
 	// Intervals are the end-to-end latencies by second of intended send
 	// time: Intervals[i] holds the commands meant to leave in second i
 	// after the first measured one's intended time (an interval log).
@@ -131,6 +133,9 @@ func Merge(client, primary *Trace, standbys []*Trace, warmup int) (*Merged, erro
 		m.Commands++
 		if m.FirstIntendedNs == 0 || intended[id] < m.FirstIntendedNs {
 			m.FirstIntendedNs = intended[id]
+		}
+		if v := sent[id]; v != 0 && (m.FirstSentNs == 0 || v < m.FirstSentNs) {
+			m.FirstSentNs = v
 		}
 		m.LastReceivedNs = max(m.LastReceivedNs, received[id])
 		rec(StageEndToEnd, intended[id], received[id])

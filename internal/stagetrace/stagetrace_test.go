@@ -152,6 +152,12 @@ func TestMergeKnownAnswers(t *testing.T) {
 	if len(m.Intervals) != 1 || m.Intervals[0].TotalCount() != 900 {
 		t.Fatalf("%d intervals", len(m.Intervals))
 	}
+	// id 101 is the first measured: intended base+101000, sent 101 later;
+	// id 1000 received last at base+1000000+1000+500+2000.
+	const base = int64(1e12)
+	if m.FirstIntendedNs != base+101_000 || m.FirstSentNs != base+101_101 || m.LastReceivedNs != base+1_003_500 {
+		t.Fatalf("bounds %d %d %d", m.FirstIntendedNs-base, m.FirstSentNs-base, m.LastReceivedNs-base)
+	}
 	for stage, w := range cases {
 		h := m.Hist[stage]
 		if h.TotalCount() != 900 {
