@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -47,10 +48,18 @@ Every command writes .hgrm files (HdrHistogram's percentile format) and a summar
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch args[0] {
-	case "latency":
-		return benchLatency(ctx, args[1:])
-	case "throughput":
-		return benchThroughput(ctx, args[1:])
+	case "latency", "throughput":
+		run := benchLatency
+		if args[0] == "throughput" {
+			run = benchThroughput
+		}
+		err := run(ctx, args[1:])
+		if fe := (benchFlagError{}); errors.As(err, &fe) {
+			// A bad flag: nothing was started. Exit 2, as for a usage error.
+			fmt.Fprintf(os.Stderr, "seqbus bench %s: %v\n", args[0], fe.err)
+			os.Exit(2)
+		}
+		return err
 	case "floor":
 		return benchFloor(ctx, args[1:])
 	case "compare":

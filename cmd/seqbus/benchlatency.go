@@ -84,46 +84,62 @@ func (f benchFlags) check() (parsedBench, error) {
 	var p parsedBench
 	var err error
 	if _, err := parseIdle(*f.idle); err != nil {
-		return p, fmt.Errorf("--idle: %v", err)
+		return p, benchUsagef("--idle: %v", err)
 	}
 	if p.layout, err = parseLayout(*f.cpus); err != nil {
-		return p, fmt.Errorf("--cpus: %v", err)
+		return p, benchUsagef("--cpus: %v", err)
 	}
 	for role, cpus := range p.layout {
 		for _, c := range cpus {
 			if c >= runtime.NumCPU() {
-				return p, fmt.Errorf("--cpus: %s=%d: this machine has CPUs 0..%d", role, c, runtime.NumCPU()-1)
+				return p, benchUsagef("--cpus: %s=%d: this machine has CPUs 0..%d", role, c, runtime.NumCPU()-1)
 			}
 		}
 	}
 	for _, name := range strings.Split(*f.fsync, ",") {
 		name = strings.TrimSpace(name)
 		if _, err := parseFsync(name); err != nil {
-			return p, fmt.Errorf("--fsync: %v", err)
+			return p, benchUsagef("--fsync: %v", err)
 		}
 		p.fsyncs = append(p.fsyncs, name)
 	}
 	if p.sizes, err = parseInts(*f.sizes); err != nil {
-		return p, fmt.Errorf("--sizes: %v", err)
+		return p, benchUsagef("--sizes: %v", err)
 	}
 	for _, s := range p.sizes {
 		if err := checkLoadSize(s); err != nil {
-			return p, fmt.Errorf("--sizes: %v", err)
+			return p, benchUsagef("--sizes: %v", err)
 		}
 	}
 	if *f.standbys < 1 || *f.standbys > 8 {
-		return p, fmt.Errorf("--standbys: want 1..8, got %d", *f.standbys)
+		return p, benchUsagef("--standbys: want 1..8, got %d", *f.standbys)
 	}
 	p.standbys = *f.standbys
 	for role := range p.layout {
 		if n, _ := strconv.Atoi(strings.TrimPrefix(role, "standby")); isStandbyN(role) && n > p.standbys {
-			return p, fmt.Errorf("--cpus: %s but --standbys %d", role, p.standbys)
+			return p, benchUsagef("--cpus: %s but --standbys %d", role, p.standbys)
 		}
 	}
-	if err := os.MkdirAll(*f.out, 0o755); err != nil {
-		return p, fmt.Errorf("--out: %v", err)
-	}
 	return p, nil
+}
+
+// benchFlagError is a bad flag of `bench latency` or `bench throughput`,
+// found before anything started: runBench exits with status 2 for it.
+type benchFlagError struct{ err error }
+
+func (e benchFlagError) Error() string { return e.err.Error() }
+func (e benchFlagError) Unwrap() error { return e.err }
+
+func benchUsagef(format string, args ...any) error {
+	return benchFlagError{fmt.Errorf(format, args...)}
+}
+
+// benchUsage marks a flag parsing error (not --help) as a bad flag.
+func benchUsage(err error) error {
+	if err == nil || isHelp(err) {
+		return err
+	}
+	return benchFlagError{err}
 }
 
 // latencyRun is one (size, fsync, auth) cell of `bench latency`.
@@ -218,7 +234,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	authMode := fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
 	engineName := fs.String("engine", "matching", "the nodes' state machine: matching or none")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return benchUsage(err)
 	}
 	p, err := bf.check()
 	if err != nil {
@@ -226,21 +242,21 @@ func benchLatency(ctx context.Context, args []string) error {
 	}
 	switch {
 	case !(*rate > 0 && *rate <= 1e6):
-		return fmt.Errorf("--rate: want 0 < rate <= 1000000, got %v", *rate)
+		return benchUsagef("--rate: want 0 < rate <= 1000000, got %v", *rate)
 	case *count < 1 || *count > stagetrace.RowsMax/2:
-		return fmt.Errorf("--count: want 1..%d, got %d", stagetrace.RowsMax/2, *count)
+		return benchUsagef("--count: want 1..%d, got %d", stagetrace.RowsMax/2, *count)
 	case *warmup < 0 || *warmup > stagetrace.RowsMax/2:
-		return fmt.Errorf("--warmup: want 0..%d, got %d", stagetrace.RowsMax/2, *warmup)
+		return benchUsagef("--warmup: want 0..%d, got %d", stagetrace.RowsMax/2, *warmup)
 	case *floorCount < 1 || *floorCount > bench.PingPongCountMax:
-		return fmt.Errorf("--floor-count: want 1..%d, got %d", bench.PingPongCountMax, *floorCount)
+		return benchUsagef("--floor-count: want 1..%d, got %d", bench.PingPongCountMax, *floorCount)
 	case *engineName != "matching" && *engineName != "none":
-		return fmt.Errorf("--engine: want matching or none, got %q", *engineName)
+		return benchUsagef("--engine: want matching or none, got %q", *engineName)
 	}
 	var idles []string
 	for _, name := range strings.Split(*floorIdles, ",") {
 		name = strings.TrimSpace(name)
 		if !slices.Contains(bench.FloorIdles, name) {
-			return fmt.Errorf("--floor-idles: unknown %q (want %s)", name, strings.Join(bench.FloorIdles, ", "))
+			return benchUsagef("--floor-idles: unknown %q (want %s)", name, strings.Join(bench.FloorIdles, ", "))
 		}
 		idles = append(idles, name)
 	}
@@ -253,7 +269,10 @@ func benchLatency(ctx context.Context, args []string) error {
 	case "both":
 		auths = []bool{false, true}
 	default:
-		return fmt.Errorf("--auth: want off, on or both, got %q", *authMode)
+		return benchUsagef("--auth: want off, on or both, got %q", *authMode)
+	}
+	if err := os.MkdirAll(*bf.out, 0o755); err != nil {
+		return err
 	}
 	machine := newBenchMachine()
 	fmt.Printf("seqbus bench latency on %s\n%d commands at %.0f/s per run after %d of warm-up; idle %s; layout %s; %d standby(s); every role a separate process\n",

@@ -49,7 +49,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 	count := fs.Int("count", 200_000, "commands in each flat-out run")
 	latSeconds := fs.Float64("latency-seconds", 3, "length of each run at 25%, 50% and 90% of the maximum")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return benchUsage(err)
 	}
 	p, err := bf.check()
 	if err != nil {
@@ -57,9 +57,12 @@ func benchThroughput(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *count < 1000 || *count > stagetrace.RowsMax/2:
-		return fmt.Errorf("--count: want 1000..%d, got %d", stagetrace.RowsMax/2, *count)
+		return benchUsagef("--count: want 1000..%d, got %d", stagetrace.RowsMax/2, *count)
 	case !(*latSeconds > 0 && *latSeconds <= 600):
-		return fmt.Errorf("--latency-seconds: want 0 < s <= 600, got %v", *latSeconds)
+		return benchUsagef("--latency-seconds: want 0 < s <= 600, got %v", *latSeconds)
+	}
+	if err := os.MkdirAll(*bf.out, 0o755); err != nil {
+		return err
 	}
 	machine := newBenchMachine()
 	fmt.Printf("seqbus bench throughput on %s\nidle %s; layout %s; %d standby(s); every role a separate process\n", machine.text(), *bf.idle, p.layout, p.standbys)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	imagepng "image/png"
@@ -359,5 +360,35 @@ func checkThroughputSummary(t *testing.T, path string) {
 	r := sum.Runs[0]
 	if r.Released <= 0 || r.Replicated <= 0 || len(r.Processes) < 3 || len(r.Levels) != 6 {
 		t.Fatalf("throughput summary: %s", b)
+	}
+}
+
+// TestBenchFlagsChecked: a bad flag of bench latency or throughput exits
+// with status 2 naming the flag, before anything starts (not even --out).
+func TestBenchFlagsChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, tc := range []struct{ args, flag string }{
+		{"latency --cpus primary=99", "--cpus"},
+		{"latency --cpus leader=1", "--cpus"},
+		{"latency --standbys 0", "--standbys"},
+		{"latency --sizes 8", "--sizes"},
+		{"latency --floor-idles fast", "--floor-idles"},
+		{"latency --engine lua", "--engine"},
+		{"throughput --count 3", "--count"},
+		{"throughput --fsync sometimes", "--fsync"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		cmd := exec.Command(bin, append(append([]string{"bench"}, strings.Fields(tc.args)...), "--out", out)...)
+		b, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(b), tc.flag) {
+			t.Errorf("bench %s: %v, want exit 2 naming %s:\n%s", tc.args, err, tc.flag, b)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("bench %s created --out before checking its flags", tc.args)
+		}
 	}
 }
