@@ -10,10 +10,14 @@
 // writer takes a value-unit ratio (NsPerUs for nanosecond histograms).
 //
 // Usage contract:
-//  1. Measure into an *hdrhistogram.Histogram in nanoseconds: PingPong for
-//     the floor, or the caller's own loop (the gated end-to-end path). For
-//     a fixed-rate run, record each latency from the operation's intended
-//     start, not its actual one (coordinated omission; PingPong does).
+//  1. Measure into an *hdrhistogram.Histogram in nanoseconds: RunFloor
+//     (or FloorAll, every idle strategy) for the floor with its hops in
+//     separate processes, PingPong for the older in-process floor, or the
+//     caller's own loop (the gated end-to-end path). For a fixed-rate run,
+//     record each latency from the operation's intended start, not its
+//     actual one (coordinated omission; both floors do), and pace the
+//     sends with internal/pace, the generator RunFloor and client.Load use,
+//     so the floor and the gated run share one generator.
 //  2. Save the distribution with WriteHGRM(w, h, NsPerUs) — the same text
 //     Java's outputPercentileDistribution prints, 5 ticks per half
 //     distance — and the summary with NewSummary / PingPongResult.Summary
@@ -40,6 +44,7 @@
 //	table.WriteText(os.Stdout)
 //	bench.PlotPercentiles("latency.png", "4-hop gated vs floor", series)
 //
-// Everything but PingPong (sockets, goroutines, the clock) and
+// Everything but PingPong, RunFloor and ServeEcho (sockets, processes,
+// goroutines, the clock) and
 // PlotPercentiles (a file) works on values and io.Reader/io.Writer only.
 package bench

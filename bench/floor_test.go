@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/bus"
 )
 
 // TestRunFloor: for 2 and 4 hops and every idle strategy, the hops run as
@@ -157,5 +159,50 @@ func TestRunFloorPinned(t *testing.T) {
 		if _, err := RunFloor(ctx, FloorConfig{Binary: os.Args[0], Hops: 2, Idle: "block", Count: 1, CPUs: bad}); !errors.Is(err, ErrConfig) {
 			t.Errorf("layout %v: %v, want ErrConfig", bad, err)
 		}
+	}
+}
+
+// TestFloorClientZeroAllocs: the floor client's send and poll (the
+// generator's every pass) do not allocate; the echo runs in-process here.
+func TestFloorClientZeroAllocs(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	addrCh := make(chan netip.AddrPort, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- ServeEcho(ctx, EchoConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Idle: "block"}, func(a netip.AddrPort) { addrCh <- a })
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	echo := <-addrCh
+	cfg, err := FloorConfig{Binary: "unused", Hops: 2, Idle: "block", Rate: 1000, Count: 1000}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := bus.ListenUnicast(bus.UnicastConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	c := newFloorClient(cfg, u, echo)
+	seq := uint64(0)
+	allocs := testing.AllocsPerRun(200, func() {
+		want := c.received + 1
+		if err := c.send(seq); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		for i := 0; c.received < want && i < 10_000_000; i++ {
+			c.poll(0)
+		}
+		if c.received < want {
+			t.Fatal("no reply")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("send+poll: %v allocs per round trip, want 0", allocs)
 	}
 }

@@ -135,13 +135,13 @@ func Dial(opts Options) (*Client, error) {
 	c.batch = wire.NewBatch(batchLen)
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
 	if opts.Poll {
-		arena := make([]byte, bus.BatchSizeDefault*bus.DatagramBytesDefault)
-		c.rxBufs = make([][]byte, bus.BatchSizeDefault)
+		arena := make([]byte, pollBatch*bus.DatagramBytesDefault)
+		c.rxBufs = make([][]byte, pollBatch)
 		for i := range c.rxBufs {
 			c.rxBufs[i] = arena[i*bus.DatagramBytesDefault : (i+1)*bus.DatagramBytesDefault : (i+1)*bus.DatagramBytesDefault]
 		}
-		c.rxSizes = make([]int, bus.BatchSizeDefault)
-		c.rxFrom = make([]netip.AddrPort, bus.BatchSizeDefault)
+		c.rxSizes = make([]int, pollBatch)
+		c.rxFrom = make([]netip.AddrPort, pollBatch)
 		return c, nil
 	}
 	c.loop, err = bus.StartLoop(uc, bus.LoopConfig{Idle: opts.Idle}, c.onBatch)
@@ -346,38 +346,33 @@ const (
 	// precise enough, and the scan of the in-flight window stays off most
 	// passes).
 	timersEveryNs = 2_000_000
-	// pollBatchesMax bounds the batches one PollIO reads, so a flood of
-	// answers cannot hold back the generator's next send for long.
-	pollBatchesMax = 4
+	// pollBatch bounds the datagrams one PollIO reads and handles (~1–2 µs
+	// each), so a burst of answers delays the generator's next send by tens
+	// of microseconds at most: the Waiter calls PollIO again at once after
+	// a pass that did work, re-checking the clock in between.
+	pollBatch = 16
 )
 
-// PollIO reads the answers waiting on the socket without blocking (poll
-// mode; in goroutine mode the receive loop reads them and PollIO only runs
-// the timers), handles them (OnResult and OnOutput run on the caller's
-// goroutine), and at most every 2 ms resends overdue commands and asks the
-// witness who leads. nowNs is monotime.Now(). It returns the datagrams read
-// plus the commands resent; it does not allocate on the receive path. In
-// poll mode call it from one goroutine only. After a receive error (the
-// socket closed) it reads no more; Load returns that error.
+// PollIO reads one batch (up to 16) of the answers waiting on the socket
+// without blocking (poll mode; in goroutine mode the receive loop reads
+// them and PollIO only runs the timers), handles them (OnResult and
+// OnOutput run on the caller's goroutine), and at most every 2 ms resends
+// overdue commands and asks the witness who leads. nowNs is monotime.Now().
+// It returns the datagrams read plus the commands resent; it does not
+// allocate on the receive path. In poll mode call it from one goroutine
+// only. After a receive error (the socket closed) it reads no more; Load
+// returns that error.
 func (c *Client) PollIO(nowNs int64) int {
 	work := 0
 	if c.loop == nil && c.ioErr == nil {
-		for b := 0; b < pollBatchesMax; b++ {
-			n, err := c.uc.Receive(c.rxBufs, c.rxSizes, c.rxFrom, 0)
-			if err != nil {
-				c.mu.Lock()
-				c.ioErr = err
-				c.mu.Unlock()
-				break
-			}
-			if n == 0 {
-				break
-			}
+		n, err := c.uc.Receive(c.rxBufs, c.rxSizes, c.rxFrom, 0)
+		if err != nil {
+			c.mu.Lock()
+			c.ioErr = err
+			c.mu.Unlock()
+		} else if n > 0 {
 			c.onBatch(c.rxBufs[:n], c.rxSizes[:n], c.rxFrom[:n])
 			work += n
-			if n < len(c.rxBufs) {
-				break
-			}
 		}
 	}
 	c.mu.Lock()
@@ -559,6 +554,9 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		if ioErr != nil {
 			return report(), ioErr
 		}
+		// Read answers after every send too: a generator behind its
+		// schedule never waits, and Until polls only while waiting.
+		poll(now)
 		if queued == 0 {
 			if err := ctx.Err(); err != nil {
 				return report(), err
