@@ -329,7 +329,7 @@ func latencyRunOf(cfg clusterConfig, res *clusterResult, floors *floorSet, out s
 	run := latencyRun{Size: cfg.Size, Fsync: cfg.Fsync, Auth: authName(cfg.Auth), Engine: cfg.Engine, Idle: cfg.Idle, Layout: cfg.Layout.String(),
 		Standbys: cfg.Standbys, Rate: cfg.Rate, Count: cfg.Count, Achieved: res.AchievedPerSec,
 		Stages: map[string]map[string]float64{}, RatioTo2Hop: map[string]float64{}, RatioTo4Hop: map[string]float64{},
-		Generator: generatorOf(m), Processes: res.Processes, Unanswered: m.Unanswered, Unmatched: m.Unmatched}
+		Generator: generatorOf(m), Processes: res.Processes, Unanswered: max(m.Unanswered, int(res.Client.Unanswered)), Unmatched: m.Unmatched}
 	dir := filepath.Join(out, fmt.Sprintf("latency-size%s-fsync-%s-auth-%s", sizeName(cfg.Size), cfg.Fsync, run.Auth))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return run, err

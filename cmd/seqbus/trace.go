@@ -32,7 +32,8 @@ func traceStagesFlag(n int) (int, error) {
 
 // clientTrace records each answered command's intended, sent and received
 // times (client.Result, CLOCK_MONOTONIC) by client order id, for `seqbus
-// bench`. record runs in Load's result callback: an index store, no
+// bench` (an unanswered command leaves no row: the client's JSON counts
+// those). record runs in Load's result callback: an index store, no
 // allocation.
 type clientTrace struct {
 	rec                      *stagetrace.Recorder
