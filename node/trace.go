@@ -129,5 +129,5 @@ func (n *Node) WriteTrace(path string, pid int) error {
 		commands = st.Node.Commands
 	}
 	return n.trace.rec.WriteFile(path, stagetrace.Header{Role: role, ID: n.cfg.ID, Pid: uint32(pid),
-		Mallocs: ms.Mallocs - n.trace.mallocs0, Syscalls: st.Syscalls(), Commands: commands})
+		Mallocs: ms.Mallocs - n.trace.mallocs0, Syscalls: st.Syscalls(), Commands: commands, GOMAXPROCS: uint32(runtime.GOMAXPROCS(0))})
 }

@@ -414,9 +414,13 @@ func printLatencyRun(run latencyRun) {
 }
 
 func printProcesses(ps []processInfo) {
-	fmt.Printf("  %-10s %8s %6s %10s %14s %14s %14s\n", "process", "pid", "cpus", "cpu s", "cpu s/1M cmd", "mallocs/cmd", "syscalls/cmd")
+	fmt.Printf("  %-10s %8s %6s %6s %10s %14s %14s %14s\n", "process", "pid", "cpus", "procs", "cpu s", "cpu s/1M cmd", "mallocs/cmd", "syscalls/cmd")
 	for _, p := range ps {
-		fmt.Printf("  %-10s %8d %6s %10.2f %14.2f %14.2f %14.2f\n", p.Role, p.Pid, p.CPUs, p.CPUSeconds, p.CPUSPerMillion, p.MallocsPerCommand, p.SyscallsPerCommand)
+		procs := "-"
+		if p.GOMAXPROCS > 0 {
+			procs = strconv.Itoa(p.GOMAXPROCS)
+		}
+		fmt.Printf("  %-10s %8d %6s %6s %10.2f %14.2f %14.2f %14.2f\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion, p.MallocsPerCommand, p.SyscallsPerCommand)
 	}
 }
 

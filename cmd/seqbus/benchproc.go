@@ -169,6 +169,7 @@ type processInfo struct {
 	Role               string  `json:"role"`
 	Pid                int     `json:"pid"`
 	CPUs               string  `json:"cpus"`
+	GOMAXPROCS         int     `json:"gomaxprocs,omitempty"`
 	CPUSeconds         float64 `json:"cpu_seconds"`
 	CPUSPerMillion     float64 `json:"cpu_s_per_million"`
 	MallocsPerCommand  float64 `json:"mallocs_per_command"`
@@ -443,6 +444,7 @@ func (c *benchCluster) merge(states map[string]*os.ProcessState, clientTrace, cl
 		if t := traces[name]; t != nil {
 			p.MallocsPerCommand = float64(t.Mallocs) / commands
 			p.SyscallsPerCommand = float64(t.Syscalls) / commands
+			p.GOMAXPROCS = int(t.GOMAXPROCS)
 			if int(t.Pid) != p.Pid {
 				p.Pid = int(t.Pid) // the trace is the process's own word
 			}

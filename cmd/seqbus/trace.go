@@ -68,5 +68,5 @@ func (t *clientTrace) write(path string, session uint64, sent uint64, c bus.Coun
 		syscalls += c.SendBatches[i] + c.ReceiveBatches[i]
 	}
 	return t.rec.WriteFile(path, stagetrace.Header{Role: stagetrace.RoleClient, ID: uint32(session), Pid: uint32(os.Getpid()),
-		Mallocs: ms.Mallocs - t.mallocs0, Syscalls: syscalls, Commands: sent})
+		Mallocs: ms.Mallocs - t.mallocs0, Syscalls: syscalls, Commands: sent, GOMAXPROCS: uint32(runtime.GOMAXPROCS(0))})
 }

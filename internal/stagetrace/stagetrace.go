@@ -14,13 +14,14 @@
 // File format (little-endian):
 //
 //	magic    [8]byte "SQBTRACE"
-//	version  uint32 (1)
+//	version  uint32 (2)
 //	role     uint16 length + bytes ("client", "primary", "standby")
 //	id       uint32 (node id, or the client's session)
 //	pid      uint32
 //	mallocs  uint64 (runtime.MemStats.Mallocs over the run)
 //	syscalls uint64 (send and receive calls that moved data, from the bus counters)
 //	commands uint64 (commands the process handled over the run)
+//	gomaxprocs uint32 (the process's runtime.GOMAXPROCS)
 //	columns  uint32, rows uint32
 //	per column: name uint16 length + bytes, then rows int64 values
 //
@@ -69,7 +70,7 @@ const (
 	// ColumnsMax bounds the columns of a file read back.
 	ColumnsMax = 16
 	nameMax    = 64
-	version    = 1
+	version    = 2
 )
 
 var magic = [8]byte{'S', 'Q', 'B', 'T', 'R', 'A', 'C', 'E'}
@@ -88,6 +89,9 @@ type Header struct {
 	Mallocs  uint64
 	Syscalls uint64
 	Commands uint64
+	// GOMAXPROCS is the process's (a pinned process gets one P per CPU
+	// it may run on).
+	GOMAXPROCS uint32
 }
 
 // Recorder holds preallocated columns. Set and Stamp never allocate; they
@@ -192,6 +196,7 @@ func (r *Recorder) Write(w io.Writer, h Header) error {
 	b = binary.LittleEndian.AppendUint64(b, h.Mallocs)
 	b = binary.LittleEndian.AppendUint64(b, h.Syscalls)
 	b = binary.LittleEndian.AppendUint64(b, h.Commands)
+	b = binary.LittleEndian.AppendUint32(b, h.GOMAXPROCS)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.cols)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(rows))
 	if _, err := w.Write(b); err != nil {
@@ -262,6 +267,7 @@ func Read(r io.Reader) (*Trace, error) {
 	t.Mallocs = rd.u64()
 	t.Syscalls = rd.u64()
 	t.Commands = rd.u64()
+	t.GOMAXPROCS = rd.u32()
 	ncols, rows := rd.u32(), rd.u32()
 	if rd.err != nil {
 		return nil, rd.err
