@@ -164,3 +164,30 @@ func TestPollIOStopsOnClose(t *testing.T) {
 		t.Fatal("Load on a closed socket: no error")
 	}
 }
+
+// TestLoadSlowRateParks: at 200/s (5 ms apart) poll mode parks in
+// epoll_wait between sends and still answers everything on schedule.
+func TestLoadSlowRateParks(t *testing.T) {
+	p := startFakePrimary(t)
+	cl, err := Dial(Options{Core: Config{Session: 4}, Primary: p.u.LocalAddr(), Poll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if cl.parker == nil {
+		t.Fatal("poll mode on UDP has no parker")
+	}
+	var got []Result
+	rep, err := cl.Load(context.Background(), LoadConfig{Rate: 200, Count: 20, Drain: 5 * time.Second}, func(r Result) { got = append(got, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Answered != 20 || rep.Pace.Sent != 20 || len(got) != 20 {
+		t.Fatalf("answered %d, pace %+v, results %d", rep.Answered, rep.Pace, len(got))
+	}
+	for i := 1; i < len(got); i++ {
+		if d := got[i].IntendedNs - got[i-1].IntendedNs; d != 5_000_000 {
+			t.Fatalf("intended times %d apart, want 5 ms", d)
+		}
+	}
+}

@@ -22,13 +22,16 @@
 //     w.Sent(s.Due(i), now) (or the time read just before the send).
 //  3. Read Stats (and Histogram) at the end.
 //
-// CPU cost: a Waiter never sleeps, so the thread that runs it is always
-// runnable. With nothing else runnable on its CPU, sched_yield returns at
-// once and the wait costs a whole core; with other runnable threads it
-// hands the CPU over on every pass, so on a loaded machine it costs its
-// fair share. At 10k/s every wait is under 100 µs; for waits of more than
-// 2 ms (slow rates) the same loop runs, at the same cost: a slow generator
-// is rare enough in a benchmark that simplicity wins over parking.
+// CPU cost: for waits under ParkAboveNs (2 ms) a Waiter never sleeps, so
+// the thread that runs it is always runnable. With nothing else runnable
+// on its CPU, sched_yield returns at once and the wait costs a whole core;
+// with other runnable threads it hands the CPU over on every pass, so on a
+// loaded machine it costs its fair share. At 10k/s every wait is under
+// 100 µs. For longer waits (slow rates), a caller that gives a Park
+// function (e.g. bus.Parker: epoll_wait on its socket, which wakes when an
+// answer arrives, so none is stamped late) sleeps until ~1 ms before the
+// due time and spins and yields only for the rest; without one the loop
+// spins and yields throughout.
 package pace
 
 import (
@@ -53,6 +56,12 @@ const (
 	HistogramHighestNs = int64(60_000_000_000)
 	// HistogramSignificantDigits: 0.1 % resolution.
 	HistogramSignificantDigits = 3
+	// ParkAboveNs: a wait longer than 2 ms may park (WaiterConfig.Park);
+	// the park ends ParkMarginNs before the due time, because a parked
+	// thread may wake a scheduler tick (~1–4 ms) late, and the rest of the
+	// wait spins and yields.
+	ParkAboveNs  = int64(2_000_000)
+	ParkMarginNs = int64(1_000_000)
 )
 
 // Schedule is a fixed-rate schedule: command i is due at StartNs +
@@ -98,6 +107,10 @@ type WaiterConfig struct {
 	// Histogram, when set, records every intended->sent lateness (ns) in a
 	// preallocated HDR histogram (1 ns .. HistogramHighestNs, 3 digits).
 	Histogram bool
+	// Park, if set, is called for waits longer than ParkAboveNs: it should
+	// block for at most timeoutMs milliseconds and return early when there
+	// is input to poll (bus.Parker.Park). Never a Go timer.
+	Park func(timeoutMs int)
 }
 
 // Waiter waits for intended send times and keeps the lateness accounts. It
@@ -107,13 +120,14 @@ type Waiter struct {
 	spinNs int64
 	now    func() int64
 	yield  func()
+	park   func(timeoutMs int)
 	stats  Stats
 	hist   *hdrhistogram.Histogram
 }
 
 // NewWaiter returns a Waiter.
 func NewWaiter(cfg WaiterConfig) *Waiter {
-	w := &Waiter{spinNs: cfg.SpinNs, now: cfg.Now, yield: cfg.Yield}
+	w := &Waiter{spinNs: cfg.SpinNs, now: cfg.Now, yield: cfg.Yield, park: cfg.Park}
 	if w.spinNs == 0 {
 		w.spinNs = SpinNsDefault
 	}
@@ -139,7 +153,8 @@ func NewHistogram() *hdrhistogram.Histogram {
 // the time just read (poll may be nil); poll reads the caller's socket
 // without blocking, runs its timers and returns the work it did. After a
 // pass with work it reads the clock again at once; after an idle pass it
-// spins on when dueNs is at most SpinNs away, and otherwise yields the CPU
+// spins on when dueNs is at most SpinNs away, parks (WaiterConfig.Park)
+// when it is more than ParkAboveNs away, and otherwise yields the CPU
 // (sched_yield). A dueNs already past returns at once without polling: the
 // caller polls after it sends, so a generator that is behind still drains
 // its socket. Never a Go timer; it does not allocate.
@@ -153,10 +168,14 @@ func (w *Waiter) Until(dueNs int64, poll func(nowNs int64) int) (nowNs int64) {
 		if poll != nil {
 			work = poll(nowNs)
 		}
-		if work > 0 || dueNs-nowNs <= w.spinNs {
-			continue
+		remainingNs := dueNs - nowNs
+		switch {
+		case work > 0 || remainingNs <= w.spinNs:
+		case w.park != nil && remainingNs > ParkAboveNs:
+			w.park(int((remainingNs - ParkMarginNs) / 1_000_000))
+		default:
+			w.yield()
 		}
-		w.yield()
 	}
 }
 

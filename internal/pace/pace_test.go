@@ -151,3 +151,27 @@ func TestZeroAllocs(t *testing.T) {
 		t.Fatal("nothing ran")
 	}
 }
+
+// TestUntilParksLongWaits: a wait longer than ParkAboveNs parks until
+// ParkMarginNs before the due time (in whole ms), then yields and spins;
+// a short wait never parks.
+func TestUntilParksLongWaits(t *testing.T) {
+	clk := &fakeClock{}
+	var parks []int
+	yields := 0
+	w := NewWaiter(WaiterConfig{SpinNs: 5_000, Now: clk.now, Yield: func() { yields++; clk.nowNs += 100_000 },
+		Park: func(ms int) { parks = append(parks, ms); clk.nowNs += int64(ms) * 1_000_000 }})
+	got := w.Until(10_500_000, nil)
+	// 10.5 ms away: park 9 ms (to 9 ms + reads), then 1.5 ms of 100 µs yields.
+	if len(parks) != 1 || parks[0] != 9 {
+		t.Fatalf("parks %v, want [9]", parks)
+	}
+	if got < 10_500_000 || yields < 10 {
+		t.Fatalf("returned %d after %d yields", got, yields)
+	}
+	parks, clk.nowNs = nil, 0
+	w.Until(1_900_000, nil)
+	if len(parks) != 0 {
+		t.Fatalf("a 1.9 ms wait parked: %v", parks)
+	}
+}
