@@ -5,6 +5,7 @@ package bench
 import (
 	"bufio"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -44,4 +45,61 @@ func cpuModel(path string) string {
 		}
 	}
 	return ""
+}
+
+// LoadAverage is /proc/loadavg's 1-minute load average (-1 where
+// unreadable).
+func LoadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// CPUTimes is the aggregate "cpu" line of /proc/stat, in clock ticks.
+type CPUTimes struct {
+	Total, Steal uint64
+	OK           bool
+}
+
+// ReadCPUTimes reads /proc/stat's first line.
+func ReadCPUTimes() CPUTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return CPUTimes{}
+	}
+	return parseCPUTimes(string(b))
+}
+
+// parseCPUTimes parses "cpu  user nice system idle iowait irq softirq
+// steal guest guest_nice": total is the sum of the first eight (guest
+// time is already in user), steal the eighth.
+func parseCPUTimes(stat string) CPUTimes {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return CPUTimes{}
+	}
+	var t CPUTimes
+	for i := 1; i <= 8; i++ {
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			return CPUTimes{}
+		}
+		t.Total += v
+		if i == 8 {
+			t.Steal = v
+		}
+	}
+	t.OK = true
+	return t
 }

@@ -425,6 +425,11 @@ type LoadConfig struct {
 	Count       uint64
 	Instruments uint32
 	Seed        uint64
+	// Size, when > 0, sends opaque commands of Size bytes (header
+	// included, CommandHeaderLen+1..MaxCommandLen) that the matching
+	// engine rejects after sequencing, journaling and replicating them:
+	// the bus's cost at a given size. 0 sends real orders (39 bytes).
+	Size int
 	// Drain bounds the wait for the last answers after the last send.
 	Drain time.Duration
 	// SpinNs is the generator's spin window before each send
@@ -484,6 +489,14 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 	if cfg.Drain <= 0 {
 		cfg.Drain = 10 * time.Second
 	}
+	var body []byte
+	if cfg.Size != 0 {
+		if cfg.Size <= engine.CommandHeaderLen || cfg.Size > MaxCommandLen {
+			return LoadReport{}, fmt.Errorf("client: load size %d not in %d..%d", cfg.Size, engine.CommandHeaderLen+1, MaxCommandLen)
+		}
+		body = make([]byte, cfg.Size-engine.CommandHeaderLen)
+		body[0] = 0xEE // no op the engine knows: a reject after apply
+	}
 	c.mu.Lock()
 	prev := c.opts.OnResult
 	c.opts.OnResult = func(r Result) {
@@ -537,11 +550,17 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		queued := 0
 		c.mu.Lock()
 		for sent < cfg.Count && sched.Due(sent) <= now {
-			if !pending {
+			if !pending && body == nil {
 				r, pending = gen.next(), true
 			}
 			intended := sched.Due(sent)
-			_, cmd, err := c.core.Next(&r, intended, now)
+			var cmd []byte
+			var err error
+			if body != nil {
+				_, cmd, err = c.core.NextPayload(body, intended, now)
+			} else {
+				_, cmd, err = c.core.Next(&r, intended, now)
+			}
 			if err != nil {
 				break // window full: back-pressure, below
 			}

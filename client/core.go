@@ -50,8 +50,8 @@ type pending struct {
 	sentNs      int64 // when it was last sent (resend timer)
 	attempts    uint32
 	used        bool
-	n           uint8
-	cmd         [engine.MaxCommandLen]byte
+	n           uint16
+	cmd         [MaxCommandLen]byte
 }
 
 // Result is the answer to one command.
@@ -125,15 +125,41 @@ func (c *Core) slot(id uint64) *pending { return &c.slots[id%uint64(len(c.slots)
 // command to send (valid until the next call). intendedNs is when the load
 // meant to send it (for coordinated-omission-free latency); nowNs is now.
 func (c *Core) Next(r *engine.Request, intendedNs, nowNs int64) (uint64, []byte, error) {
+	return c.next(r, nil, intendedNs, nowNs)
+}
+
+// MaxCommandLen bounds a command the core holds (header included): a
+// new order, or an opaque payload of NextPayload.
+const MaxCommandLen = 1024
+
+// ErrTooLong is returned by NextPayload for a body over MaxCommandLen.
+var ErrTooLong = errors.New("client: command longer than MaxCommandLen")
+
+// NextPayload is Next for an opaque command body (the engine rejects a
+// body it does not know after sequencing it: `seqbus bench` sizes its
+// commands so).
+func (c *Core) NextPayload(body []byte, intendedNs, nowNs int64) (uint64, []byte, error) {
+	if engine.CommandHeaderLen+len(body) > MaxCommandLen {
+		return 0, nil, ErrTooLong
+	}
+	return c.next(nil, body, intendedNs, nowNs)
+}
+
+func (c *Core) next(r *engine.Request, body []byte, intendedNs, nowNs int64) (uint64, []byte, error) {
 	p := c.slot(c.nextID)
 	if p.used {
 		return 0, nil, ErrWindowFull
 	}
 	id := c.nextID
 	c.nextID++
-	*p = pending{id: id, intendedNs: intendedNs, firstSentNs: nowNs, sentNs: nowNs, attempts: 1, used: true}
-	b := engine.AppendRequest(p.cmd[:0], c.cfg.Session, id, r)
-	p.n = uint8(len(b))
+	p.id, p.intendedNs, p.firstSentNs, p.sentNs, p.attempts, p.used = id, intendedNs, nowNs, nowNs, 1, true
+	var b []byte
+	if r != nil {
+		b = engine.AppendRequest(p.cmd[:0], c.cfg.Session, id, r)
+	} else {
+		b = engine.AppendCommand(p.cmd[:0], c.cfg.Session, id, body)
+	}
+	p.n = uint16(len(b))
 	c.live++
 	c.stats.Sent++
 	return id, p.cmd[:p.n], nil

@@ -121,3 +121,27 @@ func TestPropertyEveryCommandAnsweredOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestNextPayload: an opaque body is sent under the next id with the
+// session's header, resent byte for byte, and refused over MaxCommandLen.
+func TestNextPayload(t *testing.T) {
+	c := NewCore(Config{Session: 4, ResendAfterNs: 10})
+	body := make([]byte, 1000)
+	body[0] = 0xEE
+	id, cmd, err := c.NextPayload(body, 1, 2)
+	if err != nil || id != 1 || len(cmd) != engine.CommandHeaderLen+1000 {
+		t.Fatalf("id %d, %d bytes, %v", id, len(cmd), err)
+	}
+	h, err := engine.ParseCommand(cmd)
+	if err != nil || h.Session != 4 || h.ClientOrderID != 1 || h.Body[0] != 0xEE {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	var resent []byte
+	c.Poll(100, func(b []byte) { resent = append([]byte(nil), b...) })
+	if string(resent) != string(cmd) {
+		t.Fatal("resend differs from the original")
+	}
+	if _, _, err := c.NextPayload(make([]byte, MaxCommandLen), 1, 2); err != ErrTooLong {
+		t.Fatalf("oversized body: %v", err)
+	}
+}

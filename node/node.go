@@ -4,6 +4,7 @@ import (
 	"errors"
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"os"
+	"runtime"
 	"strings"
 
 	"fmt"
@@ -69,6 +70,7 @@ type Node struct {
 	deliverFn          func(witness.Reply)
 	lastNewEpochNs     int64
 	stages             StageObserver // Config.Observer, if it implements it
+	trace              *stageTrace   // nil without Config.TraceStages
 	auth               *nodeAuth     // nil without Config.Key
 	sealBuf            []byte
 	lastLeaseReplyNs   int64 // last reply from the witness
@@ -165,7 +167,18 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.emitter.n = n
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
-	n.stages, _ = cfg.Observer.(StageObserver)
+	if cfg.TraceStages > 0 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		t, err := newStageTrace(n, cfg.TraceStages)
+		if err != nil {
+			return nil, fmt.Errorf("%w: trace stages: %v", ErrConfig, err)
+		}
+		t.mallocs0 = ms.Mallocs
+		n.trace = t
+		n.cfg.Observer = t
+	}
+	n.stages, _ = n.cfg.Observer.(StageObserver)
 	if cfg.Key != nil {
 		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
 		n.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)

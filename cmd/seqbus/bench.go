@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"github.com/seqbus/seqbus/auth"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,9 +17,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/seqbus/seqbus/bench"
-	"github.com/seqbus/seqbus/bench/gated"
 	"github.com/seqbus/seqbus/bus"
-	"github.com/seqbus/seqbus/journal"
 )
 
 // nsPerUs: histograms record nanoseconds; .hgrm files are in µs.
@@ -29,9 +27,11 @@ func runBench(args []string) error {
 	usage := func() {
 		fmt.Fprint(os.Stderr, `usage: seqbus bench <latency|throughput|floor|compare> [flags]
 
-  latency     fixed-rate load through the full gated path, an HDR histogram per stage,
-              next to the raw UDP floor (2 and 4 hops) measured in the same run
-  throughput  the most commands/s released end to end, then the latency at 50% and 90% of it
+  latency     fixed-rate load through the full gated path, the witness, primary, standbys
+              and load client as separate processes: an HDR histogram per stage, next to
+              the raw UDP floor (2 and 4 hops, separate processes) measured in the same run
+  throughput  the most commands/s released (matching engine) and replicated (--engine none),
+              flat out, then the latency at 25%, 50% and 90% of it
   floor       raw UDP ping-pong only, per idle strategy (netpoller, back-off, spin, busy-poll)
   compare     side-by-side percentiles of .hgrm files, with ratios, and --plot out.png|svg
 
@@ -48,10 +48,18 @@ Every command writes .hgrm files (HdrHistogram's percentile format) and a summar
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch args[0] {
-	case "latency":
-		return benchLatency(ctx, args[1:])
-	case "throughput":
-		return benchThroughput(ctx, args[1:])
+	case "latency", "throughput":
+		run := benchLatency
+		if args[0] == "throughput" {
+			run = benchThroughput
+		}
+		err := run(ctx, args[1:])
+		if fe := (benchFlagError{}); errors.As(err, &fe) {
+			// A bad flag: nothing was started. Exit 2, as for a usage error.
+			fmt.Fprintf(os.Stderr, "seqbus bench %s: %v\n", args[0], fe.err)
+			os.Exit(2)
+		}
+		return err
 	case "floor":
 		return benchFloor(ctx, args[1:])
 	case "compare":
@@ -69,18 +77,6 @@ func parseInts(s string) ([]int, error) {
 			return nil, fmt.Errorf("bad number %q in %q", f, s)
 		}
 		out = append(out, v)
-	}
-	return out, nil
-}
-
-func parseFsyncs(s string) ([]journal.SyncPolicy, error) {
-	var out []journal.SyncPolicy
-	for _, f := range strings.Split(s, ",") {
-		p, err := parseFsync(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
 	}
 	return out, nil
 }
@@ -131,21 +127,6 @@ func (c benchCommon) setup() (bus.Idle, bus.Tuning, error) {
 	return idle, bus.Tuning{BusyPollUs: int(*c.busyPoll / time.Microsecond)}, nil
 }
 
-// latencyRun is one (size, fsync) cell of `bench latency`.
-type latencyRun struct {
-	Size          int                           `json:"size_bytes"`
-	Fsync         string                        `json:"fsync"`
-	Auth          string                        `json:"auth"`
-	Rate          float64                       `json:"rate_per_second"`
-	Count         int                           `json:"count"`
-	Achieved      float64                       `json:"achieved_per_second"`
-	MallocsPerCmd float64                       `json:"mallocs_per_command"`
-	Stages        map[string]map[string]float64 `json:"stages_us"`
-	RatioTo2Hop   map[string]float64            `json:"end_to_end_over_floor_2hop"`
-	RatioTo4Hop   map[string]float64            `json:"end_to_end_over_floor_4hop"`
-	Files         []string                      `json:"files"`
-}
-
 var benchQuantiles = []float64{50, 90, 99, 99.9, 99.99, 100}
 
 func quantName(q float64) string {
@@ -163,158 +144,6 @@ func pcts(h *hdrhistogram.Histogram) map[string]float64 {
 	return m
 }
 
-func benchLatency(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench latency", flag.ContinueOnError)
-	sizesFlag := fs.String("sizes", "32,256,1024", "command sizes in bytes (0: a real 39-byte new order)")
-	fsyncFlag := fs.String("fsync", "none,group", "journal fsync policies")
-	rate := fs.Float64("rate", 10_000, "commands per second (fixed rate; latency from each intended send time)")
-	count := fs.Int("count", 100_000, "commands per run")
-	floorCount := fs.Int("floor-count", 50_000, "round trips for each raw UDP floor")
-	warmup := fs.Int("warmup", 5000, "commands sent first at the same rate and not recorded")
-	authMode := fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
-	c := addCommon(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	sizes, err := parseInts(*sizesFlag)
-	if err != nil {
-		return fmt.Errorf("--sizes: %v", err)
-	}
-	policies, err := parseFsyncs(*fsyncFlag)
-	if err != nil {
-		return err
-	}
-	idle, tuning, err := c.setup()
-	if err != nil {
-		return err
-	}
-	var keys []*auth.MasterKey
-	switch *authMode {
-	case "off":
-		keys = []*auth.MasterKey{nil}
-	case "on", "both":
-		k, err := auth.GenerateMasterKey(nil)
-		if err != nil {
-			return err
-		}
-		keys = []*auth.MasterKey{&k}
-		if *authMode == "both" {
-			keys = []*auth.MasterKey{nil, &k}
-		}
-	default:
-		return fmt.Errorf("--auth: want off, on or both, got %q", *authMode)
-	}
-	machine := bench.Machine()
-	fmt.Printf("seqbus bench latency on %s: %d commands at %.0f/s per run, idle %s\n", machineText(machine), *count, *rate, *c.idle)
-	var runs []latencyRun
-	for _, size := range sizes {
-		floors := map[int]*hdrhistogram.Histogram{}
-		for _, hops := range []int{2, 4} {
-			pp, err := bench.PingPong(ctx, bench.PingPongConfig{MessageBytes: max(size, 39), Count: *floorCount, Warmup: 1000,
-				RatePerSecond: *rate, Hops: hops, Idle: idle, Tuning: tuning})
-			if err != nil {
-				return fmt.Errorf("floor %d hops: %w", hops, err)
-			}
-			floors[hops] = pp.Histogram
-		}
-		for _, pol := range policies {
-			var plain *latencyRun
-			for _, key := range keys {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				res, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Rate: *rate, Count: *count + *warmup, Warmup: *warmup, Idle: idle, Tuning: tuning, Key: key})
-				if err != nil {
-					return fmt.Errorf("size %d fsync %s: %w", size, pol, err)
-				}
-				authName := "off"
-				if key != nil {
-					authName = "mac"
-				}
-				dir := filepath.Join(*c.out, fmt.Sprintf("latency-size%s-fsync-%s-auth-%s", sizeName(size), pol, authName))
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return err
-				}
-				run := latencyRun{Size: size, Fsync: pol.String(), Auth: authName, Rate: *rate, Count: *count, Achieved: res.RatePerSec,
-					MallocsPerCmd: res.MallocsPerCmd, Stages: map[string]map[string]float64{},
-					RatioTo2Hop: map[string]float64{}, RatioTo4Hop: map[string]float64{}}
-				hists := map[string]*hdrhistogram.Histogram{"floor-2hop": floors[2], "floor-4hop": floors[4]}
-				for _, s := range gated.Stages {
-					hists[s] = res.Hist[s]
-				}
-				for name, h := range hists {
-					file := strings.NewReplacer(">", "", " ", "-", "(", "", ")", "").Replace(name)
-					path, err := writeHGRM(dir, file, h)
-					if err != nil {
-						return err
-					}
-					run.Files = append(run.Files, path)
-					run.Stages[name] = pcts(h)
-				}
-				logPath, err := writeIntervalLog(dir, res)
-				if err != nil {
-					return err
-				}
-				run.Files = append(run.Files, logPath)
-				e2e := res.Hist[gated.StageEndToEnd]
-				for _, q := range benchQuantiles {
-					run.RatioTo2Hop[quantName(q)] = float64(e2e.ValueAtQuantile(q)) / float64(max(floors[2].ValueAtQuantile(q), 1))
-					run.RatioTo4Hop[quantName(q)] = float64(e2e.ValueAtQuantile(q)) / float64(max(floors[4].ValueAtQuantile(q), 1))
-				}
-				printLatencyRun(run, hists)
-				if key == nil {
-					plain = &run
-				} else if plain != nil {
-					e2eMAC, e2ePlain := run.Stages[gated.StageEndToEnd], plain.Stages[gated.StageEndToEnd]
-					fmt.Printf("  %-24s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "with MAC / without", e2eMAC["p50"]/e2ePlain["p50"], e2eMAC["p90"]/e2ePlain["p90"],
-						e2eMAC["p99"]/e2ePlain["p99"], e2eMAC["p99.9"]/e2ePlain["p99.9"], e2eMAC["max"]/e2ePlain["max"])
-				}
-				runs = append(runs, run)
-			}
-		}
-	}
-	return writeSummary(*c.out, map[string]any{"command": "latency", "machine": machine, "idle": *c.idle, "runs": runs})
-}
-
-func printLatencyRun(run latencyRun, hists map[string]*hdrhistogram.Histogram) {
-	fmt.Printf("\nsize %s B, fsync %s, auth %s: %.0f cmd/s achieved, %.2f mallocs/command (whole process)\n",
-		sizeName(run.Size), run.Fsync, run.Auth, run.Achieved, run.MallocsPerCmd)
-	fmt.Printf("  %-24s %9s %9s %9s %9s %9s\n", "µs", "p50", "p90", "p99", "p99.9", "max")
-	order := append([]string{"floor-2hop", "floor-4hop"}, gated.Stages...)
-	for _, name := range order {
-		p := run.Stages[name]
-		fmt.Printf("  %-24s %9.1f %9.1f %9.1f %9.1f %9.1f\n", name, p["p50"], p["p90"], p["p99"], p["p99.9"], p["max"])
-	}
-	fmt.Printf("  %-24s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "end-to-end / 2-hop", run.RatioTo2Hop["p50"], run.RatioTo2Hop["p90"], run.RatioTo2Hop["p99"], run.RatioTo2Hop["p99.9"], run.RatioTo2Hop["max"])
-	fmt.Printf("  %-24s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "end-to-end / 4-hop", run.RatioTo4Hop["p50"], run.RatioTo4Hop["p90"], run.RatioTo4Hop["p99"], run.RatioTo4Hop["p99.9"], run.RatioTo4Hop["max"])
-}
-
-// writeIntervalLog writes the end-to-end latency by second as an
-// HdrHistogram interval log (HistogramLogAnalyzer reads it; so does
-// bench.SliceIntervalLog).
-func writeIntervalLog(dir string, res *gated.Result) (string, error) {
-	path := filepath.Join(dir, "end-to-end.hlog")
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	l, err := bench.NewIntervalLog(f, res.StartUnixMs, "seqbus bench latency: end-to-end ns by second of intended send time")
-	if err == nil {
-		for i, h := range res.Intervals {
-			if h.TotalCount() == 0 {
-				continue // the warm-up
-			}
-			if err = l.Write(h, int64(i)*1e9, int64(i+1)*1e9); err != nil {
-				break
-			}
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return path, err
-}
-
 func writeSummary(dir string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -326,91 +155,6 @@ func writeSummary(dir string, v any) error {
 	}
 	fmt.Printf("\nwrote %s and the .hgrm files beside it (compare them with `seqbus bench compare --plot out.png A.hgrm B.hgrm`)\n", path)
 	return nil
-}
-
-type throughputRun struct {
-	Size          int                `json:"size_bytes"`
-	Fsync         string             `json:"fsync"`
-	Idle          string             `json:"idle"`
-	MaxPerSec     float64            `json:"max_released_per_second"`
-	MallocsPerCmd float64            `json:"mallocs_per_command"`
-	At50          map[string]float64 `json:"latency_us_at_50pct"`
-	At90          map[string]float64 `json:"latency_us_at_90pct"`
-}
-
-func benchThroughput(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench throughput", flag.ContinueOnError)
-	sizesFlag := fs.String("sizes", "32,256,1024", "command sizes in bytes (0: a real 39-byte new order)")
-	fsyncFlag := fs.String("fsync", "none", "journal fsync policies")
-	idles := fs.String("idles", "backoff,spin", "idle strategies to compare (spin: busy-polling receive loops)")
-	count := fs.Int("count", 300_000, "commands in the flat-out run")
-	windowBytes := fs.Int("window-bytes", 1<<20, "command bytes in flight at most in the flat-out run (the load client does not resend: more than the sockets hold is lost, not queued)")
-	latSeconds := fs.Float64("latency-seconds", 3, "length of the runs at 50% and 90% of the maximum")
-	c := addCommon(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	sizes, err := parseInts(*sizesFlag)
-	if err != nil {
-		return fmt.Errorf("--sizes: %v", err)
-	}
-	policies, err := parseFsyncs(*fsyncFlag)
-	if err != nil {
-		return err
-	}
-	if _, _, err := c.setup(); err != nil {
-		return err
-	}
-	machine := bench.Machine()
-	fmt.Printf("seqbus bench throughput on %s\n", machineText(machine))
-	fmt.Printf("%-8s %-6s %-8s %12s %10s | %-28s | %-28s\n", "size", "fsync", "idle", "max cmd/s", "mallocs", "at 50%: p50 / p99 / p99.9 µs", "at 90%: p50 / p99 / p99.9 µs")
-	var runs []throughputRun
-	for _, idleName := range strings.Split(*idles, ",") {
-		idle, err := parseIdle(strings.TrimSpace(idleName))
-		if err != nil {
-			return err
-		}
-		tuning := bus.Tuning{BusyPollUs: int(*c.busyPoll / time.Microsecond)}
-		for _, size := range sizes {
-			for _, pol := range policies {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				window := max(*windowBytes/max(size, 39), 64)
-				res, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Count: *count, Window: window, Idle: idle, Tuning: tuning})
-				if err != nil {
-					return fmt.Errorf("flat out, size %d: %w", size, err)
-				}
-				run := throughputRun{Size: size, Fsync: pol.String(), Idle: idleName, MaxPerSec: res.RatePerSec, MallocsPerCmd: res.MallocsPerCmd}
-				for i, frac := range []float64{0.5, 0.9} {
-					rate := res.RatePerSec * frac
-					n := max(int(rate**latSeconds), 1000)
-					lr, err := gated.Run(ctx, gated.Config{Size: size, Fsync: pol, Rate: rate, Count: n + n/5, Warmup: n / 5, Idle: idle, Tuning: tuning})
-					if err != nil {
-						return fmt.Errorf("at %.0f%%, size %d: %w", frac*100, size, err)
-					}
-					h := lr.Hist[gated.StageEndToEnd]
-					dir := filepath.Join(*c.out, fmt.Sprintf("throughput-size%s-fsync-%s-idle-%s", sizeName(size), pol, idleName))
-					if err := os.MkdirAll(dir, 0o755); err != nil {
-						return err
-					}
-					if _, err := writeHGRM(dir, fmt.Sprintf("end-to-end-at-%.0fpct", frac*100), h); err != nil {
-						return err
-					}
-					if i == 0 {
-						run.At50 = pcts(h)
-					} else {
-						run.At90 = pcts(h)
-					}
-				}
-				fmt.Printf("%-8s %-6s %-8s %12.0f %10.2f | %8.0f / %8.0f / %8.0f | %8.0f / %8.0f / %8.0f\n",
-					sizeName(size), pol, idleName, run.MaxPerSec, run.MallocsPerCmd,
-					run.At50["p50"], run.At50["p99"], run.At50["p99.9"], run.At90["p50"], run.At90["p99"], run.At90["p99.9"])
-				runs = append(runs, run)
-			}
-		}
-	}
-	return writeSummary(*c.out, map[string]any{"command": "throughput", "machine": machine, "runs": runs})
 }
 
 func benchFloor(ctx context.Context, args []string) error {

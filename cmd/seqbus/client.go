@@ -94,8 +94,17 @@ func runClient(args []string) error {
 	arbiterURL := fs.String("arbiter", "", "follow the lease holder of an etcd arbiter: etcd://host:port,... (needs --node for every node)")
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): seal commands, accept only sealed answers")
 	stream := fs.Uint("stream", 1, "stream id (selects the client key)")
+	size := fs.Int("size", 0, "send opaque commands of this many bytes that the engine rejects after replicating them (0: real new orders)")
+	traceStages := fs.Int("trace-stages", 0, "record intended/sent/received of the first N commands and write them at exit to --trace-file (seqbus bench; 0: off)")
+	traceFile := fs.String("trace-file", "client.trace", "where --trace-stages writes")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if _, err := traceStagesFlag(*traceStages); err != nil {
+		return err
+	}
+	if err := checkLoadSize(*size); err != nil {
+		return fmt.Errorf("--size: %v", err)
 	}
 	addr, err := netip.ParseAddrPort(*primary)
 	if err != nil {
@@ -132,8 +141,24 @@ func runClient(args []string) error {
 	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, SpinNs: int64(*spin)},
-		func(r client.Result) { _ = hist.RecordValue(max(r.LatencyNs/1000, 1)) })
+	var trace *clientTrace
+	if *traceStages > 0 {
+		if trace, err = newClientTrace(*traceStages); err != nil {
+			return err
+		}
+	}
+	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, Size: *size, SpinNs: int64(*spin)},
+		func(r client.Result) {
+			_ = hist.RecordValue(max(r.LatencyNs/1000, 1))
+			if trace != nil {
+				trace.record(r)
+			}
+		})
+	if trace != nil {
+		if err := trace.write(*traceFile, *session, rep.Sent, cl.Counters()); err != nil {
+			return fmt.Errorf("--trace-file: %w", err)
+		}
+	}
 	st := rep.Stats
 	sum := clientSummary{
 		Sent: rep.Sent, Answered: st.Answered, Acks: st.Acks, Rejects: st.Rejects, Duplicates: st.Duplicates,

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -33,13 +32,10 @@ import (
 // follows the lease holder. Partway through it SIGKILLs the primary and
 // shows the failover, then checks that nothing a client saw was lost.
 type demo struct {
-	bin     string
-	dir     string
+	procSet
 	witness netip.AddrPort
 	group   netip.AddrPort
 	nodes   map[uint32]netip.AddrPort
-	mu      sync.Mutex
-	procs   map[string]*exec.Cmd
 	dead    map[uint32]bool
 }
 
@@ -54,52 +50,6 @@ func freeLoopbackPort() (uint16, error) {
 
 func loopback(port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
-}
-
-func (d *demo) start(name string, args ...string) error {
-	cmd := exec.Command(d.bin, args...)
-	logf, err := os.Create(filepath.Join(d.dir, name+".log"))
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	setChildAttrs(cmd)
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	d.procs[name] = cmd
-	d.mu.Unlock()
-	go func() { cmd.Wait(); logf.Close() }()
-	return nil
-}
-
-func (d *demo) signal(name string, sig syscall.Signal) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if p := d.procs[name]; p != nil && p.Process != nil {
-		_ = p.Process.Signal(sig)
-	}
-}
-
-// stopAll ends every child: SIGTERM, then SIGKILL after a second.
-func (d *demo) stopAll() {
-	d.mu.Lock()
-	procs := make([]*exec.Cmd, 0, len(d.procs))
-	for _, p := range d.procs {
-		procs = append(procs, p)
-	}
-	d.mu.Unlock()
-	for _, p := range procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for _, p := range procs {
-		for p.ProcessState == nil && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		_ = p.Process.Kill()
-	}
 }
 
 type nodeStatus struct {
@@ -156,7 +106,7 @@ func runDemo(args []string) error {
 	if !*keep {
 		defer os.RemoveAll(dir)
 	}
-	d := &demo{bin: bin, dir: dir, nodes: map[uint32]netip.AddrPort{}, procs: map[string]*exec.Cmd{}, dead: map[uint32]bool{}}
+	d := &demo{procSet: procSet{bin: bin, dir: dir}, nodes: map[uint32]netip.AddrPort{}, dead: map[uint32]bool{}}
 	defer d.stopAll()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	imagepng "image/png"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/bench"
+	"github.com/seqbus/seqbus/internal/stagetrace"
 )
 
 // buildBinary builds seqbus once per test binary run.
@@ -216,20 +219,24 @@ func TestBenchCommands(t *testing.T) {
 		}
 		return string(b)
 	}
-	text := run("bench", "latency", "--sizes", "32", "--fsync", "none", "--count", "2000", "--floor-count", "1000", "--rate", "2000", "--auth", "both", "--out", filepath.Join(out, "lat"))
-	for _, want := range []string{"end-to-end / 2-hop", "end-to-end / 4-hop", "with MAC / without", "sequenced->released"} {
+	text := run("bench", "latency", "--sizes", "32", "--fsync", "none", "--count", "2000", "--warmup", "500", "--rate", "5000",
+		"--floor-count", "1000", "--floor-idles", "block", "--auth", "both", "--out", filepath.Join(out, "lat"))
+	for _, want := range []string{"end-to-end / floor-2hop", "end-to-end / floor-4hop", "with MAC / without", "sequenced->released",
+		"intended->sent", "layout unpinned", "conditions: load average", "syscalls/cmd"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("bench latency output lacks %q:\n%s", want, text)
 		}
 	}
-	e2e := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off", "end-to-end.hgrm")
-	floor := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off", "floor-2hop.hgrm")
-	hlog := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off", "end-to-end.hlog")
-	for _, f := range []string{e2e, floor, hlog, filepath.Join(out, "lat", "summary.json")} {
+	runDir := filepath.Join(out, "lat", "latency-size32-fsync-none-auth-off")
+	e2e := filepath.Join(runDir, "end-to-end.hgrm")
+	floor := filepath.Join(runDir, "floor-2hop.hgrm")
+	hlog := filepath.Join(runDir, "end-to-end.hlog")
+	for _, f := range []string{e2e, floor, hlog, filepath.Join(runDir, "floor-4hop-block.hgrm")} {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatal(err)
 		}
 	}
+	checkLatencySummary(t, filepath.Join(out, "lat", "summary.json"), 2000)
 	if f, err := os.Open(hlog); err != nil {
 		t.Fatal(err)
 	} else {
@@ -239,10 +246,13 @@ func TestBenchCommands(t *testing.T) {
 			t.Fatalf("interval log: %v, %d intervals, %v", err, intervals, merged)
 		}
 	}
-	text = run("bench", "throughput", "--sizes", "32", "--idles", "backoff", "--count", "5000", "--latency-seconds", "0.5", "--out", filepath.Join(out, "tp"))
-	if !strings.Contains(text, "max cmd/s") {
-		t.Errorf("bench throughput output:\n%s", text)
+	text = run("bench", "throughput", "--sizes", "32", "--count", "2000", "--latency-seconds", "0.3", "--out", filepath.Join(out, "tp"))
+	for _, want := range []string{"engine matching: flat out", "engine none: flat out", "50%"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("bench throughput output lacks %q:\n%s", want, text)
+		}
 	}
+	checkThroughputSummary(t, filepath.Join(out, "tp", "summary.json"))
 	png := filepath.Join(out, "cmp.png")
 	text = run("bench", "compare", "--plot", png, floor, e2e)
 	if !strings.Contains(text, "p99") || !strings.Contains(text, "plot: ") {
@@ -255,5 +265,130 @@ func TestBenchCommands(t *testing.T) {
 	defer f.Close()
 	if _, err := imagepng.Decode(f); err != nil {
 		t.Fatalf("plot does not decode as PNG: %v", err)
+	}
+}
+
+// checkLatencySummary: summary.json has every stage's percentiles, at
+// least three processes (client, primary, standby, witness) with distinct
+// pids and their figures, and the machine's conditions.
+func checkLatencySummary(t *testing.T, path string, count int) {
+	t.Helper()
+	var sum struct {
+		Machine map[string]any `json:"machine"`
+		Runs    []struct {
+			Stages    map[string]map[string]float64 `json:"stages_us"`
+			Ratio4    map[string]float64            `json:"end_to_end_over_floor_4hop"`
+			Processes []struct {
+				Role     string  `json:"role"`
+				Pid      int     `json:"pid"`
+				CPUs     string  `json:"cpus"`
+				CPUPerM  float64 `json:"cpu_s_per_million"`
+				Syscalls float64 `json:"syscalls_per_command"`
+			} `json:"processes"`
+		} `json:"runs"`
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"load_before", "load_after", "steal_pct", "gomaxprocs", "cpu_model", "num_cpu"} {
+		if _, ok := sum.Machine[k]; !ok {
+			t.Errorf("machine lacks %s: %v", k, sum.Machine)
+		}
+	}
+	if len(sum.Runs) != 2 {
+		t.Fatalf("%d runs, want 2 (auth off and on)", len(sum.Runs))
+	}
+	for _, run := range sum.Runs {
+		for _, stage := range append([]string{"floor-2hop", "floor-4hop", "floor-2hop-block", "floor-4hop-block"}, stagetrace.Stages...) {
+			p, ok := run.Stages[stage]
+			if !ok {
+				t.Errorf("no stage %s", stage)
+				continue
+			}
+			for _, q := range []string{"p50", "p90", "p99", "p99.9", "max"} {
+				if _, ok := p[q]; !ok {
+					t.Errorf("stage %s lacks %s", stage, q)
+				}
+			}
+		}
+		if run.Ratio4["p50"] <= 0 {
+			t.Errorf("no end-to-end / floor-4hop ratio: %v", run.Ratio4)
+		}
+		pids := map[int]bool{}
+		roles := map[string]bool{}
+		for _, p := range run.Processes {
+			pids[p.Pid] = p.Pid > 0
+			roles[p.Role] = true
+			if p.Role != "witness" && (p.CPUPerM <= 0 || p.Syscalls <= 0) {
+				t.Errorf("process %+v without CPU or syscall figures", p)
+			}
+		}
+		if len(pids) < 3 || len(pids) != len(run.Processes) || !roles["client"] || !roles["primary"] || !roles["standby"] {
+			t.Errorf("processes %+v: want client, primary and standby with distinct pids", run.Processes)
+		}
+	}
+}
+
+// checkThroughputSummary: both maxima and the per-process figures.
+func checkThroughputSummary(t *testing.T, path string) {
+	t.Helper()
+	var sum struct {
+		Runs []struct {
+			Released   float64           `json:"max_released_per_second"`
+			Replicated float64           `json:"max_replicated_per_second"`
+			Processes  []json.RawMessage `json:"processes"`
+			Levels     []struct {
+				Percent  int                `json:"percent"`
+				EndToEnd map[string]float64 `json:"end_to_end_us"`
+			} `json:"levels"`
+		} `json:"runs"`
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Runs) != 1 {
+		t.Fatalf("%d runs", len(sum.Runs))
+	}
+	r := sum.Runs[0]
+	if r.Released <= 0 || r.Replicated <= 0 || len(r.Processes) < 3 || len(r.Levels) != 6 {
+		t.Fatalf("throughput summary: %s", b)
+	}
+}
+
+// TestBenchFlagsChecked: a bad flag of bench latency or throughput exits
+// with status 2 naming the flag, before anything starts (not even --out).
+func TestBenchFlagsChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, tc := range []struct{ args, flag string }{
+		{"latency --cpus primary=99", "--cpus"},
+		{"latency --cpus leader=1", "--cpus"},
+		{"latency --standbys 0", "--standbys"},
+		{"latency --sizes 8", "--sizes"},
+		{"latency --floor-idles fast", "--floor-idles"},
+		{"latency --engine lua", "--engine"},
+		{"throughput --count 3", "--count"},
+		{"throughput --fsync sometimes", "--fsync"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		cmd := exec.Command(bin, append(append([]string{"bench"}, strings.Fields(tc.args)...), "--out", out)...)
+		b, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(b), tc.flag) {
+			t.Errorf("bench %s: %v, want exit 2 naming %s:\n%s", tc.args, err, tc.flag, b)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("bench %s created --out before checking its flags", tc.args)
+		}
 	}
 }

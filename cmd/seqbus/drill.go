@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -182,7 +181,7 @@ func newDrillRun(ctx context.Context, s drillScenario, rate float64, keep bool) 
 		return nil, err
 	}
 	r := &drillRun{
-		demo: &demo{bin: bin, dir: dir, nodes: map[uint32]netip.AddrPort{}, procs: map[string]*exec.Cmd{}, dead: map[uint32]bool{}},
+		demo: &demo{procSet: procSet{bin: bin, dir: dir}, nodes: map[uint32]netip.AddrPort{}, dead: map[uint32]bool{}},
 		ctx:  ctx, scenario: s, rate: rate, session: drillSession, acked: map[uint64]bool{}, keep: keep, loadErr: make(chan error, 1),
 	}
 	r.clean = func() {

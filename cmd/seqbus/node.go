@@ -118,6 +118,9 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
 	cpu := fs.Int("cpu", -1, "pin the receive loops to this CPU (-1: no pinning)")
 	metricsAddrFlag := fs.String("metrics-addr", "", metricsAddrUsage)
+	traceStages := fs.Int("trace-stages", 0, "record the stage times of the first N seqs and write them at exit to --trace-file (seqbus bench; 0: off)")
+	traceFile := fs.String("trace-file", "", "where --trace-stages writes (default DIR/stages.trace)")
+	engineName := fs.String("engine", "matching", "state machine: matching (the reference engine), or none (answers every command, does nothing: replicated throughput)")
 	noFencing, noGating := new(bool), new(bool)
 	if allowUnsafe {
 		noFencing = fs.Bool("unsafe-no-fencing", false, "UNSAFE, drills only: accept stale epochs and never step down")
@@ -139,6 +142,12 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 		ID: uint32(*id), Stream: uint16(*stream), Dir: *dir, Interface: *iface, TTL: *ttl,
 		Peers: peers, Epoch: *epoch, SnapshotEvery: *snapEvery,
 		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
+	}
+	if cfg.NewStateMachine, err = stateMachineFlag(*engineName); err != nil {
+		return err
+	}
+	if cfg.TraceStages, err = traceStagesFlag(*traceStages); err != nil {
+		return err
 	}
 	if cfg.Listen, err = netip.ParseAddrPort(*listen); err != nil {
 		return fmt.Errorf("--listen: %v", err)
@@ -241,7 +250,17 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	defer stop()
 	<-ctx.Done()
 	cfg.Log.Info("stopping")
-	return n.Close()
+	err = n.Close()
+	if cfg.TraceStages > 0 {
+		path := *traceFile
+		if path == "" {
+			path = filepath.Join(*dir, "stages.trace")
+		}
+		if werr := n.WriteTrace(path, os.Getpid()); werr != nil && err == nil {
+			err = fmt.Errorf("--trace-file: %w", werr)
+		}
+	}
+	return err
 }
 
 // parseEtcdURL turns etcd://h1:2379,h2:2379 into client endpoints.

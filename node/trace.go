@@ -1,0 +1,137 @@
+package node
+
+import (
+	"runtime"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/monotime"
+	"github.com/seqbus/seqbus/internal/stagetrace"
+)
+
+// stageTrace records per-seq stage times for `seqbus bench` (Config.
+// TraceStages): when a seq is sequenced (with its session and client
+// order id), acknowledged as the gate needs, durable and released on a
+// primary, applied on a standby. It is an Observer called under the
+// node's lock, so it reads the role without racing; every record is an
+// index store into preallocated columns on CLOCK_MONOTONIC (the clock of
+// every process on the host), with no allocation or syscall.
+type stageTrace struct {
+	n                                                              *Node
+	rec                                                            *stagetrace.Recorder
+	next                                                           Observer // the configured Observer, if any
+	nextStages                                                     StageObserver
+	sequenced, session, orderID, acked, durable, released, applied int
+	// mallocs0 is runtime.MemStats.Mallocs when the node started.
+	mallocs0 uint64
+}
+
+func newStageTrace(n *Node, rows int) (*stageTrace, error) {
+	rec, err := stagetrace.NewRecorder(rows, stagetrace.ColSequenced, stagetrace.ColSession, stagetrace.ColOrderID,
+		stagetrace.ColAcked, stagetrace.ColDurable, stagetrace.ColReleased, stagetrace.ColApplied)
+	if err != nil {
+		return nil, err
+	}
+	t := &stageTrace{n: n, rec: rec, next: n.cfg.Observer}
+	t.nextStages, _ = n.cfg.Observer.(StageObserver)
+	col := rec.Column
+	t.sequenced, t.session, t.orderID = col(stagetrace.ColSequenced), col(stagetrace.ColSession), col(stagetrace.ColOrderID)
+	t.acked, t.durable, t.released = col(stagetrace.ColAcked), col(stagetrace.ColDurable), col(stagetrace.ColReleased)
+	t.applied = col(stagetrace.ColApplied)
+	return t, nil
+}
+
+func (t *stageTrace) Applied(id uint32, epoch, seq uint64, cmd []byte) {
+	now := monotime.Now()
+	if t.n.role == RolePrimary {
+		t.rec.Set(t.sequenced, seq, now)
+		if h, err := engine.ParseCommand(cmd); err == nil {
+			t.rec.Set(t.session, seq, int64(h.Session))
+			t.rec.Set(t.orderID, seq, int64(h.ClientOrderID))
+		}
+	} else {
+		t.rec.Set(t.applied, seq, now)
+	}
+	if t.next != nil {
+		t.next.Applied(id, epoch, seq, cmd)
+	}
+}
+
+func (t *stageTrace) Rebuilt(id uint32, from uint64) {
+	if t.next != nil {
+		t.next.Rebuilt(id, from)
+	}
+}
+
+func (t *stageTrace) Installed(id uint32, seq uint64) {
+	if t.next != nil {
+		t.next.Installed(id, seq)
+	}
+}
+
+func (t *stageTrace) Released(r ReleaseEvent) {
+	t.rec.Stamp(t.released, r.Released, monotime.Now())
+	if t.next != nil {
+		t.next.Released(r)
+	}
+}
+
+// Acked stamps what the in-sync set has acknowledged as a whole (the
+// gate's required ack), not any one standby's ack.
+func (t *stageTrace) Acked(id, from uint32, ackSeq uint64, nowNs int64) {
+	if ack, ok := t.n.gate.RequiredAck(); ok && ack != ^uint64(0) {
+		t.rec.Stamp(t.acked, ack, monotime.Now())
+	}
+	if t.nextStages != nil {
+		t.nextStages.Acked(id, from, ackSeq, nowNs)
+	}
+}
+
+func (t *stageTrace) Durable(id uint32, durable uint64, nowNs int64) {
+	t.rec.Stamp(t.durable, durable, monotime.Now())
+	if t.nextStages != nil {
+		t.nextStages.Durable(id, durable, nowNs)
+	}
+}
+
+var (
+	_ Observer      = (*stageTrace)(nil)
+	_ StageObserver = (*stageTrace)(nil)
+)
+
+// Syscalls is the number of send and receive calls that moved data on
+// every socket of the node (sendmmsg and recvmmsg calls, from the bus
+// counters); receive calls that found nothing are not counted.
+func (s *Status) Syscalls() uint64 {
+	var sum uint64
+	sockets := []bus.Counters{s.Unicast.Counters, s.Multicast.Counters, s.MulticastSend.Counters}
+	if s.MarketDataSend != nil {
+		sockets = append(sockets, s.MarketDataSend.Counters)
+	}
+	for _, c := range sockets {
+		for i := range c.SendBatches {
+			sum += c.SendBatches[i] + c.ReceiveBatches[i]
+		}
+	}
+	return sum
+}
+
+// WriteTrace writes the stage trace (Config.TraceStages) to path with the
+// node's role, pid, mallocs since New, syscalls and commands. Call it
+// after Close. It is an error without TraceStages.
+func (n *Node) WriteTrace(path string, pid int) error {
+	if n.trace == nil {
+		return ErrConfig
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st := n.Status()
+	role := stagetrace.RoleStandby
+	commands := st.Applied
+	if st.Role == RolePrimary.String() {
+		role = stagetrace.RolePrimary
+		commands = st.Node.Commands
+	}
+	return n.trace.rec.WriteFile(path, stagetrace.Header{Role: role, ID: n.cfg.ID, Pid: uint32(pid),
+		Mallocs: ms.Mallocs - n.trace.mallocs0, Syscalls: st.Syscalls(), Commands: commands, GOMAXPROCS: uint32(runtime.GOMAXPROCS(0))})
+}
