@@ -92,6 +92,9 @@ type Client struct {
 	failovers uint64
 	mac       *auth.MAC // nil without Options.Key
 	sealBuf   []byte
+	// out is the one decoded output onBatch hands to the callbacks: a
+	// field, so decoding an answer allocates nothing.
+	out engine.Output
 	// lastTimersNs is when PollIO last ran the timers; ioErr the receive
 	// error that stopped PollIO reading (poll mode).
 	lastTimersNs int64
@@ -338,7 +341,7 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			c.core.stats.BadOutputs++
 			continue
 		}
-		c.core.stats.BadOutputs += eachOutput(&f, func(o *engine.Output) {
+		c.core.stats.BadOutputs += eachOutput(&f, &c.out, func(o *engine.Output) {
 			if c.opts.OnOutput != nil {
 				c.opts.OnOutput(o)
 			}
@@ -395,9 +398,11 @@ func (c *Client) PollIO(nowNs int64) int {
 	return work
 }
 
-// eachOutput decodes every engine output of an OUTPUT frame, calling fn
-// for each; it returns how many did not decode.
-func eachOutput(f *wire.Frame, fn func(o *engine.Output)) (bad uint64) {
+// eachOutput decodes every engine output of an OUTPUT frame into *scratch,
+// calling fn for each (fn must not keep the pointer); it returns how many
+// did not decode. The caller owns scratch, so nothing escapes per output:
+// a local passed to fn would be moved to the heap once per answer.
+func eachOutput(f *wire.Frame, scratch *engine.Output, fn func(o *engine.Output)) (bad uint64) {
 	it := f.Messages()
 	for {
 		_, msg, ok := it.Next()
@@ -409,7 +414,8 @@ func eachOutput(f *wire.Frame, fn func(o *engine.Output)) (bad uint64) {
 			bad++
 			continue
 		}
-		fn(&o)
+		*scratch = o
+		fn(scratch)
 	}
 }
 

@@ -51,6 +51,7 @@ type MarketData struct {
 	mac     *auth.MAC
 	// BadMAC counts updates dropped for a missing or bad MAC.
 	badMAC uint64
+	out    engine.Output // decoded update handed to onMD (see eachOutput)
 }
 
 // SubscribeMarketData joins group on iface ("" means lo). onMD, if set, is
@@ -90,7 +91,7 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			m.badMAC++
 			continue
 		}
-		eachOutput(&f, func(o *engine.Output) {
+		eachOutput(&f, &m.out, func(o *engine.Output) {
 			if o.Kind != engine.KindMarketData {
 				return
 			}
