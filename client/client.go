@@ -388,7 +388,8 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 	lastPoll := begin
 	for sent < cfg.Count {
 		if err := ctx.Err(); err != nil {
-			return LoadReport{Sent: sent}, err
+			st := c.Stats() // what was answered so far, for the caller's summary
+			return LoadReport{Sent: sent, Answered: st.Answered, Elapsed: time.Duration(c.nowNs() - begin), Stats: st}, err
 		}
 		now := c.nowNs()
 		due := min(uint64(float64(now-begin)/intervalNs)+1, cfg.Count)
@@ -424,6 +425,9 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 	}
 	st := c.Stats()
 	rep := LoadReport{Sent: sent, Answered: st.Answered, Elapsed: time.Duration(c.nowNs() - begin), Stats: st}
+	if err := ctx.Err(); err != nil {
+		return rep, err // interrupted while draining: not a failure to answer
+	}
 	if c.InFlight() > 0 && st.Answered == 0 {
 		detail := ""
 		if st.BadMAC > 0 {

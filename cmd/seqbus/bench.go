@@ -19,7 +19,9 @@ import (
 	"github.com/seqbus/seqbus/bench"
 	"github.com/seqbus/seqbus/bench/gated"
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // nsPerUs: histograms record nanoseconds; .hgrm files are in µs.
@@ -41,7 +43,7 @@ Every command writes .hgrm files (HdrHistogram's percentile format) and a summar
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage()
 		if len(args) == 0 {
-			return fmt.Errorf("a bench subcommand is required")
+			return usagef("a bench subcommand is required (latency, throughput, floor, compare)")
 		}
 		return errHelp
 	}
@@ -57,8 +59,7 @@ Every command writes .hgrm files (HdrHistogram's percentile format) and a summar
 	case "compare":
 		return benchCompare(args[1:])
 	}
-	usage()
-	return fmt.Errorf("unknown bench subcommand %q", args[0])
+	return usagef("unknown bench subcommand %q (latency, throughput, floor, compare; see seqbus bench --help)", args[0])
 }
 
 func parseInts(s string) ([]int, error) {
@@ -120,6 +121,26 @@ func addCommon(fs *flag.FlagSet) benchCommon {
 	}
 }
 
+// check is the common flags' validation, run before setup creates --out.
+func (c benchCommon) check() error {
+	return firstError(checkRequired("out", *c.out), checkIdle("idle", *c.idle), checkNonNegative("busy-poll", *c.busyPoll))
+}
+
+// checkCommandSize: 0 (a real order) or a payload that fits a datagram.
+func checkCommandSize(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("bad number %q", v)
+	}
+	if maxSize := wire.DefaultDatagramLen - wire.HeaderLen - 8; n != 0 && (n <= engine.CommandHeaderLen || n > maxSize) {
+		return fmt.Errorf("size %d: want 0 (a real 39-byte order) or %d..%d", n, engine.CommandHeaderLen+1, maxSize)
+	}
+	return nil
+}
+
+func checkFsyncValue(v string) error { _, err := parseFsync(v); return err }
+func checkIdleValue(v string) error  { _, err := parseIdle(v); return err }
+
 func (c benchCommon) setup() (bus.Idle, bus.Tuning, error) {
 	idle, err := parseIdle(*c.idle)
 	if err != nil {
@@ -174,6 +195,13 @@ func benchLatency(ctx context.Context, args []string) error {
 	authMode := fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
 	c := addCommon(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := firstError(
+		checkEach("sizes", *sizesFlag, checkCommandSize), checkEach("fsync", *fsyncFlag, checkFsyncValue),
+		checkPositive("rate", *rate), checkPositive("count", *count), checkPositive("floor-count", *floorCount),
+		checkNonNegative("warmup", *warmup), checkOneOf("auth", *authMode, "off", "on", "both"), c.check(),
+	); err != nil {
 		return err
 	}
 	sizes, err := parseInts(*sizesFlag)
@@ -350,6 +378,13 @@ func benchThroughput(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := firstError(
+		checkEach("sizes", *sizesFlag, checkCommandSize), checkEach("fsync", *fsyncFlag, checkFsyncValue),
+		checkEach("idles", *idles, checkIdleValue), checkPositive("count", *count), checkPositive("window-bytes", *windowBytes),
+		checkPositive("latency-seconds", *latSeconds), c.check(),
+	); err != nil {
+		return err
+	}
 	sizes, err := parseInts(*sizesFlag)
 	if err != nil {
 		return fmt.Errorf("--sizes: %v", err)
@@ -424,6 +459,13 @@ func benchFloor(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := firstError(
+		checkRange("size", *size, bench.MessageBytesMin, bench.MessageBytesMax), checkPositive("count", *count),
+		checkNonNegative("rate", *rate), checkEach("idles", *idles, checkIdleValue), checkOneOf("hops", strconv.Itoa(*hops), "2", "4"),
+		c.check(),
+	); err != nil {
+		return err
+	}
 	if _, _, err := c.setup(); err != nil {
 		return err
 	}
@@ -465,12 +507,15 @@ func benchCompare(args []string) error {
 	jsonOut := fs.Bool("json", false, "print the table as JSON")
 	logY := fs.Bool("log-latency", true, "log scale for latency in the plot")
 	// Files come after the flags; let flag stop at the first file.
-	if err := fs.Parse(args); err != nil {
+	if err := parseQuiet(fs, args); err != nil {
 		return err
 	}
 	files := fs.Args()
 	if len(files) == 0 {
-		return fmt.Errorf("usage: seqbus bench compare [--plot out.png] A.hgrm B.hgrm ... (the first is the baseline)")
+		return usagef("usage: seqbus bench compare [--plot out.png] A.hgrm B.hgrm ... (the first is the baseline)")
+	}
+	if ext := filepath.Ext(*plotPath); *plotPath != "" && ext != ".png" && ext != ".svg" {
+		return usagef("--plot must name a .png or .svg file, got %q", *plotPath)
 	}
 	var series []bench.Named
 	for _, path := range files {

@@ -46,8 +46,8 @@ func main() {
 				if isHelp(err) {
 					return
 				}
-				fmt.Fprintf(os.Stderr, "seqbus %s: %v\n", c.name, err)
-				os.Exit(1)
+				fmt.Fprintf(os.Stderr, "seqbus %s: %s\n", c.name, errorLine(c.name, err))
+				os.Exit(exitStatus(err))
 			}
 			return
 		}

@@ -24,8 +24,8 @@ func runStat(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return fmt.Errorf("--dir is required")
+	if err := firstError(checkRequired("dir", *dir), checkPositive("interval", *interval)); err != nil {
+		return err
 	}
 	path := *dir
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
