@@ -102,3 +102,41 @@ func TestWriteKeyFileBadDirectory(t *testing.T) {
 		t.Fatalf("err = %v, want ErrKeyFile naming %s", err, p)
 	}
 }
+
+// TestKeyFileErrorsSayAuthOnce: every key file error names the path and
+// says "auth:" once (they used to read "auth: bad key file: auth: key
+// file permissions ..." and "PATH: auth: bad key file: ...").
+func TestKeyFileErrorsSayAuthOnce(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	if err := os.WriteFile(open, FormatKeyFile(testMaster()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exists := filepath.Join(dir, "exists")
+	if err := os.WriteFile(exists, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOpen := LoadKeyFile(open)
+	_, errGarbage := LoadKeyFile(garbage)
+	_, errMissing := LoadKeyFile(filepath.Join(dir, "missing"))
+	_, errExists := Keygen(exists)
+	for _, err := range []error{errOpen, errGarbage, errMissing, errExists} {
+		if err == nil {
+			t.Fatal("a bad key file was accepted")
+		}
+		msg := err.Error()
+		if strings.Count(msg, "auth:") != 1 || !strings.Contains(msg, dir) || strings.Contains(msg, ": open "+dir) {
+			t.Errorf("%q: want \"auth:\" once and the path, not the system's repeat of it", msg)
+		}
+	}
+	if !errors.Is(errOpen, ErrKeyPermissions) || !errors.Is(errOpen, ErrKeyFile) || !errors.Is(errExists, os.ErrExist) {
+		t.Errorf("sentinels lost: %v / %v", errOpen, errExists)
+	}
+}

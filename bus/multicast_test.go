@@ -5,6 +5,7 @@ package bus
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,4 +266,25 @@ func TestSocketReport(t *testing.T) {
 		t.Errorf("busy poll: granted %d µs, error %v", r.BusyPollUs, r.BusyPollErr)
 	}
 	t.Logf("report: %+v", r)
+}
+
+// TestCheckInterfaceNamesWhatExists: a missing interface is refused
+// before anything opens, with one line naming it and the host's
+// interfaces (lo at least).
+func TestCheckInterfaceNamesWhatExists(t *testing.T) {
+	if err := CheckInterface("lo"); err != nil {
+		t.Fatalf("lo: %v", err)
+	}
+	err := CheckInterface("sbnope0")
+	var ie *InterfaceError
+	if !errors.As(err, &ie) || !errors.Is(err, ErrNoInterface) || ie.Name != "sbnope0" {
+		t.Fatalf("err = %v, want an InterfaceError for sbnope0 matching ErrNoInterface", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `"sbnope0" does not exist`) || !strings.Contains(msg, "lo") || strings.Contains(msg, "\n") {
+		t.Fatalf("message %q: want one line naming sbnope0 and listing lo", msg)
+	}
+	if _, err := NewMulticastSender(MulticastSenderConfig{Group: testGroup, Interface: "sbnope0"}); !errors.As(err, &ie) {
+		t.Fatalf("sender on a missing interface: err = %v, want an InterfaceError", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -232,18 +233,60 @@ func checkGroup(group netip.AddrPort) error {
 	return nil
 }
 
+// InterfaceError says which multicast interface is missing or down, and
+// which interfaces the host has, so an operator sees the typo at once. It
+// matches ErrNoInterface.
+type InterfaceError struct {
+	Name string   // the interface asked for
+	Down bool     // it exists but is down
+	Have []string // the host's interfaces, "(down)" after those that are
+}
+
+func (e *InterfaceError) Error() string {
+	what := "does not exist"
+	if e.Down {
+		what = "is down"
+	}
+	return fmt.Sprintf("bus: multicast interface %q %s (this host has: %s)", e.Name, what, strings.Join(e.Have, ", "))
+}
+
+// Unwrap makes an InterfaceError match ErrNoInterface.
+func (e *InterfaceError) Unwrap() error { return ErrNoInterface }
+
+// CheckInterface returns an *InterfaceError unless the multicast interface
+// name ("" is DefaultInterface) exists and is up. It opens nothing: a
+// configuration is checked with it before any socket or file is created.
+func CheckInterface(name string) error {
+	_, err := lookupInterface(name)
+	return err
+}
+
 func lookupInterface(name string) (*net.Interface, error) {
 	if name == "" {
 		name = DefaultInterface
 	}
 	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrNoInterface, name, err)
-	}
-	if ifi.Flags&net.FlagUp == 0 {
-		return nil, fmt.Errorf("%w: %q is down", ErrNoInterface, name)
+	if err != nil || ifi.Flags&net.FlagUp == 0 {
+		return nil, &InterfaceError{Name: name, Down: err == nil, Have: interfaceNames()}
 	}
 	return ifi, nil
+}
+
+// interfaceNames lists the host's interfaces for an InterfaceError.
+func interfaceNames() []string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return []string{"unknown: " + err.Error()}
+	}
+	names := make([]string, 0, len(ifs))
+	for _, ifi := range ifs {
+		n := ifi.Name
+		if ifi.Flags&net.FlagUp == 0 {
+			n += " (down)"
+		}
+		names = append(names, n)
+	}
+	return names
 }
 
 // interfaceAddr4 returns the interface's first IPv4 address, or 0.0.0.0

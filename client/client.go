@@ -423,6 +423,12 @@ func eachOutput(f *wire.Frame, scratch *engine.Output, fn func(o *engine.Output)
 // the end of its drain time.
 var ErrUnanswered = errors.New("client: commands unanswered")
 
+// ErrNoAnswer is returned by Load (wrapped, with the address and the
+// counts) when not one command was answered: nothing serves at the
+// primary's address, or it drops every frame (another key, another
+// stream).
+var ErrNoAnswer = errors.New("client: the primary never answered")
+
 // LoadConfig is a fixed-rate load (wrk2 style): command i is meant to be
 // sent at start + i/Rate, and its latency is measured from that intended
 // time, so a stall counts against every command it delayed.
@@ -605,6 +611,18 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		}
 	}
 	rep := report()
+	if err := ctx.Err(); err != nil {
+		return rep, err // interrupted while draining: not a failure to answer
+	}
+	st := rep.Stats
+	if n := c.InFlight(); n > 0 && st.Answered == 0 {
+		detail := ""
+		if st.BadMAC > 0 {
+			detail = fmt.Sprintf(" (%d answers failed the MAC check: another key?)", st.BadMAC)
+		}
+		return rep, fmt.Errorf("%w: %d commands sent to %s (%d resends), none answered in %v%s; is a node running there?",
+			ErrNoAnswer, sent, c.Primary(), st.Resent, rep.Elapsed.Round(time.Millisecond), detail)
+	}
 	if n := c.InFlight(); n > 0 {
 		return rep, fmt.Errorf("%w: %d of %d", ErrUnanswered, n, sent)
 	}

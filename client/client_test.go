@@ -2,7 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,5 +226,31 @@ func TestOnBatchAnswerAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("onBatch of one answer: %v allocs, want 0", allocs)
+	}
+}
+
+// TestLoadSaysPrimaryNeverAnswered: against a loopback port nobody
+// listens on, Load says the primary never answered and names it (it used
+// to say only "commands unanswered: N of N").
+func TestLoadSaysPrimaryNeverAnswered(t *testing.T) {
+	l, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.LocalAddr().(*net.UDPAddr).AddrPort()
+	l.Close() // nobody listens there now
+	for _, poll := range []bool{false, true} {
+		cl, err := Dial(Options{Core: Config{Session: 1}, Primary: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), dead.Port()), Poll: poll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := cl.Load(context.Background(), LoadConfig{Rate: 1000, Count: 5, Drain: 200 * time.Millisecond}, nil)
+		cl.Close()
+		if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "never answered") || !strings.Contains(err.Error(), dead.String()) {
+			t.Fatalf("poll %v: err = %v, want ErrNoAnswer naming %s", poll, err, dead)
+		}
+		if rep.Sent != 5 || rep.Answered != 0 {
+			t.Fatalf("poll %v: report %+v: want 5 sent, 0 answered", poll, rep)
+		}
 	}
 }

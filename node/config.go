@@ -165,6 +165,14 @@ type Config struct {
 // ErrConfig is returned for an unusable configuration.
 var ErrConfig = errors.New("node: bad configuration")
 
+// Validate reports the first unusable setting of c as it would be after
+// defaults, opening nothing: no socket, file or directory. With real UDP
+// sockets (Network nil or UDPNetwork) it checks that the multicast
+// interface exists and is up (the error then matches ErrConfig and holds
+// a *bus.InterfaceError naming the host's interfaces). New runs the same checks before it touches the
+// journal, so a bad configuration never leaves a directory behind.
+func (c Config) Validate() error { return c.withDefaults() }
+
 func (c *Config) withDefaults() error {
 	if c.ID == 0 {
 		return fmt.Errorf("%w: node id 0 is reserved", ErrConfig)
@@ -192,6 +200,17 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Role == RolePrimary && c.Epoch == 0 {
 		return fmt.Errorf("%w: a static primary needs an epoch >= 1", ErrConfig)
+	}
+	if c.TTL < 0 || c.TTL > 255 {
+		return fmt.Errorf("%w: multicast TTL %d not in 0..255", ErrConfig, c.TTL)
+	}
+	switch c.Network.(type) {
+	case nil, UDPNetwork:
+		// The sockets would refuse it too, but only after the journal was
+		// opened (and its directory made).
+		if err := bus.CheckInterface(c.Interface); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	if c.Tuning.RecvBufferBytes == 0 {
 		c.Tuning.RecvBufferBytes = DefaultRecvBufferBytes

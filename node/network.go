@@ -29,17 +29,27 @@ type UDPNetwork struct {
 
 // Unicast implements Network.
 func (u UDPNetwork) Unicast(local netip.AddrPort, filter bus.Filter) (Endpoint, error) {
-	return bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: u.Tuning, Filter: filter})
+	return endpoint(bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: u.Tuning, Filter: filter}))
 }
 
 // MulticastReceiver implements Network.
 func (u UDPNetwork) MulticastReceiver(group netip.AddrPort, iface string, filter bus.Filter) (Endpoint, error) {
-	return bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: iface, Tuning: u.Tuning, Filter: filter})
+	return endpoint(bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: iface, Tuning: u.Tuning, Filter: filter}))
 }
 
 // MulticastSender implements Network.
 func (u UDPNetwork) MulticastSender(group netip.AddrPort, iface string, ttl int) (Endpoint, error) {
-	return bus.NewMulticastSender(bus.MulticastSenderConfig{Group: group, Interface: iface, TTL: ttl, Tuning: u.Tuning})
+	return endpoint(bus.NewMulticastSender(bus.MulticastSenderConfig{Group: group, Interface: iface, TTL: ttl, Tuning: u.Tuning}))
+}
+
+// endpoint returns a failed open as a nil Endpoint: returning the nil
+// *bus.UDP itself would make a non-nil interface holding a nil pointer,
+// which the node's cleanup would then Close.
+func endpoint(u *bus.UDP, err error) (Endpoint, error) {
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 // MemNetwork places a node on host Host of an in-memory network.

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,7 +41,7 @@ Every command writes .hgrm files (HdrHistogram's percentile format) and a summar
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		usage()
 		if len(args) == 0 {
-			return fmt.Errorf("a bench subcommand is required")
+			return usagef("a bench subcommand is required (latency, throughput, floor, compare)")
 		}
 		return errHelp
 	}
@@ -53,20 +53,13 @@ Every command writes .hgrm files (HdrHistogram's percentile format) and a summar
 		if args[0] == "throughput" {
 			run = benchThroughput
 		}
-		err := run(ctx, args[1:])
-		if fe := (benchFlagError{}); errors.As(err, &fe) {
-			// A bad flag: nothing was started. Exit 2, as for a usage error.
-			fmt.Fprintf(os.Stderr, "seqbus bench %s: %v\n", args[0], fe.err)
-			os.Exit(2)
-		}
-		return err
+		return run(ctx, args[1:])
 	case "floor":
 		return benchFloor(ctx, args[1:])
 	case "compare":
 		return benchCompare(args[1:])
 	}
-	usage()
-	return fmt.Errorf("unknown bench subcommand %q", args[0])
+	return usagef("unknown bench subcommand %q (latency, throughput, floor, compare; see seqbus bench --help)", args[0])
 }
 
 func parseInts(s string) ([]int, error) {
@@ -114,6 +107,18 @@ func addCommon(fs *flag.FlagSet) benchCommon {
 		idle:     fs.String("idle", "block", "receive idle strategy of every loop: block, backoff, spin, yield"),
 		busyPoll: fs.Duration("busy-poll", 0, "SO_BUSY_POLL on every socket (loopback has no NAPI queue: expect no effect there)"),
 	}
+}
+
+func (c benchCommon) check() error {
+	return firstError(checkRequired("out", *c.out), checkIdle("idle", *c.idle), checkNonNegative("busy-poll", *c.busyPoll))
+}
+
+// checkFloorIdle: one of the floor's hop idle strategies.
+func checkFloorIdle(v string) error {
+	if slices.Contains(bench.FloorIdles, v) {
+		return nil
+	}
+	return fmt.Errorf("%q: want one of %s", v, strings.Join(bench.FloorIdles, ", "))
 }
 
 func (c benchCommon) setup() (bus.Idle, bus.Tuning, error) {
@@ -168,6 +173,13 @@ func benchFloor(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := firstError(
+		checkRange("size", *size, bench.MessageBytesMin, bench.MessageBytesMax), checkPositive("count", *count),
+		checkNonNegative("rate", *rate), checkEach("idles", *idles, checkFloorIdle), checkOneOf("hops", strconv.Itoa(*hops), "2", "4"),
+		c.check(),
+	); err != nil {
+		return err
+	}
 	if _, _, err := c.setup(); err != nil {
 		return err
 	}
@@ -212,12 +224,15 @@ func benchCompare(args []string) error {
 	jsonOut := fs.Bool("json", false, "print the table as JSON")
 	logY := fs.Bool("log-latency", true, "log scale for latency in the plot")
 	// Files come after the flags; let flag stop at the first file.
-	if err := fs.Parse(args); err != nil {
+	if err := parseQuiet(fs, args); err != nil {
 		return err
 	}
 	files := fs.Args()
 	if len(files) == 0 {
-		return fmt.Errorf("usage: seqbus bench compare [--plot out.png] A.hgrm B.hgrm ... (the first is the baseline)")
+		return usagef("usage: seqbus bench compare [--plot out.png] A.hgrm B.hgrm ... (the first is the baseline)")
+	}
+	if ext := filepath.Ext(*plotPath); *plotPath != "" && ext != ".png" && ext != ".svg" {
+		return usagef("--plot must name a .png or .svg file, got %q", *plotPath)
 	}
 	var series []bench.Named
 	for _, path := range files {

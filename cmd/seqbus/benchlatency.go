@@ -83,6 +83,9 @@ type parsedBench struct {
 func (f benchFlags) check() (parsedBench, error) {
 	var p parsedBench
 	var err error
+	if *f.out == "" {
+		return p, benchUsagef("--out is required")
+	}
 	if _, err := parseIdle(*f.idle); err != nil {
 		return p, benchUsagef("--idle: %v", err)
 	}
@@ -123,23 +126,16 @@ func (f benchFlags) check() (parsedBench, error) {
 	return p, nil
 }
 
-// benchFlagError is a bad flag of `bench latency` or `bench throughput`,
-// found before anything started: runBench exits with status 2 for it.
-type benchFlagError struct{ err error }
-
-func (e benchFlagError) Error() string { return e.err.Error() }
-func (e benchFlagError) Unwrap() error { return e.err }
-
-func benchUsagef(format string, args ...any) error {
-	return benchFlagError{fmt.Errorf(format, args...)}
-}
+// benchUsagef is a bad flag of `bench latency` or `bench throughput`,
+// found before anything started: main exits with status 2 for it.
+func benchUsagef(format string, args ...any) error { return usagef(format, args...) }
 
 // benchUsage marks a flag parsing error (not --help) as a bad flag.
 func benchUsage(err error) error {
 	if err == nil || isHelp(err) {
 		return err
 	}
-	return benchFlagError{err}
+	return asUsage(err)
 }
 
 // latencyRun is one (size, fsync, auth) cell of `bench latency`.

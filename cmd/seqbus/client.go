@@ -100,31 +100,27 @@ func runClient(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if _, err := traceStagesFlag(*traceStages); err != nil {
+	if err := firstError(
+		checkAddr("primary", *primary, false), checkPositive("session", *session), checkPositive("rate", *rate),
+		checkPositive("count", *count), checkRange("instruments", *instruments, 1, 1<<32-1), checkPositive("drain", *drain),
+		checkIdle("idle", *idle), checkAddr("witness", *witnessAddr, true), checkStream(*stream),
+		checkFollow(*witnessAddr, *arbiterURL, nodes), checkNonNegative("spin", *spin),
+		asUsage(second(traceStagesFlag(*traceStages))), asUsage(prefixed("size", checkLoadSize(*size))),
+	); err != nil {
 		return err
 	}
-	if err := checkLoadSize(*size); err != nil {
-		return fmt.Errorf("--size: %v", err)
-	}
-	addr, err := netip.ParseAddrPort(*primary)
-	if err != nil {
-		return fmt.Errorf("--primary: %v", err)
-	}
-	idl, err := parseIdle(*idle)
-	if err != nil {
-		return err
-	}
+	addr, _ := netip.ParseAddrPort(*primary) // checked above
+	idl, _ := parseIdle(*idle)
+	var err error
 	// Poll: the load's generator (internal/pace) reads the answers between
 	// sends on its own thread, so latency counts from the intended send
 	// time of a generator that keeps time.
 	opts := client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl, Nodes: nodes, Stream: uint16(*stream), Poll: true}
 	if opts.Key, err = loadKey(*keyFile); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if *witnessAddr != "" {
-		if opts.Witness, err = netip.ParseAddrPort(*witnessAddr); err != nil {
-			return fmt.Errorf("--witness: %v", err)
-		}
+		opts.Witness, _ = netip.ParseAddrPort(*witnessAddr) // checked above
 	}
 	cl, err := client.Dial(opts)
 	if err != nil {
@@ -132,6 +128,9 @@ func runClient(args []string) error {
 	}
 	defer cl.Close()
 	if *arbiterURL != "" {
+		if _, err := parseEtcdURL(*arbiterURL); err != nil {
+			return asUsage(err)
+		}
 		stop, err := followEtcd(*arbiterURL, uint16(*stream), nodes, cl)
 		if err != nil {
 			return err
@@ -181,4 +180,19 @@ func runClient(args []string) error {
 		}
 	}
 	return loadErr
+}
+
+// checkFollow: following the lease holder (--witness or --arbiter) needs
+// the nodes' addresses, and the two are exclusive.
+func checkFollow(witness, arbiterURL string, nodes peerFlags) error {
+	switch {
+	case witness != "" && arbiterURL != "":
+		return usagef("--witness and --arbiter are exclusive")
+	case (witness != "" || arbiterURL != "") && len(nodes) == 0:
+		return usagef("--witness and --arbiter need --node id=host:port for every node")
+	case arbiterURL != "":
+		_, err := parseEtcdURL(arbiterURL)
+		return asUsage(err)
+	}
+	return nil
 }

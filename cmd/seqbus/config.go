@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
@@ -16,19 +17,37 @@ import (
 // win over the file, so one file can serve a whole cluster and each box
 // overrides its own --id.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	path := fs.String("config", "", "read settings from this file (`name = value` per line; command-line flags win)")
-	if err := fs.Parse(args); err != nil {
+	path := fs.String("config", "", "read settings from `FILE`: one name = value per line, command-line flags win")
+	if err := parseQuiet(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+		return usagef("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
 	if *path == "" {
 		return nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return applyConfigFile(fs, *path, set)
+	return asUsage(applyConfigFile(fs, *path, set))
+}
+
+// parseQuiet parses args without the flag package's own printing: a bad
+// flag is one line (a usageError: main prints it and exits 2), --help
+// prints the usage to stderr.
+func parseQuiet(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return usagef("%v (see seqbus %s --help)", err, fs.Name())
+	}
+	return nil
 }
 
 // applyConfigFile sets every flag named in the file that is not in skip.

@@ -95,6 +95,9 @@ func runDemo(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkDemoFlags(*rate, *duration, *killAfter); err != nil {
+		return err
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		return err
@@ -121,7 +124,7 @@ func runDemo(args []string) error {
 	d.group = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 77, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), ports[1])
 	d.nodes[1], d.nodes[2] = loopback(ports[2]), loopback(ports[3])
 	mdGroup := netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 78, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), ports[4])
-	fmt.Printf("seqbus demo on loopback (multicast %s pinned to lo, TTL 0); files in %s\n", d.group, dir)
+	fmt.Printf("seqbus demo on loopback (multicast %s pinned to lo, TTL 0); files in %s%s\n", d.group, dir, keepNote(*keep))
 	var keyArgs []string
 	var key *auth.MasterKey
 	if !*noAuth {
@@ -155,7 +158,8 @@ func runDemo(args []string) error {
 			return errors.New("no node became primary within 10 s (see the logs with --keep)")
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			fmt.Println("\ninterrupted before the load started: stopping every process")
+			return errInterrupted
 		}
 		time.Sleep(20 * time.Millisecond)
 		first, _ = d.primary()
@@ -201,14 +205,18 @@ func runDemo(args []string) error {
 	loadStart := time.Now()
 	var prevAnswered uint64
 	var loadErr error
+	interrupted := false
 loop:
 	for {
 		select {
 		case loadErr = <-loadDone:
 			break loop
 		case <-ctx.Done():
-			fmt.Println("\ninterrupted: stopping every process")
-			return ctx.Err()
+			// The load sees the same context and stops at once; wait
+			// for its report, then print the summary so far.
+			fmt.Printf("\ninterrupted after %v: stopping every process; the summary so far:\n", time.Since(loadStart).Round(time.Millisecond))
+			interrupted, loadErr = true, <-loadDone
+			break loop
 		case <-tick.C:
 		}
 		st := cl.Stats()
@@ -272,11 +280,14 @@ loop:
 		if !resumedAt.IsZero() {
 			fmt.Printf("  answers resumed %v after the kill\n", resumedAt.Sub(killedAt).Round(time.Millisecond))
 		}
-		fmt.Printf("  timeline by step (from node%d's log): see %s\n", second, filepath.Join(dir, fmt.Sprintf("node%d.log", second)))
+		fmt.Printf("  timeline by step (from node%d's log%s):\n", second, logNote(*keep, filepath.Join(dir, fmt.Sprintf("node%d.log", second))))
 		printTimeline(filepath.Join(dir, fmt.Sprintf("node%d.log", second)))
 	}
 	fmt.Printf("  client round trip (from intended send time, HDR): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		us(hist.ValueAtQuantile(50)), us(hist.ValueAtQuantile(90)), us(hist.ValueAtQuantile(99)), us(hist.ValueAtQuantile(99.9)), us(hist.Max()))
+	if interrupted {
+		return errInterrupted
+	}
 	if loadErr != nil {
 		return loadErr
 	}
@@ -288,6 +299,37 @@ loop:
 	}
 	fmt.Println("  verdict: OK, nothing a client saw was lost")
 	return nil
+}
+
+// checkDemoFlags: the load must have a rate, a duration and at least one
+// command, and the kill must fall inside the load.
+func checkDemoFlags(rate float64, duration, killAfter time.Duration) error {
+	if err := firstError(checkPositive("rate", rate), checkPositive("duration", duration), checkNonNegative("kill-after", killAfter)); err != nil {
+		return err
+	}
+	if rate*duration.Seconds() < 1 {
+		return usagef("--rate %v for --duration %v is less than one command", rate, duration)
+	}
+	if killAfter >= duration {
+		return usagef("--kill-after must be < --duration (%v), got %v (0: never kill)", duration, killAfter)
+	}
+	return nil
+}
+
+// keepNote and logNote say where the files are only while they exist:
+// without --keep the demo deletes its directory when it ends.
+func keepNote(keep bool) string {
+	if keep {
+		return " (kept: --keep)"
+	}
+	return " (deleted at the end; --keep keeps them)"
+}
+
+func logNote(keep bool, path string) string {
+	if keep {
+		return ", kept in " + path
+	}
+	return "; --keep keeps the logs"
 }
 
 func us(v int64) time.Duration { return (time.Duration(v) * time.Microsecond).Round(time.Microsecond) }

@@ -80,6 +80,9 @@ func runDrill(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkPositive("rate", *rate); err != nil {
+		return err
+	}
 	var run []drillScenario
 	for _, s := range drillScenarios {
 		if *which == "all" || *which == s.name {
@@ -87,7 +90,7 @@ func runDrill(args []string) error {
 		}
 	}
 	if len(run) == 0 {
-		return fmt.Errorf("--scenario: unknown %q (pause, no-fencing, no-gating, all)", *which)
+		return usagef("--scenario: unknown %q (pause, no-fencing, no-gating, all)", *which)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

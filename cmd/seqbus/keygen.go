@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"os"
 
 	"github.com/seqbus/seqbus/auth"
 )
@@ -13,7 +15,14 @@ func runKeygen(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if _, err := auth.Keygen(*out); err != nil {
+	if err := checkRequired("out", *out); err != nil {
+		return err
+	}
+	if _, err := auth.Keygen(*out); errors.Is(err, os.ErrExist) {
+		// Replacing a cluster's key would lock every node out of every
+		// other at the next restart: never overwrite, say so plainly.
+		return fmt.Errorf("will not overwrite %s: the file exists (remove it first to replace the key)", *out)
+	} else if err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s (mode 0600). Copy it to every node, the witness and the clients; --key %s turns authentication on.\n", *out, *out)
@@ -27,7 +36,7 @@ func loadKey(path string) (*auth.MasterKey, error) {
 	}
 	k, err := auth.LoadKeyFile(path)
 	if err != nil {
-		return nil, err
+		return nil, usageError{fmt.Errorf("--key: %w", err)}
 	}
 	return &k, nil
 }

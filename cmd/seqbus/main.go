@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 )
@@ -51,13 +50,8 @@ func main() {
 				if isHelp(err) {
 					return
 				}
-				fmt.Fprintf(os.Stderr, "seqbus %s: %v\n", c.name, err)
-				// An error may carry its own exit code (2: a bad flag value).
-				var coded interface{ ExitCode() int }
-				if errors.As(err, &coded) {
-					os.Exit(coded.ExitCode())
-				}
-				os.Exit(1)
+				fmt.Fprintf(os.Stderr, "seqbus %s: %s\n", c.name, errorLine(c.name, err))
+				os.Exit(exitStatus(err))
 			}
 			return
 		}

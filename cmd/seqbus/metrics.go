@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -9,15 +8,6 @@ import (
 )
 
 const metricsAddrUsage = "serve Prometheus metrics on /metrics at this TCP address (host:port; a bare port or :port means 127.0.0.1; off when empty)"
-
-// usageError is a bad flag value: main exits 2 for it, as for a flag the
-// flag package refuses, before anything has started.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-// ExitCode implements the exit-code convention main checks.
-func (e *usageError) ExitCode() int { return 2 }
 
 // parseMetricsAddr validates --metrics-addr. Metrics stay on loopback
 // unless an address is given: a bare port or ":port" binds 127.0.0.1, so
@@ -28,7 +18,7 @@ func parseMetricsAddr(v string) (string, error) {
 		return "", nil
 	}
 	bad := func(why string) error {
-		return &usageError{fmt.Sprintf("--metrics-addr %q: %s (want host:port, :port or port)", v, why)}
+		return usagef("--metrics-addr %q: %s (want host:port, :port or port)", v, why)
 	}
 	if !strings.Contains(v, ":") {
 		v = ":" + v

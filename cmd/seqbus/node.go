@@ -48,6 +48,22 @@ func (p peerFlags) Set(v string) error {
 	return nil
 }
 
+// checkMinInSync: at least 0 and no more standbys than there are peers.
+func checkMinInSync(v, peers int) error {
+	if v < 0 || v > peers {
+		return usagef("--min-insync must be 0..%d (the number of --peer), got %d", peers, v)
+	}
+	return nil
+}
+
+// checkPeers: no --peer may be this node itself.
+func checkPeers(peers peerFlags, id uint) error {
+	if _, ok := peers[uint32(id)]; ok && id != 0 {
+		return usagef("--peer %d=%s is this node's own --id", id, peers[uint32(id)])
+	}
+	return nil
+}
+
 func parseIdle(s string) (bus.Idle, error) {
 	switch s {
 	case "backoff":
@@ -131,8 +147,18 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *id == 0 || *dir == "" {
-		return fmt.Errorf("--id and --dir are required")
+	if err := firstError(
+		checkNodeID("id", *id), checkRequired("dir", *dir), checkAddr("listen", *listen, false),
+		checkGroup("group", *group, false), checkGroup("market-data", *md, true), checkInterface("iface", *iface),
+		checkRange("ttl", *ttl, 0, 255), checkStream(*stream), checkOneOf("role", *role, "standby", "primary"),
+		checkPositive("epoch", *epoch), checkFsync("fsync", *fsync), checkIdle("idle", *idle),
+		checkPositive("snapshot-every", *snapEvery), checkAddr("witness", *witnessAddr, true),
+		checkLease(*lease, *renew, *margin, *retry), checkNonNegative("ack-delay", *ackDelay),
+		checkPositive("insync-timeout", *insyncTimeout), checkMinInSync(*minInSync, len(peers)),
+		checkPositive("recv-buffer", *recvBuf), checkNonNegative("busy-poll", *busyPoll), checkCPU(*cpu),
+		checkPeers(peers, *id),
+	); err != nil {
+		return err
 	}
 	metricsAddr, err := parseMetricsAddr(*metricsAddrFlag)
 	if err != nil {
@@ -144,20 +170,20 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
 	}
 	if cfg.NewStateMachine, err = stateMachineFlag(*engineName); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if cfg.TraceStages, err = traceStagesFlag(*traceStages); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if cfg.Listen, err = netip.ParseAddrPort(*listen); err != nil {
-		return fmt.Errorf("--listen: %v", err)
+		return usagef("--listen: %v", err)
 	}
 	if cfg.Group, err = netip.ParseAddrPort(*group); err != nil {
-		return fmt.Errorf("--group: %v", err)
+		return usagef("--group: %v", err)
 	}
 	if *md != "" {
 		if cfg.MarketData, err = netip.ParseAddrPort(*md); err != nil {
-			return fmt.Errorf("--market-data: %v", err)
+			return usagef("--market-data: %v", err)
 		}
 	}
 	switch *role {
@@ -166,27 +192,23 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	case "standby":
 		cfg.Role = node.RoleStandby
 	default:
-		return fmt.Errorf("--role: want primary or standby, got %q", *role)
+		return usagef("--role: want primary or standby, got %q", *role)
 	}
-	if cfg.Journal.Policy, err = parseFsync(*fsync); err != nil {
-		return err
-	}
-	if cfg.Idle, err = parseIdle(*idle); err != nil {
-		return err
-	}
+	cfg.Journal.Policy, _ = parseFsync(*fsync) // checked above
+	cfg.Idle, _ = parseIdle(*idle)
 	if *witnessAddr != "" {
 		if cfg.Witness, err = netip.ParseAddrPort(*witnessAddr); err != nil {
-			return fmt.Errorf("--witness: %v", err)
+			return usagef("--witness: %v", err)
 		}
 		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
 	}
 	if *arbiterURL != "" {
 		if *witnessAddr != "" {
-			return fmt.Errorf("--witness and --arbiter are exclusive")
+			return usagef("--witness and --arbiter are exclusive")
 		}
 		eps, err := parseEtcdURL(*arbiterURL)
 		if err != nil {
-			return err
+			return asUsage(err)
 		}
 		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
 		stream, id := uint16(*stream), arbiter.NodeID(*id)
@@ -198,7 +220,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	cfg.AckDelayNs = int64(*ackDelay)
 	cfg.Unsafe = node.Unsafe{NoFencing: *noFencing, NoGating: *noGating}
 	if cfg.Key, err = loadKey(*keyFile); err != nil {
-		return err
+		return asUsage(err)
 	}
 	cfg.Tuning = bus.Tuning{RecvBufferBytes: *recvBuf, BusyPollUs: int(*busyPoll / time.Microsecond)}
 	if *cpu >= 0 {
@@ -215,6 +237,9 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", *id)
 	if *noFencing || *noGating {
 		cfg.Log.Warn("UNSAFE SWITCHES ON: this node can lose or un-release outputs; drills only", "no_fencing", *noFencing, "no_gating", *noGating)
+	}
+	if err := checkNodeConfig(cfg); err != nil {
+		return err
 	}
 	// Listen for metrics before the node opens anything, so a taken port
 	// fails the start instead of leaving a node running without them.

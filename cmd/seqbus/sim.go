@@ -22,9 +22,12 @@ func runSim(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := firstError(checkPositive("seeds", *seeds), checkPositive("workers", *workers)); err != nil {
+		return err
+	}
 	m, err := sim.ParseMutation(*mutation)
 	if err != nil {
-		return fmt.Errorf("--mutation: %v", err)
+		return usagef("--mutation: %v", err)
 	}
 	opts := sim.Options{Mutation: m}
 	if *trace != 0 {

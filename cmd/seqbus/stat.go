@@ -39,7 +39,7 @@ func runStat(args []string) error {
 	interval := fs.Duration("interval", time.Second, "refresh interval")
 	var dirs []string
 	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
+		if err := parseQuiet(fs, rest); err != nil {
 			return err
 		}
 		if fs.NArg() == 0 {
@@ -51,10 +51,13 @@ func runStat(args []string) error {
 		dirs = append([]string{*dir}, dirs...)
 	}
 	if len(dirs) == 0 {
-		return fmt.Errorf("--dir (or one or more directories) is required")
+		return usagef("--dir (or one or more directories) is required")
 	}
 	if *asJSON && len(dirs) > 1 {
-		return fmt.Errorf("--json reads one directory")
+		return usagef("--json reads one directory")
+	}
+	if err := checkPositive("interval", *interval); err != nil {
+		return err
 	}
 	tty := isTerminal(os.Stdout)
 	for {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -28,30 +27,28 @@ func runWitness(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return fmt.Errorf("--dir is required")
+	if err := firstError(
+		checkAddr("listen", *listen, false), checkRequired("dir", *dir), checkPositive("lease", *lease),
+		checkStream(*stream), checkNodes(*nodesFlag),
+	); err != nil {
+		return err
 	}
 	metricsAddr, err := parseMetricsAddr(*metricsAddrFlag)
 	if err != nil {
 		return err
 	}
-	addr, err := netip.ParseAddrPort(*listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %v", err)
-	}
+	addr, _ := netip.ParseAddrPort(*listen) // checked above
 	cfg := witness.DefaultConfig()
 	cfg.Arbiter.LeaseDurationNs = int64(*lease)
 	cfg.Stream = uint16(*stream)
 	if cfg.Key, err = loadKey(*keyFile); err != nil {
-		return err
+		return asUsage(err)
 	}
 	if cfg.Key != nil {
 		if *nodesFlag == "" {
-			return fmt.Errorf("--key needs --nodes (the node ids it holds keys for)")
+			return usagef("--key needs --nodes (the node ids it holds keys for)")
 		}
-		if cfg.Nodes, err = parseIDs(*nodesFlag); err != nil {
-			return fmt.Errorf("--nodes: %v", err)
-		}
+		cfg.Nodes, _ = parseIDs(*nodesFlag) // checked above
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
 	var reg *prometheus.Registry
@@ -84,4 +81,15 @@ func runWitness(args []string) error {
 	cfg.Logger.Info("serving", "lease", *lease, "epoch", srv.Status().Epoch)
 	waitSignal()
 	return srv.Close()
+}
+
+// checkNodes: --nodes, when given, is a list of node ids.
+func checkNodes(v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, err := parseIDs(v); err != nil {
+		return usagef("--nodes: %v (want ids 1..4294967295, e.g. 1,2)", err)
+	}
+	return nil
 }

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runBin runs the built binary with args in dir (also its TMPDIR), bounded
+// in time, and returns its stdout, stderr and exit status.
+func runBin(t *testing.T, bin, dir string, timeout time.Duration, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		status = ee.ExitCode()
+	default:
+		t.Fatalf("seqbus %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("seqbus %v ran past %v: it started instead of refusing its flags", args, timeout)
+	}
+	return out.String(), errb.String(), status
+}
+
+// TestBadFlagsRefusedBeforeAnything walks every subcommand's flags with
+// bad values. Each must exit with status 2 and one line on stderr naming
+// the flag (for a missing interface: the interfaces that exist), print
+// nothing else, and start nothing: no child process, no file in its
+// --dir, its --out, the working directory or TMPDIR (where the demo makes
+// its directory).
+func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
+	bin := buildBinary(t)
+	confDir := t.TempDir()
+	conf := func(name, text string) string {
+		p := filepath.Join(confDir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ifaceConf := conf("iface.conf", "iface = sbnope0\n")
+	badLine := conf("bad.conf", "fsync group\n")
+	badValue := conf("badvalue.conf", "insync-timeout = -1s\n")
+	missing := filepath.Join(confDir, "missing.conf")
+	const dirArg = "DIR" // replaced by a path inside the run's directory that must stay absent
+	node := func(extra ...string) []string {
+		return append([]string{"node", "--id", "1", "--dir", dirArg}, extra...)
+	}
+	cases := []struct {
+		args []string
+		want []string // every one must be in the line
+	}{
+		// node
+		{[]string{"node", "--dir", dirArg}, []string{"--id must be a node id 1..4294967295"}},
+		{node("--id", "0"), []string{"--id must be a node id 1..4294967295", "got 0"}},
+		{node("--id", "4294967296"), []string{"--id must be a node id"}},
+		{[]string{"node", "--id", "1"}, []string{"--dir is required"}},
+		{node("--iface", "sbnope0"), []string{"--iface sbnope0: no such interface", "this host has: ", "lo"}},
+		{node("--config", ifaceConf), []string{"--iface sbnope0: no such interface", "lo"}},
+		{node("--fsync", "often"), []string{"--fsync", `"often"`, "none, group, always"}},
+		{node("--idle", "nap"), []string{"--idle", `"nap"`}},
+		{node("--ttl", "256"), []string{"--ttl must be 0..255, got 256"}},
+		{node("--ttl", "-1"), []string{"--ttl must be 0..255"}},
+		{node("--lease", "-1s"), []string{"--lease must be > 0, got -1s"}},
+		{node("--renew", "0s"), []string{"--renew must be > 0, got 0s"}},
+		{node("--retry", "-5ms"), []string{"--retry must be > 0"}},
+		{node("--margin", "-1ms"), []string{"--margin must be >= 0"}},
+		{node("--margin", "2s"), []string{"--margin must be < --lease"}},
+		{node("--renew", "900ms"), []string{"--renew (900ms) + --retry"}},
+		{node("--insync-timeout", "0s"), []string{"--insync-timeout must be > 0, got 0s"}},
+		{node("--config", badValue), []string{"--insync-timeout must be > 0, got -1s"}},
+		{node("--ack-delay", "-1ms"), []string{"--ack-delay must be >= 0"}},
+		{node("--snapshot-every", "0"), []string{"--snapshot-every must be > 0"}},
+		{node("--recv-buffer", "0"), []string{"--recv-buffer must be > 0"}},
+		{node("--recv-buffer", "-4096"), []string{"--recv-buffer must be > 0"}},
+		{node("--busy-poll", "-1us"), []string{"--busy-poll must be >= 0"}},
+		{node("--cpu", "4096"), []string{"--cpu must be -1.."}},
+		{node("--min-insync", "1"), []string{"--min-insync must be 0..0"}},
+		{node("--min-insync", "-1", "--peer", "2=127.0.0.1:9"), []string{"--min-insync must be 0..1"}},
+		{node("--peer", "1=127.0.0.1:9"), []string{"--peer 1=127.0.0.1:9 is this node's own --id"}},
+		{node("--peer", "x"), []string{"-peer", "id=host:port"}},
+		{node("--group", "127.0.0.1:7100"), []string{"--group must be an IPv4 multicast group"}},
+		{node("--market-data", "10.0.0.1:1"), []string{"--market-data must be an IPv4 multicast group"}},
+		{node("--listen", "nowhere"), []string{"--listen must be ip:port"}},
+		{node("--role", "leader"), []string{"--role", `"leader"`}},
+		{node("--epoch", "0"), []string{"--epoch must be > 0"}},
+		{node("--stream", "0"), []string{"--stream must be 1..65535"}},
+		{node("--stream", "65536"), []string{"--stream must be 1..65535"}},
+		{node("--witness", "nowhere"), []string{"--witness must be ip:port"}},
+		{node("--witness", "127.0.0.1:7000", "--arbiter", "etcd://127.0.0.1:2379"), []string{"--witness and --arbiter are exclusive"}},
+		{node("--arbiter", "http://x"), []string{"--arbiter: want etcd://"}},
+		{node("--key", filepath.Join(confDir, "no.key")), []string{"--key", "no.key"}},
+		{node("--ttl", "many"), []string{`invalid value "many" for flag -ttl`}},
+		{node("--bogus"), []string{"flag provided but not defined: -bogus"}},
+		{node("--config", missing), []string{"--config", "missing.conf"}},
+		{node("--config", badLine), []string{"bad.conf:1: want `name = value`"}},
+		{node("extra"), []string{`unexpected argument "extra"`}},
+		{[]string{"drill", "node", "--id", "0", "--dir", dirArg}, []string{"--id must be a node id"}},
+		// witness
+		{[]string{"witness"}, []string{"--dir is required"}},
+		{[]string{"witness", "--dir", dirArg, "--listen", "x"}, []string{"--listen must be ip:port"}},
+		{[]string{"witness", "--dir", dirArg, "--lease", "0s"}, []string{"--lease must be > 0, got 0s"}},
+		{[]string{"witness", "--dir", dirArg, "--nodes", "0,1"}, []string{"--nodes", "bad node id 0"}},
+		{[]string{"witness", "--dir", dirArg, "--stream", "70000"}, []string{"--stream must be 1..65535"}},
+		{[]string{"witness", "--dir", dirArg, "--config", badLine}, []string{"bad.conf:1"}},
+		// client
+		{[]string{"client", "--rate", "0"}, []string{"--rate must be > 0, got 0"}},
+		{[]string{"client", "--rate", "-5"}, []string{"--rate must be > 0, got -5"}},
+		{[]string{"client", "--count", "0"}, []string{"--count must be > 0"}},
+		{[]string{"client", "--session", "0"}, []string{"--session must be > 0"}},
+		{[]string{"client", "--drain", "-1s"}, []string{"--drain must be > 0, got -1s"}},
+		{[]string{"client", "--instruments", "0"}, []string{"--instruments must be 1.."}},
+		{[]string{"client", "--idle", "nap"}, []string{"--idle"}},
+		{[]string{"client", "--primary", "x"}, []string{"--primary must be ip:port"}},
+		{[]string{"client", "--stream", "0"}, []string{"--stream must be 1..65535"}},
+		{[]string{"client", "--witness", "127.0.0.1:7000"}, []string{"--node id=host:port"}},
+		{[]string{"client", "--arbiter", "etcd://", "--node", "1=127.0.0.1:9"}, []string{"--arbiter: want etcd://"}},
+		{[]string{"client", "--key", filepath.Join(confDir, "no.key")}, []string{"--key", "no.key"}},
+		// stat
+		{[]string{"stat"}, []string{"--dir", "is required"}},
+		{[]string{"stat", "--dir", confDir, "--interval", "0s"}, []string{"--interval must be > 0"}},
+		// demo
+		{[]string{"demo", "--duration", "-1s"}, []string{"--duration must be > 0, got -1s"}},
+		{[]string{"demo", "--duration", "0s"}, []string{"--duration must be > 0, got 0s"}},
+		{[]string{"demo", "--rate", "-5"}, []string{"--rate must be > 0, got -5"}},
+		{[]string{"demo", "--rate", "0"}, []string{"--rate must be > 0, got 0"}},
+		{[]string{"demo", "--rate", "0.5", "--duration", "1s", "--kill-after", "0s"}, []string{"less than one command"}},
+		{[]string{"demo", "--kill-after", "-1s"}, []string{"--kill-after must be >= 0"}},
+		{[]string{"demo", "--kill-after", "9s"}, []string{"--kill-after must be < --duration (8s)"}},
+		{[]string{"demo", "--config", missing}, []string{"--config", "missing.conf"}},
+		// keygen
+		{[]string{"keygen", "--out", ""}, []string{"--out is required"}},
+		// sim
+		{[]string{"sim", "--seeds", "0"}, []string{"--seeds must be > 0"}},
+		{[]string{"sim", "--workers", "0"}, []string{"--workers must be > 0"}},
+		{[]string{"sim", "--mutation", "chaos"}, []string{"--mutation"}},
+		// drill
+		{[]string{"drill", "--rate", "0"}, []string{"--rate must be > 0"}},
+		{[]string{"drill", "--scenario", "flood"}, []string{"--scenario", `"flood"`}},
+		// bench
+		{[]string{"bench", "fastest"}, []string{`unknown bench subcommand "fastest"`}},
+		{[]string{"bench", "latency", "--rate", "0"}, []string{"--rate", "got 0"}},
+		{[]string{"bench", "latency", "--count", "-1"}, []string{"--count", "got -1"}},
+		{[]string{"bench", "latency", "--floor-count", "0"}, []string{"--floor-count", "got 0"}},
+		{[]string{"bench", "latency", "--warmup", "-1"}, []string{"--warmup", "got -1"}},
+		{[]string{"bench", "latency", "--sizes", "32,5"}, []string{"--sizes", "got 5"}},
+		{[]string{"bench", "latency", "--sizes", "32,x"}, []string{"--sizes", `"x"`}},
+		{[]string{"bench", "latency", "--fsync", "none,often"}, []string{"--fsync", `"often"`}},
+		{[]string{"bench", "latency", "--auth", "maybe"}, []string{"--auth", `"maybe"`}},
+		{[]string{"bench", "latency", "--idle", "nap"}, []string{"--idle"}},
+		{[]string{"bench", "latency", "--floor-idles", "block,nap"}, []string{"--floor-idles", `"nap"`}},
+		{[]string{"bench", "latency", "--standbys", "0"}, []string{"--standbys", "got 0"}},
+		{[]string{"bench", "latency", "--cpus", "primary=99"}, []string{"--cpus"}},
+		{[]string{"bench", "latency", "--engine", "fast"}, []string{"--engine", `"fast"`}},
+		{[]string{"bench", "latency", "--out", ""}, []string{"--out is required"}},
+		{[]string{"bench", "throughput", "--count", "0"}, []string{"--count", "got 0"}},
+		{[]string{"bench", "throughput", "--latency-seconds", "0"}, []string{"--latency-seconds", "got 0"}},
+		{[]string{"bench", "throughput", "--idle", "nap"}, []string{"--idle"}},
+		{[]string{"bench", "floor", "--size", "1"}, []string{"--size must be 8..8192"}},
+		{[]string{"bench", "floor", "--hops", "3"}, []string{"--hops must be one of 2, 4"}},
+		{[]string{"bench", "floor", "--rate", "-1"}, []string{"--rate must be >= 0"}},
+		{[]string{"bench", "floor", "--count", "0"}, []string{"--count must be > 0"}},
+		{[]string{"bench", "compare"}, []string{"usage: seqbus bench compare"}},
+		{[]string{"bench", "compare", "--plot", "x.gif", "a.hgrm"}, []string{"--plot must name a .png or .svg"}},
+	}
+	for _, tc := range cases {
+		name := strings.Join(tc.args, " ")
+		t.Run(name, func(t *testing.T) {
+			run := t.TempDir()
+			dir := filepath.Join(run, "state")
+			args := make([]string, len(tc.args))
+			for i, a := range tc.args {
+				if a == dirArg {
+					a = dir
+				}
+				args[i] = a
+			}
+			stdout, stderr, status := runBin(t, bin, run, 20*time.Second, args...)
+			line := strings.TrimSuffix(stderr, "\n")
+			if status != 2 || line == "" || strings.Contains(line, "\n") || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q: want status 2, one line on stderr and nothing on stdout", status, stdout, stderr)
+			}
+			if want := "seqbus " + tc.args[0] + ": "; !strings.HasPrefix(line, want) {
+				t.Errorf("line %q does not start with %q", line, want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("line %q lacks %q", line, w)
+				}
+			}
+			if entries, _ := os.ReadDir(run); len(entries) != 0 {
+				t.Errorf("files were created: %v", entries)
+			}
+		})
+	}
+	noChildLeft(t, bin)
+}
+
+// TestMessages: error lines without doubled prefixes, keygen refusing to
+// overwrite (naming the file), the client against a dead primary, and
+// --config shown as taking a FILE.
+func TestMessages(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "seqbus.key")
+	if _, _, status := runBin(t, bin, dir, 10*time.Second, "keygen", "--out", key); status != 0 {
+		t.Fatalf("keygen: status %d", status)
+	}
+	_, stderr, status := runBin(t, bin, dir, 10*time.Second, "keygen", "--out", key)
+	if status == 0 || !strings.Contains(stderr, "will not overwrite "+key) {
+		t.Errorf("keygen over an existing file: status %d, %q: want it to refuse, naming %s", status, stderr, key)
+	}
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, status = runBin(t, bin, dir, 10*time.Second, "client", "--key", key)
+	if status != 2 || strings.Count(stderr, "auth:") != 1 || !strings.Contains(stderr, "chmod 600") {
+		t.Errorf("client with an open key file: status %d, %q: want status 2 and \"auth:\" once", status, stderr)
+	}
+
+	// A loopback port nobody listens on.
+	l, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.LocalAddr().String()
+	l.Close()
+	_, stderr, status = runBin(t, bin, dir, 30*time.Second, "client", "--primary", dead, "--rate", "1000", "--count", "5", "--drain", "300ms")
+	if status != 1 || !strings.Contains(stderr, "seqbus client: the primary never answered") || !strings.Contains(stderr, dead) {
+		t.Errorf("client against a dead primary: status %d, %q: want status 1 and \"the primary never answered\" naming %s", status, stderr, dead)
+	}
+	if strings.Contains(stderr, "client: client: ") {
+		t.Errorf("doubled prefix in %q", stderr)
+	}
+
+	_, help, _ := runBin(t, bin, dir, 10*time.Second, "node", "--help")
+	if !strings.Contains(help, "-config FILE") || strings.Contains(help, "-config name") {
+		t.Errorf("node --help shows --config as:\n%s", help)
+	}
+}
+
+// TestDemoInterrupt: SIGINT during the load prints the summary so far and
+// exits 130 (it said "context canceled" with status 1), and no child or
+// demo directory is left behind.
+func TestDemoInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for a few seconds")
+	}
+	bin := buildBinary(t)
+	tmp := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "demo", "--duration", "60s", "--rate", "1000", "--kill-after", "0s")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait (bounded) for the load to run, then interrupt it.
+	for !strings.Contains(out.String(), "cmd/s answered") {
+		if ctx.Err() != nil {
+			t.Fatalf("the demo never started its load:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	text := out.String()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("demo after SIGINT: %v, want exit status 130\n%s", err, text)
+	}
+	for _, want := range []string{"interrupted after", "summary", "commands sent", "lost (acked but not in node", "client round trip", "seqbus demo: interrupted"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "context canceled") {
+		t.Errorf("output says context canceled")
+	}
+	if t.Failed() {
+		t.Log(text)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Errorf("the demo left %v behind", entries)
+	}
+	noChildLeft(t, bin)
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
