@@ -349,7 +349,7 @@ func (s *Server) handleLocked(pkt []byte, from netip.AddrPort, nowNs int64) []by
 	var d arbiter.Decision
 	switch {
 	case f.Type == wire.TypeLeaseAcquire:
-		d = s.arb.Acquire(node, nowNs)
+		d = s.arb.AcquireRequest(node, req.RequestID, nowNs)
 	case req.InSyncVersion != 0:
 		// A renew carrying a proposal: InSyncVersion is the base version,
 		// Members the proposed set. A fixed array converts it without
