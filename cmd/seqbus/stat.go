@@ -13,11 +13,11 @@ import (
 	"time"
 )
 
-// runStat prints a node's status (DIR/status.json, rewritten by the node
-// every 100 ms), refreshed in place, or once as JSON.
+// runStat prints a node's or a witness's status (DIR/status.json,
+// rewritten every 100 ms), refreshed in place, or once as JSON.
 func runStat(args []string) error {
 	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
-	dir := fs.String("dir", "", "the node's --dir (or a status.json path)")
+	dir := fs.String("dir", "", "the node's or the witness's --dir (or a status.json path)")
 	asJSON := fs.Bool("json", false, "print the status as JSON once and exit")
 	once := fs.Bool("once", false, "print once and exit")
 	interval := fs.Duration("interval", time.Second, "refresh interval")
@@ -58,6 +58,10 @@ func runStat(args []string) error {
 }
 
 func printStat(s map[string]any) {
+	if s["role"] == "witness" {
+		printWitnessStat(s)
+		return
+	}
 	get := func(m map[string]any, k string) any {
 		if v, ok := m[k]; ok {
 			return v
@@ -105,4 +109,38 @@ func toF(v any) float64 {
 		return x
 	}
 	return 0
+}
+
+// printWitnessStat prints a witness's status: the lease it grants, then
+// requests and grants by kind, denies and drops by reason (non-zero ones).
+func printWitnessStat(s map[string]any) {
+	get := func(k string) any {
+		if v, ok := s[k]; ok {
+			return v
+		}
+		return "-"
+	}
+	holder := fmt.Sprint(get("holder"))
+	if holder == "0" {
+		holder = "none"
+	}
+	fmt.Printf("witness %v  uptime %.1fs\n", get("id"), toF(get("uptime_ns"))/1e9)
+	fmt.Printf("lease holder %s  epoch %v  time left %.0f ms  last holder %v  durable epoch %v\n",
+		holder, get("epoch"), toF(get("lease_remaining_ns"))/1e6, get("last_holder"), get("durable_epoch"))
+	if q := toF(get("quarantine_remaining_ns")); q > 0 {
+		fmt.Printf("RESTART QUARANTINE: %.0f ms left (only the last holder may renew its epoch)\n", q/1e6)
+	}
+	fmt.Printf("in-sync set v%v: %v\n", get("in_sync_version"), get("in_sync"))
+	fmt.Printf("persists %v  persist failures %v  receive errors %v  send errors %v\n",
+		get("persists"), get("persist_failures"), get("receive_errors"), get("send_errors"))
+	for _, k := range []string{"requests", "grants", "denies", "drops"} {
+		m, _ := s[k].(map[string]any)
+		fmt.Printf("%s:", k)
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			if v := m[name]; toF(v) != 0 || k == "requests" {
+				fmt.Printf(" %s=%v", name, v)
+			}
+		}
+		fmt.Println()
+	}
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// TestStatWitness (issue 15 item 7): a running `seqbus witness` writes
+// status.json in its --dir, and `seqbus stat --dir` prints it as a
+// witness: the lease, requests by kind, drops by reason.
+func TestStatWitness(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), freeUDPPort(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w := exec.CommandContext(ctx, bin, "witness", "--listen", addr.String(), "--dir", dir)
+	var logs bytes.Buffer
+	w.Stdout, w.Stderr = &logs, &logs
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { w.Process.Kill(); w.Wait() }()
+	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	acq, err := witness.AppendRequest(nil, arbiter.Request{ID: 1, Kind: arbiter.RequestAcquire, Node: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn.Write(acq)
+		conn.Write([]byte("not a frame"))
+		out, err = exec.Command(bin, "stat", "--dir", dir, "--once").Output()
+		if err == nil && strings.Contains(string(out), "epoch 1  time left") && strings.Contains(string(out), "last holder 1") && strings.Contains(string(out), "short=") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stat --once of the witness: %v\n%s\nwitness log:\n%s", err, out, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []string{"witness 0", "requests: acquire=", "grants: acquire=", "drops:", "short="} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("stat --once lacks %q:\n%s", want, out)
+		}
+	}
+	js, err := exec.Command(bin, "stat", "--dir", dir, "--json").Output()
+	if err != nil || !strings.Contains(string(js), `"role": "witness"`) {
+		t.Fatalf("stat --json: %v %s", err, js)
+	}
+}
+
+// freeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago.
+func freeUDPPort(t *testing.T) uint16 {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
+}
