@@ -178,6 +178,11 @@ type Arbiter struct {
 	// lastHolder.
 	inSyncVersion uint64
 	members       InSyncSet
+	// termRequestID is the request ID of the ACQUIRE that started the
+	// live holder's term (0: unknown, as after a Restore or through
+	// Acquire). A repeat of exactly that request is the same process
+	// asking again, never a restart.
+	termRequestID uint64
 	// quarantined is true from Restore until quarantineUntilNs.
 	quarantined       bool
 	quarantineUntilNs int64
@@ -197,10 +202,12 @@ func NewArbiter(cfg Config) (*Arbiter, error) {
 
 // Restore is called once, after a restart, with the state the witness had
 // persisted. The arbiter cannot know whether the last holder's lease is
-// still live, only that it ends within one lease duration; so it grants
-// nothing to anyone (the old holder included) until nowNs +
-// LeaseDurationNs, and then grants state.Epoch+1, +2, ... under the rules
-// of Acquire, with the restored in-sync set and last holder. A record with
+// still live, only that it ends within one lease duration; so until nowNs
+// + LeaseDurationNs it grants nothing to anyone but a RENEW of
+// state.Epoch by state.LastHolder (see Renew: only the process that was
+// granted that epoch renews it, so it is the only node that can be
+// leading), and then grants state.Epoch+1, +2, ... under the rules of
+// Acquire, with the restored in-sync set and last holder. A record with
 // LastHolder NodeNone (nothing granted, or an epoch-only record from before
 // the in-sync set) lets anyone acquire after the quarantine. Calling it on
 // a running arbiter is also safe: the live lease is dropped and covered by
@@ -222,6 +229,7 @@ func (a *Arbiter) Restore(state PersistentState, nowNs int64) error {
 	}
 	a.holder = NodeNone
 	a.expiresAtNs = 0
+	a.termRequestID = 0
 	a.quarantined = true
 	a.quarantineUntilNs = addSaturating(nowNs, a.leaseDurationNs)
 	return nil
@@ -240,6 +248,19 @@ func (a *Arbiter) Restore(state PersistentState, nowNs int64) error {
 // by one. While another node holds a live lease it refuses and says who
 // holds it and for how long.
 func (a *Arbiter) Acquire(node NodeID, nowNs int64) Decision {
+	return a.AcquireRequest(node, 0, nowNs)
+}
+
+// AcquireRequest is Acquire for the request requestID (0: unknown, which
+// is Acquire). An ACQUIRE from the live holder starts a new term, except
+// a repeat of the very request that started the live term (the same
+// process retrying before the grant reached it, with the same ID): that
+// is answered with the live term's grant, unextended and with nothing
+// to persist. An older request ID from the live holder is refused with
+// ReasonHeld (a delayed datagram of this term's process, or a restarted
+// process whose IDs did not grow, which then waits the lease out). Either
+// way the retried request never costs a new epoch.
+func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Decision {
 	nowNs = a.observe(nowNs)
 	if node == NodeNone {
 		return a.deny(ReasonInvalidNode, nowNs)
@@ -250,11 +271,21 @@ func (a *Arbiter) Acquire(node NodeID, nowNs int64) Decision {
 	if a.live(nowNs) && a.holder != node {
 		return a.deny(ReasonHeld, nowNs)
 	}
-	// An ACQUIRE from the live holder itself starts a new term rather than
-	// extending the old one: a holder acquires only when it has no lease
-	// in mind, most often because its process restarted, and a restarted
-	// process must never lead an epoch it may already have used (it could
-	// sequence seq 1.. again under an epoch whose seqs others hold).
+	if a.live(nowNs) && requestID != 0 && a.termRequestID != 0 {
+		switch {
+		case requestID == a.termRequestID:
+			return a.granted(nowNs)
+		case requestID < a.termRequestID:
+			return a.deny(ReasonHeld, nowNs)
+		}
+	}
+	// An ACQUIRE from the live holder itself (a new request) starts a new
+	// term rather than extending the old one: a running keeper renews its
+	// epoch (even after its view lapsed) and acquires only when it has no
+	// epoch in mind, most often because its process restarted, and a
+	// restarted process must never lead an epoch it may already have used
+	// (it could sequence seq 1.. again under an epoch whose seqs others
+	// hold: sim bugs A and C).
 	if a.hadHolder && node != a.lastHolder && !a.members.Contains(node) {
 		return a.deny(ReasonNotInSync, nowNs)
 	}
@@ -262,6 +293,7 @@ func (a *Arbiter) Acquire(node NodeID, nowNs int64) Decision {
 		return a.deny(ReasonEpochExhausted, nowNs)
 	}
 	a.epochHighest++
+	a.termRequestID = requestID
 	a.holder = node
 	a.lastHolder = node
 	a.hadHolder = true
@@ -281,11 +313,23 @@ func (a *Arbiter) Acquire(node NodeID, nowNs int64) Decision {
 // is its current epoch, and nowNs is strictly before expiry. A lease that
 // has expired cannot be renewed (even if nobody took it since): the node
 // must Acquire and gets a new epoch.
+//
+// During the restart quarantine the last holder's renew of the restored
+// epoch is granted at once, with that epoch, and ends the quarantine: the
+// epoch was granted to that node alone and nothing has been granted
+// since, and only the running process that was granted an epoch renews
+// it (a restarted one acquires and gets a new epoch), so it is the only
+// node that can be leading. Everyone else still waits the quarantine out.
 func (a *Arbiter) Renew(node NodeID, epoch uint64, nowNs int64) Decision {
 	nowNs = a.observe(nowNs)
 	switch {
 	case node == NodeNone:
 		return a.deny(ReasonInvalidNode, nowNs)
+	case a.inQuarantine(nowNs) && a.hadHolder && node == a.lastHolder && epoch == a.epochHighest && epoch != 0:
+		a.quarantined = false
+		a.holder = node
+		a.expiresAtNs = nowNs
+		return a.extend(nowNs)
 	case a.inQuarantine(nowNs):
 		return a.deny(ReasonQuarantine, nowNs)
 	case !a.live(nowNs):

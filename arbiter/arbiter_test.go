@@ -128,9 +128,29 @@ func TestArbiterRules(t *testing.T) {
 		{"restore on a running arbiter drops and outlasts the live lease", []arbiterStep{
 			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
 			restore(1, 500),
-			renew(1, 1, 600, denied(ReasonQuarantine, NodeNone, 1, 0, 900)),
 			acquire(1, 1499, denied(ReasonQuarantine, NodeNone, 1, 0, 1)),
 			acquire(1, 1500, grantNew(1, 2, 2500, 1000)),
+		}},
+		{"restore: the last holder renews its epoch at once, others wait", []arbiterStep{
+			// Only the process granted epoch 1 renews it; it may go on
+			// with that epoch, and its renew ends the quarantine.
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			restore(1, 500),
+			acquire(2, 550, denied(ReasonQuarantine, NodeNone, 1, 0, 950)),
+			renew(2, 1, 560, denied(ReasonQuarantine, NodeNone, 1, 0, 940)),
+			renew(1, 0, 570, denied(ReasonQuarantine, NodeNone, 1, 0, 930)),
+			renew(1, 1, 600, grantExtend(1, 1, 1600, 1000)),
+			acquire(2, 700, denied(ReasonHeld, 1, 1, 1600, 900)),
+			renew(1, 1, 850, grantExtend(1, 1, 1850, 1000)),
+		}},
+		{"restore: a holder that died waits one lease before another node", []arbiterStep{
+			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
+			propose(1, 1, 0, []NodeID{2}, grantExtend(1, 1, 1000, 1000)),
+			restore(1, 500),
+			acquire(1, 600, denied(ReasonQuarantine, NodeNone, 1, 0, 900)), // restarted: a new process acquires
+			acquire(2, 1499, denied(ReasonQuarantine, NodeNone, 1, 0, 1)),
+			renew(1, 1, 1500, denied(ReasonNotHolder, NodeNone, 1, 0, 0)), // too late: the lease is unknown, gone
+			acquire(2, 1500, grantNew(2, 2, 2500, 1000)),
 		}},
 		{"restore never lowers the epoch", []arbiterStep{
 			acquire(1, 0, grantNew(1, 1, 1000, 1000)),
@@ -274,5 +294,42 @@ func TestDenyReasonString(t *testing.T) {
 	}
 	if got := RequestRenew.String(); got != "renew" {
 		t.Errorf("RequestRenew = %q", got)
+	}
+}
+
+// TestAcquireRequestRetryIsTheSameTerm: the retried ACQUIRE of a process
+// (the same request ID, resent before the first grant reached it) gets the
+// same grant, never a new epoch; a new request ID from the live holder (a
+// restarted process) still starts a new term (sim bugs A and C), and an
+// older one is refused (issue 15 item 3).
+func TestAcquireRequestRetryIsTheSameTerm(t *testing.T) {
+	a, err := NewArbiter(testConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := a.AcquireRequest(1, 100, 0)
+	if !d.Granted || d.Epoch != 1 || !d.PersistEpoch {
+		t.Fatalf("first acquire: %+v", d)
+	}
+	d = a.AcquireRequest(1, 100, 50)
+	if !d.Granted || d.Epoch != 1 || d.Persist || d.ExpiresAtNs != 1000 || d.RemainingNs != 950 {
+		t.Fatalf("retried acquire: %+v, want the same grant of epoch 1 (unextended, nothing to persist)", d)
+	}
+	d = a.AcquireRequest(1, 99, 60)
+	if d.Granted || d.Reason != ReasonHeld || d.Epoch != 1 {
+		t.Fatalf("older acquire of the live holder: %+v, want refused, epoch 1", d)
+	}
+	d = a.AcquireRequest(1, 5000, 70)
+	if !d.Granted || d.Epoch != 2 || !d.PersistEpoch {
+		t.Fatalf("acquire of a restarted holder (new request ID): %+v, want a new term at epoch 2", d)
+	}
+	d = a.AcquireRequest(1, 100, 80)
+	if d.Granted || d.Epoch != 2 {
+		t.Fatalf("the first term's acquire after a new term: %+v, want refused", d)
+	}
+	// After the lease lapsed the retry is an acquire like any other.
+	d = a.AcquireRequest(1, 5000, 2000)
+	if !d.Granted || d.Epoch != 3 {
+		t.Fatalf("acquire after expiry: %+v, want epoch 3", d)
 	}
 }

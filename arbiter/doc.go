@@ -27,10 +27,11 @@
 //
 //  1. Witness: build one Arbiter with NewArbiter. If the witness has
 //     persisted a state, call Restore(state, nowNs) before answering
-//     anything: it grants nothing to anyone for one lease duration,
-//     because the old lease may still be live, and keeps the in-sync set
-//     and last holder.
-//  2. Witness: for each LEASE_ACQUIRE or LEASE_RENEW, call Acquire, Renew
+//     anything: for one lease duration it grants nothing to anyone but the
+//     last holder's renew of the restored epoch, because the old lease may
+//     still be live, and keeps the in-sync set and last holder.
+//  2. Witness: for each LEASE_ACQUIRE or LEASE_RENEW, call AcquireRequest
+//     (with the request ID), Renew
 //     or (a renew carrying a proposal) RenewWithInSync with the witness's
 //     monotonic nowNs. If the Decision has Persist, durably write
 //     Decision.PersistentState() BEFORE sending the grant; if the write

@@ -19,8 +19,9 @@ type RequestKind uint8
 
 // Request kinds.
 const (
-	// RequestAcquire asks for the lease (new epoch if none is live, or an
-	// extension if this node already holds it).
+	// RequestAcquire asks for the lease: a new epoch (the witness answers
+	// a repeat of the request that won the live term with that term's
+	// grant; see arbiter.AcquireRequest).
 	RequestAcquire RequestKind = 1
 	// RequestRenew extends the lease under Request.Epoch.
 	RequestRenew RequestKind = 2
@@ -71,6 +72,19 @@ type Keeper struct {
 	// epochSeenHighest is the highest epoch seen in any grant or deny. A
 	// grant of an older epoch is dead on arrival.
 	epochSeenHighest uint64
+	// renewEpoch is the epoch this keeper was granted and has not been
+	// told is over (by a refusal, or by no longer wanting the lease). It
+	// keeps renewing it even after the view lapsed (the witness was
+	// unreachable or restarting), because only the process that was
+	// granted an epoch renews it: a witness that restarted can then let
+	// it go on at once with the same epoch, where an acquire would cost a
+	// new one. 0: none.
+	renewEpoch uint64
+	// acquireID is the unanswered acquire being resent (0: none), first
+	// sent at acquireFirstNs. Resending the same ID lets the witness
+	// answer a retry with the grant it already made, never a second term.
+	acquireID      uint64
+	acquireFirstNs int64
 
 	lastRequestID uint64
 	nextSendAtNs  int64
@@ -103,31 +117,52 @@ func (k *Keeper) SetWantLead(want bool) {
 	if want && !k.wantLead {
 		k.nextSendAtNs = math.MinInt64
 	}
+	if !want {
+		// Giving the lease up gives the epoch up: wanting it again
+		// acquires anew (unless the view still lives).
+		k.renewEpoch = 0
+	}
 	k.wantLead = want
 }
 
 // Tick returns a request to send, if one is due at nowNs: a renew (with the
 // view's epoch) every RenewIntervalNs while the view's lease has not ended
-// by the local clock, an acquire when it has and the node wants to lead,
-// and a resend RetryNs after any request that gets no answer or a refusal.
-// nowNs is recorded as the request's send time, so the runtime must call
-// Tick immediately before sending, never after.
+// by the local clock, and after that for as long as no refusal ended the
+// epoch (see renewEpoch); an acquire when the node wants to lead and has
+// no epoch to renew; and a resend RetryNs after any request that gets no
+// answer or a refusal. An unanswered acquire is resent under the same
+// request ID (timed from its first send, the safe end) while a grant of
+// it could still be used, so a retry that crosses the first grant is
+// answered with that grant rather than a second term. nowNs is the
+// request's send time, so the runtime must call Tick immediately before
+// sending, never after.
 func (k *Keeper) Tick(nowNs int64) (Request, bool) {
 	if !k.wantLead || nowNs < k.nextSendAtNs {
 		return Request{}, false
 	}
-	k.lastRequestID++
-	req := Request{ID: k.lastRequestID, Kind: RequestAcquire, Node: k.node, SentAtNs: nowNs}
-	// Renew while the witness may still count us as holder (margin 0): a
-	// renewal keeps the epoch, whereas an acquire after expiry starts a new
-	// term.
-	if MayLead(k.view, nowNs, 0) {
-		req.Kind = RequestRenew
-		req.Epoch = k.view.Epoch
-	}
-	k.outstanding[req.ID%MaxOutstandingRequests] = outstandingRequest{id: req.ID, sentAtNs: nowNs}
 	k.nextSendAtNs = addSaturating(nowNs, k.cfg.RetryNs)
+	// Renew while the witness may still count us as holder (margin 0), and
+	// while the epoch we were granted has not been refused: a renewal
+	// keeps the epoch, whereas an acquire starts a new term.
+	if MayLead(k.view, nowNs, 0) || (k.renewEpoch != 0 && k.renewEpoch == k.view.Epoch) {
+		k.acquireID = 0
+		return k.newRequest(Request{Kind: RequestRenew, Node: k.node, Epoch: k.view.Epoch, SentAtNs: nowNs}), true
+	}
+	if k.acquireID != 0 && k.outstanding[k.acquireID%MaxOutstandingRequests].id == k.acquireID &&
+		nowNs < addSaturating(k.acquireFirstNs, k.cfg.LeaseDurationNs-k.cfg.MarginNs) {
+		return Request{ID: k.acquireID, Kind: RequestAcquire, Node: k.node, SentAtNs: nowNs}, true
+	}
+	req := k.newRequest(Request{Kind: RequestAcquire, Node: k.node, SentAtNs: nowNs})
+	k.acquireID, k.acquireFirstNs = req.ID, nowNs
 	return req, true
+}
+
+// newRequest gives req the next ID and remembers its send time.
+func (k *Keeper) newRequest(req Request) Request {
+	k.lastRequestID++
+	req.ID = k.lastRequestID
+	k.outstanding[req.ID%MaxOutstandingRequests] = outstandingRequest{id: req.ID, sentAtNs: req.SentAtNs}
+	return req
 }
 
 // OnGrant records a grant for requestID of epoch for durationNs (the
@@ -156,6 +191,7 @@ func (k *Keeper) OnGrant(requestID uint64, epoch uint64, durationNs int64) bool 
 	k.view = LeaseView{Epoch: epoch, SentAtNs: sentAtNs, DurationNs: min(durationNs, k.cfg.LeaseDurationNs)}
 	k.viewRequestID = requestID
 	k.epochSeenHighest = epoch
+	k.renewEpoch = epoch
 	k.nextSendAtNs = addSaturating(sentAtNs, k.cfg.RenewIntervalNs)
 	return true
 }
@@ -176,6 +212,7 @@ func (k *Keeper) OnDeny(requestID uint64, holder NodeID, epoch uint64, remaining
 	if requestID > k.viewRequestID {
 		k.view.DurationNs = 0
 		k.viewRequestID = requestID
+		k.renewEpoch = 0
 	}
 	k.nextSendAtNs = min(k.nextSendAtNs, addSaturating(sentAtNs, k.cfg.RetryNs))
 	k.lastDeny.holder = holder
@@ -224,6 +261,9 @@ func (k *Keeper) takeOutstanding(requestID uint64) (sentAtNs int64, ok bool) {
 	}
 	sentAtNs = slot.sentAtNs
 	*slot = outstandingRequest{}
+	if requestID == k.acquireID {
+		k.acquireID = 0
+	}
 	return sentAtNs, true
 }
 

@@ -43,14 +43,68 @@ func TestKeeperSilentUntilItWantsToLead(t *testing.T) {
 	}
 }
 
+// acquireUsableNs is how long testConfig's keeper resends one unanswered
+// acquire under the same ID: while a grant of it could still be used.
+const acquireUsableNs = 1000 - 150
+
+// distinctAcquires sends n unanswered acquires with n different IDs, each
+// after the previous one's resend window (so the i-th is sent at
+// i*acquireUsableNs).
+func distinctAcquires(t *testing.T, k *Keeper, n int) []Request {
+	t.Helper()
+	var reqs []Request
+	for i := range n {
+		reqs = append(reqs, mustTick(t, k, int64(i)*acquireUsableNs, RequestAcquire))
+		if i > 0 && reqs[i].ID != reqs[i-1].ID+1 {
+			t.Fatalf("request IDs %d then %d, want increasing by one", reqs[i-1].ID, reqs[i].ID)
+		}
+	}
+	return reqs
+}
+
 func TestKeeperRetriesAfterRetryNs(t *testing.T) {
 	k := newTestKeeper(t, 1)
 	k.SetWantLead(true)
-	r1 := mustTick(t, k, 100, RequestAcquire)
+	mustTick(t, k, 100, RequestAcquire)
 	mustNotTick(t, k, 149) // unanswered, but RetryNs (50) not yet elapsed
+	mustTick(t, k, 150, RequestAcquire)
+}
+
+func TestKeeperResendsAnUnansweredAcquireUnderItsID(t *testing.T) {
+	// The retry of an acquire that crossed its grant (issue 15 item 3)
+	// must be the same request, so the witness answers it with the same
+	// grant instead of a second term.
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 100, RequestAcquire)
 	r2 := mustTick(t, k, 150, RequestAcquire)
-	if r2.ID != r1.ID+1 {
-		t.Fatalf("request IDs %d then %d, want increasing by one", r1.ID, r2.ID)
+	r3 := mustTick(t, k, 100+acquireUsableNs-1, RequestAcquire)
+	if r2.ID != r1.ID || r3.ID != r1.ID {
+		t.Fatalf("resends carry IDs %d, %d after %d: want the same ID", r2.ID, r3.ID, r1.ID)
+	}
+	// The grant is timed from the FIRST send: the witness may have
+	// granted the first datagram.
+	if !k.OnGrant(r1.ID, 4, 1000) || k.View().SentAtNs != 100 {
+		t.Fatalf("view %+v, want timed from the first send at 100", k.View())
+	}
+	if k.OnGrant(r1.ID, 4, 1000) {
+		t.Fatal("the resend's reply counted twice")
+	}
+	// A grant of that acquire could no longer be used once it is older
+	// than the lease minus the margin: a fresh request then.
+	k2 := newTestKeeper(t, 1)
+	k2.SetWantLead(true)
+	a := mustTick(t, k2, 100, RequestAcquire)
+	b := mustTick(t, k2, 100+acquireUsableNs, RequestAcquire)
+	if b.ID != a.ID+1 {
+		t.Fatalf("request IDs %d then %d past the usable window, want a new ID", a.ID, b.ID)
+	}
+	// A refused acquire is answered: the next one is a new request.
+	if !k2.OnDeny(b.ID, 2, 1, 500) {
+		t.Fatal("deny refused")
+	}
+	if c := mustTick(t, k2, 100+acquireUsableNs+50, RequestAcquire); c.ID != b.ID+1 {
+		t.Fatalf("request after a deny has ID %d, want %d", c.ID, b.ID+1)
 	}
 }
 
@@ -104,17 +158,37 @@ func TestKeeperRenewsUntilLeaseEndThenAcquires(t *testing.T) {
 	if k.MayLead(900) {
 		t.Fatal("MayLead past the margin")
 	}
-	// At the lease end by the local clock the keeper asks afresh.
-	mustTick(t, k, 1000, RequestAcquire)
+	// At the lease end by the local clock the keeper still renews its
+	// epoch: only a refusal says the epoch is over (a witness that
+	// restarted lets its last holder renew at once).
+	r2 := mustTick(t, k, 1000, RequestRenew)
+	if r2.Epoch != 2 || k.MayLead(1000) {
+		t.Fatalf("renew %+v after the view lapsed, want epoch 2 and no leading", r2)
+	}
+	r3 := mustTick(t, k, 5000, RequestRenew)
+	if !k.OnDeny(r3.ID, NodeNone, 2, 0) {
+		t.Fatal("deny refused")
+	}
+	// Refused: the epoch is over, ask afresh.
+	mustTick(t, k, 5050, RequestAcquire)
+}
+
+func TestKeeperGivingUpTheLeaseGivesUpTheEpoch(t *testing.T) {
+	k := newTestKeeper(t, 1)
+	k.SetWantLead(true)
+	r1 := mustTick(t, k, 0, RequestAcquire)
+	k.OnGrant(r1.ID, 2, 1000)
+	k.SetWantLead(false)
+	mustNotTick(t, k, 1000)
+	k.SetWantLead(true)
+	mustTick(t, k, 1100, RequestAcquire)
 }
 
 func TestKeeperIgnoresUnusableGrants(t *testing.T) {
 	k := newTestKeeper(t, 1)
 	k.SetWantLead(true)
-	r1 := mustTick(t, k, 0, RequestAcquire)
-	r2 := mustTick(t, k, 50, RequestAcquire)
-	r3 := mustTick(t, k, 100, RequestAcquire)
-	r4 := mustTick(t, k, 150, RequestAcquire)
+	reqs := distinctAcquires(t, k, 4)
+	r1, r2, r3, r4 := reqs[0], reqs[1], reqs[2], reqs[3]
 	if k.OnGrant(999, 1, 1000) {
 		t.Error("grant for a never-sent request accepted")
 	}
@@ -138,8 +212,8 @@ func TestKeeperIgnoresUnusableGrants(t *testing.T) {
 	if k.OnGrant(r2.ID, 5, 1000) {
 		t.Error("older request's grant of the same epoch accepted")
 	}
-	if got := k.View().SentAtNs; got != 100 {
-		t.Fatalf("view SentAt %d, want 100", got)
+	if got := k.View().SentAtNs; got != r3.SentAtNs {
+		t.Fatalf("view SentAt %d, want %d", got, r3.SentAtNs)
 	}
 	// An older epoch is dead.
 	if k.OnGrant(r4.ID, 4, 1000) {
@@ -169,8 +243,8 @@ func TestKeeperNewerEpochFromOlderRequestAccepted(t *testing.T) {
 	// newer term and is timed from request 1's send.
 	k := newTestKeeper(t, 1)
 	k.SetWantLead(true)
-	r1 := mustTick(t, k, 0, RequestAcquire)
-	r2 := mustTick(t, k, 50, RequestAcquire)
+	reqs := distinctAcquires(t, k, 2)
+	r1, r2 := reqs[0], reqs[1]
 	k.OnGrant(r2.ID, 3, 1000)
 	if !k.OnGrant(r1.ID, 4, 1000) {
 		t.Fatal("newer epoch refused")
@@ -196,10 +270,7 @@ func TestKeeperCapsGrantedDuration(t *testing.T) {
 func TestKeeperRememberedRequestsAreBounded(t *testing.T) {
 	k := newTestKeeper(t, 1)
 	k.SetWantLead(true)
-	var reqs []Request
-	for i := range MaxOutstandingRequests + 1 {
-		reqs = append(reqs, mustTick(t, k, int64(i)*testConfig.RetryNs, RequestAcquire))
-	}
+	reqs := distinctAcquires(t, k, MaxOutstandingRequests+1)
 	// The ninth request overwrote the first: its grant is ignored.
 	if k.OnGrant(reqs[0].ID, 1, 1000) {
 		t.Fatal("grant for a forgotten request accepted")
@@ -242,13 +313,13 @@ func TestKeeperNewerDenyEndsView(t *testing.T) {
 func TestKeeperOlderDenyKeepsView(t *testing.T) {
 	k := newTestKeeper(t, 1)
 	k.SetWantLead(true)
-	r1 := mustTick(t, k, 0, RequestAcquire)
-	r2 := mustTick(t, k, 50, RequestAcquire)
+	reqs := distinctAcquires(t, k, 2)
+	r1, r2 := reqs[0], reqs[1]
 	k.OnGrant(r2.ID, 3, 1000)
 	if !k.OnDeny(r1.ID, 2, 2, 10) {
 		t.Fatal("deny refused")
 	}
-	if !k.MayLead(100) {
+	if !k.MayLead(r2.SentAtNs + 50) {
 		t.Fatal("an older refusal ended a newer view")
 	}
 	if k.OnDeny(r1.ID, 2, 2, 10) {

@@ -119,12 +119,18 @@ func (n *Node) leaseChanged(now int64) {
 	}
 	if n.role == RolePrimary {
 		if k.Epoch() > n.epoch && k.MayLead(now) {
-			// Re-granted after our lease lapsed: a new term, announced.
-			n.stepDown(k.Epoch(), now)
-			n.promote(k.Epoch(), now)
+			// Granted a newer epoch ourselves (our lease lapsed at the
+			// witness and was granted to us again): a new term of this
+			// same process, announced, never a step-down (issue 15 item
+			// 3): nobody else led in between.
+			n.newTerm(k.Epoch(), now)
 			return
 		}
-		if _, denied, _ := k.LastDeny(); denied > n.epoch {
+		// A refusal that names a newer epoch deposes us, unless it names
+		// us as that epoch's holder: then the newer epoch is our own (a
+		// grant that has not reached the keeper yet) and nobody else can
+		// lead; MayLead is false meanwhile, so nothing is released.
+		if holder, denied, _ := k.LastDeny(); denied > n.epoch && holder != arbiter.NodeID(n.cfg.ID) {
 			n.stepDown(denied, now)
 			return
 		}
@@ -193,6 +199,24 @@ func (n *Node) promote(epoch uint64, now int64) {
 		"promotion", time.Duration(n.nowNs()-promoteStart))
 }
 
+// newTerm moves this primary to a newer epoch the witness granted it: the
+// same process goes on leading under the new epoch from applied+1 (a
+// promotion of its own history, announced with NEW_EPOCH), and the
+// outputs waiting in the gate are kept. They are part of the history the
+// new term continues, and the new gate releases them once the standbys
+// acknowledge them under the new epoch and they are durable, exactly as
+// for any output.
+func (n *Node) newTerm(epoch uint64, now int64) {
+	pub, old := n.pub, n.epoch
+	n.stats.NewTerms++
+	n.cfg.Log.Info("NEW TERM: the witness granted this node a newer epoch; leading on, queued outputs kept",
+		"ours", old, "new", epoch, "queued_outputs", pub.Len())
+	n.promote(epoch, now)
+	if n.role == RolePrimary && n.epoch == epoch && pub != nil {
+		n.pub = pub
+	}
+}
+
 // stepDown stops leading: nothing more is released or sequenced; queued
 // outputs are dropped (repair from state, not history); the node follows
 // as a standby and reconciles its history when the new primary's
@@ -204,6 +228,10 @@ func (n *Node) stepDown(higher uint64, now int64) {
 	dropped := n.pub.DropAll()
 	n.gate.SetLease(false)
 	n.stats.StepDowns++
+	n.lastStepDown = stepDownRecord{Count: n.stats.StepDowns, From: n.epoch, To: higher}
+	if n.keeper != nil {
+		n.lastStepDown.KeeperEpoch = n.keeper.Epoch()
+	}
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
 	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", n.epoch, "newer", higher, "dropped_outputs", dropped)
 	n.seqr, n.gate, n.pub = nil, nil, nil
@@ -365,4 +393,31 @@ func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64)
 	v := n.keeper.View()
 	end := v.SentAtNs + v.DurationNs
 	return n.keeper.MayLead(now), max(end-now, 0), v.Epoch
+}
+
+// stepDownRecord describes the latest step-down, for checkers: the epoch
+// led, the newer epoch that deposed it, and the epoch the node's own
+// keeper held at that moment (a keeper epoch at or above To would mean
+// the node stepped down from an epoch it was granted itself).
+type stepDownRecord struct {
+	Count, From, To, KeeperEpoch uint64
+}
+
+// LastStepDown returns how many times this node stepped down and the
+// epochs of the latest one: the epoch it led (from), the newer one (to)
+// and its keeper's epoch then. The simulator checks that no node steps
+// down from an epoch of its own.
+func (n *Node) LastStepDown() (count, from, to, keeperEpoch uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r := n.lastStepDown
+	return r.Count, r.From, r.To, r.KeeperEpoch
+}
+
+// Epoch returns the epoch this node leads or follows (cheap, unlike
+// Status).
+func (n *Node) Epoch() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.epoch
 }

@@ -88,6 +88,7 @@ type Node struct {
 	// ours against (followed after NEW_EPOCH, or led): 0 after a restart.
 	verifiedEpoch uint64
 	historyEpochs []historyEpoch
+	lastStepDown  stepDownRecord
 
 	// primary
 	seqr     *sequencer.Sequencer

@@ -125,6 +125,9 @@ type Stats struct {
 	JournalsSetAside, TornTailBytes         uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
+	// NewTerms counts newer epochs granted to this node while it led
+	// (a seamless change of term, never a step-down).
+	NewTerms                                     uint64
 	WitnessSilent                                uint64
 	OutputsDroppedAtGate                         uint64
 	SuffixDiscarded, HistoryDiscarded            uint64

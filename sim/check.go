@@ -423,6 +423,18 @@ func (c *checker) onPromoted(id int, epoch uint64, incarnation uint64) {
 	}
 }
 
+// onStepDown checks that a node never steps down in favour of an epoch
+// it was granted itself and its own keeper holds (issue 15 item 3): that
+// is a new term of the same process, and stepping down for it drops the
+// outputs waiting to be released for nothing.
+func (c *checker) onStepDown(id int, from, to, keeperEpoch uint64) {
+	c.s.logf("node %d STEPPED DOWN from epoch %d for epoch %d (its keeper holds %d)", id, from, to, keeperEpoch)
+	if _, granted := c.grants[[2]uint64{uint64(id), to}]; granted && keeperEpoch >= to {
+		c.violate(2, "%s: node %d stepped down from epoch %d for epoch %d, which the witness granted to it and its keeper holds",
+			DiagOwnStepDown, id, from, to)
+	}
+}
+
 // onClientOutput checks one output a client received.
 func (c *checker) onClientOutput(session uint64, payload []byte) {
 	c.received = append(c.received, outKey(session, payload))

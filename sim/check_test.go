@@ -261,3 +261,31 @@ func TestCheckerAnsweredFromTable(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckerStepDownFromOwnEpoch(t *testing.T) {
+	s, c := newTestChecker(t)
+	grant(s, c, 1, 2)
+	s.now += 400_000_000
+	grant(s, c, 2, 3)
+	c.onStepDown(1, 2, 3, 2) // deposed by node 2's epoch: fine
+	if len(c.violations) != 0 {
+		t.Fatalf("step-down for another node's epoch flagged: %q", c.violations)
+	}
+	s.now += 400_000_000
+	grant(s, c, 1, 4)
+	c.onStepDown(1, 3, 4, 3) // epoch 4 is ours but the keeper never took it
+	if len(c.violations) != 0 {
+		t.Fatalf("step-down for a grant the keeper did not hold flagged: %q", c.violations)
+	}
+	c.onStepDown(1, 4, 5, 5) // not granted by the witness (a deny's epoch)
+	if len(c.violations) != 0 {
+		t.Fatalf("step-down for an epoch never granted to it flagged: %q", c.violations)
+	}
+	s.now += 400_000_000
+	grant(s, c, 1, 6)
+	c.onStepDown(1, 5, 6, 6)
+	wantViolation(t, c, "invariant 2")
+	if !strings.Contains(c.violations[0], DiagOwnStepDown) {
+		t.Fatalf("violation without its diagnosis: %q", c.violations[0])
+	}
+}

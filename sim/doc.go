@@ -49,7 +49,9 @@
 //  2. Each seq is released with one command only; release epochs never go
 //     back; a release happens only inside a live grant of the witness to
 //     that node and epoch, and the witness never grants a new holder while
-//     another's lease is live; one primary per epoch.
+//     another's lease is live; one primary per epoch (a newer term of the
+//     same process counts as a promotion); no node steps down for an epoch
+//     the witness granted it and its own keeper holds.
 //  3. Every replica applies seq after seq, no gap, no repeat; replicas with
 //     the same history have the same state hash; at the end every journal
 //     read back from its disk is gap-free and equal to the released

@@ -229,7 +229,11 @@ type simNode struct {
 	paused  bool
 	held    []event
 	primary bool
-	ticks   uint64
+	// primaryEpoch is the epoch it leads while primary; stepDowns the
+	// node's step-down count last seen (both per process).
+	primaryEpoch uint64
+	stepDowns    uint64
+	ticks        uint64
 	// Released outputs seen leaving the node during the current step.
 	emitted      bool
 	observed     bool // Observer.Released was called during the step
@@ -519,6 +523,7 @@ func (s *sim) startNode(i int) {
 	// What the new process knows it accepted is what its disk kept.
 	s.chk.accepted[i] = n.Status().Epoch
 	sn.primary = false
+	sn.stepDowns = 0
 	s.logf("node %d STARTED (applied %d)", i, s.chk.cur[i].AppliedSeq())
 	s.push(event{at: s.now + s.clocks[i].tickEveryNs(), kind: evNodeTick, host: i, gen: sn.gen})
 }
@@ -618,15 +623,29 @@ func (s *sim) afterStep(sn *simNode) {
 		sn.emitMaxSeq = 0
 		s.chk.onRelease(ev)
 	}
+	if count, from, to, keeperEpoch := sn.n.LastStepDown(); count != sn.stepDowns {
+		sn.stepDowns = count
+		s.chk.onStepDown(sn.id, from, to, keeperEpoch)
+	}
 	if isPrimary != sn.primary {
 		sn.primary = isPrimary
 		if isPrimary {
 			st := sn.n.Status()
 			s.stats.Promotions++
 			s.stats.HighestEpoch = max(s.stats.HighestEpoch, st.Epoch)
+			sn.primaryEpoch = st.Epoch
 			s.chk.onPromoted(sn.id, st.Epoch, sn.starts)
 		} else {
 			s.logf("node %d is STANDBY now", sn.id)
+		}
+	} else if isPrimary {
+		// A newer term of its own, without stepping down: a promotion
+		// for the one-primary-per-epoch check.
+		if e := sn.n.Epoch(); e != sn.primaryEpoch {
+			sn.primaryEpoch = e
+			s.stats.Promotions++
+			s.stats.HighestEpoch = max(s.stats.HighestEpoch, e)
+			s.chk.onPromoted(sn.id, e, sn.starts)
 		}
 	}
 }
@@ -828,6 +847,7 @@ const (
 	DiagAppliedGap        = "DIAG-applied-gap"
 	DiagFetchStuck        = "DIAG-snapshot-fetch-stuck"
 	DiagPromotedBehind    = "DIAG-promoted-behind"
+	DiagOwnStepDown       = "DIAG-step-down-own-epoch"
 )
 
 func (s *sim) livenessFailure() {

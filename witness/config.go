@@ -14,10 +14,11 @@ const (
 	// tools that only query, and queries are not cached). At the bound the
 	// node heard from least recently is forgotten. A forgotten node's
 	// resend of the same request is then decided afresh by the arbiter,
-	// which is safe: it extends a live lease under the same epoch, or
-	// grants a new epoch that the node's keeper ignores because it already
-	// answered (or forgot) that request ID. It costs at most a lease
-	// duration of unused lease, never a duplicated epoch.
+	// which is safe: a resend of the acquire that started the live term
+	// gets that term's grant again (arbiter.AcquireRequest), and anything
+	// else grants a new epoch that the node's keeper ignores because it
+	// already answered (or forgot) that request ID. It costs at most a
+	// lease duration of unused lease, never a duplicated epoch.
 	NodeTableMax = 64
 
 	// receiveBatch is how many datagrams one Receive call reads. Lease

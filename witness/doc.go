@@ -31,7 +31,8 @@
 //     succeeds.
 //  2. Restart quarantine. New reads the persisted state (format 2, or the
 //     epoch-only format 1 of older witnesses); if there is one, the
-//     arbiter grants nothing for one lease duration and then grants
+//     arbiter grants nothing for one lease duration (but the last
+//     holder's renew of the persisted epoch, granted at once) and then grants
 //     persisted+1 to the last holder or an in-sync member (to anyone for a
 //     format 1 record). A missing file means a fresh witness (epoch 0, no
 //     quarantine); a corrupt one stops New with ErrCorruptState.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,16 @@ type Server struct {
 	// reply is the encode buffer; handle's result aliases it.
 	reply []byte
 	auth  *witnessAuth // nil without Config.Key
+	// The rate-limited log of requests refused by authentication.
+	authLogged        bool
+	authLoggedAtNs    int64
+	authDropsSinceLog uint64
+
+	// statusPath is dir/StatusFileName for a server built by New ("" for
+	// one without a directory); statusStop and statusDone run its writer.
+	statusPath string
+	statusStop chan struct{}
+	statusDone chan struct{}
 
 	// Lifecycle.
 	lifeMu  sync.Mutex
@@ -92,7 +103,12 @@ func New(cfg Config, conn bus.Conn, dir string) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("witness: state directory: %w", err)
 	}
-	return newServer(cfg, conn, &fileStore{dir: dir})
+	s, err := newServer(cfg, conn, &fileStore{dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	s.statusPath = filepath.Join(dir, StatusFileName)
+	return s, nil
 }
 
 // NewCore builds a witness without a socket or a clock, for a
@@ -194,6 +210,10 @@ func (s *Server) Start() error {
 	s.sizes = make([]int, receiveBatch)
 	s.from = make([]netip.AddrPort, receiveBatch)
 	go s.run()
+	if s.statusPath != "" {
+		s.statusStop, s.statusDone = make(chan struct{}), make(chan struct{})
+		go s.statusLoop(s.statusStop, s.statusDone)
+	}
 	return nil
 }
 
@@ -216,6 +236,10 @@ func (s *Server) Close() error {
 	}
 	if s.started {
 		<-s.done
+	}
+	if s.statusStop != nil {
+		close(s.statusStop)
+		<-s.statusDone
 	}
 	return err
 }
@@ -310,6 +334,9 @@ func (s *Server) handleLocked(pkt []byte, from netip.AddrPort, nowNs int64) []by
 	if s.auth != nil {
 		if r := s.auth.verify(&f); r != dropNone {
 			s.stats.Drops[r]++
+			if f.Type != wire.TypeLeaseQuery {
+				s.noteAuthDrop(r, f.Node, nowNs)
+			}
 			return nil
 		}
 	}
@@ -325,9 +352,24 @@ func (s *Server) handleLocked(pkt []byte, from netip.AddrPort, nowNs int64) []by
 		s.stats.Drops[DropNotRequest]++
 		return nil
 	}
+	grantsBefore := s.stats.Grants
+	reply := s.request(&f, nowNs)
+	if s.stats.Grants > grantsBefore {
+		if f.Type == wire.TypeLeaseAcquire {
+			s.stats.AcquireGrants++
+		} else {
+			s.stats.RenewGrants++
+		}
+	}
+	return reply
+}
+
+// request decides a LEASE_ACQUIRE or LEASE_RENEW (answering a resend from
+// the cache) and returns the reply, or nil to send nothing.
+func (s *Server) request(f *wire.Frame, nowNs int64) []byte {
 	// Parse validated the layout, so DecodeLease cannot fail here. A
 	// request needs the request ID and, for a renew, the proposal.
-	req, _ := wire.DecodeLease(&f)
+	req, _ := wire.DecodeLease(f)
 	node := arbiter.NodeID(f.Node)
 	reqEpoch := f.Epoch
 	if f.Type == wire.TypeLeaseAcquire {
@@ -349,7 +391,7 @@ func (s *Server) handleLocked(pkt []byte, from netip.AddrPort, nowNs int64) []by
 	var d arbiter.Decision
 	switch {
 	case f.Type == wire.TypeLeaseAcquire:
-		d = s.arb.Acquire(node, nowNs)
+		d = s.arb.AcquireRequest(node, req.RequestID, nowNs)
 	case req.InSyncVersion != 0:
 		// A renew carrying a proposal: InSyncVersion is the base version,
 		// Members the proposed set. A fixed array converts it without

@@ -94,6 +94,8 @@ type Stats struct {
 	// Grants counts grants sent (fresh and resent); GrantsNewEpoch the
 	// fresh ones that started a new epoch.
 	Grants, GrantsNewEpoch uint64
+	// AcquireGrants and RenewGrants split Grants by the request's kind.
+	AcquireGrants, RenewGrants uint64
 	// Denies counts denies sent, indexed by arbiter.DenyReason (resends
 	// counted under their original reason).
 	Denies [denyReasonsMax]uint64

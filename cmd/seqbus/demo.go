@@ -274,6 +274,8 @@ loop:
 		fmt.Printf("; last gap md seq %d..%d: applied by the old primary but never released before it died", mt.LastGapFrom, mt.LastGapTo)
 	}
 	fmt.Println(")")
+	epochs, _ := epochSummary(dir, demoNodeIDs(d))
+	fmt.Println("  " + epochs)
 	if !killedAt.IsZero() {
 		fmt.Printf("  failover: primary killed -> node%d promoted in %v (lease %v; status polled every 500 ms)\n",
 			second, promotedAt.Sub(killedAt).Round(time.Millisecond), time.Second)

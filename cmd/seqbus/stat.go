@@ -258,6 +258,10 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 	if pid, gone := st.processGone(); gone {
 		fmt.Fprintf(w, "process %d is not running\n", pid)
 	}
+	if s["role"] == "witness" {
+		printWitnessStat(w, s)
+		return
+	}
 	fmt.Fprintf(w, "node %v  role %v  epoch %v  primary %v  uptime %.1fs  pid %v  written %s ago\n",
 		get(s, "id"), get(s, "role"), get(s, "epoch"), get(s, "primary"), toF(get(s, "uptime_ns"))/1e9, get(s, "pid"), age.Round(time.Millisecond))
 	lease := sub(s, "lease")
@@ -416,4 +420,32 @@ func toF(v any) float64 {
 		return x
 	}
 	return 0
+}
+
+// printWitnessStat prints a witness's status.json (seqbus witness writes
+// it in its --dir like a node).
+func printWitnessStat(w io.Writer, s map[string]any) {
+	holder := fmt.Sprint(get(s, "holder"))
+	if holder == "0" {
+		holder = "none"
+	}
+	fmt.Fprintf(w, "witness %v  uptime %.1fs\n", get(s, "id"), toF(get(s, "uptime_ns"))/1e9)
+	fmt.Fprintf(w, "lease holder %s  epoch %v  time left %.0f ms  last holder %v  durable epoch %v\n",
+		holder, get(s, "epoch"), toF(get(s, "lease_remaining_ns"))/1e6, get(s, "last_holder"), get(s, "durable_epoch"))
+	if q := toF(get(s, "quarantine_remaining_ns")); q > 0 {
+		fmt.Fprintf(w, "RESTART QUARANTINE: %.0f ms left (only the last holder may renew its epoch)\n", q/1e6)
+	}
+	fmt.Fprintf(w, "in-sync set v%v: %v\n", get(s, "in_sync_version"), get(s, "in_sync"))
+	fmt.Fprintf(w, "persists %v  persist failures %v  receive errors %v  send errors %v\n",
+		get(s, "persists"), get(s, "persist_failures"), get(s, "receive_errors"), get(s, "send_errors"))
+	for _, k := range []string{"requests", "grants", "denies", "drops"} {
+		m, _ := s[k].(map[string]any)
+		fmt.Fprintf(w, "%s:", k)
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			if v := m[name]; toF(v) != 0 || k == "requests" {
+				fmt.Fprintf(w, " %s=%v", name, v)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// TestStatWitness (issue 15 item 7): a running `seqbus witness` writes
+// status.json in its --dir, and `seqbus stat --dir` prints it as a
+// witness: the lease, requests by kind, drops by reason.
+func TestStatWitness(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), freeUDPPort(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w := exec.CommandContext(ctx, bin, "witness", "--listen", addr.String(), "--dir", dir)
+	var logs bytes.Buffer
+	w.Stdout, w.Stderr = &logs, &logs
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { w.Process.Kill(); w.Wait() }()
+	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	acq, err := witness.AppendRequest(nil, arbiter.Request{ID: 1, Kind: arbiter.RequestAcquire, Node: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn.Write(acq)
+		conn.Write([]byte("not a frame"))
+		out, err = exec.Command(bin, "stat", "--dir", dir, "--once").Output()
+		if err == nil && strings.Contains(string(out), "epoch 1  time left") && strings.Contains(string(out), "last holder 1") && strings.Contains(string(out), "short=") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stat --once of the witness: %v\n%s\nwitness log:\n%s", err, out, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []string{"witness 0", "requests: acquire=", "grants: acquire=", "drops:", "short="} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("stat --once lacks %q:\n%s", want, out)
+		}
+	}
+	js, err := exec.Command(bin, "stat", "--dir", dir, "--json").Output()
+	if err != nil || !strings.Contains(string(js), `"role": "witness"`) {
+		t.Fatalf("stat --json: %v %s", err, js)
+	}
+}
+
+// freeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago.
+func freeUDPPort(t *testing.T) uint16 {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
+}
+
+// TestEpochSummary: the demo's summary line counts epochs, promotions,
+// new terms and step-downs from the nodes' status files.
+func TestEpochSummary(t *testing.T) {
+	dir := t.TempDir()
+	for id, st := range map[int]string{
+		1: `{"epoch":1,"node":{"Promotions":1}}`,
+		2: `{"epoch":3,"node":{"Promotions":1,"NewTerms":1,"StepDowns":1}}`,
+	} {
+		nd := filepath.Join(dir, "node"+strconv.Itoa(id))
+		if err := os.MkdirAll(nd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(nd, "status.json"), []byte(st), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	line, stepDowns := epochSummary(dir, []uint32{2, 1, 3})
+	want := "epochs: highest 3, 2 promotions, 1 new terms of a leader's own; step-downs 1 (promotions/step-downs: node1 1/0, node2 1/1)"
+	if line != want || stepDowns != 1 {
+		t.Fatalf("summary %q (%d step-downs), want %q", line, stepDowns, want)
+	}
+}

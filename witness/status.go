@@ -1,0 +1,137 @@
+package witness
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/seqbus/seqbus/arbiter"
+)
+
+// StatusFileName is the status file a witness started with New rewrites
+// in its state directory every statusEvery, like a node's status.json,
+// for `seqbus stat --dir`.
+const StatusFileName = "status.json"
+
+// statusEvery is how often the status file is rewritten: often enough
+// for an operator watching it, a few small writes a second.
+const statusEvery = 100 * time.Millisecond
+
+// macLogEvery bounds the log of requests that fail authentication to one
+// record per 10 s (with the counts since the last one), so a flood of
+// forged datagrams cannot fill a disk while a node with the wrong key
+// file is still told about within seconds.
+const macLogEvery = int64(10 * time.Second)
+
+// StatusReport is what the status file holds: the lease as the witness
+// sees it and every counter, with reasons by name.
+type StatusReport struct {
+	// Role is always "witness", which tells `seqbus stat` how to print it.
+	Role     string `json:"role"`
+	ID       uint32 `json:"id"`
+	UptimeNs int64  `json:"uptime_ns"`
+	// Holder is the live holder (0: none) and Epoch the highest epoch
+	// issued; LeaseRemainingNs the live lease's time left.
+	Holder           uint32 `json:"holder"`
+	Epoch            uint64 `json:"epoch"`
+	LeaseRemainingNs int64  `json:"lease_remaining_ns"`
+	// QuarantineRemainingNs is the restart quarantine left (0: none).
+	QuarantineRemainingNs int64 `json:"quarantine_remaining_ns"`
+	// LastHolder is the holder of Epoch, who may renew it through a
+	// witness restart.
+	LastHolder    uint32   `json:"last_holder"`
+	InSyncVersion uint64   `json:"in_sync_version"`
+	InSync        []uint32 `json:"in_sync"`
+	DurableEpoch  uint64   `json:"durable_epoch"`
+	// Requests and Grants by kind (acquire, renew, query; grants also
+	// new_epoch and resent), Denies and Drops by reason.
+	Requests map[string]uint64 `json:"requests"`
+	Grants   map[string]uint64 `json:"grants"`
+	Denies   map[string]uint64 `json:"denies"`
+	Drops    map[string]uint64 `json:"drops"`
+	// Persists and PersistFailures count state writes.
+	Persists        uint64 `json:"persists"`
+	PersistFailures uint64 `json:"persist_failures"`
+	ReceiveErrors   uint64 `json:"receive_errors"`
+	SendErrors      uint64 `json:"send_errors"`
+}
+
+// Report returns the status as the status file holds it.
+func (s *Server) Report() StatusReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.observe(s.nowNs())
+	q := s.arb.Query(now)
+	st := s.stats
+	r := StatusReport{
+		Role: "witness", ID: s.cfg.Node, UptimeNs: s.nowNs(),
+		Holder: uint32(q.Holder), Epoch: q.Epoch, LeaseRemainingNs: q.RemainingNs,
+		QuarantineRemainingNs: q.QuarantineRemainingNs, LastHolder: uint32(q.LastHolder),
+		InSyncVersion: q.InSyncVersion, InSync: []uint32{}, DurableEpoch: s.durableEpoch,
+		Requests: map[string]uint64{"acquire": st.Acquires, "renew": st.Renews, "query": st.Queries},
+		Grants: map[string]uint64{"acquire": st.AcquireGrants, "renew": st.RenewGrants,
+			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered},
+		Denies: map[string]uint64{}, Drops: map[string]uint64{},
+		Persists: st.Persists, PersistFailures: st.PersistFailures,
+		ReceiveErrors: st.ReceiveErrors, SendErrors: st.SendErrors,
+	}
+	for _, m := range q.Members.Slice() {
+		r.InSync = append(r.InSync, uint32(m))
+	}
+	for i, n := range st.Denies {
+		if i != 0 {
+			r.Denies[arbiter.DenyReason(i).String()] = n
+		}
+	}
+	for i, n := range st.Drops {
+		r.Drops[DropReason(i).String()] = n
+	}
+	return r
+}
+
+// writeStatus rewrites the status file atomically (temp file, rename). A
+// failure is not fatal: the lease does not depend on it.
+func (s *Server) writeStatus() {
+	b, err := json.MarshalIndent(s.Report(), "", "  ")
+	if err != nil {
+		return
+	}
+	tmp := s.statusPath + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return
+	}
+	_ = os.Rename(tmp, filepath.Clean(s.statusPath))
+}
+
+// statusLoop rewrites the status file until stop is closed, then once
+// more, so the file left behind holds the final counters.
+func (s *Server) statusLoop(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(statusEvery)
+	defer t.Stop()
+	s.writeStatus()
+	for {
+		select {
+		case <-stop:
+			s.writeStatus()
+			return
+		case <-t.C:
+			s.writeStatus()
+		}
+	}
+}
+
+// noteAuthDrop counts a request refused by authentication towards the
+// rate-limited log: the first one at once, then one record per
+// macLogEvery with the counts since the last.
+func (s *Server) noteAuthDrop(r DropReason, node uint32, nowNs int64) {
+	s.authDropsSinceLog++
+	if s.authLogged && nowNs-s.authLoggedAtNs < macLogEvery {
+		return
+	}
+	s.log.Warn("witness: lease requests fail authentication (a node with another key file, or forged datagrams); dropped",
+		"reason", r.String(), "node", node, "dropped_since_last_log", s.authDropsSinceLog,
+		"bad_mac", s.stats.Drops[DropBadMAC], "no_mac", s.stats.Drops[DropNoMAC], "unknown_node", s.stats.Drops[DropUnknownNode])
+	s.authLogged, s.authLoggedAtNs, s.authDropsSinceLog = true, nowNs, 0
+}
