@@ -27,6 +27,10 @@ type Options struct {
 	OnResult func(Result)
 	// OnOutput, if set, sees every output of this session (executions too).
 	OnOutput func(o *engine.Output)
+	// Recorder, if set, gets a copy of every output received (answers,
+	// duplicates, executions, unmatched), without blocking the receive
+	// path; the caller closes it after closing the client.
+	Recorder *Recorder
 	// Conn, if set, is used instead of a new UDP socket (tests use an
 	// in-memory one); the client closes it.
 	Conn Conn
@@ -293,11 +297,18 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			c.core.stats.BadOutputs++
 			continue
 		}
-		c.core.stats.BadOutputs += eachOutput(&f, func(o *engine.Output) {
+		c.core.stats.BadOutputs += eachOutput(&f, func(idx int, o *engine.Output, payload []byte) {
 			if c.opts.OnOutput != nil {
 				c.opts.OnOutput(o)
 			}
-			if res, ok := c.core.OnOutput(o, now); ok && c.opts.OnResult != nil {
+			res, ok := c.core.OnOutput(o, now)
+			if ok {
+				res.Epoch, res.Seq = f.Epoch, f.Seq
+			}
+			if c.opts.Recorder != nil {
+				c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, ok)
+			}
+			if ok && c.opts.OnResult != nil {
 				c.opts.OnResult(res)
 			}
 		})
@@ -305,10 +316,11 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 }
 
 // eachOutput decodes every engine output of an OUTPUT frame, calling fn
-// for each; it returns how many did not decode.
-func eachOutput(f *wire.Frame, fn func(o *engine.Output)) (bad uint64) {
+// for each with its index in the frame and its payload; it returns how
+// many did not decode.
+func eachOutput(f *wire.Frame, fn func(idx int, o *engine.Output, payload []byte)) (bad uint64) {
 	it := f.Messages()
-	for {
+	for idx := 0; ; idx++ {
 		_, msg, ok := it.Next()
 		if !ok {
 			return bad
@@ -318,7 +330,7 @@ func eachOutput(f *wire.Frame, fn func(o *engine.Output)) (bad uint64) {
 			bad++
 			continue
 		}
-		fn(&o)
+		fn(idx, &o, msg)
 	}
 }
 

@@ -58,6 +58,11 @@ type Result struct {
 	Duplicate     bool              // answered from the dedup table: it was applied before
 	LatencyNs     int64             // from the intended send time to the answer
 	Attempts      uint32
+	// Epoch and Seq are from the OUTPUT frame that carried the answer: the
+	// releasing primary's epoch and the seq of the frame's first output
+	// (the answer's own seq is Seq or later; seqbus verify resolves it).
+	// Set by Client; zero from Core.OnOutput.
+	Epoch, Seq uint64
 }
 
 // Stats counts the client's work.

@@ -90,7 +90,7 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			m.badMAC++
 			continue
 		}
-		eachOutput(&f, func(o *engine.Output) {
+		eachOutput(&f, func(_ int, o *engine.Output, _ []byte) {
 			if o.Kind != engine.KindMarketData {
 				return
 			}
