@@ -89,6 +89,7 @@ func runClient(args []string) error {
 	arbiterURL := fs.String("arbiter", "", "follow the lease holder of an etcd arbiter: etcd://host:port,... (needs --node for every node)")
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): seal commands, accept only sealed answers")
 	stream := fs.Uint("stream", 1, "stream id (selects the client key)")
+	record := fs.String("record", "", "write every output received to this file, one JSON line each (for seqbus verify)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -109,6 +110,20 @@ func runClient(args []string) error {
 			return fmt.Errorf("--witness: %v", err)
 		}
 	}
+	rec, err := openRecord(*record)
+	if err != nil {
+		return err
+	}
+	opts.Recorder = rec
+	defer func() {
+		// After the client is closed (deferred below): nothing is added
+		// while it drains.
+		if rec != nil {
+			if err := rec.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "seqbus client: --record: %v\n", err)
+			}
+		}
+	}()
 	cl, err := client.Dial(opts)
 	if err != nil {
 		return err
@@ -144,4 +159,16 @@ func runClient(args []string) error {
 		}
 	}
 	return loadErr
+}
+
+// openRecord creates the --record file's recorder (nil without one).
+func openRecord(path string) (*client.Recorder, error) {
+	if path == "" {
+		return nil, nil
+	}
+	rec, err := client.CreateRecorder(path)
+	if err != nil {
+		return nil, fmt.Errorf("--record: %v", err)
+	}
+	return rec, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/verdict"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -156,6 +157,7 @@ type drillRun struct {
 	ctx      context.Context
 	start    time.Time
 	cl       *client.Client
+	rec      *client.Recorder
 	tap      *drillTap
 	rate     float64
 	session  uint64
@@ -163,6 +165,7 @@ type drillRun struct {
 	mu       sync.Mutex
 	acked    map[uint64]bool
 	keep     bool
+	verdict  *verdict.Result
 	clean    func()
 	scenario drillScenario
 }
@@ -280,12 +283,18 @@ func (r *drillRun) startLoad(primary uint32) error {
 		return err
 	}
 	r.tap = &drillTap{UDP: u}
+	if r.rec, err = client.CreateRecorder(r.recordPath()); err != nil {
+		u.Close()
+		return err
+	}
 	r.cl, err = client.Dial(client.Options{
 		Core: client.Config{Session: r.session}, Primary: r.nodes[primary], Conn: r.tap,
-		Witness: r.witness, Nodes: r.nodes,
+		Witness: r.witness, Nodes: r.nodes, Recorder: r.rec,
 	})
 	if err != nil {
 		u.Close()
+		r.rec.Close()
+		r.rec = nil
 		return err
 	}
 	count := uint64(r.rate * 60) // a minute at most: the drill stops it sooner
@@ -341,21 +350,25 @@ func (r *drillRun) watch(d time.Duration) {
 	}
 }
 
-// lostAcks counts orders the client saw acknowledged that are not in the
-// final primary's journal. Call after stopAll.
+func (r *drillRun) recordPath() string { return filepath.Join(r.dir, "client.jsonl") }
+
+// lostAcks runs the verifier (seqbus verify's) on the client's record and
+// both nodes, final the primary, and returns how many outputs the client
+// received are not in the final history, and how many orders it saw
+// acknowledged. Call after stopLoad and stopAll.
 func (r *drillRun) lostAcks(final uint32) (lost, acked int, err error) {
-	inHistory, err := journalIDs(filepath.Join(r.dir, "node"+strconv.Itoa(int(final))), r.session)
+	res, err := demoVerdict(r.recordPath(), r.dir, final)
 	if err != nil {
 		return 0, 0, err
 	}
+	r.verdict = res
+	fmt.Printf("  seqbus verify --record %s %s %s:\n", r.recordPath(), filepath.Join(r.dir, "node1"), filepath.Join(r.dir, "node2"))
+	for _, l := range res.Lines() {
+		fmt.Printf("    %s\n", l)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id := range r.acked {
-		if !inHistory[id] {
-			lost++
-		}
-	}
-	return lost, len(r.acked), nil
+	return int(res.Lost), len(r.acked), nil
 }
 
 // stopLoad ends the load: the client stops and its error is collected.
@@ -364,6 +377,11 @@ func (r *drillRun) stopLoad() {
 	select {
 	case <-r.loadErr:
 	case <-time.After(5 * time.Second):
+	}
+	if r.rec != nil {
+		if err := r.rec.Close(); err != nil {
+			fmt.Printf("  client record: %v\n", err)
+		}
 	}
 }
 
@@ -429,7 +447,7 @@ func drillPause(r *drillRun) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Printf("  client: %d orders acknowledged, %d lost; outputs from node%d at epoch %d after the first of epoch %d: %d\n",
+	fmt.Printf("  client: %d orders acknowledged; %d outputs received are not in the final history; outputs from node%d at epoch %d after the first of epoch %d: %d\n",
 		acked, lost, old, ost.Epoch, nst.Epoch, stale)
 	var anomaly string
 	if stale > 0 {
@@ -437,8 +455,9 @@ func drillPause(r *drillRun) (string, error) {
 			old, ost.Epoch, stale, nst.Epoch, first.at.Sub(contAt).Round(time.Millisecond), first.o.ClientOrderID, kindText(first.o.Kind))
 	}
 	if lost > 0 {
-		anomaly = join(anomaly, fmt.Sprintf("%d acknowledged orders are missing from the final history", lost))
+		anomaly = join(anomaly, fmt.Sprintf("%d outputs the client received are missing from the final history", lost))
 	}
+	anomaly = join(anomaly, r.otherFindings())
 	if !stepped && r.scenario.unsafe == "" {
 		anomaly = join(anomaly, "the old primary did not step down")
 	}
@@ -478,16 +497,27 @@ func drillNoGating(r *drillRun) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Printf("  client: %d orders acknowledged; %d of them are not in node%d's history\n", acked, lost, nw)
+	fmt.Printf("  client: %d orders acknowledged; %d outputs it received are not in node%d's history\n", acked, lost, nw)
 	if lost > 0 {
-		return fmt.Sprintf("%d orders the client saw acknowledged vanished in the failover (the dead primary answered before the standby had them)", lost), nil
+		return join(fmt.Sprintf("%d outputs the client received (acks, executions) vanished in the failover (the dead primary answered before the standby had them)", lost),
+			r.otherFindings()), nil
 	}
-	return "", nil
+	return r.otherFindings(), nil
+}
+
+// otherFindings names what the verifier found besides lost outputs ("" for
+// nothing).
+func (r *drillRun) otherFindings() string {
+	v := r.verdict
+	if v == nil || v.Duplicates+v.Conflicts+v.HashMismatches+v.Stale == 0 {
+		return ""
+	}
+	return fmt.Sprintf("seqbus verify: duplicates %d, conflicts %d, hash mismatches %d, stale %d", v.Duplicates, v.Conflicts, v.HashMismatches, v.Stale)
 }
 
 func join(a, b string) string {
-	if a == "" {
-		return b
+	if a == "" || b == "" {
+		return a + b
 	}
 	return a + "; " + b
 }

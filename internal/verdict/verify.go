@@ -36,9 +36,11 @@ package verdict
 //     reach, up to where the histories part (the first seq whose records
 //     differ), so nodes whose snapshots are at different seqs are compared
 //     from the later snapshot on.
-//   - Duplicates: a (session, client order id) applied (an ack or a cancel,
-//     not a duplicate answer) at two seqs, in a replay, or as received by a
-//     client at two different (epoch, seq, index).
+//   - Duplicates: a (session, client order id) applied at two seqs: acked
+//     (a new order's one result; a duplicate answer does not count) at two
+//     seqs in a replay, or received acked at two different (epoch, seq,
+//     index). Cancels are not counted: one command may cancel more than
+//     once under its own id (a market order's remainder).
 //   - Stale: in each record file, in the order received, an output of an
 //     epoch lower than one already received.
 //
@@ -256,10 +258,10 @@ func Verify(opts Options) (*Result, error) {
 				maxEpoch, maxWhere = l.Epoch, l.where
 			}
 			checkReceived(prim, reps, l, res)
-			if l.Kind == "ack" || l.Kind == "cancelled" {
+			if l.Kind == "ack" {
 				// One output received twice has the same (epoch, seq,
-				// index); another new result for the same order is a
-				// second application.
+				// index); another new ack of the same order is a second
+				// application.
 				k := sessionID{l.Session, l.ClientOrderID}
 				at := fmt.Sprintf("epoch %d seq %d index %d", l.Epoch, l.Seq, l.Index)
 				if prev, seen := applied[k]; seen && prev != at {
@@ -375,8 +377,8 @@ func pickPrimary(reps []*replica, dir string) *replica {
 }
 
 // collector gathers one Apply's outputs (for the primary's replay, keep)
-// and notes whether the command got a new result (an ack or a cancel of
-// its own client order id, not a duplicate answer).
+// and notes whether the command was acked under its own client order id
+// (a new application, not a duplicate answer).
 type collector struct {
 	p            *replica
 	keep         bool
@@ -390,7 +392,7 @@ func (c *collector) Emit(to uint64, payload []byte) {
 	if to == engine.MarketData {
 		return
 	}
-	if to == c.session && len(payload) > 0 && (engine.OutputKind(payload[0]) == engine.KindAck || engine.OutputKind(payload[0]) == engine.KindCancelled) {
+	if to == c.session && len(payload) > 0 && engine.OutputKind(payload[0]) == engine.KindAck {
 		if o, err := engine.ParseOutput(payload); err == nil && o.ClientOrderID == c.coid {
 			c.appliedAgain = true
 		}
