@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/seqbus/seqbus/client"
 )
 
@@ -81,7 +79,7 @@ func runClient(args []string) error {
 	instruments := fs.Uint("instruments", 4, "instruments to spread orders over")
 	seed := fs.Uint64("seed", 1, "order stream seed")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
-	out := fs.String("json", "", "also write the summary as JSON to this file")
+	out := fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
 	idle := fs.String("idle", "block", "receive idle strategy: block, backoff, spin, yield")
 	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
 	nodes := peerFlags{}
@@ -136,11 +134,13 @@ func runClient(args []string) error {
 		}
 		defer stop()
 	}
-	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	lat := newClientLatency()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopProgress := startProgress(os.Stderr, *out != "-" && isTerminal(os.Stderr), cl, lat)
 	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain},
-		func(r client.Result) { _ = hist.RecordValue(max(r.LatencyNs/1000, 1)) })
+		lat.record)
+	stopProgress()
 	st := rep.Stats
 	sum := clientSummary{
 		Sent: rep.Sent, Answered: st.Answered, Acks: st.Acks, Rejects: st.Rejects, Duplicates: st.Duplicates,
@@ -149,11 +149,15 @@ func runClient(args []string) error {
 		LatencyUs: map[string]float64{},
 	}
 	for _, q := range []float64{50, 90, 99, 99.9, 99.99, 100} {
-		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(hist.ValueAtQuantile(q))
+		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(lat.quantile(q) / time.Microsecond)
 	}
 	b, _ := json.MarshalIndent(sum, "", "  ")
-	fmt.Println(string(b))
-	if *out != "" {
+	if *out == "-" {
+		fmt.Println(string(b))
+	} else {
+		printClientSummary(os.Stdout, &sum)
+	}
+	if *out != "" && *out != "-" {
 		if err := os.WriteFile(*out, b, 0o644); err != nil {
 			return err
 		}
