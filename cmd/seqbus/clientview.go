@@ -82,4 +82,3 @@ func printClientSummary(w io.Writer, s *clientSummary) {
 	fmt.Fprintf(tw, "µs\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", s.LatencyUs["p50"], s.LatencyUs["p90"], s.LatencyUs["p99"], s.LatencyUs["p99.9"], s.LatencyUs["p99.99"], s.LatencyUs["p100"])
 	_ = tw.Flush()
 }
-
