@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -106,5 +108,89 @@ func TestVerifyNoGatingDrill(t *testing.T) {
 	}
 	if !strings.Contains(out, "lost: client.jsonl:") {
 		t.Fatalf("no lost output named:\n%s", out)
+	}
+}
+
+// TestClientRecordFlushedOnSIGTERM: `seqbus client --record` against a
+// static primary, stopped by SIGTERM mid-load, leaves a whole record
+// (every line parses, the last one ends) that seqbus verify finds in the
+// node's journal.
+func TestClientRecordFlushedOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node and a client for a few seconds")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	port, err := freeLoopbackPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gport, err := freeLoopbackPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := loopback(port).String()
+	nodeDir := filepath.Join(dir, "node1")
+	var nodeOut lockedBuffer
+	nodeCmd := exec.Command(bin, "node", "--id", "1", "--dir", nodeDir, "--listen", addr, "--role", "primary",
+		"--group", "239.77.201.9:"+strconv.Itoa(int(gport)), "--iface", "lo")
+	nodeCmd.Stdout, nodeCmd.Stderr = &nodeOut, &nodeOut
+	if err := nodeCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = nodeCmd.Process.Kill(); _ = nodeCmd.Wait() }()
+	rec := filepath.Join(dir, "client.jsonl")
+	var clOut lockedBuffer
+	cl := exec.Command(bin, "client", "--primary", addr, "--rate", "2000", "--count", "1000000", "--record", rec)
+	cl.Stdout, cl.Stderr = &clOut, &clOut
+	if err := cl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.Process.Kill() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, _ := os.ReadFile(rec); bytes.Count(b, []byte("\n")) >= 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than 1000 recorded outputs in 20 s\nclient:\n%s\nnode:\n%s", clOut.String(), nodeOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cl.Process.Signal(syscall.SIGTERM)
+	waitExit(t, cl, 20*time.Second)
+	if !strings.Contains(clOut.String(), "answered") {
+		t.Fatalf("no summary table after SIGTERM:\n%s", clOut.String())
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		t.Fatalf("the record does not end with a whole line (%d bytes)", len(b))
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("line %d is not JSON: %q", i+1, line)
+		}
+	}
+	_ = nodeCmd.Process.Signal(syscall.SIGTERM)
+	waitExit(t, nodeCmd, 20*time.Second)
+	out, code := runBin(t, bin, 60*time.Second, "verify", "--record", rec, nodeDir)
+	if c := verifyCounts(t, out); code != 0 || c[0] != 0 {
+		t.Fatalf("verify exit %d, counts %v\n%s", code, c, out)
+	}
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, timeout time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v did not exit within %v of SIGTERM", cmd.Args[:2], timeout)
 	}
 }
