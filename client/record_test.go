@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"encoding/hex"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -198,5 +199,18 @@ func TestRecorderFlushesOnClose(t *testing.T) {
 	defer w.mu.Unlock()
 	if got := strings.Count(w.b.String(), "\n"); got != 500 {
 		t.Fatalf("%d lines after Close, want 500", got)
+	}
+}
+
+// The receive path's part of recording allocates nothing, queued or
+// dropped.
+func TestRecorderAddAllocatesNothing(t *testing.T) {
+	rec := NewRecorder(io.Discard, 8)
+	defer rec.Close()
+	f := wire.Frame{Header: wire.Header{Node: 1, Epoch: 1, Seq: 1}}
+	o := engine.Output{Kind: engine.KindAck, ClientOrderID: 1}
+	p := engine.AppendOutput(nil, &o)
+	if n := testing.AllocsPerRun(1000, func() { rec.add(&f, 0, 1, &o, p, true) }); n != 0 {
+		t.Fatalf("%v allocations per add", n)
 	}
 }
