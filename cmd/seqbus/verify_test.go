@@ -92,7 +92,7 @@ func TestVerifyNoGatingDrill(t *testing.T) {
 		t.Skip("builds and runs the binary for ~15 s")
 	}
 	bin := buildBinary(t)
-	text, code := runBin(t, bin, 2*time.Minute, "drill", "--scenario", "no-gating", "--rate", "2000", "--keep")
+	text, code := runBin(t, bin, 2*time.Minute, "drill", "--scenario", "no-gating", "--keep")
 	dir := regexp.MustCompile(`files kept in (\S+)`).FindStringSubmatch(text)
 	if dir == nil {
 		t.Fatalf("no directory in the drill's output:\n%s", text)

@@ -113,6 +113,8 @@ type Result struct {
 	Checked, InSnapshot, Unchecked                     uint64
 	Lost, Duplicates, Conflicts, HashMismatches, Stale uint64
 	Findings                                           []Finding
+	// FirstStale is the first stale output received (when Stale > 0).
+	FirstStale *client.RecordLine `json:",omitempty"`
 }
 
 // OK is true when nothing was lost, duplicated, conflicting, mismatched or
@@ -252,6 +254,10 @@ func Verify(opts Options) (*Result, error) {
 				res.Answers++
 			}
 			if l.Epoch < maxEpoch {
+				if res.FirstStale == nil {
+					first := l.RecordLine
+					res.FirstStale = &first
+				}
 				res.find("stale", &res.Stale, "%s: %s of order %d at epoch %d seq %d received after an output of epoch %d (%s)",
 					l.where, l.Kind, l.ClientOrderID, l.Epoch, l.Seq, maxEpoch, maxWhere)
 			} else if l.Epoch > maxEpoch {
@@ -495,6 +501,14 @@ func checkReceived(prim *replica, reps []*replica, l *received, res *Result) (ui
 		}
 	}
 	if found < 0 {
+		// A frame may run past the end of its epoch's part of the final
+		// history (its first outputs survived, the later ones did not):
+		// lost, not a conflict.
+		if j := i + l.Index; j >= len(outs) || prim.recs[outs[j].seq-prim.First].epoch != l.Epoch {
+			res.find("lost", &res.Lost, "%s: %s of session %d order %d (epoch %d, frame seq %d, index %d) is not in the final primary's history: the frame runs past the end of epoch %d there",
+				l.where, l.Kind, l.Session, l.ClientOrderID, l.Epoch, l.Seq, l.Index, l.Epoch)
+			return 0, false
+		}
 		res.find("conflict", &res.Conflicts, "%s: %s of session %d order %d at epoch %d seq %d: the final primary's history at that (epoch, seq) emits something else",
 			l.where, l.Kind, l.Session, l.ClientOrderID, l.Epoch, l.Seq)
 		return 0, false

@@ -173,6 +173,11 @@ func TestVerifySyntheticHistories(t *testing.T) {
 		other[i].cmd = engine.AppendRequest(nil, 8, uint64(i+1), &engine.Request{Op: engine.OpNewOrder, Instrument: 3, Side: engine.Sell, Type: engine.Limit, Price: 7, Qty: 1})
 	}
 	twoEpochs := plan(20, 11)
+	// seqs 1..15 of full, then 5 other commands at epoch 2
+	cut15 := append(append([]vrec(nil), full[:15]...), other[:5]...)
+	for i := 15; i < 20; i++ {
+		cut15[i].epoch = 2
+	}
 	cases := []struct {
 		name             string
 		primary, standby []vrec
@@ -203,6 +208,20 @@ func TestVerifySyntheticHistories(t *testing.T) {
 			record: func() []client.RecordLine { return bigClean },
 			// seq 150 (the snapshot) to 200
 			want: counts{hashes: 51}},
+		{name: "lost: a frame that runs past the end of its epoch in the final history", primary: cut15, standby: cut15,
+			record: func() []client.RecordLine {
+				// The outputs of seqs 14..17 arrive in one frame of seq 14.
+				lines := append([]client.RecordLine(nil), clean...)
+				idx := 0
+				for i := range lines {
+					if lines[i].Seq >= 14 && lines[i].Seq <= 17 {
+						lines[i].Seq, lines[i].Index = 14, idx
+						idx++
+					}
+				}
+				return lines
+			},
+			want: counts{lost: uint64(len(clean) - len(seen(t, full[:15])))}},
 		{name: "duplicate: order 3 acked again at another (epoch, seq)", primary: full, standby: full,
 			record: func() []client.RecordLine {
 				lines := append([]client.RecordLine(nil), clean...)
