@@ -25,7 +25,8 @@ func runVerify(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: seqbus verify --record FILE [--record FILE ...] [--primary DIR] NODE_DIR...\n\n"+
 			"Checks what clients recorded (seqbus client --record) against the nodes' journals, read-only:\n"+
-			"lost, duplicates, conflicts, hash mismatches, stale. Exit 0 when all are 0, 1 otherwise.\n\nflags:\n")
+			"lost, duplicates, conflicts, hash mismatches, stale. Exit 0 when all are 0, 1 otherwise,\n"+
+			"2 when the input cannot be read (nothing was checked).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	var records listFlag
@@ -45,11 +46,12 @@ func runVerify(args []string) error {
 	}
 	if len(dirs) == 0 {
 		fs.Usage()
-		return fmt.Errorf("give at least one node directory")
+		return &usageError{"give at least one node directory"}
 	}
 	res, err := verdict.Verify(verdict.Options{Records: records, Nodes: dirs, Primary: *primary, Engine: engineConfig()})
 	if err != nil {
-		return err
+		// Nothing was checked: not the verdict's exit 1.
+		return &usageError{err.Error()}
 	}
 	if *asJSON {
 		b, _ := json.MarshalIndent(res, "", "  ")

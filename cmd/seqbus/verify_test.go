@@ -111,6 +111,22 @@ func TestVerifyNoGatingDrill(t *testing.T) {
 	}
 }
 
+// TestVerifyUsage: no node directory, or an unreadable input, is exit 2
+// (nothing checked), not the verdict's 1.
+func TestVerifyUsage(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"verify"},
+		{"verify", filepath.Join(dir, "missing")},
+		{"verify", "--record", filepath.Join(dir, "missing.jsonl"), dir},
+	} {
+		if out, code := runBin(t, bin, 30*time.Second, args...); code != 2 {
+			t.Errorf("seqbus %v: exit %d, want 2\n%s", args, code, out)
+		}
+	}
+}
+
 // TestClientRecordFlushedOnSIGTERM: `seqbus client --record` against a
 // static primary, stopped by SIGTERM mid-load, leaves a whole record
 // (every line parses, the last one ends) that seqbus verify finds in the
