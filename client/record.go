@@ -98,8 +98,12 @@ type Recorder struct {
 	done    chan struct{}
 	dropped atomic.Uint64
 	written atomic.Uint64
-	once    sync.Once
-	err     error // set by the writer before done closes
+	// mu orders add against Close: an add after Close counts a drop
+	// instead of sending on the closed queue.
+	mu     sync.RWMutex
+	closed bool
+	once   sync.Once
+	err    error // set by the writer before done closes
 }
 
 // CreateRecorder creates (truncates) path and starts a Recorder writing to
@@ -129,6 +133,12 @@ func (r *Recorder) add(f *wire.Frame, idx int, session uint64, o *engine.Output,
 	e := recEntry{wallNs: time.Now().UnixNano(), monoNs: monotime.Now(), node: f.Node, epoch: f.Epoch, seq: f.Seq,
 		index: idx, session: session, coid: o.ClientOrderID, kind: o.Kind, orig: o.Original, answer: answer}
 	e.n = uint8(copy(e.payload[:], payload))
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		r.dropped.Add(1)
+		return
+	}
 	select {
 	case r.ch <- e:
 	default:
@@ -181,11 +191,15 @@ func appendRecordLine(dst []byte, e *recEntry) []byte {
 }
 
 // Close stops the recorder after writing everything queued, flushes and
-// syncs the file. Call it after the client is closed (no add may follow).
+// syncs the file. Call it after the client is closed: an output received
+// after Close is counted as dropped.
 // It reports a write error and, as an error too, outputs dropped.
 func (r *Recorder) Close() error {
 	r.once.Do(func() {
+		r.mu.Lock()
+		r.closed = true
 		close(r.ch)
+		r.mu.Unlock()
 		<-r.done
 		err := r.err
 		if err == nil {
