@@ -386,12 +386,12 @@ func pickPrimary(reps []*replica, dir string) *replica {
 // and notes whether the command was acked under its own client order id
 // (a new application, not a duplicate answer).
 type collector struct {
-	p            *replica
-	keep         bool
-	seq          uint64
-	session      uint64
-	coid         uint64
-	appliedAgain bool
+	p       *replica
+	keep    bool
+	seq     uint64
+	session uint64
+	coid    uint64
+	acked   bool
 }
 
 func (c *collector) Emit(to uint64, payload []byte) {
@@ -400,7 +400,7 @@ func (c *collector) Emit(to uint64, payload []byte) {
 	}
 	if to == c.session && len(payload) > 0 && engine.OutputKind(payload[0]) == engine.KindAck {
 		if o, err := engine.ParseOutput(payload); err == nil && o.ClientOrderID == c.coid {
-			c.appliedAgain = true
+			c.acked = true
 		}
 	}
 	if c.keep {
@@ -447,13 +447,13 @@ func (p *replica) replay(cfg engine.Config, withOutputs bool, res *Result) {
 	col := &collector{p: p, keep: withOutputs}
 	for seq := from; seq <= p.Last; seq++ {
 		r := p.recs[seq-p.First]
-		col.seq, col.appliedAgain = seq, false
+		col.seq, col.acked = seq, false
 		h, herr := engine.ParseCommand(r.payload)
 		col.session, col.coid = h.Session, h.ClientOrderID
 		eng.Apply(seq, r.payload, col)
 		p.hashes = append(p.hashes, eng.StateHash())
 		p.Replayed++
-		if herr != nil || !col.appliedAgain {
+		if herr != nil || !col.acked {
 			continue
 		}
 		k := sessionID{h.Session, h.ClientOrderID}
