@@ -35,7 +35,10 @@ type Counters struct {
 	// with the next datagram that does arrive).
 	ReceiveOverflows uint64
 
-	Drops [DropReasonsMax]uint64 // by DropReason; Drops[Accept] stays 0
+	// Drops by DropReason; Drops[Accept] stays 0. Its JSON name is "drops",
+	// so a status that embeds Counters and names the drops itself (node.
+	// SocketStatus) shadows this array instead of writing both.
+	Drops [DropReasonsMax]uint64 `json:"drops"`
 }
 
 // Delivered is the number of datagrams handed to the caller.

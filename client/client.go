@@ -32,6 +32,10 @@ type Options struct {
 	OnResult func(Result)
 	// OnOutput, if set, sees every output of this session (executions too).
 	OnOutput func(o *engine.Output)
+	// Recorder, if set, gets a copy of every output received (answers,
+	// duplicates, executions, unmatched), without blocking the receive
+	// path; the caller closes it after closing the client.
+	Recorder *Recorder
 	// Conn, if set, is used instead of a new UDP socket (tests use an
 	// in-memory one); the client closes it.
 	Conn Conn
@@ -341,12 +345,18 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			c.core.stats.BadOutputs++
 			continue
 		}
-		c.core.stats.BadOutputs += eachOutput(&f, &c.out, func(o *engine.Output) {
+		c.core.stats.BadOutputs += eachOutput(&f, &c.out, func(idx int, o *engine.Output, payload []byte) {
 			if c.opts.OnOutput != nil {
 				c.opts.OnOutput(o)
 			}
-			if res, ok := c.core.OnOutput(o, now); ok && c.opts.OnResult != nil {
-				res.Seq, res.Epoch = f.Seq, f.Epoch
+			res, ok := c.core.OnOutput(o, now)
+			if ok {
+				res.Epoch, res.Seq = f.Epoch, f.Seq
+			}
+			if c.opts.Recorder != nil {
+				c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, ok)
+			}
+			if ok && c.opts.OnResult != nil {
 				c.opts.OnResult(res)
 			}
 		})
@@ -399,12 +409,13 @@ func (c *Client) PollIO(nowNs int64) int {
 }
 
 // eachOutput decodes every engine output of an OUTPUT frame into *scratch,
-// calling fn for each (fn must not keep the pointer); it returns how many
-// did not decode. The caller owns scratch, so nothing escapes per output:
-// a local passed to fn would be moved to the heap once per answer.
-func eachOutput(f *wire.Frame, scratch *engine.Output, fn func(o *engine.Output)) (bad uint64) {
+// calling fn for each with its index in the frame and its payload (fn must
+// not keep the pointer); it returns how many did not decode. The caller
+// owns scratch, so nothing escapes per output: a local passed to fn would
+// be moved to the heap once per answer.
+func eachOutput(f *wire.Frame, scratch *engine.Output, fn func(idx int, o *engine.Output, payload []byte)) (bad uint64) {
 	it := f.Messages()
-	for {
+	for idx := 0; ; idx++ {
 		_, msg, ok := it.Next()
 		if !ok {
 			return bad
@@ -415,7 +426,7 @@ func eachOutput(f *wire.Frame, scratch *engine.Output, fn func(o *engine.Output)
 			continue
 		}
 		*scratch = o
-		fn(scratch)
+		fn(idx, scratch, msg)
 	}
 }
 

@@ -91,7 +91,7 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			m.badMAC++
 			continue
 		}
-		eachOutput(&f, &m.out, func(o *engine.Output) {
+		eachOutput(&f, &m.out, func(_ int, o *engine.Output, _ []byte) {
 			if o.Kind != engine.KindMarketData {
 				return
 			}

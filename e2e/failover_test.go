@@ -32,7 +32,7 @@ func TestFailoverPrimaryKilled(t *testing.T) {
 // those commands, so answers the client holds are missing from the final
 // history: the check must see it.
 func TestUnsafeNoGatingLosesAnswers(t *testing.T) {
-	f := primaryKilled(t, failoverOptions{flags: []string{"--unsafe-no-gating"}}, 300*time.Millisecond)
+	f := primaryKilled(t, failoverOptions{flags: []string{"--unsafe-no-gating", "--insync-timeout", blackoutInSyncTimeout}}, 300*time.Millisecond)
 	if f.count[checkInHistory] == 0 {
 		t.Errorf("with gating off, every answer is still in the final history: the check did not fail")
 	}
@@ -42,8 +42,16 @@ func TestUnsafeNoGatingLosesAnswers(t *testing.T) {
 // the same blackout and kill with gating on. Nothing is answered during the
 // blackout (no acks), so nothing answered can be lost.
 func TestFailoverLaggingStandbyGated(t *testing.T) {
-	requireClean(t, primaryKilled(t, failoverOptions{}, 300*time.Millisecond))
+	requireClean(t, primaryKilled(t, failoverOptions{flags: []string{"--insync-timeout", blackoutInSyncTimeout}}, 300*time.Millisecond))
 }
+
+// blackoutInSyncTimeout: the blackout tests are about gating, so the
+// standby must stay promotable through its 300 ms blackout. With the
+// default 200 ms a standby whose ack stops advancing while outputs wait is
+// removed from the in-sync set (releases go on without it), and the kill
+// that follows then halts the market by design: nobody may lead
+// (TestNotInSyncNeverPromoted and e2e/insync_partition_test.go test that).
+const blackoutInSyncTimeout = "1s"
 
 // primaryKilled: witness and two nodes, load, SIGKILL of the primary
 // (after blackoutFor of dropped replication at the standby, if > 0),

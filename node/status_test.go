@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"go.uber.org/goleak"
 )
@@ -108,5 +110,29 @@ func TestHash64JSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`"xyz"`), &old); err == nil {
 		t.Fatal("accepted a non-hex hash")
+	}
+}
+
+// A socket's drops appear once in status.json, by name: with the bus's
+// unnamed array beside them (a JSON name differing only in case) the file
+// no longer decoded into a Status (seen in the hostile-traffic test).
+func TestSocketStatusJSONRoundTrip(t *testing.T) {
+	var c bus.Counters
+	c.Drops[bus.DropBadHeader] = 7
+	c.Drops[bus.DropSendOnly] = 2
+	st := Status{Unicast: socketStatus(c)}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.ToLower(string(b)), `"drops":`); n != 3 {
+		t.Fatalf("%d drops fields in %s, want one per socket (unicast, multicast, multicast_send)", n, b)
+	}
+	var back Status
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("status.json does not decode: %v\n%s", err, b)
+	}
+	if back.Unicast.Drops.BadHeader != 7 || back.Unicast.Drops.SendOnly != 2 {
+		t.Fatalf("drops after a round trip: %+v", back.Unicast.Drops)
 	}
 }

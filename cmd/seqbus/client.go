@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/seqbus/seqbus/client"
 )
 
@@ -86,7 +84,7 @@ func runClient(args []string) error {
 	seed := fs.Uint64("seed", 1, "order stream seed")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
 	spin := fs.Duration("spin", 0, "the generator spins this long before each send and yields the CPU before that (0: 20µs; ≥ the interval: never yield)")
-	out := fs.String("json", "", "also write the summary as JSON to this file")
+	out := fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
 	idle := fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
 	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
 	nodes := peerFlags{}
@@ -97,6 +95,7 @@ func runClient(args []string) error {
 	size := fs.Int("size", 0, "send opaque commands of this many bytes that the engine rejects after replicating them (0: real new orders)")
 	traceStages := fs.Int("trace-stages", 0, "record intended/sent/received of the first N commands and write them at exit to --trace-file (seqbus bench; 0: off)")
 	traceFile := fs.String("trace-file", "client.trace", "where --trace-stages writes")
+	record := fs.String("record", "", "write every output received to this file, one JSON line each (for seqbus verify)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -122,6 +121,20 @@ func runClient(args []string) error {
 	if *witnessAddr != "" {
 		opts.Witness, _ = netip.ParseAddrPort(*witnessAddr) // checked above
 	}
+	rec, err := openRecord(*record)
+	if err != nil {
+		return err
+	}
+	opts.Recorder = rec
+	defer func() {
+		// After the client is closed (deferred below): nothing is added
+		// while it drains.
+		if rec != nil {
+			if err := rec.Close(); err != nil {
+				fmt.Fprintf(os.Stderr, "seqbus client: --record: %v\n", err)
+			}
+		}
+	}()
 	cl, err := client.Dial(opts)
 	if err != nil {
 		return err
@@ -137,7 +150,7 @@ func runClient(args []string) error {
 		}
 		defer stop()
 	}
-	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	lat := newClientLatency()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var trace *clientTrace
@@ -146,13 +159,15 @@ func runClient(args []string) error {
 			return err
 		}
 	}
+	stopProgress := startProgress(os.Stderr, *out != "-" && isTerminal(os.Stderr), cl, lat)
 	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, Size: *size, SpinNs: int64(*spin)},
 		func(r client.Result) {
-			_ = hist.RecordValue(max(r.LatencyNs/1000, 1))
+			lat.record(r)
 			if trace != nil {
 				trace.record(r)
 			}
 		})
+	stopProgress()
 	if trace != nil {
 		if err := trace.write(*traceFile, *session, rep.Sent, cl.Counters()); err != nil {
 			return fmt.Errorf("--trace-file: %w", err)
@@ -167,14 +182,18 @@ func runClient(args []string) error {
 	}
 	sum.SentLate10us, sum.IntendedToSentUs = rep.Pace.Late10us, map[string]float64{}
 	for _, q := range []float64{50, 90, 99, 99.9, 99.99, 100} {
-		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(hist.ValueAtQuantile(q))
 		if rep.IntendedToSent != nil {
 			sum.IntendedToSentUs[fmt.Sprintf("p%g", q)] = float64(rep.IntendedToSent.ValueAtQuantile(q)) / 1000
 		}
+		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(lat.quantile(q) / time.Microsecond)
 	}
 	b, _ := json.MarshalIndent(sum, "", "  ")
-	fmt.Println(string(b))
-	if *out != "" {
+	if *out == "-" {
+		fmt.Println(string(b))
+	} else {
+		printClientSummary(os.Stdout, &sum)
+	}
+	if *out != "" && *out != "-" {
 		if err := os.WriteFile(*out, b, 0o644); err != nil {
 			return err
 		}
@@ -195,4 +214,16 @@ func checkFollow(witness, arbiterURL string, nodes peerFlags) error {
 		return asUsage(err)
 	}
 	return nil
+}
+
+// openRecord creates the --record file's recorder (nil without one).
+func openRecord(path string) (*client.Recorder, error) {
+	if path == "" {
+		return nil, nil
+	}
+	rec, err := client.CreateRecorder(path)
+	if err != nil {
+		return nil, fmt.Errorf("--record: %v", err)
+	}
+	return rec, nil
 }

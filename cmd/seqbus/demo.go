@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -23,7 +24,6 @@ import (
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/verdict"
-	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
 )
 
@@ -58,7 +58,14 @@ type nodeStatus struct {
 	Applied  uint64      `json:"applied"`
 	Released uint64      `json:"released"`
 	Hash     node.Hash64 `json:"state_hash"`
+	InSync   struct {
+		Members []uint32 `json:"members"`
+	} `json:"in_sync"`
 }
+
+// killWaitMax bounds how long past --kill-after the demo waits for the
+// standby to be in the in-sync set before it kills the primary anyway.
+const killWaitMax = 3 * time.Second
 
 func (d *demo) status(id uint32) (nodeStatus, error) {
 	var s nodeStatus
@@ -92,6 +99,7 @@ func runDemo(args []string) error {
 	killAfter := fs.Duration("kill-after", 3*time.Second, "SIGKILL the primary this long into the load (0: never)")
 	keep := fs.Bool("keep", false, "keep the demo's directory (logs, journals)")
 	noAuth := fs.Bool("no-auth", false, "run without frame authentication (by default the demo generates a key)")
+	record := fs.String("record", "", "write every output the client received here, one JSON line each (default: client.jsonl in the demo's directory)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -176,7 +184,16 @@ func runDemo(args []string) error {
 	var mu sync.Mutex
 	acked := map[uint64]bool{}
 	var lastAnswer time.Time
-	cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: d.nodes[first], Witness: d.witness, Nodes: d.nodes, Key: key,
+	recPath := *record
+	if recPath == "" {
+		recPath = filepath.Join(dir, "client.jsonl")
+	}
+	rec, err := client.CreateRecorder(recPath)
+	if err != nil {
+		return fmt.Errorf("--record: %v", err)
+	}
+	defer rec.Close()
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: d.nodes[first], Witness: d.witness, Nodes: d.nodes, Key: key, Recorder: rec,
 		Poll: true}) // Load's paced generator reads the answers itself
 	if err != nil {
 		return err
@@ -228,6 +245,19 @@ loop:
 			time.Since(loadStart).Seconds(), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, p99.Round(time.Microsecond))
 		prevAnswered = st.Answered
 		if *killAfter > 0 && killedAt.IsZero() && time.Since(loadStart) >= *killAfter {
+			// The failover the demo shows needs a standby the witness may
+			// promote: one in the in-sync set. On a loaded machine the
+			// primary may have just removed a standby that stalled; a kill
+			// then halts the market by design (nobody may lead), so wait
+			// for it to be added back, within a bound.
+			inSync := pid == first && slices.Contains(ps.InSync.Members, uint32(3-first))
+			if !inSync && time.Since(loadStart) < *killAfter+killWaitMax {
+				fmt.Printf(">>> waiting for node%d to be back in the in-sync set before the kill\n", 3-first)
+				continue
+			}
+			if !inSync {
+				fmt.Printf(">>> node%d is not in the in-sync set: the witness will not promote it, so this kill halts the market (by design)\n", 3-first)
+			}
 			fmt.Printf(">>> SIGKILL node%d (the primary)\n", first)
 			d.signal("node"+strconv.Itoa(int(first)), syscall.SIGKILL)
 			d.dead[first] = true
@@ -254,17 +284,22 @@ loop:
 	}
 	d.stopAll()
 	// Nothing a client saw may be missing from the final primary's
-	// history: its journal, and its snapshot for what was compacted.
-	covered, err := verdict.Check(journal.OSFS{}, filepath.Join(dir, "node"+strconv.Itoa(int(final))), session, acked)
+	// history, nor differ from it: seqbus verify's check, on the record.
+	cl.Close()
+	if err := rec.Close(); err != nil {
+		return err
+	}
+	res, err := demoVerdict(recPath, dir, final)
 	if err != nil {
 		return err
 	}
-	lost := uint64(len(covered.Lost))
+	lost := res.Lost
 	st := rep.Stats
 	fmt.Printf("\nsummary\n  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n",
 		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates)
-	fmt.Printf("  lost (acked but not in node%d's history): %d\n", final, lost)
-	for _, l := range covered.Lines(fmt.Sprintf("node%d", final)) {
+	fmt.Printf("  lost (received but not in node%d's history): %d\n", final, lost)
+	fmt.Printf("  seqbus verify --record %s %s %s:\n", recPath, filepath.Join(dir, "node1"), filepath.Join(dir, "node2"))
+	for _, l := range res.Lines() {
 		fmt.Printf("    %s\n", l)
 	}
 	mt := md.Tracker()
@@ -294,7 +329,11 @@ loop:
 		return loadErr
 	}
 	if lost > 0 {
-		return fmt.Errorf("%d acknowledged orders lost", lost)
+		return fmt.Errorf("%d outputs the client received are lost", lost)
+	}
+	if !res.OK() {
+		return fmt.Errorf("the history breaks the promise (duplicates %d, conflicts %d, hash mismatches %d, stale %d)",
+			res.Duplicates, res.Conflicts, res.HashMismatches, res.Stale)
 	}
 	if mt.Dups > 0 {
 		return fmt.Errorf("%d market-data updates duplicated or reused", mt.Dups)
@@ -334,24 +373,16 @@ func logNote(keep bool, path string) string {
 	return "; --keep keeps the logs"
 }
 
-func us(v int64) time.Duration { return (time.Duration(v) * time.Microsecond).Round(time.Microsecond) }
-
-// journalIDs reads the client order ids of session in a node's journal.
-func journalIDs(dir string, session uint64) (map[uint64]bool, error) {
-	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer j.Close()
-	out := map[uint64]bool{}
-	if j.First() == 0 {
-		return out, nil
-	}
-	err = j.ReadFrom(j.First(), func(_, _ uint64, p []byte) bool {
-		if h, err := engine.ParseCommand(p); err == nil && h.Session == session {
-			out[h.ClientOrderID] = true
-		}
-		return true
+// demoVerdict runs the verifier (seqbus verify's) on a demo or drill
+// directory: the client's record against node1 and node2, final the
+// primary.
+func demoVerdict(record, dir string, final uint32) (*verdict.Result, error) {
+	return verdict.Verify(verdict.Options{
+		Records: []string{record},
+		Nodes:   []string{filepath.Join(dir, "node1"), filepath.Join(dir, "node2")},
+		Primary: filepath.Join(dir, "node"+strconv.Itoa(int(final))),
+		Engine:  engineConfig(),
 	})
-	return out, err
 }
+
+func us(v int64) time.Duration { return (time.Duration(v) * time.Microsecond).Round(time.Microsecond) }

@@ -162,7 +162,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	text := out.String()
-	for _, want := range []string{"lost (acked but not in node", "): 0", "promoted in", "verdict: OK"} {
+	for _, want := range []string{"lost (received but not in node", "): 0", "promoted in", "verdict: OK"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, text)
 		}

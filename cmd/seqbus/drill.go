@@ -14,10 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/internal/verdict"
 )
 
 // The drills: three failure lessons on loopback, each a scenario with a
@@ -158,13 +157,14 @@ type drillRun struct {
 	ctx      context.Context
 	start    time.Time
 	cl       *client.Client
-	tap      *drillTap
+	rec      *client.Recorder
 	rate     float64
 	session  uint64
 	loadErr  chan error
 	mu       sync.Mutex
 	acked    map[uint64]bool
 	keep     bool
+	verdict  *verdict.Result
 	clean    func()
 	scenario drillScenario
 }
@@ -277,17 +277,19 @@ func (r *drillRun) waitPrimary(not uint32, minEpoch uint64, timeout time.Duratio
 
 // startLoad dials the client at primary and starts a fixed-rate load.
 func (r *drillRun) startLoad(primary uint32) error {
-	u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: loopback(0), Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
-	if err != nil {
+	var err error
+	if r.rec, err = client.CreateRecorder(r.recordPath()); err != nil {
 		return err
 	}
-	r.tap = &drillTap{UDP: u}
+	// The record keeps every output with the node and epoch of the frame
+	// that carried it: the verifier's stale check reads it.
 	r.cl, err = client.Dial(client.Options{
-		Core: client.Config{Session: r.session}, Primary: r.nodes[primary], Conn: r.tap,
-		Witness: r.witness, Nodes: r.nodes,
+		Core: client.Config{Session: r.session}, Primary: r.nodes[primary],
+		Witness: r.witness, Nodes: r.nodes, Recorder: r.rec,
 	})
 	if err != nil {
-		u.Close()
+		r.rec.Close()
+		r.rec = nil
 		return err
 	}
 	count := uint64(r.rate * 60) // a minute at most: the drill stops it sooner
@@ -343,21 +345,25 @@ func (r *drillRun) watch(d time.Duration) {
 	}
 }
 
-// lostAcks counts orders the client saw acknowledged that are not in the
-// final primary's journal. Call after stopAll.
+func (r *drillRun) recordPath() string { return filepath.Join(r.dir, "client.jsonl") }
+
+// lostAcks runs the verifier (seqbus verify's) on the client's record and
+// both nodes, final the primary, and returns how many outputs the client
+// received are not in the final history, and how many orders it saw
+// acknowledged. Call after stopLoad and stopAll.
 func (r *drillRun) lostAcks(final uint32) (lost, acked int, err error) {
-	inHistory, err := journalIDs(filepath.Join(r.dir, "node"+strconv.Itoa(int(final))), r.session)
+	res, err := demoVerdict(r.recordPath(), r.dir, final)
 	if err != nil {
 		return 0, 0, err
 	}
+	r.verdict = res
+	fmt.Printf("  seqbus verify --record %s %s %s:\n", r.recordPath(), filepath.Join(r.dir, "node1"), filepath.Join(r.dir, "node2"))
+	for _, l := range res.Lines() {
+		fmt.Printf("    %s\n", l)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id := range r.acked {
-		if !inHistory[id] {
-			lost++
-		}
-	}
-	return lost, len(r.acked), nil
+	return int(res.Lost), len(r.acked), nil
 }
 
 // stopLoad ends the load: the client stops and its error is collected.
@@ -366,6 +372,11 @@ func (r *drillRun) stopLoad() {
 	select {
 	case <-r.loadErr:
 	case <-time.After(5 * time.Second):
+	}
+	if r.rec != nil {
+		if err := r.rec.Close(); err != nil {
+			fmt.Printf("  client record: %v\n", err)
+		}
 	}
 }
 
@@ -426,21 +437,22 @@ func drillPause(r *drillRun) (string, error) {
 	r.stopAll()
 	printTimeline(filepath.Join(r.dir, oldName+".log"))
 	printTimeline(filepath.Join(r.dir, fmt.Sprintf("node%d.log", nw)))
-	stale, first := r.tap.staleAfterNewEpoch(old, ost.Epoch, nst.Epoch)
 	lost, acked, err := r.lostAcks(nw)
 	if err != nil {
 		return "", err
 	}
-	fmt.Printf("  client: %d orders acknowledged, %d lost; outputs from node%d at epoch %d after the first of epoch %d: %d\n",
-		acked, lost, old, ost.Epoch, nst.Epoch, stale)
+	stale, first := r.verdict.Stale, r.verdict.FirstStale
+	fmt.Printf("  client: %d orders acknowledged; %d outputs received are not in the final history; outputs of an older epoch after a newer one's: %d\n",
+		acked, lost, stale)
 	var anomaly string
-	if stale > 0 {
+	if stale > 0 && first != nil {
 		anomaly = fmt.Sprintf("the deposed primary node%d's answers (epoch %d) reached the client %d times after the new primary (epoch %d) began answering; the first arrived %v after SIGCONT (order %d, %s)",
-			old, ost.Epoch, stale, nst.Epoch, first.at.Sub(contAt).Round(time.Millisecond), first.o.ClientOrderID, kindText(first.o.Kind))
+			first.Node, first.Epoch, stale, nst.Epoch, time.Unix(0, first.WallNs).Sub(contAt).Round(time.Millisecond), first.ClientOrderID, first.Kind)
 	}
 	if lost > 0 {
-		anomaly = join(anomaly, fmt.Sprintf("%d acknowledged orders are missing from the final history", lost))
+		anomaly = join(anomaly, fmt.Sprintf("%d outputs the client received are missing from the final history", lost))
 	}
+	anomaly = join(anomaly, r.otherFindings())
 	if !stepped && r.scenario.unsafe == "" {
 		anomaly = join(anomaly, "the old primary did not step down")
 	}
@@ -480,93 +492,31 @@ func drillNoGating(r *drillRun) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Printf("  client: %d orders acknowledged; %d of them are not in node%d's history\n", acked, lost, nw)
-	if lost > 0 {
-		return fmt.Sprintf("%d orders the client saw acknowledged vanished in the failover (the dead primary answered before the standby had them)", lost), nil
+	fmt.Printf("  client: %d orders acknowledged; %d outputs it received are not in node%d's history\n", acked, lost, nw)
+	stale := ""
+	if r.verdict.Stale > 0 {
+		stale = fmt.Sprintf("%d outputs of an older epoch arrived after a newer one's", r.verdict.Stale)
 	}
-	return "", nil
+	if lost > 0 {
+		return join(join(fmt.Sprintf("%d outputs the client received (acks, executions) vanished in the failover (the dead primary answered before the standby had them)", lost),
+			stale), r.otherFindings()), nil
+	}
+	return join(stale, r.otherFindings()), nil
+}
+
+// otherFindings names what the verifier found besides lost outputs ("" for
+// nothing).
+func (r *drillRun) otherFindings() string {
+	v := r.verdict
+	if v == nil || v.Duplicates+v.Conflicts+v.HashMismatches == 0 {
+		return ""
+	}
+	return fmt.Sprintf("seqbus verify: duplicates %d, conflicts %d, hash mismatches %d", v.Duplicates, v.Conflicts, v.HashMismatches)
 }
 
 func join(a, b string) string {
-	if a == "" {
-		return b
+	if a == "" || b == "" {
+		return a + b
 	}
 	return a + "; " + b
-}
-
-func kindText(k engine.OutputKind) string {
-	switch k {
-	case engine.KindAck:
-		return "an ack"
-	case engine.KindReject:
-		return "a reject"
-	case engine.KindExecution:
-		return "an execution"
-	}
-	return "an output"
-}
-
-// drillTap is the drill client's socket: it records every output with the
-// node and epoch of the frame that carried it. Bounded by the drill's
-// load (a minute of commands at most).
-type drillTap struct {
-	*bus.UDP
-	mu   sync.Mutex
-	seen []drillSeen
-}
-
-type drillSeen struct {
-	at    time.Time
-	node  uint32
-	epoch uint64
-	o     engine.Output
-}
-
-func (c *drillTap) Receive(bufs [][]byte, sizes []int, from []netip.AddrPort, wait time.Duration) (int, error) {
-	n, err := c.UDP.Receive(bufs, sizes, from, wait)
-	if n > 0 {
-		now := time.Now()
-		c.mu.Lock()
-		for i := range n {
-			f, _, perr := wire.Parse(bufs[i][:sizes[i]])
-			if perr != nil || f.Type != wire.TypeOutput {
-				continue
-			}
-			it := f.Messages()
-			for {
-				_, m, ok := it.Next()
-				if !ok {
-					break
-				}
-				if o, err := engine.ParseOutput(m); err == nil {
-					c.seen = append(c.seen, drillSeen{at: now, node: f.Node, epoch: f.Epoch, o: o})
-				}
-			}
-		}
-		c.mu.Unlock()
-	}
-	return n, err
-}
-
-// staleAfterNewEpoch counts outputs from node at oldEpoch that arrived
-// after the first output of newEpoch (or later), and returns the first.
-func (c *drillTap) staleAfterNewEpoch(node uint32, oldEpoch, newEpoch uint64) (int, drillSeen) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var n int
-	var first drillSeen
-	newSeen := false
-	for _, s := range c.seen {
-		if s.epoch >= newEpoch {
-			newSeen = true
-			continue
-		}
-		if newSeen && s.node == node && s.epoch == oldEpoch {
-			if n == 0 {
-				first = s
-			}
-			n++
-		}
-	}
-	return n, first
 }

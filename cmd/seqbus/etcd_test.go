@@ -79,7 +79,7 @@ func TestClientFollowsEtcdLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl := exec.CommandContext(ctx, bin, "client", "--primary", addr[first].String(), "--arbiter", arb,
-		"--node", "1="+addr[1].String(), "--node", "2="+addr[2].String(), "--rate", "2000", "--count", "8000", "--drain", "20s")
+		"--node", "1="+addr[1].String(), "--node", "2="+addr[2].String(), "--rate", "2000", "--count", "8000", "--drain", "20s", "--json", "-")
 	var out strings.Builder
 	cl.Stdout, cl.Stderr = &out, &out
 	if err := cl.Start(); err != nil {

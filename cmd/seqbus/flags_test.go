@@ -292,7 +292,7 @@ func TestDemoInterrupt(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 		t.Fatalf("demo after SIGINT: %v, want exit status 130\n%s", err, text)
 	}
-	for _, want := range []string{"interrupted after", "summary", "commands sent", "lost (acked but not in node", "client round trip", "seqbus demo: interrupted"} {
+	for _, want := range []string{"interrupted after", "summary", "commands sent", "lost (received but not in node", "client round trip", "seqbus demo: interrupted"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}

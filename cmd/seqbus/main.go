@@ -18,6 +18,7 @@ var commands = []command{
 	{"client", "send a fixed-rate load of orders and report the answers", runClient},
 	{"stat", "show a node's live status (role, lease, watermarks, counters)", runStat},
 	{"journal", "read a journal without changing it: dump, verify, describe", runJournal},
+	{"verify", "check client records against the nodes' histories: lost, duplicates, conflicts, hashes, stale", runVerify},
 	{"demo", "run a witness, two nodes and a client on loopback; kill the primary; show the failover", runDemo},
 	{"keygen", "write a new master key file for frame authentication", runKeygen},
 	{"bench", "measure: gated latency by stage vs the raw UDP floor, throughput, compare and plot histograms", runBench},

@@ -1,0 +1,244 @@
+package client
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/monotime"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// DefaultRecordQueue is how many received outputs a Recorder holds for its
+// writer: about a second of answers at 64k/s. When the writer falls
+// further behind, outputs are dropped (and counted), never waited for.
+const DefaultRecordQueue = 1 << 16
+
+// RecordLine is one line of a client record file (seqbus client --record):
+// one output the client received, in the order received.
+type RecordLine struct {
+	// WallNs is the wall clock (Unix ns) and MonoNs CLOCK_MONOTONIC when
+	// the receive loop decoded it.
+	WallNs int64 `json:"wall_ns"`
+	MonoNs int64 `json:"mono_ns"`
+	// Node and Epoch are the sender of the OUTPUT frame; Seq is the frame's
+	// seq, the seq of its first output, and Index the output's place in
+	// the frame (outputs of one frame are consecutive outputs of the
+	// session, in seq order: the output's own seq is Seq or later, and
+	// seqbus verify resolves it by replaying the journal).
+	Node    uint32 `json:"node"`
+	Epoch   uint64 `json:"epoch"`
+	Seq     uint64 `json:"seq"`
+	Index   int    `json:"index"`
+	Session uint64 `json:"session"`
+	// ClientOrderID is the output's (for an execution: the recipient's
+	// order).
+	ClientOrderID uint64 `json:"client_order_id"`
+	// Kind is the output's kind (ack, reject, cancelled, execution,
+	// duplicate, ...); Result, for an answer, the result it stands for
+	// (a duplicate's original kind), "" otherwise.
+	Kind   string `json:"kind"`
+	Result string `json:"result,omitempty"`
+	// Answer says the output answered a command in flight (the first
+	// answer to it); a second answer after a resend is not one.
+	Answer bool `json:"answer"`
+	// Payload is the output's exact bytes, hex.
+	Payload string `json:"payload"`
+}
+
+// KindName names an output kind as record files and seqbus verify do.
+func KindName(k engine.OutputKind) string {
+	switch k {
+	case engine.KindAck:
+		return "ack"
+	case engine.KindReject:
+		return "reject"
+	case engine.KindExecution:
+		return "execution"
+	case engine.KindCancelled:
+		return "cancelled"
+	case engine.KindMarketData:
+		return "market_data"
+	case engine.KindDuplicate:
+		return "duplicate"
+	}
+	return "kind_" + strconv.Itoa(int(k))
+}
+
+type recEntry struct {
+	wallNs, monoNs int64
+	node           uint32
+	epoch, seq     uint64
+	index          int
+	session        uint64
+	coid           uint64
+	kind, orig     engine.OutputKind
+	answer         bool
+	n              uint8
+	payload        [engine.MaxOutputLen]byte
+}
+
+// Recorder writes every output a client receives to a file, one JSON line
+// each, from its own goroutine: the receive loop only copies the output
+// into a bounded queue (no allocation, no wait), and counts a drop when the
+// queue is full. Close drains the queue, flushes and syncs the file.
+type Recorder struct {
+	ch      chan recEntry
+	w       *bufio.Writer
+	out     io.Writer
+	done    chan struct{}
+	dropped atomic.Uint64
+	written atomic.Uint64
+	// mu orders add against Close: an add after Close counts a drop
+	// instead of sending on the closed queue.
+	mu     sync.RWMutex
+	closed bool
+	once   sync.Once
+	err    error // set by the writer before done closes
+}
+
+// CreateRecorder creates (truncates) path and starts a Recorder writing to
+// it.
+func CreateRecorder(path string) (*Recorder, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return NewRecorder(f, DefaultRecordQueue), nil
+}
+
+// NewRecorder starts a Recorder writing to w with a queue of queue outputs
+// (<= 0: DefaultRecordQueue). If w is an io.Closer, Close closes it (and
+// syncs it first when it is an *os.File).
+func NewRecorder(w io.Writer, queue int) *Recorder {
+	if queue <= 0 {
+		queue = DefaultRecordQueue
+	}
+	r := &Recorder{ch: make(chan recEntry, queue), w: bufio.NewWriterSize(w, 64<<10), out: w, done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// add queues one received output; it never blocks.
+func (r *Recorder) add(f *wire.Frame, idx int, session uint64, o *engine.Output, payload []byte, answer bool) {
+	e := recEntry{wallNs: time.Now().UnixNano(), monoNs: monotime.Now(), node: f.Node, epoch: f.Epoch, seq: f.Seq,
+		index: idx, session: session, coid: o.ClientOrderID, kind: o.Kind, orig: o.Original, answer: answer}
+	e.n = uint8(copy(e.payload[:], payload))
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		r.dropped.Add(1)
+		return
+	}
+	select {
+	case r.ch <- e:
+	default:
+		r.dropped.Add(1)
+	}
+}
+
+// Dropped counts outputs not recorded because the writer was behind.
+func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
+
+// Written counts lines written.
+func (r *Recorder) Written() uint64 { return r.written.Load() }
+
+func (r *Recorder) run() {
+	defer close(r.done)
+	buf := make([]byte, 0, 512)
+	for e := range r.ch {
+		if r.err != nil {
+			continue // keep draining so that add never blocks
+		}
+		buf = appendRecordLine(buf[:0], &e)
+		if _, err := r.w.Write(buf); err != nil {
+			r.err = err
+			continue
+		}
+		r.written.Add(1)
+		if len(r.ch) == 0 {
+			// Idle: push what we have to the file, so that a kill -9 loses
+			// at most what was in flight.
+			if err := r.w.Flush(); err != nil {
+				r.err = err
+			}
+		}
+	}
+}
+
+func appendRecordLine(dst []byte, e *recEntry) []byte {
+	l := RecordLine{WallNs: e.wallNs, MonoNs: e.monoNs, Node: e.node, Epoch: e.epoch, Seq: e.seq, Index: e.index,
+		Session: e.session, ClientOrderID: e.coid, Kind: KindName(e.kind), Answer: e.answer,
+		Payload: hex.EncodeToString(e.payload[:e.n])}
+	switch e.kind {
+	case engine.KindAck, engine.KindReject, engine.KindCancelled:
+		l.Result = l.Kind
+	case engine.KindDuplicate:
+		l.Result = KindName(e.orig)
+	}
+	b, _ := json.Marshal(&l) // a struct of numbers and strings: cannot fail
+	dst = append(dst, b...)
+	return append(dst, '\n')
+}
+
+// Close stops the recorder after writing everything queued, flushes and
+// syncs the file. Call it after the client is closed: an output received
+// after Close is counted as dropped.
+// It reports a write error and, as an error too, outputs dropped.
+func (r *Recorder) Close() error {
+	r.once.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		close(r.ch)
+		r.mu.Unlock()
+		<-r.done
+		err := r.err
+		if err == nil {
+			err = r.w.Flush()
+		}
+		if f, ok := r.out.(*os.File); ok {
+			if serr := f.Sync(); err == nil && serr != nil && !errors.Is(serr, os.ErrInvalid) {
+				err = serr
+			}
+		}
+		if c, ok := r.out.(io.Closer); ok {
+			if cerr := c.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err == nil && r.dropped.Load() > 0 {
+			err = fmt.Errorf("client record: %d outputs dropped (the writer fell behind)", r.dropped.Load())
+		}
+		r.err = err
+	})
+	return r.err
+}
+
+// ReadRecord reads a record file, calling fn for every line in order. A
+// line that does not parse is an error naming its line number.
+func ReadRecord(rd io.Reader, fn func(RecordLine) error) error {
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var l RecordLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return fmt.Errorf("line %d: %v", n, err)
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}

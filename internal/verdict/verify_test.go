@@ -1,0 +1,359 @@
+package verdict
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
+)
+
+const vSession = 5
+
+// cmdAt is the command sequenced at seq in the synthetic histories:
+// alternating buys and sells at one price, so that they trade (executions)
+// and rest (acks).
+func cmdAt(seq uint64) []byte {
+	side := engine.Buy
+	if seq%2 == 0 {
+		side = engine.Sell
+	}
+	return engine.AppendRequest(nil, vSession, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: side, Type: engine.Limit, Price: 100, Qty: 1 + seq%3})
+}
+
+type vrec struct {
+	epoch uint64
+	cmd   []byte
+}
+
+// plan is seqs 1..n of epoch 1, from epoch2At on epoch 2.
+func plan(n, epoch2At uint64) []vrec {
+	out := make([]vrec, 0, n)
+	for seq := uint64(1); seq <= n; seq++ {
+		e := uint64(1)
+		if epoch2At != 0 && seq >= epoch2At {
+			e = 2
+		}
+		out = append(out, vrec{e, cmdAt(seq)})
+	}
+	return out
+}
+
+// writeNode writes recs (seq i+1) to dir's journal; with snapAt, a
+// snapshot of the engine's state there (snapState, when set, is applied
+// instead of recs up to snapAt) and the journal compacted behind it.
+func writeNode(t *testing.T, dir string, recs []vrec, snapAt uint64, snapState []vrec) {
+	t.Helper()
+	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{SegmentBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	eng, err := engine.New(engine.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		seq := uint64(i + 1)
+		if err := j.Append(r.epoch, seq, r.cmd, 0); err != nil {
+			t.Fatal(err)
+		}
+		if snapState != nil && seq <= snapAt {
+			eng.Apply(seq, snapState[i].cmd, nil)
+		} else {
+			eng.Apply(seq, r.cmd, nil)
+		}
+		if seq == snapAt {
+			var buf bytes.Buffer
+			if err := eng.Snapshot(&buf); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.WriteSnapshot(seq, r.epoch, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if snapAt != 0 {
+		if _, err := j.Compact(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// seen is what a client received: every output of the session for recs,
+// one frame per seq, in seq order.
+func seen(t *testing.T, recs []vrec) []client.RecordLine {
+	t.Helper()
+	eng, err := engine.New(engine.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []client.RecordLine
+	for i, r := range recs {
+		seq := uint64(i + 1)
+		c := &lineCollector{epoch: r.epoch, seq: seq}
+		eng.Apply(seq, r.cmd, c)
+		lines = append(lines, c.lines...)
+	}
+	return lines
+}
+
+type lineCollector struct {
+	epoch, seq uint64
+	lines      []client.RecordLine
+}
+
+func (c *lineCollector) Emit(to uint64, p []byte) {
+	if to != vSession {
+		return
+	}
+	o, _ := engine.ParseOutput(p)
+	l := client.RecordLine{Node: 1, Epoch: c.epoch, Seq: c.seq, Index: len(c.lines), Session: vSession, ClientOrderID: o.ClientOrderID,
+		Kind: client.KindName(o.Kind), Payload: hex.EncodeToString(p)}
+	if o.Kind == engine.KindAck {
+		l.Result, l.Answer = "ack", true
+	}
+	c.lines = append(c.lines, l)
+}
+
+func writeRecord(t *testing.T, path string, lines []client.RecordLine) {
+	t.Helper()
+	var b bytes.Buffer
+	for _, l := range lines {
+		j, _ := json.Marshal(l)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustHex(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+type counts struct{ lost, dups, conflicts, hashes, stale uint64 }
+
+func got(r *Result) counts {
+	return counts{r.Lost, r.Duplicates, r.Conflicts, r.HashMismatches, r.Stale}
+}
+
+func TestVerifySyntheticHistories(t *testing.T) {
+	full := plan(20, 0)
+	clean := seen(t, full)
+	if len(clean) < 25 {
+		t.Fatalf("only %d outputs: the history does not trade", len(clean))
+	}
+	alt := make([]vrec, len(full))
+	copy(alt, full)
+	alt[9] = vrec{1, engine.AppendRequest(nil, 9, 1, &engine.Request{Op: engine.OpNewOrder, Instrument: 2, Side: engine.Buy, Type: engine.Limit, Price: 1, Qty: 1})}
+	// Long enough to span segments of 4 KB, so that compaction drops some.
+	big := plan(200, 0)
+	bigClean := seen(t, big)
+	other := plan(150, 0)
+	for i := range other {
+		other[i].cmd = engine.AppendRequest(nil, 8, uint64(i+1), &engine.Request{Op: engine.OpNewOrder, Instrument: 3, Side: engine.Sell, Type: engine.Limit, Price: 7, Qty: 1})
+	}
+	twoEpochs := plan(20, 11)
+	// seqs 1..15 of full, then 5 other commands at epoch 2
+	cut15 := append(append([]vrec(nil), full[:15]...), other[:5]...)
+	for i := 15; i < 20; i++ {
+		cut15[i].epoch = 2
+	}
+	cases := []struct {
+		name             string
+		primary, standby []vrec
+		pSnap, sSnap     uint64
+		sSnapState       []vrec
+		record           func() []client.RecordLine
+		want             counts
+		check            func(t *testing.T, r *Result)
+	}{
+		{name: "clean", primary: full, standby: full, record: func() []client.RecordLine { return clean },
+			check: func(t *testing.T, r *Result) {
+				if r.Checked != uint64(len(clean)) || r.Received != uint64(len(clean)) {
+					t.Errorf("checked %d of %d received, want all %d", r.Checked, r.Received, len(clean))
+				}
+				if r.Nodes[1].Role != "standby" || r.Nodes[1].HashesCompared != 20 {
+					t.Errorf("standby %+v: want 20 hashes compared", r.Nodes[1])
+				}
+			}},
+		{name: "lost: the client saw seqs the final primary does not have", primary: full[:15], standby: full[:15],
+			record: func() []client.RecordLine { return clean },
+			want:   counts{lost: uint64(len(clean) - len(seen(t, full[:15])))}},
+		{name: "conflict: the standby holds another command at seq 10", primary: full, standby: alt,
+			record: func() []client.RecordLine { return clean },
+			// The records differ once; the ack of seq 10 is checked
+			// against the standby too.
+			want: counts{conflicts: 2}},
+		{name: "hash mismatch: the standby's snapshot is of another history", primary: big, standby: big, sSnap: 150, sSnapState: other,
+			record: func() []client.RecordLine { return bigClean },
+			// seq 150 (the snapshot) to 200
+			want: counts{hashes: 51}},
+		{name: "lost: a frame that runs past the end of its epoch in the final history", primary: cut15, standby: cut15,
+			record: func() []client.RecordLine {
+				// The outputs of seqs 14..17 arrive in one frame of seq 14.
+				lines := append([]client.RecordLine(nil), clean...)
+				idx := 0
+				for i := range lines {
+					if lines[i].Seq >= 14 && lines[i].Seq <= 17 {
+						lines[i].Seq, lines[i].Index = 14, idx
+						idx++
+					}
+				}
+				return lines
+			},
+			want: counts{lost: uint64(len(clean) - len(seen(t, full[:15])))}},
+		{name: "duplicate: order 3 acked again at another (epoch, seq)", primary: full, standby: full,
+			record: func() []client.RecordLine {
+				lines := append([]client.RecordLine(nil), clean...)
+				for _, l := range clean {
+					if l.Kind == "ack" && l.ClientOrderID == 3 {
+						l.Epoch, l.Seq, l.Index = 2, 21, 0
+						lines = append(lines, l)
+					}
+				}
+				return lines
+			},
+			want: counts{dups: 1, lost: 1}},
+		{name: "answered from the dedup table: a duplicate under the last applied seq of the old epoch", primary: cut15, standby: cut15,
+			record: func() []client.RecordLine {
+				// After the failover the new primary (epoch 2) answers a
+				// resend of order 3 from its table, unsequenced, in a frame
+				// under its last applied seq (15, an epoch-1 record).
+				lines := seen(t, full[:15])
+				for _, l := range lines {
+					if l.Kind == "ack" && l.ClientOrderID == 3 {
+						l.Epoch, l.Seq, l.Index, l.Kind = 2, 15, 0, "duplicate"
+						l.Payload = "06" + l.Payload
+						lines = append(lines, l)
+						break
+					}
+				}
+				return lines
+			},
+			check: func(t *testing.T, r *Result) {
+				if r.FromTable != 1 {
+					t.Errorf("from table %d, want the duplicate backed by its original", r.FromTable)
+				}
+			}},
+		{name: "lost: a duplicate answer whose original the history never emitted", primary: full, standby: full,
+			record: func() []client.RecordLine {
+				lines := append([]client.RecordLine(nil), clean...)
+				for _, l := range clean {
+					if l.Kind == "ack" {
+						o, _ := engine.ParseOutput(mustHex(l.Payload))
+						o.ClientOrderID = 4000
+						l.ClientOrderID, l.Kind = 4000, "duplicate"
+						l.Payload = "06" + hex.EncodeToString(engine.AppendOutput(nil, &o))
+						lines = append(lines, l)
+						break
+					}
+				}
+				return lines
+			},
+			want: counts{lost: 1}},
+		{name: "stale: an epoch-1 output after an epoch-2 one", primary: twoEpochs, standby: twoEpochs,
+			record: func() []client.RecordLine {
+				lines := seen(t, twoEpochs)
+				for i, l := range lines {
+					if l.Epoch == 2 {
+						// the output just before the first of epoch 2
+						// arrives after it
+						lines[i-1], lines[i] = lines[i], lines[i-1]
+						break
+					}
+				}
+				return lines
+			},
+			want: counts{stale: 1}},
+		{name: "compacted: answers older than the journal in the snapshot's dedup table", primary: big, pSnap: 150, standby: big,
+			record: func() []client.RecordLine {
+				lines := append([]client.RecordLine(nil), bigClean...)
+				// an ack of an order the history never had, older than
+				// the primary's journal
+				fake := bigClean[0]
+				o, _ := engine.ParseOutput(mustHex(fake.Payload))
+				o.ClientOrderID = 5000
+				fake.ClientOrderID, fake.Payload = 5000, hex.EncodeToString(engine.AppendOutput(nil, &o))
+				lines = append(lines, fake)
+				return lines
+			},
+			want: counts{lost: 1},
+			check: func(t *testing.T, r *Result) {
+				if r.InSnapshot == 0 || r.Unchecked == 0 || r.Nodes[0].SnapshotSeq != 150 || r.Nodes[0].First == 1 {
+					t.Errorf("in snapshot %d, unchecked %d, primary %+v: want answers before seq 13 found in the snapshot", r.InSnapshot, r.Unchecked, r.Nodes[0])
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p, s := filepath.Join(dir, "node1"), filepath.Join(dir, "node2")
+			writeNode(t, p, c.primary, c.pSnap, nil)
+			writeNode(t, s, c.standby, c.sSnap, c.sSnapState)
+			rec := filepath.Join(dir, "client.jsonl")
+			writeRecord(t, rec, c.record())
+			r, err := Verify(Options{Records: []string{rec}, Nodes: []string{p, s}, Primary: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got(r) != c.want || r.OK() != (c.want == counts{}) {
+				t.Fatalf("got %+v (OK %v), want %+v\n%s", got(r), r.OK(), c.want, strings.Join(r.Lines(), "\n"))
+			}
+			if c.check != nil {
+				c.check(t, r)
+			}
+		})
+	}
+}
+
+// Verify reads only: the directories are byte for byte the same after.
+func TestVerifyWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "node1")
+	writeNode(t, p, plan(20, 0), 12, nil)
+	before := dirBytes(t, p)
+	if _, err := Verify(Options{Nodes: []string{p}}); err != nil {
+		t.Fatal(err)
+	}
+	if after := dirBytes(t, p); after != before {
+		t.Fatal("verify changed the node directory")
+	}
+}
+
+func dirBytes(t *testing.T, dir string) string {
+	t.Helper()
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(dir, n.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(n.Name())
+		b.Write(data)
+	}
+	return b.String()
+}
