@@ -466,9 +466,15 @@ func (n *Node) Start() error {
 		}
 		n.loops = append(n.loops, l)
 	}
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go n.tickLoop()
-	go n.syncLoop()
+	if n.cfg.Journal.Policy != journal.SyncNone {
+		// Under fsync none the journal calls records durable as Flush
+		// writes them (afterAppend, flushJournal): there is nothing for a
+		// syncer to do, so there is none.
+		n.wg.Add(1)
+		go n.syncLoop()
+	}
 	return nil
 }
 
@@ -599,8 +605,18 @@ func (n *Node) drainSendOnly() {
 	}
 }
 
-// kickSync wakes the syncer; it never blocks.
+// kickSync wakes the syncer when there is something for it to sync; it
+// never blocks. Under fsync none it does nothing: Flush already made the
+// records durable inline (no wake-up, no channel send, no syscall). Under
+// group and always it stays quiet while everything written is durable, so
+// a tick or a batch that appended nothing wakes nobody.
 func (n *Node) kickSync() {
+	if n.cfg.Journal.Policy == journal.SyncNone {
+		return
+	}
+	if _, last := n.j.Last(); last <= n.j.Durable() {
+		return
+	}
 	select {
 	case n.syncKick <- struct{}{}:
 	default:
@@ -617,9 +633,6 @@ func (n *Node) syncLoop() {
 		case <-n.stop:
 			return
 		case <-n.syncKick:
-		}
-		if n.cfg.Journal.Policy == journal.SyncNone {
-			continue // Durable follows every append; nothing to fsync.
 		}
 		if !n.waitSyncDue() {
 			continue
