@@ -135,6 +135,10 @@ type Node struct {
 	// ticker, outside the lock; only tickLoop uses it.
 	drainer *bus.Drainer
 
+	// statusWrite writes the status file (nil: writeFileAtomic); tests
+	// replace it to see what holds the lock while it runs.
+	statusWrite func(path string, b []byte) error
+
 	syncKick chan struct{}
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -496,16 +500,17 @@ func (n *Node) Close() error {
 	n.closeArbiter()
 	n.closeSockets()
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.finishSnapshotWrite()
 	err := n.j.Sync()
-	n.writeStatusLocked()
+	st := n.statusLocked()
 	if cerr := n.j.Close(); err == nil {
 		err = cerr
 	}
 	if n.snapFile != nil {
 		n.snapFile.discard()
 	}
+	n.mu.Unlock()
+	n.writeStatus(&st) // the final status, off the lock like the others
 	return err
 }
 
@@ -583,9 +588,7 @@ func (n *Node) tickLoop() {
 			}
 			n.mu.Unlock()
 		case <-status.C:
-			n.mu.Lock()
-			n.writeStatusLocked()
-			n.mu.Unlock()
+			n.publishStatus()
 		}
 	}
 }

@@ -247,7 +247,9 @@ func (n *Node) statusLocked() Status {
 	}
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.primaryID
-	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.version, n.isr.members, n.isr.adding
+	// Copies: the status is marshalled outside the lock, while the node
+	// may change its in-sync set.
+	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.version, slices.Clone(n.isr.members), slices.Clone(n.isr.adding)
 	if n.role == RolePrimary {
 		st.Primary = n.cfg.ID
 	}
@@ -292,20 +294,46 @@ func (n *Node) statusLocked() Status {
 	return st
 }
 
-// writeStatusLocked rewrites StatusFile atomically (temp + rename).
-func (n *Node) writeStatusLocked() {
+// publishStatus copies the status under the lock (values only: cheap)
+// and marshals and writes it outside, so the file system never holds up a
+// command (issue 18, item 5). Only the ticker and Close call it, one after
+// the other (Close waits for the ticker), so two writes never race on the
+// temporary file.
+func (n *Node) publishStatus() {
 	if n.cfg.StatusFile == "" {
 		return
 	}
-	b, err := json.MarshalIndent(n.statusLocked(), "", "  ")
+	n.mu.Lock()
+	st := n.statusLocked()
+	n.mu.Unlock()
+	n.writeStatus(&st)
+}
+
+// writeStatus marshals st and rewrites StatusFile atomically (temp +
+// rename) through n.statusWrite. It takes no lock.
+func (n *Node) writeStatus(st *Status) {
+	if n.cfg.StatusFile == "" {
+		return
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return
 	}
-	tmp := n.cfg.StatusFile + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return
+	write := n.statusWrite
+	if write == nil {
+		write = writeFileAtomic
 	}
-	_ = os.Rename(tmp, filepath.Clean(n.cfg.StatusFile))
+	_ = write(n.cfg.StatusFile, b)
+}
+
+// writeFileAtomic writes b to path+".tmp" and renames it over path, so a
+// reader sees the old file or the new one, never a torn one.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Clean(path))
 }
 
 // standbysLocked lists what the gate knows of every configured peer and
