@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/wire"
+	"go.uber.org/goleak"
 )
 
 // drivenPrimary is a static primary driven by hand (no Start, so no
@@ -119,5 +124,107 @@ func TestStatusWrittenOffTheLock(t *testing.T) {
 	var onDisk Status
 	if err := json.Unmarshal(b, &onDisk); err != nil || onDisk.Applied != 2 {
 		t.Fatalf("status.json on disk: applied %d, err %v", onDisk.Applied, err)
+	}
+}
+
+// On real sockets on one host, the primary's multicast receiver gets none
+// of its own DATA (it left the group), while the same-host standby, whose
+// socket shares the host and the sender's loopback, gets and applies all
+// of it (issue 18, item 4).
+func TestPrimaryDoesNotReceiveItsOwnMulticast(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	c.start(1, nil)
+	c.start(2, nil)
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 5_000, Count: 500, Seed: 1, Drain: 10 * time.Second}, nil)
+	if err != nil || rep.Stats.Answered != 500 {
+		t.Fatalf("load: %v, answered %d of 500", err, rep.Stats.Answered)
+	}
+	c.waitConverged(10 * time.Second)
+	p, s := c.nodes[1].Status(), c.nodes[2].Status()
+	if got := p.Multicast.DatagramsReceived; got != 0 {
+		t.Fatalf("the primary's multicast receiver got %d datagrams (%d its own), want 0", got, p.Multicast.Drops.OwnFrame)
+	}
+	if s.Multicast.DatagramsReceived == 0 || s.Applied != p.Applied {
+		t.Fatalf("standby: %d multicast datagrams, applied %d of %d", s.Multicast.DatagramsReceived, s.Applied, p.Applied)
+	}
+	if p.Node.GroupMembershipErrors != 0 {
+		t.Fatalf("%d group membership errors", p.Node.GroupMembershipErrors)
+	}
+}
+
+// memberEndpoint records group membership changes.
+type memberEndpoint struct {
+	nopEndpoint
+	joined bool
+	calls  int
+}
+
+func (e *memberEndpoint) LeaveGroup() error  { e.joined = false; e.calls++; return nil }
+func (e *memberEndpoint) RejoinGroup() error { e.joined = true; e.calls++; return nil }
+
+type memberNetwork struct {
+	nopNetwork
+	mc *memberEndpoint
+}
+
+func (m memberNetwork) MulticastReceiver(netip.AddrPort, string, bus.Filter) (Endpoint, error) {
+	return m.mc, nil
+}
+
+// A primary leaves the group when it starts leading and rejoins it when it
+// steps down to follow a newer epoch.
+func TestPrimaryLeavesGroupAndRejoinsOnStepDown(t *testing.T) {
+	clk := &stepClock{ns: 1}
+	mc := &memberEndpoint{joined: true}
+	cfg := Config{
+		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: memberNetwork{mc: mc}, Clock: clk,
+		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
+		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
+		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
+		PublisherCapacity: 256, MaxSessions: 4,
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if mc.joined || n.Role() != RolePrimary {
+		t.Fatalf("leading, still joined (%v) or role %v", mc.joined, n.Role())
+	}
+	n.mu.Lock()
+	n.stepDown(2, n.nowNs())
+	n.mu.Unlock()
+	if !mc.joined || n.Role() != RoleStandby {
+		t.Fatalf("stepped down, joined %v, role %v", mc.joined, n.Role())
+	}
+}
+
+// The multicast filter drops the node's own frames at the header, before
+// the checksum, and passes everyone else's, commands and lease frames.
+func TestMulticastFilterDropsOwnFrames(t *testing.T) {
+	n, _ := drivenPrimary(t, journal.SyncNone)
+	hb := wire.Heartbeat{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, HighestSeq: 3}
+	own := hb.Append(nil)
+	hb.Node = 2
+	other := hb.Append(nil)
+	cmd := commandFrame(7, 1, 100)
+	own[len(own)-1] ^= 0xff // a bad checksum: the filter must not need it
+	from := netip.MustParseAddrPort("127.0.0.1:9")
+	if r := n.multicastFilter(own, from); r != bus.DropOwnFrame {
+		t.Fatalf("own frame: %v, want own-frame", r)
+	}
+	if r := n.multicastFilter(other, from); r != bus.Accept {
+		t.Fatalf("another node's frame: %v, want accept", r)
+	}
+	if r := n.multicastFilter(cmd, from); r != bus.Accept {
+		t.Fatalf("a command: %v, want accept", r)
+	}
+	if r := n.multicastFilter([]byte{1, 2, 3}, from); r != bus.DropBadHeader {
+		t.Fatalf("garbage: %v, want bad-header", r)
 	}
 }

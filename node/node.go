@@ -422,7 +422,7 @@ func (n *Node) openSockets() error {
 	if err != nil {
 		return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
 	}
-	n.mcRecv, err = nw.MulticastReceiver(n.cfg.Group, n.cfg.Interface, headerFilter)
+	n.mcRecv, err = nw.MulticastReceiver(n.cfg.Group, n.cfg.Interface, n.multicastFilter)
 	if err != nil {
 		n.closeSockets()
 		return fmt.Errorf("node: join %s on %q: %w", n.cfg.Group, n.cfg.Interface, err)
@@ -457,6 +457,46 @@ func headerFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
 		return bus.DropBadHeader
 	}
 	return bus.Accept
+}
+
+// multicastFilter is headerFilter for the replication group, and it also
+// drops this node's own frames (the kernel loops a sender's multicast back
+// to every socket on the host) at the header, before any checksum or MAC
+// work, counting them as bus.DropOwnFrame. A primary normally left the
+// group (setGroupMember); this catches what was queued before it left and
+// what an endpoint that cannot leave delivers. COMMAND frames carry the
+// client's node field and lease frames the witness's, so they pass.
+func (n *Node) multicastFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
+	h, err := wire.ParseHeader(pkt)
+	if err != nil {
+		return bus.DropBadHeader
+	}
+	if h.Node == n.cfg.ID && h.Type != wire.TypeCommand && !wire.IsLease(h.Type) {
+		return bus.DropOwnFrame
+	}
+	return bus.Accept
+}
+
+// setGroupMember makes the multicast receiver leave the group (member
+// false: this node leads, and nothing on the group is for it) or rejoin
+// it (a standby follows the group). A failure is logged and counted; the
+// multicast filter still drops the node's own frames, so leading on while
+// joined costs wake-ups, never correctness.
+func (n *Node) setGroupMember(member bool) {
+	g, ok := n.mcRecv.(groupMember)
+	if !ok {
+		return
+	}
+	var err error
+	if member {
+		err = g.RejoinGroup()
+	} else {
+		err = g.LeaveGroup()
+	}
+	if err != nil {
+		n.stats.GroupMembershipErrors++
+		n.cfg.Log.Warn("multicast group membership", "member", member, "err", err)
+	}
 }
 
 // Start runs the receive loops, the ticker and the syncer.

@@ -59,7 +59,10 @@ type SocketDrops struct {
 	BadHeader     uint64 `json:"bad_header"`
 	UnknownSender uint64 `json:"unknown_sender"`
 	SendOnly      uint64 `json:"send_only"` // arrived on a send-only socket
-	Other         uint64 `json:"other"`
+	// OwnFrame: this node's own multicast, looped back (dropped at the
+	// header; a primary normally left the group and sees none).
+	OwnFrame uint64 `json:"own_frame"`
+	Other    uint64 `json:"other"`
 }
 
 // SocketStatus is a socket's counters as status.json shows them: the
@@ -75,8 +78,9 @@ func socketStatus(c bus.Counters) SocketStatus {
 	s.Drops.BadHeader = c.Drops[bus.DropBadHeader]
 	s.Drops.UnknownSender = c.Drops[bus.DropUnknownSender]
 	s.Drops.SendOnly = c.Drops[bus.DropSendOnly]
+	s.Drops.OwnFrame = c.Drops[bus.DropOwnFrame]
 	for r := bus.DropOther; r < bus.DropReasonsMax; r++ {
-		if r != bus.DropSendOnly {
+		if r != bus.DropSendOnly && r != bus.DropOwnFrame {
 			s.Drops.Other += c.Drops[r]
 		}
 	}
@@ -123,6 +127,9 @@ type Stats struct {
 	HashMismatches                          uint64
 	JournalErrors, SyncErrors, SendErrors   uint64
 	JournalsSetAside, TornTailBytes         uint64
+	// GroupMembershipErrors: leaving the replication group on promotion,
+	// or rejoining it on step-down, failed (logged).
+	GroupMembershipErrors uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	// NewTerms counts newer epochs granted to this node while it led
