@@ -84,6 +84,10 @@ const (
 	// sender). Nobody should send to one; whatever does is drained and
 	// counted so it can neither fill the socket nor go unseen.
 	DropSendOnly DropReason = 5
+	// DropOwnFrame: a node's own multicast frame, looped back to it by
+	// the kernel (or queued before it left the group), dropped at the
+	// header before any checksum or MAC work.
+	DropOwnFrame DropReason = 6
 
 	// DropReasonsMax bounds the drop counter array.
 	DropReasonsMax = 8
@@ -103,6 +107,8 @@ func (r DropReason) String() string {
 		return "other"
 	case DropSendOnly:
 		return "send-only"
+	case DropOwnFrame:
+		return "own-frame"
 	}
 	return "reason-" + strconv.Itoa(int(r))
 }

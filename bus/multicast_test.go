@@ -288,3 +288,56 @@ func TestCheckInterfaceNamesWhatExists(t *testing.T) {
 		t.Fatalf("sender on a missing interface: err = %v, want an InterfaceError", err)
 	}
 }
+
+// A receiver that left its group gets none of the group's datagrams while
+// another receiver on the host (a same-host standby) still gets every one;
+// rejoined, it gets them again. A primary leaves its group this way.
+func TestMulticastLeaveAndRejoinGroup(t *testing.T) {
+	s, rs := multicastHost(t, 2, nil)
+	left, stays := rs[0], rs[1]
+	if !left.Joined() {
+		t.Fatal("a new receiver is not joined")
+	}
+	for range 2 { // a second leave is a no-op, not an error
+		if err := left.LeaveGroup(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left.Joined() {
+		t.Fatal("Joined after LeaveGroup")
+	}
+	msgs := payloads(20)
+	if err := s.Send(msgs, testGroup); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveN(t, stays, len(msgs), 128); len(got) != len(msgs) {
+		t.Fatalf("the receiver that stayed got %d of %d", len(got), len(msgs))
+	}
+	bt := newBatch(4, 128)
+	if n, _ := left.Receive(bt.bufs, bt.sizes, bt.from, 20*time.Millisecond); n != 0 {
+		t.Fatalf("the receiver that left got %d datagrams", n)
+	}
+	if c := left.Counters(); c.DatagramsReceived != 0 {
+		t.Fatalf("the receiver that left counted %d datagrams", c.DatagramsReceived)
+	}
+	for range 2 {
+		if err := left.RejoinGroup(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !left.Joined() {
+		t.Fatal("not Joined after RejoinGroup")
+	}
+	if err := s.Send(msgs, testGroup); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if got := receiveN(t, r, len(msgs), 128); len(got) != len(msgs) {
+			t.Fatalf("receiver %d got %d of %d after the rejoin", i, len(got), len(msgs))
+		}
+	}
+	// A socket that is not a multicast receiver has no group to leave.
+	if err := s.LeaveGroup(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("LeaveGroup on a sender: %v, want ErrConfig", err)
+	}
+}

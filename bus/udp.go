@@ -110,11 +110,17 @@ type UDP struct {
 	raw    syscall.RawConn
 	local  netip.AddrPort
 	group  netip.AddrPort // valid on a multicast receiver: datagrams must be for it
+	ifi    *net.Interface // a multicast receiver's interface (for LeaveGroup)
 	is4    bool           // AF_INET socket
 	filter Filter
 	report Report
 
 	counters counters
+
+	// memberMu guards left: the receiver left its group (LeaveGroup) and
+	// has not rejoined it.
+	memberMu sync.Mutex
+	left     bool
 
 	recvMu      sync.Mutex
 	deadlineSet bool // a read deadline is armed; guarded by recvMu
@@ -218,9 +224,63 @@ func ListenMulticast(cfg MulticastReceiverConfig) (*UDP, error) {
 		return nil, fmt.Errorf("bus: join %v on %s: %w", cfg.Group.Addr(), ifi.Name, err)
 	}
 	u.group = cfg.Group
+	u.ifi = ifi
 	u.filter = cfg.Filter
 	u.report.Interface = ifi.Name
 	return u, nil
+}
+
+// LeaveGroup makes a multicast receiver leave its group
+// (IP_DROP_MEMBERSHIP): the kernel stops queueing the group's datagrams
+// on it, so a process that sends to the group and needs none of it (a
+// primary) is not woken for its own copies, while other sockets on the
+// host still get them (the sender's IP_MULTICAST_LOOP stays on).
+// Datagrams queued before the call are still received. A second call is a
+// no-op; RejoinGroup undoes it. Only on a multicast receiver.
+func (u *UDP) LeaveGroup() error {
+	return u.setMember(false)
+}
+
+// RejoinGroup joins the group LeaveGroup left (IP_ADD_MEMBERSHIP); a
+// no-op while joined.
+func (u *UDP) RejoinGroup() error {
+	return u.setMember(true)
+}
+
+func (u *UDP) setMember(join bool) error {
+	if u.ifi == nil {
+		return fmt.Errorf("%w: not a multicast receiver", ErrConfig)
+	}
+	u.memberMu.Lock()
+	defer u.memberMu.Unlock()
+	if u.left != join {
+		return nil // already where asked
+	}
+	p := ipv4.NewPacketConn(u.conn)
+	group := &net.UDPAddr{IP: u.group.Addr().AsSlice()}
+	var err error
+	if join {
+		err = p.JoinGroup(u.ifi, group)
+	} else {
+		err = p.LeaveGroup(u.ifi, group)
+	}
+	if err != nil {
+		verb := "leave"
+		if join {
+			verb = "rejoin"
+		}
+		return fmt.Errorf("bus: %s %v on %s: %w", verb, u.group.Addr(), u.ifi.Name, err)
+	}
+	u.left = !join
+	return nil
+}
+
+// Joined reports whether a multicast receiver is a member of its group
+// (false after LeaveGroup, and on any other socket).
+func (u *UDP) Joined() bool {
+	u.memberMu.Lock()
+	defer u.memberMu.Unlock()
+	return u.ifi != nil && !u.left
 }
 
 func checkGroup(group netip.AddrPort) error {

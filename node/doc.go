@@ -11,9 +11,11 @@
 //     handles a whole batch of datagrams under one lock acquisition;
 //   - the ticker (every TickInterval): heartbeats, NAK and snapshot timers,
 //     periodic acks, status;
-//   - the syncer, which fsyncs the journal outside the lock (group commit)
-//     and then, under the lock, raises the durable watermark and releases
-//     outputs that were waiting for it.
+//   - the syncer (fsync group and always only), which fsyncs the journal
+//     outside the lock (group commit) and then, under the lock, raises the
+//     durable watermark and releases outputs that were waiting for it.
+//     Under fsync none there is no syncer: a record is durable as the
+//     batch's journal write returns, with no wake-up and no syscall.
 //
 // The role decides what a frame means: a primary sequences COMMAND frames
 // and answers ACK, NAK and SNAPSHOT_REQUEST; a standby applies DATA and

@@ -13,6 +13,17 @@ type Endpoint interface {
 	bus.CounterReader
 }
 
+// groupMember is the optional ability of a multicast receiver to leave
+// its group and rejoin it (bus.UDP has it). A primary leaves: it needs
+// nothing that arrives on the group, and its own frames, looped back to
+// every socket on the host, would wake it for nothing (issue 18, item 4).
+// An endpoint without it (in-memory, simulated) stays joined and the
+// multicast filter drops the node's own frames instead.
+type groupMember interface {
+	LeaveGroup() error
+	RejoinGroup() error
+}
+
 // Network opens a node's endpoints. UDPNetwork (the default) opens real
 // sockets; MemNetwork runs a node over bus.MemNetwork, so the same runtime
 // is tested under seeded loss, duplication and reordering.

@@ -135,6 +135,10 @@ type Node struct {
 	// ticker, outside the lock; only tickLoop uses it.
 	drainer *bus.Drainer
 
+	// statusWrite writes the status file (nil: writeFileAtomic); tests
+	// replace it to see what holds the lock while it runs.
+	statusWrite func(path string, b []byte) error
+
 	syncKick chan struct{}
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -418,7 +422,7 @@ func (n *Node) openSockets() error {
 	if err != nil {
 		return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
 	}
-	n.mcRecv, err = nw.MulticastReceiver(n.cfg.Group, n.cfg.Interface, headerFilter)
+	n.mcRecv, err = nw.MulticastReceiver(n.cfg.Group, n.cfg.Interface, n.multicastFilter)
 	if err != nil {
 		n.closeSockets()
 		return fmt.Errorf("node: join %s on %q: %w", n.cfg.Group, n.cfg.Interface, err)
@@ -455,6 +459,46 @@ func headerFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
 	return bus.Accept
 }
 
+// multicastFilter is headerFilter for the replication group, and it also
+// drops this node's own frames (the kernel loops a sender's multicast back
+// to every socket on the host) at the header, before any checksum or MAC
+// work, counting them as bus.DropOwnFrame. A primary normally left the
+// group (setGroupMember); this catches what was queued before it left and
+// what an endpoint that cannot leave delivers. COMMAND frames carry the
+// client's node field and lease frames the witness's, so they pass.
+func (n *Node) multicastFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
+	h, err := wire.ParseHeader(pkt)
+	if err != nil {
+		return bus.DropBadHeader
+	}
+	if h.Node == n.cfg.ID && h.Type != wire.TypeCommand && !wire.IsLease(h.Type) {
+		return bus.DropOwnFrame
+	}
+	return bus.Accept
+}
+
+// setGroupMember makes the multicast receiver leave the group (member
+// false: this node leads, and nothing on the group is for it) or rejoin
+// it (a standby follows the group). A failure is logged and counted; the
+// multicast filter still drops the node's own frames, so leading on while
+// joined costs wake-ups, never correctness.
+func (n *Node) setGroupMember(member bool) {
+	g, ok := n.mcRecv.(groupMember)
+	if !ok {
+		return
+	}
+	var err error
+	if member {
+		err = g.RejoinGroup()
+	} else {
+		err = g.LeaveGroup()
+	}
+	if err != nil {
+		n.stats.GroupMembershipErrors++
+		n.cfg.Log.Warn("multicast group membership", "member", member, "err", err)
+	}
+}
+
 // Start runs the receive loops, the ticker and the syncer.
 func (n *Node) Start() error {
 	lc := bus.LoopConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU}
@@ -466,9 +510,15 @@ func (n *Node) Start() error {
 		}
 		n.loops = append(n.loops, l)
 	}
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go n.tickLoop()
-	go n.syncLoop()
+	if n.cfg.Journal.Policy != journal.SyncNone {
+		// Under fsync none the journal calls records durable as Flush
+		// writes them (afterAppend, flushJournal): there is nothing for a
+		// syncer to do, so there is none.
+		n.wg.Add(1)
+		go n.syncLoop()
+	}
 	return nil
 }
 
@@ -490,16 +540,17 @@ func (n *Node) Close() error {
 	n.closeArbiter()
 	n.closeSockets()
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.finishSnapshotWrite()
 	err := n.j.Sync()
-	n.writeStatusLocked()
+	st := n.statusLocked()
 	if cerr := n.j.Close(); err == nil {
 		err = cerr
 	}
 	if n.snapFile != nil {
 		n.snapFile.discard()
 	}
+	n.mu.Unlock()
+	n.writeStatus(&st) // the final status, off the lock like the others
 	return err
 }
 
@@ -577,9 +628,7 @@ func (n *Node) tickLoop() {
 			}
 			n.mu.Unlock()
 		case <-status.C:
-			n.mu.Lock()
-			n.writeStatusLocked()
-			n.mu.Unlock()
+			n.publishStatus()
 		}
 	}
 }
@@ -599,8 +648,18 @@ func (n *Node) drainSendOnly() {
 	}
 }
 
-// kickSync wakes the syncer; it never blocks.
+// kickSync wakes the syncer when there is something for it to sync; it
+// never blocks. Under fsync none it does nothing: Flush already made the
+// records durable inline (no wake-up, no channel send, no syscall). Under
+// group and always it stays quiet while everything written is durable, so
+// a tick or a batch that appended nothing wakes nobody.
 func (n *Node) kickSync() {
+	if n.cfg.Journal.Policy == journal.SyncNone {
+		return
+	}
+	if _, last := n.j.Last(); last <= n.j.Durable() {
+		return
+	}
 	select {
 	case n.syncKick <- struct{}{}:
 	default:
@@ -617,9 +676,6 @@ func (n *Node) syncLoop() {
 		case <-n.stop:
 			return
 		case <-n.syncKick:
-		}
-		if n.cfg.Journal.Policy == journal.SyncNone {
-			continue // Durable follows every append; nothing to fsync.
 		}
 		if !n.waitSyncDue() {
 			continue

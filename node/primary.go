@@ -74,6 +74,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if seq, ok := n.latestSnapshotSeq(); ok {
 		n.seqr.SetSnapshotSeq(seq)
 	}
+	n.setGroupMember(false) // our own DATA must not wake us
 	n.cfg.Log.Info("leading", "epoch", epoch, "from", applied+1, "standbys", members)
 	return nil
 }

@@ -15,6 +15,7 @@ const standbyMaxPending = 8192
 
 // becomeStandby makes this node follow the highest epoch it knows.
 func (n *Node) becomeStandby() error {
+	n.setGroupMember(true) // a no-op unless we led
 	n.role = RoleStandby
 	n.epoch = n.fence.Highest()
 	w, err := standby.New(standby.Config{

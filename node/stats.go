@@ -59,7 +59,10 @@ type SocketDrops struct {
 	BadHeader     uint64 `json:"bad_header"`
 	UnknownSender uint64 `json:"unknown_sender"`
 	SendOnly      uint64 `json:"send_only"` // arrived on a send-only socket
-	Other         uint64 `json:"other"`
+	// OwnFrame: this node's own multicast, looped back (dropped at the
+	// header; a primary normally left the group and sees none).
+	OwnFrame uint64 `json:"own_frame"`
+	Other    uint64 `json:"other"`
 }
 
 // SocketStatus is a socket's counters as status.json shows them: the
@@ -75,8 +78,9 @@ func socketStatus(c bus.Counters) SocketStatus {
 	s.Drops.BadHeader = c.Drops[bus.DropBadHeader]
 	s.Drops.UnknownSender = c.Drops[bus.DropUnknownSender]
 	s.Drops.SendOnly = c.Drops[bus.DropSendOnly]
+	s.Drops.OwnFrame = c.Drops[bus.DropOwnFrame]
 	for r := bus.DropOther; r < bus.DropReasonsMax; r++ {
-		if r != bus.DropSendOnly {
+		if r != bus.DropSendOnly && r != bus.DropOwnFrame {
 			s.Drops.Other += c.Drops[r]
 		}
 	}
@@ -123,6 +127,9 @@ type Stats struct {
 	HashMismatches                          uint64
 	JournalErrors, SyncErrors, SendErrors   uint64
 	JournalsSetAside, TornTailBytes         uint64
+	// GroupMembershipErrors: leaving the replication group on promotion,
+	// or rejoining it on step-down, failed (logged).
+	GroupMembershipErrors uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	// NewTerms counts newer epochs granted to this node while it led
@@ -247,7 +254,9 @@ func (n *Node) statusLocked() Status {
 	}
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.primaryID
-	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.version, n.isr.members, n.isr.adding
+	// Copies: the status is marshalled outside the lock, while the node
+	// may change its in-sync set.
+	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.version, slices.Clone(n.isr.members), slices.Clone(n.isr.adding)
 	if n.role == RolePrimary {
 		st.Primary = n.cfg.ID
 	}
@@ -292,20 +301,46 @@ func (n *Node) statusLocked() Status {
 	return st
 }
 
-// writeStatusLocked rewrites StatusFile atomically (temp + rename).
-func (n *Node) writeStatusLocked() {
+// publishStatus copies the status under the lock (values only: cheap)
+// and marshals and writes it outside, so the file system never holds up a
+// command (issue 18, item 5). Only the ticker and Close call it, one after
+// the other (Close waits for the ticker), so two writes never race on the
+// temporary file.
+func (n *Node) publishStatus() {
 	if n.cfg.StatusFile == "" {
 		return
 	}
-	b, err := json.MarshalIndent(n.statusLocked(), "", "  ")
+	n.mu.Lock()
+	st := n.statusLocked()
+	n.mu.Unlock()
+	n.writeStatus(&st)
+}
+
+// writeStatus marshals st and rewrites StatusFile atomically (temp +
+// rename) through n.statusWrite. It takes no lock.
+func (n *Node) writeStatus(st *Status) {
+	if n.cfg.StatusFile == "" {
+		return
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return
 	}
-	tmp := n.cfg.StatusFile + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return
+	write := n.statusWrite
+	if write == nil {
+		write = writeFileAtomic
 	}
-	_ = os.Rename(tmp, filepath.Clean(n.cfg.StatusFile))
+	_ = write(n.cfg.StatusFile, b)
+}
+
+// writeFileAtomic writes b to path+".tmp" and renames it over path, so a
+// reader sees the old file or the new one, never a torn one.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Clean(path))
 }
 
 // standbysLocked lists what the gate knows of every configured peer and

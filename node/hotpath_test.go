@@ -1,0 +1,230 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/wire"
+	"go.uber.org/goleak"
+)
+
+// drivenPrimary is a static primary driven by hand (no Start, so no
+// syncer drains syncKick: a kick stays visible in the channel).
+func drivenPrimary(tb testing.TB, policy journal.SyncPolicy) (*Node, *stepClock) {
+	tb.Helper()
+	clk := &stepClock{ns: 1}
+	cfg := Config{
+		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: clk,
+		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
+		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
+		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: policy, SegmentBytes: 1 << 16},
+		PublisherCapacity: 256, MaxSessions: 4,
+	}
+	n, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { n.Close() })
+	return n, clk
+}
+
+// Under fsync none a command is durable when its batch is written, and
+// nobody is woken for it: no send on syncKick (issue 18, item 2).
+func TestSyncNoneWakesNoSyncer(t *testing.T) {
+	n, clk := drivenPrimary(t, journal.SyncNone)
+	for i := range uint64(5) {
+		n.Deliver(commandFrame(7, i+1, 100), replayClient)
+		clk.ns += int64(time.Millisecond)
+		n.Tick()
+	}
+	st := n.Status()
+	if st.Applied != 5 || st.Durable != 5 {
+		t.Fatalf("applied %d durable %d, want 5 and 5", st.Applied, st.Durable)
+	}
+	if k := len(n.syncKick); k != 0 {
+		t.Fatalf("fsync none kicked the syncer (%d kick pending)", k)
+	}
+}
+
+// Under fsync group a batch that appended something wakes the syncer; a
+// tick with nothing new to sync does not.
+func TestSyncGroupKicksOnlyForUnsynced(t *testing.T) {
+	n, clk := drivenPrimary(t, journal.SyncGroup)
+	n.Deliver(commandFrame(7, 1, 100), replayClient)
+	if k := len(n.syncKick); k != 1 {
+		t.Fatalf("an append did not kick the syncer (%d pending)", k)
+	}
+	<-n.syncKick
+	clk.ns += int64(50 * time.Millisecond)
+	if !n.SyncStep() {
+		t.Fatal("the group commit did not sync")
+	}
+	if st := n.Status(); st.Durable != 1 {
+		t.Fatalf("durable %d after the sync, want 1", st.Durable)
+	}
+	for range 3 {
+		clk.ns += int64(time.Millisecond)
+		n.Tick()
+	}
+	if k := len(n.syncKick); k != 0 {
+		t.Fatalf("ticks with nothing to sync kicked the syncer (%d pending)", k)
+	}
+}
+
+// The status file is marshalled and written with the node's lock free: a
+// slow disk delays no command (issue 18, item 5). The write hook checks
+// that the lock is free while it runs, on the ticker's path and Close's.
+func TestStatusWrittenOffTheLock(t *testing.T) {
+	n, clk := drivenPrimary(t, journal.SyncNone)
+	n.cfg.StatusFile = t.TempDir() + "/status.json"
+	var writes, lockedWrites int
+	var last Status
+	n.statusWrite = func(path string, b []byte) error {
+		writes++
+		if !n.mu.TryLock() {
+			lockedWrites++
+		} else {
+			n.mu.Unlock()
+		}
+		if err := json.Unmarshal(b, &last); err != nil {
+			t.Errorf("status does not parse: %v", err)
+		}
+		return writeFileAtomic(path, b)
+	}
+	n.Deliver(commandFrame(7, 1, 100), replayClient)
+	clk.ns += int64(time.Millisecond)
+	n.publishStatus()
+	if writes != 1 || last.Applied != 1 || last.Role != "primary" {
+		t.Fatalf("%d writes, last applied %d role %q; want 1 write of applied 1 as primary", writes, last.Applied, last.Role)
+	}
+	n.Deliver(commandFrame(7, 2, 100), replayClient)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if writes != 2 || last.Applied != 2 {
+		t.Fatalf("Close: %d writes, last applied %d; want the final status (2 writes, applied 2)", writes, last.Applied)
+	}
+	if lockedWrites != 0 {
+		t.Fatalf("%d of %d status writes ran under the node's lock", lockedWrites, writes)
+	}
+	b, err := os.ReadFile(n.cfg.StatusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onDisk Status
+	if err := json.Unmarshal(b, &onDisk); err != nil || onDisk.Applied != 2 {
+		t.Fatalf("status.json on disk: applied %d, err %v", onDisk.Applied, err)
+	}
+}
+
+// On real sockets on one host, the primary's multicast receiver gets none
+// of its own DATA (it left the group), while the same-host standby, whose
+// socket shares the host and the sender's loopback, gets and applies all
+// of it (issue 18, item 4).
+func TestPrimaryDoesNotReceiveItsOwnMulticast(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	c.start(1, nil)
+	c.start(2, nil)
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 5_000, Count: 500, Seed: 1, Drain: 10 * time.Second}, nil)
+	if err != nil || rep.Stats.Answered != 500 {
+		t.Fatalf("load: %v, answered %d of 500", err, rep.Stats.Answered)
+	}
+	c.waitConverged(10 * time.Second)
+	p, s := c.nodes[1].Status(), c.nodes[2].Status()
+	if got := p.Multicast.DatagramsReceived; got != 0 {
+		t.Fatalf("the primary's multicast receiver got %d datagrams (%d its own), want 0", got, p.Multicast.Drops.OwnFrame)
+	}
+	if s.Multicast.DatagramsReceived == 0 || s.Applied != p.Applied {
+		t.Fatalf("standby: %d multicast datagrams, applied %d of %d", s.Multicast.DatagramsReceived, s.Applied, p.Applied)
+	}
+	if p.Node.GroupMembershipErrors != 0 {
+		t.Fatalf("%d group membership errors", p.Node.GroupMembershipErrors)
+	}
+}
+
+// memberEndpoint records group membership changes.
+type memberEndpoint struct {
+	nopEndpoint
+	joined bool
+	calls  int
+}
+
+func (e *memberEndpoint) LeaveGroup() error  { e.joined = false; e.calls++; return nil }
+func (e *memberEndpoint) RejoinGroup() error { e.joined = true; e.calls++; return nil }
+
+type memberNetwork struct {
+	nopNetwork
+	mc *memberEndpoint
+}
+
+func (m memberNetwork) MulticastReceiver(netip.AddrPort, string, bus.Filter) (Endpoint, error) {
+	return m.mc, nil
+}
+
+// A primary leaves the group when it starts leading and rejoins it when it
+// steps down to follow a newer epoch.
+func TestPrimaryLeavesGroupAndRejoinsOnStepDown(t *testing.T) {
+	clk := &stepClock{ns: 1}
+	mc := &memberEndpoint{joined: true}
+	cfg := Config{
+		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: memberNetwork{mc: mc}, Clock: clk,
+		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
+		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
+		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
+		PublisherCapacity: 256, MaxSessions: 4,
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if mc.joined || n.Role() != RolePrimary {
+		t.Fatalf("leading, still joined (%v) or role %v", mc.joined, n.Role())
+	}
+	n.mu.Lock()
+	n.stepDown(2, n.nowNs())
+	n.mu.Unlock()
+	if !mc.joined || n.Role() != RoleStandby {
+		t.Fatalf("stepped down, joined %v, role %v", mc.joined, n.Role())
+	}
+}
+
+// The multicast filter drops the node's own frames at the header, before
+// the checksum, and passes everyone else's, commands and lease frames.
+func TestMulticastFilterDropsOwnFrames(t *testing.T) {
+	n, _ := drivenPrimary(t, journal.SyncNone)
+	hb := wire.Heartbeat{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, HighestSeq: 3}
+	own := hb.Append(nil)
+	hb.Node = 2
+	other := hb.Append(nil)
+	cmd := commandFrame(7, 1, 100)
+	own[len(own)-1] ^= 0xff // a bad checksum: the filter must not need it
+	from := netip.MustParseAddrPort("127.0.0.1:9")
+	if r := n.multicastFilter(own, from); r != bus.DropOwnFrame {
+		t.Fatalf("own frame: %v, want own-frame", r)
+	}
+	if r := n.multicastFilter(other, from); r != bus.Accept {
+		t.Fatalf("another node's frame: %v, want accept", r)
+	}
+	if r := n.multicastFilter(cmd, from); r != bus.Accept {
+		t.Fatalf("a command: %v, want accept", r)
+	}
+	if r := n.multicastFilter([]byte{1, 2, 3}, from); r != bus.DropBadHeader {
+		t.Fatalf("garbage: %v, want bad-header", r)
+	}
+}
