@@ -90,7 +90,7 @@ type Config struct {
 	// NewArbiter, when set, makes leadership dynamic through another
 	// lease backend than the UDP witness (an etcd cluster: package
 	// etcdarb); it is given the node's keeper. Witness must then be unset.
-	NewArbiter func(k *arbiter.Keeper) (Arbiter, error)
+	NewArbiter func(k *arbiter.Keeper) (arbiter.Backend, error)
 	// Lease is the lease configuration; it must match the witness's.
 	Lease arbiter.Config
 	// InSyncTimeoutNs: a standby silent this long, or whose ack does not
