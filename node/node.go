@@ -561,7 +561,7 @@ func (n *Node) afterBatch(now int64) {
 
 func (n *Node) tickLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.TickInterval)
+	t := time.NewTicker(time.Duration(n.cfg.TickIntervalNs))
 	defer t.Stop()
 	status := time.NewTicker(time.Duration(StatusIntervalNs))
 	defer status.Stop()
