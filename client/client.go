@@ -296,7 +296,7 @@ func (c *Client) pollLocked(now int64) int {
 // onInfo follows the lease holder the witness reports.
 func (c *Client) onInfo(f *wire.Frame) {
 	r, err := witness.DecodeReply(f)
-	if err != nil || r.Type != wire.TypeLeaseInfo || r.Holder == arbiter.NodeNone {
+	if err != nil || r.Kind != arbiter.ReplyInfo || r.Holder == arbiter.NodeNone {
 		return
 	}
 	addr, ok := c.opts.Nodes[uint32(r.Holder)]

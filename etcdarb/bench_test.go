@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // BenchmarkEtcd measures one acquire (read, lease grant, transaction) and
@@ -43,7 +42,7 @@ func BenchmarkEtcd(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
-			r, err := c.renew(ctx, arbiter.Request{ID: uint64(i + 2), Kind: arbiter.RequestRenew, Node: 1, Epoch: r.Epoch}, &witness.InSyncProposal{})
+			r, err := c.renew(ctx, arbiter.Request{ID: uint64(i + 2), Kind: arbiter.RequestRenew, Node: 1, Epoch: r.Epoch}, &arbiter.InSyncProposal{})
 			if err != nil || !r.Granted() {
 				b.Fatalf("renew: %+v %v", r, err)
 			}

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // maxResults bounds the finished replies waiting for the next Tick. With
@@ -26,10 +25,13 @@ const maxResults = 4
 // proposal attached to it (renews only).
 type job struct {
 	req      arbiter.Request
-	proposal witness.InSyncProposal
+	proposal arbiter.InSyncProposal
 }
 
-// Client is the node side of the lease protocol on an etcd cluster: the
+var _ arbiter.Backend = (*Client)(nil)
+
+// Client is the node side of the lease protocol on an etcd cluster, an
+// arbiter.Backend like the UDP witness's client: the
 // same keeper, fencing, gating and step-down code as with the UDP witness,
 // only the arbiter differs. One worker goroutine runs the etcd operations,
 // one at a time; Tick and ProposeInSync are called by the node under its
@@ -44,14 +46,14 @@ type Client struct {
 
 	// proposal is attached to the next renew Tick produces (owned by the
 	// Tick caller, like the keeper).
-	proposal witness.InSyncProposal
+	proposal arbiter.InSyncProposal
 
 	// mu guards the mailbox between Tick and the worker.
 	mu        sync.Mutex
 	queued    job
 	hasQueued bool
 	closed    bool
-	results   [maxResults]witness.Reply
+	results   [maxResults]arbiter.Reply
 	nResults  int
 	wake      chan struct{}
 
@@ -120,15 +122,15 @@ func (c *Client) Keeper() *arbiter.Keeper { return c.keeper }
 // Tick asks the keeper for a due request and hands it to the worker
 // without blocking (a newer request replaces one still queued: at most one
 // etcd operation runs and one waits), then delivers every finished reply to
-// the keeper exactly as witness.Reply.Deliver does and passes each to
+// the keeper exactly as arbiter.Reply.Deliver does and passes each to
 // deliver (which may be nil), in the order they finished. nowNs is the
 // request's send time, so it must be read just before calling Tick. Call
 // it from the goroutine that owns the keeper. It does not allocate.
-func (c *Client) Tick(nowNs int64, deliver func(r witness.Reply)) {
+func (c *Client) Tick(nowNs int64, deliver func(r arbiter.Reply)) {
 	if req, ok := c.keeper.Tick(nowNs); ok {
 		c.enqueue(req)
 	}
-	var out [maxResults]witness.Reply
+	var out [maxResults]arbiter.Reply
 	c.mu.Lock()
 	n := c.nResults
 	copy(out[:], c.results[:n])
@@ -146,7 +148,7 @@ func (c *Client) enqueue(req arbiter.Request) {
 	c.stats.requests.Add(1)
 	j := job{req: req}
 	if req.Kind == arbiter.RequestRenew {
-		j.proposal, c.proposal = c.proposal, witness.InSyncProposal{}
+		j.proposal, c.proposal = c.proposal, arbiter.InSyncProposal{}
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -170,17 +172,17 @@ func (c *Client) enqueue(req arbiter.Request) {
 }
 
 // ProposeInSync attaches a proposal for the in-sync set to the next renew
-// Tick produces, with witness.Client.ProposeInSync's contract: it replaces
-// an earlier proposal not yet sent, an acquire does not consume it, it is
-// sent once, and baseVersion 0 or more than arbiter.MaxInSyncMembers
-// members is refused with witness.ErrRequest (keeping any earlier
-// proposal). The set itself is judged against etcd's (see package doc).
+// Tick produces, with arbiter.Backend's contract: it replaces an earlier
+// proposal not yet sent, an acquire does not consume it, it is sent once,
+// and baseVersion 0 or more than arbiter.MaxInSyncMembers members is
+// refused with arbiter.ErrProposal (keeping any earlier proposal). The set
+// itself is judged against etcd's (see package doc).
 func (c *Client) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) error {
-	if baseVersion == 0 || len(members) > arbiter.MaxInSyncMembers {
-		return fmt.Errorf("%w: in-sync proposal on version %d with %d members", witness.ErrRequest, baseVersion, len(members))
+	p, err := arbiter.NewInSyncProposal(baseVersion, members)
+	if err != nil {
+		return err
 	}
-	c.proposal = witness.InSyncProposal{BaseVersion: baseVersion, N: len(members)}
-	copy(c.proposal.Members[:], members)
+	c.proposal = p
 	return nil
 }
 
@@ -260,10 +262,10 @@ func (c *Client) work() {
 // run performs one job under RequestTimeoutNs. An etcd error or timeout
 // produces no reply, like a lost datagram: the keeper retries, and if the
 // errors last its lease runs out on its own clock.
-func (c *Client) run(j job) (witness.Reply, bool) {
+func (c *Client) run(j job) (arbiter.Reply, bool) {
 	ctx, cancel := context.WithTimeout(c.ctx, time.Duration(c.cfg.RequestTimeoutNs))
 	defer cancel()
-	var r witness.Reply
+	var r arbiter.Reply
 	var err error
 	switch j.req.Kind {
 	case arbiter.RequestAcquire:
@@ -277,7 +279,7 @@ func (c *Client) run(j job) (witness.Reply, bool) {
 	}
 	if err != nil {
 		c.countError(ctx, err)
-		return witness.Reply{}, false
+		return arbiter.Reply{}, false
 	}
 	if c.failing {
 		c.failing = false

@@ -2,9 +2,10 @@
 // alternative to the UDP witness for venues that already run etcd (or
 // want the arbiter replicated). The node's arbiter.Keeper, fencing,
 // gating and step-down code are unchanged; only the arbiter client
-// differs. Client replaces witness.Client: it takes the keeper's requests,
-// runs them against etcd, and hands the keeper the same witness.Reply a
-// witness would have sent.
+// differs. Client is an arbiter.Backend, like the UDP witness's: it takes
+// the keeper's requests, runs them against etcd, and hands the keeper the
+// same arbiter.Reply a witness would have sent. It imports arbiter only,
+// never package witness.
 //
 // # Keys
 //
@@ -112,7 +113,7 @@
 //     millisecond. Tick never blocks on etcd: it hands a due request to the
 //     worker (at most one operation runs, one waits; a newer request
 //     replaces a waiting one) and delivers finished replies to the keeper
-//     exactly as witness.Reply.Deliver does, then passes each to deliver
+//     exactly as arbiter.Reply.Deliver does, then passes each to deliver
 //     so the node can adopt the in-sync set it carries.
 //  3. The primary calls ProposeInSync(baseVersion, members) (then
 //     keeper.Hurry) under the same lock; the proposal rides on the next
@@ -132,7 +133,7 @@
 //	k.SetWantLead(true)
 //	for {
 //		mu.Lock()
-//		c.Tick(monotonicNs(), func(r witness.Reply) { adoptInSync(&r) })
+//		c.Tick(monotonicNs(), func(r arbiter.Reply) { adoptInSync(&r) })
 //		if k.MayLead(monotonicNs()) {
 //			releaseUpTo(released, k.Epoch())
 //		}

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/witness"
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +53,7 @@ type driven struct {
 	cur       interval
 	intervals []interval
 	grants    []grantEvent
-	denies    []witness.Reply
+	denies    []arbiter.Reply
 
 	stop chan struct{}
 	done chan struct{}
@@ -105,7 +104,7 @@ func (d *driven) loop() {
 }
 
 // onReply runs inside Tick, after the keeper saw r.
-func (d *driven) onReply(r witness.Reply) {
+func (d *driven) onReply(r arbiter.Reply) {
 	if !r.Granted() {
 		d.denies = append(d.denies, r)
 		return
@@ -192,7 +191,7 @@ func (d *driven) lastGrant() (grantEvent, bool) {
 	return d.grants[len(d.grants)-1], true
 }
 
-func (d *driven) snapshot() (intervals []interval, grants []grantEvent, denies []witness.Reply) {
+func (d *driven) snapshot() (intervals []interval, grants []grantEvent, denies []arbiter.Reply) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	intervals = slices.Clone(d.intervals)

@@ -14,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/witness"
 )
 
 const second = int64(time.Second)
@@ -190,7 +189,7 @@ func testStaleHolder(t *testing.T, eps []string, stream uint16) {
 	defer stale.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	p := witness.InSyncProposal{BaseVersion: g2.version, N: 1}
+	p := arbiter.InSyncProposal{BaseVersion: g2.version, N: 1}
 	p.Members[0] = 3
 	r, err := stale.renew(ctx, arbiter.Request{ID: 1, Kind: arbiter.RequestRenew, Node: 1, Epoch: g1.epoch}, &p)
 	if err != nil || r.Granted() || r.Holder != 2 || r.Epoch != g2.epoch {
@@ -306,7 +305,7 @@ func testAcquireRace(t *testing.T, eps []string, firstStream uint16) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for n := range 20 {
-		var rs [2]witness.Reply
+		var rs [2]arbiter.Reply
 		var errs [2]error
 		start := make(chan struct{})
 		done := make(chan int, 2)

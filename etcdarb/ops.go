@@ -11,7 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // The etcd operations, run only by the worker goroutine (Query's read
@@ -60,10 +59,10 @@ func kvFrom(k *mvccpb.KeyValue) kv {
 // acquire grants the lease to this node if the leader key is absent and the
 // node may be promoted (mayAcquire on the state read), extends it if the
 // leader key is already ours, and refuses otherwise.
-func (c *Client) acquire(ctx context.Context, req arbiter.Request) (witness.Reply, error) {
+func (c *Client) acquire(ctx context.Context, req arbiter.Request) (arbiter.Reply, error) {
 	s, err := c.read(ctx)
 	if err != nil {
-		return witness.Reply{}, err
+		return arbiter.Reply{}, err
 	}
 	if s.leader == c.cfg.Node && uint64(s.leaderRev) == c.epoch && clientv3.LeaseID(s.leaderLease) == c.leaseID {
 		// The term this very process acquired (a retried acquire whose
@@ -82,10 +81,10 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (witness.Repl
 		if _, err := c.etcd.Txn(ctx).If(
 			clientv3.Compare(clientv3.CreateRevision(c.keys.leader), "=", s.leaderRev),
 		).Then(clientv3.OpDelete(c.keys.leader)).Commit(); err != nil {
-			return witness.Reply{}, err
+			return arbiter.Reply{}, err
 		}
 		if s, err = c.read(ctx); err != nil {
-			return witness.Reply{}, err
+			return arbiter.Reply{}, err
 		}
 	}
 	switch {
@@ -98,7 +97,7 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (witness.Repl
 	}
 	lease, err := c.etcd.Grant(ctx, c.ttlS)
 	if err != nil {
-		return witness.Reply{}, err
+		return arbiter.Reply{}, err
 	}
 	version, members := nextTermInSync(&s, c.cfg.Node)
 	node := encodeNode(c.cfg.Node)
@@ -119,7 +118,7 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (witness.Repl
 		// our leader key and extends it. Otherwise the lease expires
 		// unused.
 		c.stats.unused.Add(1)
-		return witness.Reply{}, err
+		return arbiter.Reply{}, err
 	}
 	if !resp.Succeeded {
 		// Another node won the race; our lease expires unused (revoking
@@ -127,7 +126,7 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (witness.Repl
 		c.stats.unused.Add(1)
 		s, err := stateFrom(resp.Responses)
 		if err != nil {
-			return witness.Reply{}, err
+			return arbiter.Reply{}, err
 		}
 		c.stats.deniesHeld.Add(1)
 		return denyReply(req.ID, &s), nil
@@ -143,14 +142,14 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (witness.Repl
 
 // renew extends the lease of epoch req.Epoch, then applies the proposal if
 // there is one.
-func (c *Client) renew(ctx context.Context, req arbiter.Request, p *witness.InSyncProposal) (witness.Reply, error) {
+func (c *Client) renew(ctx context.Context, req arbiter.Request, p *arbiter.InSyncProposal) (arbiter.Reply, error) {
 	lease := c.leaseID
 	if c.epoch != req.Epoch || lease == 0 {
 		// Not the term this worker acquired (a renew of an older epoch, or
 		// a lease taken over from an earlier process): find its lease.
 		s, err := c.read(ctx)
 		if err != nil {
-			return witness.Reply{}, err
+			return arbiter.Reply{}, err
 		}
 		if s.leader != c.cfg.Node || uint64(s.leaderRev) != req.Epoch {
 			c.stats.deniesLost.Add(1)
@@ -174,10 +173,10 @@ func (c *Client) renew(ctx context.Context, req arbiter.Request, p *witness.InSy
 // capped at LeaseDurationNs; the keeper times it from the request's send
 // time, which is before the keep-alive reached etcd. A lease etcd no
 // longer has, or a leader key that is not ours, is refused.
-func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv3.LeaseID) (witness.Reply, state, error) {
+func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv3.LeaseID) (arbiter.Reply, state, error) {
 	ka, err := c.etcd.KeepAliveOnce(ctx, id)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return witness.Reply{}, state{}, err
+		return arbiter.Reply{}, state{}, err
 	}
 	lost := err != nil
 	resp, err := c.etcd.Txn(ctx).If(
@@ -185,11 +184,11 @@ func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv
 		clientv3.Compare(clientv3.LeaseValue(c.keys.leader), "=", int64(id)),
 	).Then(c.getAll()...).Else(c.getAll()...).Commit()
 	if err != nil {
-		return witness.Reply{}, state{}, err
+		return arbiter.Reply{}, state{}, err
 	}
 	s, err := stateFrom(resp.Responses)
 	if err != nil {
-		return witness.Reply{}, state{}, err
+		return arbiter.Reply{}, state{}, err
 	}
 	if lost || !resp.Succeeded {
 		if c.epoch == epoch {
@@ -209,7 +208,7 @@ func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv
 // A refused proposal leaves the renew granted, carrying the set in force,
 // as at the witness; a leader key that is no longer ours turns the grant
 // into a deny.
-func (c *Client) propose(ctx context.Context, r witness.Reply, s *state, lease clientv3.LeaseID, p *witness.InSyncProposal) (witness.Reply, error) {
+func (c *Client) propose(ctx context.Context, r arbiter.Reply, s *state, lease clientv3.LeaseID, p *arbiter.InSyncProposal) (arbiter.Reply, error) {
 	verdict, members := judgeProposal(s, c.cfg.Node, p)
 	switch verdict {
 	case proposalStale, proposalInvalid:
@@ -240,7 +239,7 @@ func (c *Client) propose(ctx context.Context, r witness.Reply, s *state, lease c
 	c.stats.inSyncRefused.Add(1)
 	now, err := stateFrom(resp.Responses)
 	if err != nil {
-		return witness.Reply{}, err
+		return arbiter.Reply{}, err
 	}
 	if now.leader != c.cfg.Node || uint64(now.leaderRev) != r.Epoch {
 		c.stats.deniesLost.Add(1)

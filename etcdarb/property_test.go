@@ -6,7 +6,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // memEtcd is the three keys of one stream in memory, with etcd's revision
@@ -50,7 +49,7 @@ func (m *memEtcd) acquire(t *rapid.T, node arbiter.NodeID) (granted bool, epoch 
 }
 
 // renew mirrors Client.renew and propose.
-func (m *memEtcd) renew(t *rapid.T, node arbiter.NodeID, epoch uint64, p *witness.InSyncProposal) (granted bool, ins InSync) {
+func (m *memEtcd) renew(t *rapid.T, node arbiter.NodeID, epoch uint64, p *arbiter.InSyncProposal) (granted bool, ins InSync) {
 	s := m.state(t)
 	if s.leader != node || uint64(s.leaderRev) != epoch {
 		return false, s.inSync
@@ -113,7 +112,7 @@ func TestRulesMatchArbiter(t *testing.T) {
 					arbEpoch[node], etcdEpoch[node] = d.Epoch, e
 				}
 			case 1:
-				var p witness.InSyncProposal
+				var p arbiter.InSyncProposal
 				if rapid.Bool().Draw(t, "propose") {
 					p.BaseVersion = rapid.Uint64Range(1, 12).Draw(t, "base")
 					p.N = rapid.IntRange(0, 3).Draw(t, "n")

@@ -1,10 +1,10 @@
 package etcdarb
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // bareClient is a Client with no etcd connection and no worker: enough to
@@ -27,7 +27,7 @@ func takeJob(c *Client) (job, bool) {
 	return j, ok
 }
 
-func putResult(c *Client, r witness.Reply) {
+func putResult(c *Client, r arbiter.Reply) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nResults == maxResults {
@@ -55,8 +55,8 @@ func TestTickQueuesAndDelivers(t *testing.T) {
 	}
 	// The grant is delivered to the keeper and to the callback, in order.
 	putResult(c, grantReply(j.req.ID, 5, second, 1, set()))
-	var seen []witness.Reply
-	c.Tick(2*arbiter.DefaultRetryNs+1, func(r witness.Reply) { seen = append(seen, r) })
+	var seen []arbiter.Reply
+	c.Tick(2*arbiter.DefaultRetryNs+1, func(r arbiter.Reply) { seen = append(seen, r) })
 	if len(seen) != 1 || !k.MayLead(2*arbiter.DefaultRetryNs+2) || k.Epoch() != 5 {
 		t.Fatalf("delivered %v, view %+v", seen, k.View())
 	}
@@ -64,10 +64,10 @@ func TestTickQueuesAndDelivers(t *testing.T) {
 	if err := c.ProposeInSync(1, []arbiter.NodeID{2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ProposeInSync(0, nil); err == nil {
+	if err := c.ProposeInSync(0, nil); !errors.Is(err, arbiter.ErrProposal) {
 		t.Fatal("base version 0 accepted")
 	}
-	if err := c.ProposeInSync(1, make([]arbiter.NodeID, arbiter.MaxInSyncMembers+1)); err == nil {
+	if err := c.ProposeInSync(1, make([]arbiter.NodeID, arbiter.MaxInSyncMembers+1)); !errors.Is(err, arbiter.ErrProposal) {
 		t.Fatal("9 members accepted")
 	}
 	k.Hurry(0)
@@ -92,7 +92,7 @@ func TestTickAllocs(t *testing.T) {
 	k.SetWantLead(true)
 	nowNs := int64(0)
 	var delivered int
-	deliver := func(witness.Reply) { delivered++ }
+	deliver := func(arbiter.Reply) { delivered++ }
 	if n := testing.AllocsPerRun(1000, func() { nowNs++; c.Tick(nowNs, deliver) }); n != 0 {
 		t.Errorf("idle Tick allocates %v", n)
 	}

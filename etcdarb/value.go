@@ -8,8 +8,6 @@ import (
 	"strconv"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/wire"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // This file is the pure part of the package: the values stored in etcd,
@@ -223,7 +221,7 @@ const (
 // applied by the holder to the set it read; the etcd transaction that
 // writes the result is conditioned on that set's ModRevision, so the
 // check and the write are atomic.
-func judgeProposal(s *state, holder arbiter.NodeID, p *witness.InSyncProposal) (proposalResult, arbiter.InSyncSet) {
+func judgeProposal(s *state, holder arbiter.NodeID, p *arbiter.InSyncProposal) (proposalResult, arbiter.InSyncSet) {
 	proposed, ok := arbiter.MakeInSyncSet(p.Members[:p.N], holder)
 	switch {
 	case p.BaseVersion != s.inSync.Version:
@@ -237,9 +235,9 @@ func judgeProposal(s *state, holder arbiter.NodeID, p *witness.InSyncProposal) (
 }
 
 // grantReply is the reply for a grant of epoch for durationNs.
-func grantReply(requestID, epoch uint64, durationNs int64, version uint64, members arbiter.InSyncSet) witness.Reply {
-	return witness.Reply{
-		Type:          wire.TypeLeaseGrant,
+func grantReply(requestID, epoch uint64, durationNs int64, version uint64, members arbiter.InSyncSet) arbiter.Reply {
+	return arbiter.Reply{
+		Kind:          arbiter.ReplyGrant,
 		RequestID:     requestID,
 		Epoch:         epoch,
 		DurationNs:    durationNs,
@@ -252,9 +250,9 @@ func grantReply(requestID, epoch uint64, durationNs int64, version uint64, membe
 // RemainingNs is 0: etcd would need one more round trip (TimeToLive) to
 // say how long the holder's lease has left, and nodes use only the holder
 // and the epoch of a deny.
-func denyReply(requestID uint64, s *state) witness.Reply {
-	return witness.Reply{
-		Type:          wire.TypeLeaseDeny,
+func denyReply(requestID uint64, s *state) arbiter.Reply {
+	return arbiter.Reply{
+		Kind:          arbiter.ReplyDeny,
 		RequestID:     requestID,
 		Epoch:         s.highestEpoch(),
 		Holder:        s.leader,

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/wire"
-	"github.com/seqbus/seqbus/witness"
 )
 
 func set(ids ...arbiter.NodeID) arbiter.InSyncSet {
@@ -185,14 +183,14 @@ func TestMayAcquire(t *testing.T) {
 
 func TestJudgeProposal(t *testing.T) {
 	s := state{leader: 1, leaderRev: 5, termRev: 5, inSync: InSync{Version: 4, Members: set(2), LastHolder: 1}}
-	prop := func(base uint64, ids ...arbiter.NodeID) *witness.InSyncProposal {
-		p := &witness.InSyncProposal{BaseVersion: base, N: len(ids)}
+	prop := func(base uint64, ids ...arbiter.NodeID) *arbiter.InSyncProposal {
+		p := &arbiter.InSyncProposal{BaseVersion: base, N: len(ids)}
 		copy(p.Members[:], ids)
 		return p
 	}
 	for _, tc := range []struct {
 		name string
-		p    *witness.InSyncProposal
+		p    *arbiter.InSyncProposal
 		want proposalResult
 		set  arbiter.InSyncSet
 	}{
@@ -214,7 +212,7 @@ func TestJudgeProposal(t *testing.T) {
 func TestReplies(t *testing.T) {
 	s := state{leader: 2, leaderRev: 9, termRev: 9, inSync: InSync{Version: 3, Members: set(1), LastHolder: 2}}
 	d := denyReply(7, &s)
-	if d.Type != wire.TypeLeaseDeny || d.RequestID != 7 || d.Holder != 2 || d.Epoch != 9 || d.InSyncVersion != 3 || !slices.Equal(d.Members.Slice(), []arbiter.NodeID{1}) {
+	if d.Kind != arbiter.ReplyDeny || d.RequestID != 7 || d.Holder != 2 || d.Epoch != 9 || d.InSyncVersion != 3 || !slices.Equal(d.Members.Slice(), []arbiter.NodeID{1}) {
 		t.Errorf("deny: %+v", d)
 	}
 	lapsed := state{termRev: 9, inSync: InSync{Version: 3, LastHolder: 2}}

@@ -32,10 +32,10 @@ func (r Role) String() string {
 
 // Defaults, each a configuration value.
 const (
-	// DefaultTickInterval drives heartbeats, NAK timers and periodic acks.
-	// 1 ms is well under the 10 ms heartbeat and the NAK back-off floor's
-	// multiples; the ticker costs ~1000 wake-ups a second.
-	DefaultTickInterval = time.Millisecond
+	// DefaultTickIntervalNs drives heartbeats, NAK timers and periodic
+	// acks. 1 ms is well under the 10 ms heartbeat and the NAK back-off
+	// floor's multiples; the ticker costs ~1000 wake-ups a second.
+	DefaultTickIntervalNs = int64(time.Millisecond)
 	// DefaultHashEvery: primary and standbys compare state hashes every
 	// 1024 seqs; hashing is incremental so this costs a frame, not a scan.
 	DefaultHashEvery = 1024
@@ -48,8 +48,6 @@ const (
 	// 5 ms, so the primary sees it alive (the in-sync set times out at
 	// 200 ms).
 	DefaultAckIntervalNs = 5_000_000
-	// DefaultOutputSlotBytes bounds one engine output held in the gate.
-	DefaultOutputSlotBytes = 128
 	// DefaultPublisherCapacity bounds outputs waiting for release: 64k.
 	// When full, new commands are refused (back-pressure) until releases
 	// catch up.
@@ -90,7 +88,7 @@ type Config struct {
 	// NewArbiter, when set, makes leadership dynamic through another
 	// lease backend than the UDP witness (an etcd cluster: package
 	// etcdarb); it is given the node's keeper. Witness must then be unset.
-	NewArbiter func(k *arbiter.Keeper) (Arbiter, error)
+	NewArbiter func(k *arbiter.Keeper) (arbiter.Backend, error)
 	// Lease is the lease configuration; it must match the witness's.
 	Lease arbiter.Config
 	// InSyncTimeoutNs: a standby silent this long, or whose ack does not
@@ -124,16 +122,17 @@ type Config struct {
 	PinCPU bool
 	CPU    int
 
-	TickInterval  time.Duration
-	HashEvery     uint64
-	SnapshotEvery uint64
-	AckIntervalNs int64
+	// Every duration here is int64 nanoseconds with an Ns suffix, the
+	// unit of the cores and of their monotonic clock (Lease too).
+	TickIntervalNs int64
+	HashEvery      uint64
+	SnapshotEvery  uint64
+	AckIntervalNs  int64
 	// AckDelayNs batches a standby's acks: 0 (the default) acks after
 	// every received batch, which is what the gated latency needs; > 0
 	// sends at most one ack per AckDelayNs (fewer datagrams, later
 	// releases).
 	AckDelayNs        int64
-	OutputSlotBytes   int
 	PublisherCapacity int
 	MaxSessions       int
 
@@ -231,8 +230,8 @@ func (c *Config) withDefaults() error {
 	if c.InSyncTimeoutNs <= 0 {
 		c.InSyncTimeoutNs = DefaultInSyncTimeoutNs
 	}
-	if c.TickInterval <= 0 {
-		c.TickInterval = DefaultTickInterval
+	if c.TickIntervalNs <= 0 {
+		c.TickIntervalNs = DefaultTickIntervalNs
 	}
 	if c.HashEvery == 0 {
 		c.HashEvery = DefaultHashEvery
@@ -242,9 +241,6 @@ func (c *Config) withDefaults() error {
 	}
 	if c.AckIntervalNs <= 0 {
 		c.AckIntervalNs = DefaultAckIntervalNs
-	}
-	if c.OutputSlotBytes <= 0 {
-		c.OutputSlotBytes = DefaultOutputSlotBytes
 	}
 	if c.PublisherCapacity <= 0 {
 		c.PublisherCapacity = DefaultPublisherCapacity

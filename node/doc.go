@@ -9,7 +9,7 @@
 //
 //   - one receive loop per socket (bus.Loop: spin, yield, then park), which
 //     handles a whole batch of datagrams under one lock acquisition;
-//   - the ticker (every TickInterval): heartbeats, NAK and snapshot timers,
+//   - the ticker (every TickIntervalNs): heartbeats, NAK and snapshot timers,
 //     periodic acks, status;
 //   - the syncer (fsync group and always only), which fsyncs the journal
 //     outside the lock (group commit) and then, under the lock, raises the

@@ -27,7 +27,7 @@ func TestEtcdArbiterFailover(t *testing.T) {
 	defer c.closeAll()
 	withEtcd := func(cfg *Config) {
 		cfg.Lease = lease
-		cfg.NewArbiter = func(k *arbiter.Keeper) (Arbiter, error) {
+		cfg.NewArbiter = func(k *arbiter.Keeper) (arbiter.Backend, error) {
 			return etcdarb.New(etcdarb.Config{Endpoints: ec.Endpoints(), Stream: cfg.Stream, Node: arbiter.NodeID(cfg.ID), LeaseDurationNs: lease.LeaseDurationNs}, k)
 		}
 	}

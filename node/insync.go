@@ -4,8 +4,6 @@ import (
 	"slices"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/wire"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // The in-sync set (Kafka's ISR) lives at the witness, versioned with the
@@ -51,9 +49,9 @@ type inSyncState struct {
 	gateVer  uint64           // the gate's own version counter
 }
 
-// onWitnessSet records the set a witness reply carries.
-func (n *Node) onWitnessSet(r *witness.Reply, now int64) {
-	if r.Type != wire.TypeLeaseGrant || r.InSyncVersion < n.isr.version {
+// onWitnessSet records the set an arbiter's grant carries.
+func (n *Node) onWitnessSet(r *arbiter.Reply, now int64) {
+	if !r.Granted() || r.InSyncVersion < n.isr.version {
 		return
 	}
 	if r.InSyncVersion == n.isr.version && slices.Equal(r.Members.Slice(), n.isr.members) {

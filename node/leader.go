@@ -1,11 +1,10 @@
 package node
 
 import (
-	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/witness"
 	"net/netip"
 	"time"
 
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -31,36 +30,14 @@ func (n *Node) leaseTick(now int64) {
 	n.leaseChanged(now)
 }
 
-// Arbiter is the node's side of whatever grants its lease, called under
-// the node's lock. The UDP witness is built in (its replies arrive on the
-// node's socket); another backend (package etcdarb) delivers its replies
-// from Tick, already given to the keeper.
-type Arbiter interface {
-	// Tick asks the keeper for a due request and sends it without
-	// blocking; replies that arrived since are passed to deliver.
-	Tick(nowNs int64, deliver func(r witness.Reply))
-	// ProposeInSync attaches an in-sync proposal to the next renew.
-	ProposeInSync(baseVersion uint64, members []arbiter.NodeID) error
-	Close() error
-}
-
-// witnessArbiter is the UDP witness behind the Arbiter interface.
-type witnessArbiter struct{ n *Node }
-
-func (w witnessArbiter) Tick(nowNs int64, _ func(witness.Reply)) {
-	if pkt, ok := w.n.wc.Tick(nowNs); ok {
-		w.n.send(pkt, w.n.cfg.Witness)
-	}
-}
-
-func (w witnessArbiter) ProposeInSync(base uint64, members []arbiter.NodeID) error {
-	return w.n.wc.ProposeInSync(base, members)
-}
-
-func (w witnessArbiter) Close() error { return nil }
+// sendWitness sends a lease request to the UDP witness (the
+// witness.Backend's send, called from leaseTick under the lock). Another
+// backend (package etcdarb) sends its own requests and delivers its
+// replies from Tick, already given to the keeper.
+func (n *Node) sendWitness(pkt []byte) { n.send(pkt, n.cfg.Witness) }
 
 // deliverLease acts on a reply another backend already gave the keeper.
-func (n *Node) deliverLease(r witness.Reply) {
+func (n *Node) deliverLease(r arbiter.Reply) {
 	now := n.nowNs()
 	n.noteLeaseReply(now)
 	n.onWitnessSet(&r, now)

@@ -66,8 +66,8 @@ type Node struct {
 
 	keeper             *arbiter.Keeper // nil without a witness
 	wc                 *witness.Client // the UDP witness's client (nil otherwise)
-	arb                Arbiter         // nil for a static node
-	deliverFn          func(witness.Reply)
+	arb                arbiter.Backend // nil for a static node
+	deliverFn          func(arbiter.Reply)
 	lastNewEpochNs     int64
 	stages             StageObserver // Config.Observer, if it implements it
 	trace              *stageTrace   // nil without Config.TraceStages
@@ -211,7 +211,7 @@ func New(cfg Config) (*Node, error) {
 			}
 		} else {
 			n.wc = witness.NewClient(k, cfg.Stream)
-			n.arb = witnessArbiter{n}
+			n.arb = witness.NewBackend(n.wc, n.sendWitness)
 		}
 	}
 	if err := n.recover(); err != nil {
@@ -612,7 +612,7 @@ func (n *Node) afterBatch(now int64) {
 
 func (n *Node) tickLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.TickInterval)
+	t := time.NewTicker(time.Duration(n.cfg.TickIntervalNs))
 	defer t.Stop()
 	status := time.NewTicker(time.Duration(StatusIntervalNs))
 	defer status.Stop()

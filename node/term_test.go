@@ -8,8 +8,6 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/wire"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // scriptedArbiter grants every request at once, at epoch, with node 2 in
@@ -20,7 +18,7 @@ type scriptedArbiter struct {
 	mu    sync.Mutex
 }
 
-func (a *scriptedArbiter) Tick(nowNs int64, deliver func(witness.Reply)) {
+func (a *scriptedArbiter) Tick(nowNs int64, deliver func(arbiter.Reply)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	req, ok := a.k.Tick(nowNs)
@@ -28,7 +26,7 @@ func (a *scriptedArbiter) Tick(nowNs int64, deliver func(witness.Reply)) {
 		return
 	}
 	members, _ := arbiter.MakeInSyncSet([]arbiter.NodeID{2}, arbiter.NodeNone)
-	r := witness.Reply{Type: wire.TypeLeaseGrant, RequestID: req.ID, Epoch: a.epoch.Load(),
+	r := arbiter.Reply{Kind: arbiter.ReplyGrant, RequestID: req.ID, Epoch: a.epoch.Load(),
 		DurationNs: arbiter.DefaultLeaseDurationNs, InSyncVersion: a.epoch.Load(), Members: members}
 	r.Deliver(a.k)
 	deliver(r)
@@ -49,7 +47,7 @@ func TestNewerEpochOfOurOwnIsNotAStepDown(t *testing.T) {
 	arb.epoch.Store(2)
 	n := c.start(1, func(cfg *Config) {
 		cfg.Role, cfg.Epoch = RoleStandby, 0
-		cfg.NewArbiter = func(k *arbiter.Keeper) (Arbiter, error) { arb.k = k; return arb, nil }
+		cfg.NewArbiter = func(k *arbiter.Keeper) (arbiter.Backend, error) { arb.k = k; return arb, nil }
 	})
 	deadline := time.Now().Add(5 * time.Second)
 	for n.Role() != RolePrimary || n.Epoch() != 2 {

@@ -7,10 +7,9 @@ import (
 	"math"
 	"strings"
 
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/node"
-	"github.com/seqbus/seqbus/wire"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // The checker observes the cluster from outside wherever it can: the
@@ -530,8 +529,8 @@ func (r *answerRecorder) Emit(to uint64, payload []byte) {
 // expiry on the witness's clock) and the in-sync set in force. A grant to
 // a new holder while another holder's grant is live is a split brain at
 // the source.
-func (c *checker) onWitnessReply(requester uint32, r *witness.Reply) {
-	if r.InSyncVersion >= c.witnessVer && r.Type != wire.TypeLeaseInfo {
+func (c *checker) onWitnessReply(requester uint32, r *arbiter.Reply) {
+	if r.InSyncVersion >= c.witnessVer && r.Kind != arbiter.ReplyInfo {
 		c.witnessVer = r.InSyncVersion
 		c.witnessSet = c.witnessSet[:0]
 		for _, m := range r.Members.Slice() {

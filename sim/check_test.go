@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/node"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // The checker's rules, each shown failing on a hand-made history, without
@@ -40,7 +40,7 @@ func apply(t *testing.T, c *checker, id int, cmds ...[]byte) engine.StateMachine
 }
 
 func grant(s *sim, c *checker, id uint32, epoch uint64) {
-	c.onWitnessReply(id, &witness.Reply{Type: 12, Epoch: epoch, DurationNs: 300_000_000})
+	c.onWitnessReply(id, &arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: epoch, DurationNs: 300_000_000})
 }
 
 func release(c *checker, id uint32, epoch, upto uint64) {
@@ -125,7 +125,7 @@ func TestCheckerGateInputs(t *testing.T) {
 func TestCheckerUnackedRelease(t *testing.T) {
 	s, c := newTestChecker(t)
 	apply(t, c, 1, order(1, 1, 1000))
-	c.onWitnessReply(1, &witness.Reply{Type: 12, Epoch: 1, DurationNs: 300_000_000, InSyncVersion: 2})
+	c.onWitnessReply(1, &arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 1, DurationNs: 300_000_000, InSyncVersion: 2})
 	c.witnessSet = []uint32{2} // standby 2 is in sync but acknowledged nothing
 	release(c, 1, 1, 1)
 	wantViolation(t, c, "invariant 4")

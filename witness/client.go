@@ -49,27 +49,14 @@ func durationToWireClamped(durationNs int64) uint64 { return uint64(max(duration
 // request ID in the body. stream is echoed by the witness and otherwise
 // not interpreted.
 func AppendRequest(dst []byte, req arbiter.Request, stream uint16) ([]byte, error) {
-	return AppendRequestInSync(dst, req, stream, InSyncProposal{})
-}
-
-// InSyncProposal is a primary's proposed in-sync set, sent with a renew:
-// the set replaces the witness's if BaseVersion is the version in force
-// (compare-and-set). The zero value proposes nothing.
-type InSyncProposal struct {
-	// BaseVersion is the version the proposal replaces; 0 means no
-	// proposal (every granted version is at least 1).
-	BaseVersion uint64
-	// Members[:N] is the proposed set, any order, at most
-	// arbiter.MaxInSyncMembers, never the proposer.
-	N       int
-	Members [arbiter.MaxInSyncMembers]arbiter.NodeID
+	return AppendRequestInSync(dst, req, stream, arbiter.InSyncProposal{})
 }
 
 // AppendRequestInSync is AppendRequest with a proposal attached to a
 // renew (p.BaseVersion != 0). A proposal on an acquire, or with N out of
 // [0, arbiter.MaxInSyncMembers], is refused with ErrRequest; the witness
 // judges the set itself.
-func AppendRequestInSync(dst []byte, req arbiter.Request, stream uint16, p InSyncProposal) ([]byte, error) {
+func AppendRequestInSync(dst []byte, req arbiter.Request, stream uint16, p arbiter.InSyncProposal) ([]byte, error) {
 	l := wire.Lease{
 		Origin:    wire.Origin{Stream: stream, Node: uint32(req.Node), Epoch: req.Epoch},
 		RequestID: req.ID,
@@ -108,52 +95,36 @@ func AppendQuery(dst []byte, node arbiter.NodeID, stream uint16, requestID uint6
 	return l.Append(dst)
 }
 
-// Reply is a decoded witness reply in core types.
-type Reply struct {
-	// Type is wire.TypeLeaseGrant, TypeLeaseDeny or TypeLeaseInfo.
-	Type wire.Type
-	// Witness is the node ID the witness stamped (informational).
-	Witness uint32
-	// RequestID is the echoed request ID.
-	RequestID uint64
-	// Epoch is the granted epoch (grant), or the highest epoch issued
-	// (deny, info).
-	Epoch uint64
-	// Holder is the live holder (deny, info; NodeNone if none).
-	Holder arbiter.NodeID
-	// DurationNs is the granted duration (grant only; > 0).
-	DurationNs int64
-	// RemainingNs is the live lease's time left, or with no holder the
-	// witness's restart quarantine left (deny, info).
-	RemainingNs int64
-	// InSyncVersion and Members are the in-sync set in force at the
-	// witness when it decided (grant, deny, info). A resend answered from
-	// the witness's cache repeats an older set, so a node adopts a set
-	// only with a version above the one it has.
-	InSyncVersion uint64
-	Members       arbiter.InSyncSet
+// replyKinds maps the reply frame types to the arbiter's reply kinds.
+func replyKind(t wire.Type) arbiter.ReplyKind {
+	switch t {
+	case wire.TypeLeaseGrant:
+		return arbiter.ReplyGrant
+	case wire.TypeLeaseDeny:
+		return arbiter.ReplyDeny
+	case wire.TypeLeaseInfo:
+		return arbiter.ReplyInfo
+	}
+	return arbiter.ReplyNone
 }
 
-// Granted reports whether r is a grant.
-func (r *Reply) Granted() bool { return r.Type == wire.TypeLeaseGrant }
-
-// DecodeReply reads a parsed LEASE_GRANT, LEASE_DENY or LEASE_INFO frame.
+// DecodeReply reads a parsed LEASE_GRANT, LEASE_DENY or LEASE_INFO frame
+// into the arbiter's Reply (kind grant, deny or info).
 // Any other type, a grant with epoch 0 or a duration of 0 or above
 // math.MaxInt64, and an in-sync set that is not sorted, unique and free of
 // NodeNone, is refused with ErrReply: a keeper would ignore such a grant
 // anyway, and refusing it here lets the caller count it.
-func DecodeReply(f *wire.Frame) (Reply, error) {
-	switch f.Type {
-	case wire.TypeLeaseGrant, wire.TypeLeaseDeny, wire.TypeLeaseInfo:
-	default:
-		return Reply{}, fmt.Errorf("%w: %s is not a witness reply", ErrReply, f.Type)
+func DecodeReply(f *wire.Frame) (arbiter.Reply, error) {
+	kind := replyKind(f.Type)
+	if kind == arbiter.ReplyNone {
+		return arbiter.Reply{}, fmt.Errorf("%w: %s is not a witness reply", ErrReply, f.Type)
 	}
 	l, err := wire.DecodeLease(f)
 	if err != nil {
-		return Reply{}, fmt.Errorf("%w: %v", ErrReply, err)
+		return arbiter.Reply{}, fmt.Errorf("%w: %v", ErrReply, err)
 	}
-	r := Reply{
-		Type:      f.Type,
+	r := arbiter.Reply{
+		Kind:      kind,
 		Witness:   f.Node,
 		RequestID: l.RequestID,
 		Epoch:     f.Epoch,
@@ -169,18 +140,18 @@ func DecodeReply(f *wire.Frame) (Reply, error) {
 	if !ok || !slices.Equal(set.Slice(), members[:l.NMembers]) {
 		// Only the count goes in the message: passing the array would make
 		// it escape, and decoding must not allocate.
-		return Reply{}, fmt.Errorf("%w: in-sync set of %d members not sorted, unique and non-zero", ErrReply, l.NMembers)
+		return arbiter.Reply{}, fmt.Errorf("%w: in-sync set of %d members not sorted, unique and non-zero", ErrReply, l.NMembers)
 	}
 	r.Members = set
-	if f.Type != wire.TypeLeaseGrant {
+	if kind != arbiter.ReplyGrant {
 		r.RemainingNs = SaturateFromWire(l.RemainingNs)
 		return r, nil
 	}
 	if r.Epoch == 0 || l.DurationNs == 0 {
-		return Reply{}, fmt.Errorf("%w: grant of epoch %d for %d ns", ErrReply, r.Epoch, l.DurationNs)
+		return arbiter.Reply{}, fmt.Errorf("%w: grant of epoch %d for %d ns", ErrReply, r.Epoch, l.DurationNs)
 	}
 	if r.DurationNs, err = DurationFromWire(l.DurationNs); err != nil {
-		return Reply{}, fmt.Errorf("%w: grant %w", ErrReply, err)
+		return arbiter.Reply{}, fmt.Errorf("%w: grant %w", ErrReply, err)
 	}
 	return r, nil
 }
@@ -188,28 +159,15 @@ func DecodeReply(f *wire.Frame) (Reply, error) {
 // ParseReply parses and decodes one datagram. A wire error is returned as
 // is (matching a wire sentinel); a frame that is not a usable reply
 // matches ErrReply.
-func ParseReply(pkt []byte) (Reply, error) {
+func ParseReply(pkt []byte) (arbiter.Reply, error) {
 	f, n, err := wire.Parse(pkt)
 	if err != nil {
-		return Reply{}, err
+		return arbiter.Reply{}, err
 	}
 	if n != len(pkt) {
-		return Reply{}, fmt.Errorf("%w: %d bytes after the frame", wire.ErrLength, len(pkt)-n)
+		return arbiter.Reply{}, fmt.Errorf("%w: %d bytes after the frame", wire.ErrLength, len(pkt)-n)
 	}
 	return DecodeReply(&f)
-}
-
-// Deliver passes a grant or deny to the keeper (OnGrant or OnDeny with the
-// echoed request ID) and returns what the keeper returned: whether it used
-// the reply. An info is not for a keeper and returns false.
-func (r *Reply) Deliver(k *arbiter.Keeper) bool {
-	switch r.Type {
-	case wire.TypeLeaseGrant:
-		return k.OnGrant(r.RequestID, r.Epoch, r.DurationNs)
-	case wire.TypeLeaseDeny:
-		return k.OnDeny(r.RequestID, r.Holder, r.Epoch, r.RemainingNs)
-	}
-	return false
 }
 
 // Client is the node side of the lease protocol without the socket: it
@@ -228,7 +186,7 @@ type Client struct {
 	buf    []byte
 	// proposal is attached to the next renew Tick produces, then cleared
 	// (BaseVersion 0).
-	proposal InSyncProposal
+	proposal arbiter.InSyncProposal
 }
 
 // NewClient wraps keeper; stream is stamped on every request.
@@ -244,15 +202,16 @@ func (c *Client) Keeper() *arbiter.Keeper { return c.keeper }
 // acquire does not consume it). The proposal is sent once: if the reply
 // is lost, or the next grant shows another set (a refused or stale
 // proposal), the node proposes again based on the version it last saw.
-// It returns ErrRequest, keeping any earlier proposal, for baseVersion 0 or
-// more than arbiter.MaxInSyncMembers members; the witness judges the rest
+// It returns an error matching both ErrRequest and arbiter.ErrProposal,
+// keeping any earlier proposal, for baseVersion 0 or more than
+// arbiter.MaxInSyncMembers members; the witness judges the rest
 // (duplicates, NodeNone, the proposer itself). It does not allocate.
 func (c *Client) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) error {
-	if baseVersion == 0 || len(members) > arbiter.MaxInSyncMembers {
-		return fmt.Errorf("%w: in-sync proposal on version %d with %d members", ErrRequest, baseVersion, len(members))
+	p, err := arbiter.NewInSyncProposal(baseVersion, members)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRequest, err)
 	}
-	c.proposal = InSyncProposal{BaseVersion: baseVersion, N: len(members)}
-	copy(c.proposal.Members[:], members)
+	c.proposal = p
 	return nil
 }
 
@@ -265,9 +224,9 @@ func (c *Client) Tick(nowNs int64) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	var p InSyncProposal
+	var p arbiter.InSyncProposal
 	if req.Kind == arbiter.RequestRenew {
-		p, c.proposal = c.proposal, InSyncProposal{}
+		p, c.proposal = c.proposal, arbiter.InSyncProposal{}
 	}
 	pkt, err := AppendRequestInSync(c.buf[:0], req, c.stream, p)
 	if err != nil {
@@ -283,10 +242,47 @@ func (c *Client) Tick(nowNs int64) ([]byte, bool) {
 // delivers it to the keeper. used is what the keeper returned (false for
 // an info, a late reply or a duplicate). A malformed datagram returns an
 // error matching a wire sentinel or ErrReply and changes nothing.
-func (c *Client) OnDatagram(pkt []byte) (r Reply, used bool, err error) {
+func (c *Client) OnDatagram(pkt []byte) (r arbiter.Reply, used bool, err error) {
 	r, err = ParseReply(pkt)
 	if err != nil {
-		return Reply{}, false, err
+		return arbiter.Reply{}, false, err
 	}
 	return r, r.Deliver(c.keeper), nil
 }
+
+// Backend is the UDP witness behind arbiter.Backend, for a node that owns
+// the socket: Tick sends the due request with send; the witness's replies
+// arrive on the node's socket and go to OnDatagram, which gives them to
+// the keeper at once, so Tick delivers none.
+type Backend struct {
+	c    *Client
+	send func(pkt []byte)
+}
+
+var _ arbiter.Backend = (*Backend)(nil)
+
+// NewBackend wraps c; send transmits one request frame to the witness (it
+// must not block nor keep pkt, which the next Tick reuses).
+func NewBackend(c *Client, send func(pkt []byte)) *Backend { return &Backend{c: c, send: send} }
+
+// Client returns the wrapped client.
+func (b *Backend) Client() *Client { return b.c }
+
+// Tick sends the keeper's due request, if any. deliver is not called:
+// replies come through OnDatagram.
+func (b *Backend) Tick(nowNs int64, _ func(arbiter.Reply)) {
+	if pkt, ok := b.c.Tick(nowNs); ok {
+		b.send(pkt)
+	}
+}
+
+// ProposeInSync is Client.ProposeInSync.
+func (b *Backend) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) error {
+	return b.c.ProposeInSync(baseVersion, members)
+}
+
+// OnDatagram is Client.OnDatagram.
+func (b *Backend) OnDatagram(pkt []byte) (arbiter.Reply, bool, error) { return b.c.OnDatagram(pkt) }
+
+// Close does nothing: the socket is the node's.
+func (b *Backend) Close() error { return nil }

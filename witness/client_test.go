@@ -88,21 +88,21 @@ func TestDecodeReply(t *testing.T) {
 	tests := []struct {
 		name string
 		pkt  []byte
-		want Reply
+		want arbiter.Reply
 		err  error
 	}{
 		{"grant", enc(wire.Lease{Type: wire.TypeLeaseGrant, Origin: wire.Origin{Node: 9, Epoch: 4}, RequestID: 2, Holder: 1, DurationNs: 100}),
-			Reply{Type: wire.TypeLeaseGrant, Witness: 9, RequestID: 2, Epoch: 4, Holder: 1, DurationNs: 100}, nil},
+			arbiter.Reply{Kind: arbiter.ReplyGrant, Witness: 9, RequestID: 2, Epoch: 4, Holder: 1, DurationNs: 100}, nil},
 		{"deny saturates", enc(wire.Lease{Type: wire.TypeLeaseDeny, Origin: wire.Origin{Epoch: 4}, RequestID: 2, Holder: 3, RemainingNs: math.MaxUint64}),
-			Reply{Type: wire.TypeLeaseDeny, RequestID: 2, Epoch: 4, Holder: 3, RemainingNs: math.MaxInt64}, nil},
+			arbiter.Reply{Kind: arbiter.ReplyDeny, RequestID: 2, Epoch: 4, Holder: 3, RemainingNs: math.MaxInt64}, nil},
 		{"info", enc(wire.Lease{Type: wire.TypeLeaseInfo, Origin: wire.Origin{Epoch: 4}, RequestID: 8, Holder: 3, RemainingNs: 50}),
-			Reply{Type: wire.TypeLeaseInfo, RequestID: 8, Epoch: 4, Holder: 3, RemainingNs: 50}, nil},
-		{"grant of epoch 0", enc(wire.Lease{Type: wire.TypeLeaseGrant, RequestID: 2, DurationNs: 100}), Reply{}, ErrReply},
-		{"grant of 0 ns", enc(wire.Lease{Type: wire.TypeLeaseGrant, Origin: wire.Origin{Epoch: 1}, RequestID: 2}), Reply{}, ErrReply},
-		{"grant overflowing int64", enc(wire.Lease{Type: wire.TypeLeaseGrant, Origin: wire.Origin{Epoch: 1}, DurationNs: math.MaxInt64 + 1}), Reply{}, ErrDuration},
-		{"a request is not a reply", enc(wire.Lease{Type: wire.TypeLeaseAcquire, Origin: wire.Origin{Node: 1}}), Reply{}, ErrReply},
-		{"trailing bytes", append(enc(wire.Lease{Type: wire.TypeLeaseInfo}), 1), Reply{}, wire.ErrLength},
-		{"garbage", []byte("not a frame"), Reply{}, wire.ErrShort},
+			arbiter.Reply{Kind: arbiter.ReplyInfo, RequestID: 8, Epoch: 4, Holder: 3, RemainingNs: 50}, nil},
+		{"grant of epoch 0", enc(wire.Lease{Type: wire.TypeLeaseGrant, RequestID: 2, DurationNs: 100}), arbiter.Reply{}, ErrReply},
+		{"grant of 0 ns", enc(wire.Lease{Type: wire.TypeLeaseGrant, Origin: wire.Origin{Epoch: 1}, RequestID: 2}), arbiter.Reply{}, ErrReply},
+		{"grant overflowing int64", enc(wire.Lease{Type: wire.TypeLeaseGrant, Origin: wire.Origin{Epoch: 1}, DurationNs: math.MaxInt64 + 1}), arbiter.Reply{}, ErrDuration},
+		{"a request is not a reply", enc(wire.Lease{Type: wire.TypeLeaseAcquire, Origin: wire.Origin{Node: 1}}), arbiter.Reply{}, ErrReply},
+		{"trailing bytes", append(enc(wire.Lease{Type: wire.TypeLeaseInfo}), 1), arbiter.Reply{}, wire.ErrLength},
+		{"garbage", []byte("not a frame"), arbiter.Reply{}, wire.ErrShort},
 	}
 	for _, tc := range tests {
 		got, err := ParseReply(tc.pkt)
@@ -133,10 +133,10 @@ func TestClientWithServer(t *testing.T) {
 		return NewClient(k, 1)
 	}
 	a, b := newClient(1), newClient(2)
-	exchange := func(c *Client, nowNs int64) (Reply, bool) {
+	exchange := func(c *Client, nowNs int64) (arbiter.Reply, bool) {
 		pkt, ok := c.Tick(nowNs)
 		if !ok {
-			return Reply{}, false
+			return arbiter.Reply{}, false
 		}
 		reply := s.handle(pkt, nodeAddr, nowNs)
 		r, used, err := c.OnDatagram(reply)

@@ -56,5 +56,7 @@
 //     witness, pass every datagram from it to OnDatagram, lead while
 //     Keeper().MayLead(nowNs). The primary proposes in-sync sets with
 //     ProposeInSync (sent with the next renew) and adopts the set of each
-//     Reply whose InSyncVersion is above the one it has.
+//     arbiter.Reply whose InSyncVersion is above the one it has. A node
+//     that drives its lease through arbiter.Backend (the seam etcdarb
+//     implements too) wraps the Client in NewBackend with its send.
 package witness

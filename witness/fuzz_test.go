@@ -30,7 +30,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add(AppendQuery(nil, 0, 0, 9), []byte{}, uint32(5))
 	f.Add(acq(2, 7), acq(2, 8), uint32(2e8))
 	prop := func(node arbiter.NodeID, id, epoch, base uint64, members ...arbiter.NodeID) []byte {
-		p := InSyncProposal{BaseVersion: base, N: len(members)}
+		p := arbiter.InSyncProposal{BaseVersion: base, N: len(members)}
 		copy(p.Members[:], members)
 		b, _ := AppendRequestInSync(nil, arbiter.Request{ID: id, Kind: arbiter.RequestRenew, Node: node, Epoch: epoch}, 0, p)
 		return b

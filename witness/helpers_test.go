@@ -102,7 +102,7 @@ func renewFrame(t testing.TB, node arbiter.NodeID, id, epoch uint64) []byte {
 // renewInSyncFrame is a renew carrying a proposal of members on base.
 func renewInSyncFrame(t testing.TB, node arbiter.NodeID, id, epoch, base uint64, members ...arbiter.NodeID) []byte {
 	t.Helper()
-	p := InSyncProposal{BaseVersion: base, N: len(members)}
+	p := arbiter.InSyncProposal{BaseVersion: base, N: len(members)}
 	copy(p.Members[:], members)
 	b, err := AppendRequestInSync(nil, arbiter.Request{ID: id, Kind: arbiter.RequestRenew, Node: node, Epoch: epoch}, 7, p)
 	if err != nil {
@@ -121,7 +121,7 @@ func inSync(members ...arbiter.NodeID) arbiter.InSyncSet {
 }
 
 // mustReply decodes a reply the server returned, failing if there is none.
-func mustReply(t testing.TB, pkt []byte) Reply {
+func mustReply(t testing.TB, pkt []byte) arbiter.Reply {
 	t.Helper()
 	if pkt == nil {
 		t.Fatal("no reply")
@@ -213,7 +213,7 @@ func (p *testPair) restart(t testing.TB) {
 }
 
 // roundTrip sends pkt to the witness and waits for one reply.
-func (p *testPair) roundTrip(t testing.TB, pkt []byte) Reply {
+func (p *testPair) roundTrip(t testing.TB, pkt []byte) arbiter.Reply {
 	t.Helper()
 	if err := p.node.Send([][]byte{pkt}, p.witness); err != nil {
 		t.Fatal(err)
@@ -226,7 +226,7 @@ func (p *testPair) roundTrip(t testing.TB, pkt []byte) Reply {
 }
 
 // receive waits up to wait for one reply from the witness.
-func (p *testPair) receive(t testing.TB, wait time.Duration) (Reply, bool) {
+func (p *testPair) receive(t testing.TB, wait time.Duration) (arbiter.Reply, bool) {
 	t.Helper()
 	bufs := [][]byte{make([]byte, 2048)}
 	sizes := []int{0}
@@ -235,7 +235,7 @@ func (p *testPair) receive(t testing.TB, wait time.Duration) (Reply, bool) {
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return Reply{}, false
+			return arbiter.Reply{}, false
 		}
 		n, err := p.node.Receive(bufs, sizes, from, left)
 		if err != nil {

@@ -102,10 +102,10 @@ func TestClientProposeInSync(t *testing.T) {
 	k, _ := arbiter.NewKeeper(1, testConfig().Arbiter)
 	k.SetWantLead(true)
 	c := NewClient(k, 0)
-	if err := c.ProposeInSync(0, nil); !errors.Is(err, ErrRequest) {
+	if err := c.ProposeInSync(0, nil); !errors.Is(err, ErrRequest) || !errors.Is(err, arbiter.ErrProposal) {
 		t.Fatalf("base 0: %v", err)
 	}
-	if err := c.ProposeInSync(1, make([]arbiter.NodeID, 9)); !errors.Is(err, ErrRequest) {
+	if err := c.ProposeInSync(1, make([]arbiter.NodeID, 9)); !errors.Is(err, ErrRequest) || !errors.Is(err, arbiter.ErrProposal) {
 		t.Fatalf("9 members: %v", err)
 	}
 	if err := c.ProposeInSync(1, []arbiter.NodeID{2}); err != nil {
@@ -141,7 +141,7 @@ func TestClientProposeInSync(t *testing.T) {
 		t.Fatalf("proposal sent twice: %+v", l)
 	}
 	// AppendRequestInSync refuses a proposal on an acquire.
-	if _, err := AppendRequestInSync(nil, arbiter.Request{ID: 1, Kind: arbiter.RequestAcquire, Node: 1}, 0, InSyncProposal{BaseVersion: 1}); !errors.Is(err, ErrRequest) {
+	if _, err := AppendRequestInSync(nil, arbiter.Request{ID: 1, Kind: arbiter.RequestAcquire, Node: 1}, 0, arbiter.InSyncProposal{BaseVersion: 1}); !errors.Is(err, ErrRequest) {
 		t.Fatalf("proposal on acquire: %v", err)
 	}
 }

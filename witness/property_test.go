@@ -7,7 +7,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/wire"
 )
 
 // TestPropertySafety runs random request streams (small node and request
@@ -54,7 +53,7 @@ func TestPropertySafety(t *testing.T) {
 					req.Kind = arbiter.RequestRenew
 					req.Epoch = rapid.Uint64Range(0, 4).Draw(rt, "epoch")
 				}
-				var p InSyncProposal
+				var p arbiter.InSyncProposal
 				if req.Kind == arbiter.RequestRenew && rapid.Bool().Draw(rt, "propose") {
 					p.BaseVersion = rapid.Uint64Range(1, 4).Draw(rt, "base")
 					for n := arbiter.NodeID(1); n <= 3; n++ {
@@ -81,7 +80,7 @@ func TestPropertySafety(t *testing.T) {
 				if err != nil {
 					rt.Fatalf("bad reply: %v", err)
 				}
-				if r.Type != wire.TypeLeaseGrant {
+				if r.Kind != arbiter.ReplyGrant {
 					continue
 				}
 				if r.Epoch > store.epoch || !store.found {

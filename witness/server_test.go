@@ -16,7 +16,7 @@ func TestHandleRules(t *testing.T) {
 	type step struct {
 		atNs int64
 		pkt  func(t testing.TB) []byte
-		want Reply // Type 0 means "no reply"
+		want arbiter.Reply // Type 0 means "no reply"
 	}
 	acq := func(node arbiter.NodeID, id uint64) func(testing.TB) []byte {
 		return func(t testing.TB) []byte { return acquireFrame(t, node, id) }
@@ -27,14 +27,14 @@ func TestHandleRules(t *testing.T) {
 	qry := func(id uint64) func(testing.TB) []byte {
 		return func(testing.TB) []byte { return queryFrame(id) }
 	}
-	grant := func(id, epoch uint64, durNs int64) Reply {
-		return Reply{Type: wire.TypeLeaseGrant, Witness: 99, RequestID: id, Epoch: epoch, Holder: 0, DurationNs: durNs}
+	grant := func(id, epoch uint64, durNs int64) arbiter.Reply {
+		return arbiter.Reply{Kind: arbiter.ReplyGrant, Witness: 99, RequestID: id, Epoch: epoch, Holder: 0, DurationNs: durNs}
 	}
-	deny := func(id uint64, holder arbiter.NodeID, epoch uint64, leftNs int64) Reply {
-		return Reply{Type: wire.TypeLeaseDeny, Witness: 99, RequestID: id, Epoch: epoch, Holder: holder, RemainingNs: leftNs}
+	deny := func(id uint64, holder arbiter.NodeID, epoch uint64, leftNs int64) arbiter.Reply {
+		return arbiter.Reply{Kind: arbiter.ReplyDeny, Witness: 99, RequestID: id, Epoch: epoch, Holder: holder, RemainingNs: leftNs}
 	}
-	info := func(id uint64, holder arbiter.NodeID, epoch uint64, leftNs int64) Reply {
-		return Reply{Type: wire.TypeLeaseInfo, Witness: 99, RequestID: id, Epoch: epoch, Holder: holder, RemainingNs: leftNs}
+	info := func(id uint64, holder arbiter.NodeID, epoch uint64, leftNs int64) arbiter.Reply {
+		return arbiter.Reply{Kind: arbiter.ReplyInfo, Witness: 99, RequestID: id, Epoch: epoch, Holder: holder, RemainingNs: leftNs}
 	}
 	tests := []struct {
 		name  string
@@ -87,7 +87,7 @@ func TestHandleRules(t *testing.T) {
 			s := newTestServer(t, &memStore{})
 			for i, st := range tc.steps {
 				got := s.handle(st.pkt(t), nodeAddr, st.atNs)
-				if st.want.Type == 0 {
+				if st.want.Kind == arbiter.ReplyNone {
 					if got != nil {
 						t.Fatalf("step %d: want no reply, got %+v", i, mustReply(t, got))
 					}
@@ -95,7 +95,7 @@ func TestHandleRules(t *testing.T) {
 				}
 				r := mustReply(t, got)
 				want := st.want
-				if want.Type == wire.TypeLeaseGrant {
+				if want.Kind == arbiter.ReplyGrant {
 					want.Holder = r.Holder // the wire carries the requester; checked below
 				}
 				// This table checks the lease rules; TestHandleInSync checks

@@ -32,7 +32,7 @@ func TestServeLease(t *testing.T) {
 				t.Fatalf("renew %+v", r)
 			}
 			q := p.roundTrip(t, queryFrame(77))
-			if q.Type.String() != "LEASE_INFO" || q.Holder != 1 || q.Epoch != 1 || q.RequestID != 77 ||
+			if q.Kind != arbiter.ReplyInfo || q.Holder != 1 || q.Epoch != 1 || q.RequestID != 77 ||
 				q.RemainingNs <= 0 || q.RemainingNs > testLeaseNs {
 				t.Fatalf("info %+v", q)
 			}
@@ -172,7 +172,7 @@ func TestServeRestartQuarantine(t *testing.T) {
 			if d := p.roundTrip(t, acquireFrame(t, 1, 4)); d.Granted() || d.Epoch != 1 || d.Holder != 0 {
 				t.Fatalf("old holder during quarantine: %+v", d)
 			}
-			var g Reply
+			var g arbiter.Reply
 			denies := 0
 			for id := uint64(1); ; id++ {
 				if id > 100 {

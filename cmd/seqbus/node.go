@@ -212,7 +212,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 		}
 		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
 		stream, id := uint16(*stream), arbiter.NodeID(*id)
-		cfg.NewArbiter = func(k *arbiter.Keeper) (node.Arbiter, error) {
+		cfg.NewArbiter = func(k *arbiter.Keeper) (arbiter.Backend, error) {
 			return etcdarb.New(etcdarb.Config{Endpoints: eps, Stream: stream, Node: id, LeaseDurationNs: int64(*lease)}, k)
 		}
 	}

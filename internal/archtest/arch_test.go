@@ -1,0 +1,112 @@
+// Package archtest checks the import table of docs/architecture.md
+// against the code: each package imports, of this module, only what its
+// row allows (non-test files), and a new package needs a row.
+package archtest
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/seqbus/seqbus/"
+
+// mayImport is docs/architecture.md's table. "*" allows anything.
+var mayImport = map[string][]string{
+	"wire":                {},
+	"arbiter":             {},
+	"gating":              {},
+	"engine":              {},
+	"sequencer":           {"wire"},
+	"standby":             {"wire"},
+	"auth":                {},
+	"bus":                 {},
+	"journal":             {},
+	"internal/monotime":   {},
+	"internal/stagetrace": {},
+	"internal/netns":      {},
+	"internal/etcdtest":   {},
+	"internal/pace":       {"internal/monotime"},
+	"witness":             {"arbiter", "auth", "bus", "wire"},
+	"etcdarb":             {"arbiter"},
+	"node": {"arbiter", "auth", "bus", "engine", "gating", "journal", "sequencer", "standby", "wire", "witness",
+		"internal/monotime", "internal/stagetrace"},
+	"client":           {"arbiter", "auth", "bus", "engine", "wire", "witness", "internal/monotime", "internal/pace"},
+	"internal/verdict": {"client", "engine", "journal"},
+	"internal/metrics": {"arbiter", "node", "witness"},
+	"bench":            {"bus", "internal/monotime", "internal/pace"},
+	"sim":              {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
+	"cmd/seqbus":       {"*"},
+}
+
+// imports returns, per package directory under root, the module packages
+// its non-test files import.
+func imports(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if _, ok := out[rel]; !ok {
+			out[rel] = []string{}
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if dep, ok := strings.CutPrefix(p, module); ok && !slices.Contains(out[rel], dep) {
+				out[rel] = append(out[rel], dep)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestImportsFollowTheLayers(t *testing.T) {
+	got := imports(t, filepath.Join("..", ".."))
+	if len(got) < len(mayImport) {
+		t.Fatalf("found %d packages, fewer than the table's %d: wrong root?", len(got), len(mayImport))
+	}
+	for pkg, deps := range got {
+		allowed, ok := mayImport[pkg]
+		if !ok {
+			t.Errorf("package %s has no row in docs/architecture.md (and mayImport): say what it may import", pkg)
+			continue
+		}
+		if slices.Contains(allowed, "*") {
+			continue
+		}
+		for _, dep := range deps {
+			if !slices.Contains(allowed, dep) {
+				t.Errorf("%s imports %s, which docs/architecture.md does not allow", pkg, dep)
+			}
+		}
+	}
+}

@@ -1,0 +1,34 @@
+package node
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConfigDurationsAreNs (issue 17 item 3): every duration in Config is
+// int64 nanoseconds named ...Ns, the cores' unit; a time.Duration field
+// (TickInterval was one) would mix units again.
+func TestConfigDurationsAreNs(t *testing.T) {
+	durationType := reflect.TypeOf(time.Duration(0))
+	typ := reflect.TypeOf(Config{})
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Type == durationType {
+			t.Errorf("Config.%s is a time.Duration: use int64 nanoseconds named %sNs", f.Name, f.Name)
+		}
+		if strings.HasSuffix(f.Name, "Ns") && f.Type.Kind() != reflect.Int64 {
+			t.Errorf("Config.%s is a %s, want int64 nanoseconds", f.Name, f.Type)
+		}
+	}
+	c := newCluster(t, 1)
+	cfg := c.config(1)
+	cfg.TickIntervalNs = 0
+	if err := cfg.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TickIntervalNs != DefaultTickIntervalNs || DefaultTickIntervalNs != int64(time.Millisecond) {
+		t.Fatalf("tick interval %d ns after defaults, want 1 ms", cfg.TickIntervalNs)
+	}
+}
