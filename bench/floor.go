@@ -53,6 +53,9 @@ type FloorConfig struct {
 	// SpinNs is the generator's spin window (as client.LoadConfig.SpinNs;
 	// 0 means pace.SpinNsDefault).
 	SpinNs int64
+	// Nice, when not 0, is the generator thread's nice value for the run,
+	// as client.LoadConfig.Nice (the gated run's generator gets the same).
+	Nice int
 	// CPUs pins roles to CPU lists ("0", "1", "0-1"): "client" (the calling
 	// thread), "echo" (the far end) and, for 4 hops, "relay" (A). Hop
 	// processes are started under taskset; empty means no pinning.
@@ -166,6 +169,16 @@ func RunFloor(ctx context.Context, cfg FloorConfig) (*FloorResult, error) {
 		} else if err := pinThread(cfg.CPUs["client"]); err != nil {
 			ch <- out{nil, err}
 			return
+		}
+		if cfg.Nice != 0 {
+			if prev, err := pace.SetThreadNice(cfg.Nice); err != nil {
+				ch <- out{nil, fmt.Errorf("%w: generator thread nice %d: %v", ErrConfig, cfg.Nice, err)}
+				return
+			} else if !pinned {
+				// Restored before the thread is unlocked (a pinned
+				// thread is discarded instead).
+				defer func() { _, _ = pace.SetThreadNice(prev) }()
+			}
 		}
 		startCPU := threadCPUSeconds()
 		res, err := newFloorClient(cfg, u, first).run(ctx)

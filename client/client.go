@@ -461,6 +461,13 @@ type LoadConfig struct {
 	// sched_yield can cost a scheduler slice; spinning the whole interval
 	// (SpinNs ≥ 1e9/Rate) keeps time better and never gives the CPU away.
 	SpinNs int64
+	// Nice, when not 0, is the nice value of the generator's thread for
+	// the run (poll mode only; restored afterwards; below 0 needs
+	// CAP_SYS_NICE): where the nodes share the generator's cores, their
+	// wake-ups preempt it at its send times, and that lateness is charged
+	// to the bus. LoadReport.NiceErr says when it could not be set; the
+	// run goes on at the thread's own priority.
+	Nice int
 }
 
 // LoadReport is what a Load run saw.
@@ -472,6 +479,9 @@ type LoadReport struct {
 	// after their intended time) and IntendedToSent its distribution (ns).
 	Pace           pace.Stats
 	IntendedToSent *hdrhistogram.Histogram
+	// NiceErr is why LoadConfig.Nice was not applied (nil when it was, or
+	// was not asked for).
+	NiceErr error
 }
 
 // Load timing.
@@ -537,9 +547,19 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		c.mu.Unlock()
 	}()
 	wcfg := pace.WaiterConfig{Histogram: true, SpinNs: cfg.SpinNs}
+	var niceErr error
 	if c.loop == nil {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		if cfg.Nice != 0 {
+			if prev, err := pace.SetThreadNice(cfg.Nice); err != nil {
+				niceErr = fmt.Errorf("client: generator thread nice %d: %w", cfg.Nice, err)
+			} else {
+				// Restored before the thread is unlocked (defers run last
+				// first), so no other goroutine inherits the priority.
+				defer func() { _, _ = pace.SetThreadNice(prev) }()
+			}
+		}
 		if c.parker != nil {
 			// Waits over 2 ms (slow rates) sleep in epoll_wait on the
 			// socket, which wakes for an answer, instead of burning a CPU.
@@ -561,7 +581,7 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 	report := func() LoadReport {
 		st := c.Stats()
 		return LoadReport{Sent: sent, Answered: st.Answered, Elapsed: time.Duration(c.nowNs() - sched.StartNs), Stats: st,
-			Pace: w.Stats(), IntendedToSent: w.Histogram()}
+			Pace: w.Stats(), IntendedToSent: w.Histogram(), NiceErr: niceErr}
 	}
 	for sent < cfg.Count {
 		if sent&255 == 0 {

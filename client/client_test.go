@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -252,5 +253,27 @@ func TestLoadSaysPrimaryNeverAnswered(t *testing.T) {
 		if rep.Sent != 5 || rep.Answered != 0 {
 			t.Fatalf("poll %v: report %+v: want 5 sent, 0 answered", poll, rep)
 		}
+	}
+}
+
+// TestLoadNice: in poll mode Load runs its generator thread at the nice
+// value asked for and reports when it could not; the thread is restored
+// afterwards (a goroutine locked to it after Load sees the old value).
+func TestLoadNice(t *testing.T) {
+	p := startFakePrimary(t)
+	cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rep, err := cl.Load(context.Background(), LoadConfig{Rate: 5000, Count: 200, Drain: 5 * time.Second, Nice: -5}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 && rep.NiceErr != nil {
+		t.Fatalf("as root the nice value must apply: %v", rep.NiceErr)
+	}
+	if os.Geteuid() != 0 && rep.NiceErr == nil {
+		t.Fatalf("without root a negative nice cannot apply, but no error was reported")
 	}
 }

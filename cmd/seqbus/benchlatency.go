@@ -17,6 +17,7 @@ import (
 
 	"github.com/seqbus/seqbus/bench"
 	"github.com/seqbus/seqbus/internal/monotime"
+	"github.com/seqbus/seqbus/internal/pace"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 )
 
@@ -190,7 +191,7 @@ type floorSet struct {
 	best2, best4 string // idle names
 }
 
-func runFloors(ctx context.Context, size int, rate float64, count int, idles []string, l layout) (*floorSet, error) {
+func runFloors(ctx context.Context, size int, rate float64, count int, idles []string, l layout, nice int) (*floorSet, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -200,7 +201,7 @@ func runFloors(ctx context.Context, size int, rate float64, count int, idles []s
 		best := ""
 		for _, idle := range idles {
 			res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: self, Hops: hops, Idle: idle, Size: max(size, bench.MessageBytesDefault),
-				Rate: rate, Count: count, Warmup: 1000, CPUs: l.floorCPUs(hops)})
+				Rate: rate, Count: count, Warmup: 1000, CPUs: l.floorCPUs(hops), Nice: nice})
 			if err != nil && !errors.Is(err, bench.ErrLost) {
 				return nil, fmt.Errorf("%s: %w", bench.FloorStage(hops, idle), err)
 			}
@@ -226,6 +227,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	count := fs.Int("count", 100_000, "commands measured per run")
 	warmup := fs.Int("warmup", 5000, "commands sent first at the same rate and not measured")
 	floorCount := fs.Int("floor-count", 50_000, "round trips for each raw UDP floor")
+	genNice := fs.Int("generator-nice", -10, "nice value of the load generator's thread, in the floor and the gated run alike (0: leave it; below 0 needs root, else it runs at 0 and says so): the nodes' wake-ups on a shared core otherwise preempt it at its send times")
 	floorIdles := fs.String("floor-idles", "block,yield,spin", "idle strategies of the floor's hop processes (the floor is the best at p50): "+strings.Join(bench.FloorIdles, ", "))
 	authMode := fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
 	engineName := fs.String("engine", "matching", "the nodes' state machine: matching or none")
@@ -247,6 +249,8 @@ func benchLatency(ctx context.Context, args []string) error {
 		return benchUsagef("--floor-count: want 1..%d, got %d", bench.PingPongCountMax, *floorCount)
 	case *engineName != "matching" && *engineName != "none":
 		return benchUsagef("--engine: want matching or none, got %q", *engineName)
+	case *genNice < -20 || *genNice > 19:
+		return benchUsagef("--generator-nice: want -20..19, got %d", *genNice)
 	}
 	var idles []string
 	for _, name := range strings.Split(*floorIdles, ",") {
@@ -271,11 +275,12 @@ func benchLatency(ctx context.Context, args []string) error {
 		return err
 	}
 	machine := newBenchMachine()
-	fmt.Printf("seqbus bench latency on %s\n%d commands at %.0f/s per run after %d of warm-up; idle %s; layout %s; %d standby(s); every role a separate process\n",
-		machine.text(), *count, *rate, *warmup, *bf.idle, p.layout, p.standbys)
+	nice, niceNote := probeGeneratorNice(*genNice)
+	fmt.Printf("seqbus bench latency on %s\n%d commands at %.0f/s per run after %d of warm-up; idle %s; layout %s; %d standby(s); every role a separate process; generator thread nice %d%s\n",
+		machine.text(), *count, *rate, *warmup, *bf.idle, p.layout, p.standbys, nice, niceNote)
 	var runs []latencyRun
 	for _, size := range p.sizes {
-		floors, err := runFloors(ctx, size, *rate, *floorCount, idles, p.layout)
+		floors, err := runFloors(ctx, size, *rate, *floorCount, idles, p.layout, nice)
 		if err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
@@ -286,7 +291,7 @@ func benchLatency(ctx context.Context, args []string) error {
 					return ctx.Err()
 				}
 				cfg := clusterConfig{Size: size, Fsync: fsync, Idle: *bf.idle, Engine: *engineName, Standbys: p.standbys, Layout: p.layout,
-					Auth: withAuth, Rate: *rate, Count: *count, Warmup: *warmup, Keep: *bf.keep, Out: *bf.out}
+					Auth: withAuth, Rate: *rate, Count: *count, Warmup: *warmup, Keep: *bf.keep, Out: *bf.out, GeneratorNice: nice}
 				res, err := runCluster(ctx, cfg)
 				if err != nil {
 					return fmt.Errorf("size %s fsync %s: %w", sizeName(size), fsync, err)
@@ -308,7 +313,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	}
 	machine.finish()
 	machine.printConditions()
-	return writeSummary(*bf.out, map[string]any{"command": "latency", "args": args, "machine": machine, "idle": *bf.idle,
+	return writeSummary(*bf.out, map[string]any{"command": "latency", "args": args, "machine": machine, "idle": *bf.idle, "generator_nice": nice,
 		"layout": p.layout.String(), "runs": runs})
 }
 
@@ -447,4 +452,21 @@ func writeIntervalLog(dir string, m *stagetrace.Merged) (string, error) {
 		err = cerr
 	}
 	return path, err
+}
+
+// probeGeneratorNice says which nice value the generator can run at: the
+// one asked for when this process may set it (root), else 0, with a note
+// for the report.
+func probeGeneratorNice(want int) (int, string) {
+	if want == 0 {
+		return 0, ""
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	prev, err := pace.SetThreadNice(want)
+	if err != nil {
+		return 0, fmt.Sprintf(" (--generator-nice %d not permitted: %v)", want, err)
+	}
+	_, _ = pace.SetThreadNice(prev)
+	return want, ""
 }

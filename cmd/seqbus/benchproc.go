@@ -162,6 +162,9 @@ type clusterConfig struct {
 	Count, Warmup int
 	Keep          bool // keep the run's directory
 	Out           string
+	// GeneratorNice is the load client's generator thread nice value
+	// (seqbus client --nice; 0: leave it).
+	GeneratorNice int
 }
 
 // processInfo is one process of a run, as summary.json reports it.

@@ -17,7 +17,11 @@ func loadArgs(cfg clusterConfig) []string {
 		// sends whenever its in-flight window has room.
 		rate = 5_000_000
 	}
-	return []string{"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--size", strconv.Itoa(cfg.Size)}
+	args := []string{"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--size", strconv.Itoa(cfg.Size)}
+	if cfg.GeneratorNice != 0 {
+		args = append(args, "--nice", strconv.Itoa(cfg.GeneratorNice))
+	}
+	return args
 }
 
 // checkLoadSize says whether the load client can send commands of size

@@ -83,6 +83,7 @@ func runClient(args []string) error {
 	instruments := fs.Uint("instruments", 4, "instruments to spread orders over")
 	seed := fs.Uint64("seed", 1, "order stream seed")
 	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
+	nice := fs.Int("nice", 0, "nice value of the generator's thread for the run (0: leave it; below 0 needs root): keeps node wake-ups on a shared core from preempting it at its send times")
 	spin := fs.Duration("spin", 0, "the generator spins this long before each send and yields the CPU before that (0: 20µs; ≥ the interval: never yield)")
 	out := fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
 	idle := fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
@@ -103,7 +104,7 @@ func runClient(args []string) error {
 		checkAddr("primary", *primary, false), checkPositive("session", *session), checkPositive("rate", *rate),
 		checkPositive("count", *count), checkRange("instruments", *instruments, 1, 1<<32-1), checkPositive("drain", *drain),
 		checkIdle("idle", *idle), checkAddr("witness", *witnessAddr, true), checkStream(*stream),
-		checkFollow(*witnessAddr, *arbiterURL, nodes), checkNonNegative("spin", *spin),
+		checkFollow(*witnessAddr, *arbiterURL, nodes), checkNonNegative("spin", *spin), checkRange("nice", *nice, -20, 19),
 		asUsage(second(traceStagesFlag(*traceStages))), asUsage(prefixed("size", checkLoadSize(*size))),
 	); err != nil {
 		return err
@@ -160,7 +161,7 @@ func runClient(args []string) error {
 		}
 	}
 	stopProgress := startProgress(os.Stderr, *out != "-" && isTerminal(os.Stderr), cl, lat)
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, Size: *size, SpinNs: int64(*spin)},
+	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, Size: *size, SpinNs: int64(*spin), Nice: *nice},
 		func(r client.Result) {
 			lat.record(r)
 			if trace != nil {
@@ -168,6 +169,9 @@ func runClient(args []string) error {
 			}
 		})
 	stopProgress()
+	if rep.NiceErr != nil {
+		fmt.Fprintf(os.Stderr, "seqbus client: --nice %d not applied (the generator ran at its own priority): %v\n", *nice, rep.NiceErr)
+	}
 	if trace != nil {
 		if err := trace.write(*traceFile, *session, rep.Sent, cl.Counters()); err != nil {
 			return fmt.Errorf("--trace-file: %w", err)
