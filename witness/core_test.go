@@ -2,9 +2,13 @@ package witness
 
 import (
 	"errors"
+	"net/netip"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/bus"
 )
 
 // mustCore builds a fresh Core at time 0.
@@ -110,5 +114,53 @@ func TestCoreRestoresQuarantined(t *testing.T) {
 	}
 	if _, err := NewCore(testConfig(), arbiter.PersistentState{Epoch: 1, InSyncVersion: 1, LastHolder: 2, Members: inSync(2)}, true, 0); !errors.Is(err, ErrCorruptState) {
 		t.Fatalf("a state whose in-sync set holds its last holder restored: %v", err)
+	}
+}
+
+// flakyConn is a connection whose first Receive fails with an error that
+// is not a close and whose every Send fails.
+type flakyConn struct {
+	bus.Conn
+	failedReceive atomic.Bool
+}
+
+func (c *flakyConn) Receive(bufs [][]byte, sizes []int, from []netip.AddrPort, wait time.Duration) (int, error) {
+	if !c.failedReceive.Swap(true) {
+		return 0, errOther
+	}
+	return c.Conn.Receive(bufs, sizes, from, wait)
+}
+
+func (c *flakyConn) Send([][]byte, netip.AddrPort) error { return errOther }
+
+// TestServerCountsTransportErrors: the transport counters live in the
+// Server, not the Core, and still reach Stats and the status report.
+func TestServerCountsTransportErrors(t *testing.T) {
+	mem := bus.NewMemNetwork(1, bus.Faults{})
+	inner, addr := listen(t, false, mem)
+	s, err := New(testConfig(), &flakyConn{Conn: inner}, t.TempDir())
+	if err != nil {
+		inner.Close()
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	node, _ := listen(t, false, mem)
+	defer node.Close()
+	if err := node.Send([][]byte{queryFrame(1)}, addr); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().SendErrors == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no send error counted: %+v", s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st, r := s.Stats(), s.Report()
+	if st.ReceiveErrors != 1 || st.SendErrors != 1 || st.Queries != 1 || r.ReceiveErrors != 1 || r.SendErrors != 1 {
+		t.Fatalf("stats %+v report %+v", st, r)
 	}
 }

@@ -59,7 +59,11 @@ type StatusReport struct {
 func (s *Server) Report() StatusReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.core.Report(s.nowNs())
+	now := s.nowNs()
+	r := s.core.Report(now)
+	// Uptime counts from New, as before the core existed (the core counts
+	// from its construction, a file read later).
+	r.UptimeNs = now
 	r.ReceiveErrors, r.SendErrors = s.receiveErrors, s.sendErrors
 	return r
 }
