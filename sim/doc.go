@@ -7,8 +7,9 @@
 //
 // The real code the processes run: three node.Node (sequencer, standby
 // window, lease keeper, in-sync set, release gate, journal), each driven by
-// hand through Deliver, Tick and SyncStep, never Start; the witness core
-// (witness.NewCore and Handle) over an in-memory store; and three clients
+// hand through Deliver, Tick and SyncStep, never Start; the witness's
+// socket-free witness.Core (Step, then Persisted once the in-memory store
+// has saved what it asks), as witness.Server drives it; and three clients
 // built on the pure client.Core that follow the lease holder the witness
 // reports and resend after timeouts and failovers. Nothing touches a
 // socket, a disk or a clock: addresses (10.0.0.N) are labels.

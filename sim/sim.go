@@ -281,7 +281,7 @@ type sim struct {
 
 	nodes        []*simNode // index = node id; [0] unused
 	clocks       []*nodeClock
-	witness      *witness.Server
+	witness      *witness.Core
 	witnessStore *memStore
 	witnessUp    bool
 	witnessHost  int
@@ -720,7 +720,8 @@ func (s *sim) startWitness() {
 	if s.trace != nil {
 		cfg.Logger = s.nodeLogger(0)
 	}
-	w, err := witness.NewCore(cfg, s.witnessStore, s.now)
+	state, found, _ := s.witnessStore.Load()
+	w, err := witness.NewCore(cfg, state, found, s.now)
 	if err != nil {
 		s.chk.violate(0, "witness failed to start: %v", err)
 		return
@@ -737,7 +738,13 @@ func (s *sim) deliverWitness(e event) {
 	if err != nil {
 		return
 	}
-	reply := s.witness.Handle(e.pkt, e.from, s.now)
+	// The witness's loop, as witness.Server runs it: persist (the memStore
+	// is durable when Save returns) before the reply is sent.
+	rd := s.witness.Step(e.pkt, e.from, s.now)
+	reply := rd.Reply
+	if rd.MustPersist {
+		reply = s.witness.Persisted(s.witnessStore.Save(rd.State))
+	}
 	if reply == nil {
 		return
 	}

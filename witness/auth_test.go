@@ -25,7 +25,7 @@ func TestAuthRequests(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.Key, cfg.Nodes, cfg.Stream = &key, []uint32{1, 2}, 7
-	s, err := newServer(cfg, nil, &memStore{})
+	s, err := newTestCore(cfg, &memStore{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestAuthRequests(t *testing.T) {
 	}
 	// A key without the node list is a configuration error.
 	cfg.Nodes = nil
-	if _, err := newServer(cfg, nil, &memStore{}); err == nil {
+	if _, err := newTestCore(cfg, &memStore{}); err == nil {
 		t.Fatal("a key without nodes was accepted")
 	}
 }

@@ -31,7 +31,7 @@ const (
 	datagramBytes = 1500
 )
 
-// Config configures a witness Server.
+// Config configures a witness Core and the Server around it.
 type Config struct {
 	// Arbiter is the lease configuration. The witness uses only
 	// LeaseDurationNs, but the whole Config is validated, because nodes

@@ -1,8 +1,16 @@
-// Package witness is the runtime around the lease arbiter: the UDP server
-// that a third box runs so that exactly one node leads at a time, and the
-// socket-free Client a node uses to talk to it. Unlike the cores in
-// package arbiter it does I/O: a socket (any bus.Conn), a state file, one
-// goroutine and the monotonic clock.
+// Package witness is the lease witness that a third box runs so that
+// exactly one node leads at a time, and the socket-free Client a node uses
+// to talk to it. The witness is two types:
+//
+//   - Core: its logic, pure like the cores in package arbiter (no socket,
+//     file, clock or goroutine): it takes a datagram and nowNs and returns
+//     the reply, or the state to make durable before the reply (Step,
+//     then Persisted), using the arbiter.Arbiter, the authentication
+//     checks, the reply cache and the counters. The simulator drives it.
+//   - Server: the runtime around a Core: a socket (any bus.Conn), the
+//     state file (written and fsynced when the Core asks, before the
+//     reply), the status file writer, one receive goroutine and the
+//     monotonic clock.
 //
 // The server answers three requests, one frame per datagram:
 //
@@ -21,7 +29,8 @@
 // Anything else is dropped and counted by reason (Stats.Drops), never a
 // panic.
 //
-// Rules the server keeps:
+// Rules the witness keeps (the Core decides; the Server, or any caller of
+// the Core, carries out the writes it asks for before replying):
 //
 //  1. Persist before grant. A grant of an epoch or in-sync set newer than
 //     the one on disk is sent only after the state (epoch, in-sync version
@@ -30,7 +39,8 @@
 //     cached, and no later grant of that state is sent until a write
 //     succeeds.
 //  2. Restart quarantine. New reads the persisted state (format 2, or the
-//     epoch-only format 1 of older witnesses); if there is one, the
+//     epoch-only format 1 of older witnesses) and builds the Core from it
+//     (NewCore takes what a caller's own store loaded); if there is one, the
 //     arbiter grants nothing for one lease duration (but the last
 //     holder's renew of the persisted epoch, granted at once) and then grants
 //     persisted+1 to the last holder or an in-sync member (to anyone for a
@@ -42,7 +52,8 @@
 //     recomputed, without asking the arbiter again. So a lost reply and a
 //     resend never grant twice.
 //  4. Time is time.Since of one time.Now taken in New: Go's monotonic
-//     clock, never wall-clock arithmetic.
+//     clock, never wall-clock arithmetic. The Core only ever sees it as
+//     nowNs.
 //
 // Usage contract:
 //

@@ -7,9 +7,11 @@ import "errors"
 var (
 	// ErrCorruptState is returned by New when the persisted epoch file
 	// exists but is not a valid state record (wrong size, magic, version
-	// or checksum, or an in-sync set that breaks its invariants). The witness refuses to start rather than guess an
-	// epoch: a guess too low would hand an epoch out twice, which no fence
-	// can detect. An operator must inspect the file.
+	// or checksum, or an in-sync set that breaks its invariants), and by
+	// NewCore for a loaded state the arbiter refuses. The witness refuses
+	// to start rather than guess an epoch: a guess too low would hand an
+	// epoch out twice, which no fence can detect. An operator must inspect
+	// the file.
 	ErrCorruptState = errors.New("witness: corrupt state file")
 
 	// ErrPersist is returned (wrapped) by the epoch store when writing the

@@ -41,7 +41,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add((&wire.Lease{Type: wire.TypeLeaseGrant, Origin: wire.Origin{Epoch: 1}, DurationNs: 1}).Append(nil), []byte("SB"), uint32(0))
 	f.Fuzz(func(t *testing.T, a, b []byte, dtNs uint32) {
 		store := &memStore{}
-		s, err := newServer(testConfig(), nil, store)
+		s, err := newTestCore(testConfig(), store)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,15 +71,44 @@ func (m *memStore) Save(state arbiter.PersistentState) error {
 	return nil
 }
 
-// newTestServer builds a handle-only server (no socket) over store.
-func newTestServer(t testing.TB, store Store) *Server {
+// testCore is a Core with its store, driven the way Server drives it
+// (stepAndPersist) but with time and delivery in the test's hands.
+type testCore struct {
+	*Core
+	store Store
+}
+
+// newTestCore builds a core over store at time 0, restored from what the
+// store loads, as New does from the state file.
+func newTestCore(cfg Config, store Store) (*testCore, error) {
+	state, found, err := store.Load()
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewCore(cfg, state, found, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &testCore{Core: c, store: store}, nil
+}
+
+// newTestServer builds a socket-free witness core over store.
+func newTestServer(t testing.TB, store Store) *testCore {
 	t.Helper()
-	s, err := newServer(testConfig(), nil, store)
+	s, err := newTestCore(testConfig(), store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
+
+// handle answers one datagram as Server.handle does.
+func (c *testCore) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
+	return stepAndPersist(c.Core, c.store, pkt, from, nowNs)
+}
+
+// Status is the lease at the latest time the core has seen.
+func (c *testCore) Status() arbiter.Status { return c.Core.Status(c.lastNowNs) }
 
 func acquireFrame(t testing.TB, node arbiter.NodeID, id uint64) []byte {
 	t.Helper()

@@ -116,8 +116,8 @@ func TestPropertySafety(t *testing.T) {
 }
 
 // mustServer is newTestServer for rapid, whose T is not a testing.TB.
-func mustServer(rt *rapid.T, store Store) *Server {
-	s, err := newServer(testConfig(), nil, store)
+func mustServer(rt *rapid.T, store Store) *testCore {
+	s, err := newTestCore(testConfig(), store)
 	if err != nil {
 		rt.Fatal(err)
 	}

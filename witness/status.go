@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/seqbus/seqbus/arbiter"
 )
 
 // StatusFileName is the status file a witness started with New rewrites
@@ -61,32 +59,12 @@ type StatusReport struct {
 func (s *Server) Report() StatusReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.observe(s.nowNs())
-	q := s.arb.Query(now)
-	st := s.stats
-	r := StatusReport{
-		Role: "witness", ID: s.cfg.Node, UptimeNs: s.nowNs(),
-		Holder: uint32(q.Holder), Epoch: q.Epoch, LeaseRemainingNs: q.RemainingNs,
-		QuarantineRemainingNs: q.QuarantineRemainingNs, LastHolder: uint32(q.LastHolder),
-		InSyncVersion: q.InSyncVersion, InSync: []uint32{}, DurableEpoch: s.durableEpoch,
-		Requests: map[string]uint64{"acquire": st.Acquires, "renew": st.Renews, "query": st.Queries},
-		Grants: map[string]uint64{"acquire": st.AcquireGrants, "renew": st.RenewGrants,
-			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered},
-		Denies: map[string]uint64{}, Drops: map[string]uint64{},
-		Persists: st.Persists, PersistFailures: st.PersistFailures,
-		ReceiveErrors: st.ReceiveErrors, SendErrors: st.SendErrors,
-	}
-	for _, m := range q.Members.Slice() {
-		r.InSync = append(r.InSync, uint32(m))
-	}
-	for i, n := range st.Denies {
-		if i != 0 {
-			r.Denies[arbiter.DenyReason(i).String()] = n
-		}
-	}
-	for i, n := range st.Drops {
-		r.Drops[DropReason(i).String()] = n
-	}
+	now := s.nowNs()
+	r := s.core.Report(now)
+	// Uptime counts from New, as before the core existed (the core counts
+	// from its construction, a file read later).
+	r.UptimeNs = now
+	r.ReceiveErrors, r.SendErrors = s.receiveErrors, s.sendErrors
 	return r
 }
 
@@ -120,18 +98,4 @@ func (s *Server) statusLoop(stop <-chan struct{}, done chan<- struct{}) {
 			s.writeStatus()
 		}
 	}
-}
-
-// noteAuthDrop counts a request refused by authentication towards the
-// rate-limited log: the first one at once, then one record per
-// macLogEvery with the counts since the last.
-func (s *Server) noteAuthDrop(r DropReason, node uint32, nowNs int64) {
-	s.authDropsSinceLog++
-	if s.authLogged && nowNs-s.authLoggedAtNs < macLogEvery {
-		return
-	}
-	s.log.Warn("witness: lease requests fail authentication (a node with another key file, or forged datagrams); dropped",
-		"reason", r.String(), "node", node, "dropped_since_last_log", s.authDropsSinceLog,
-		"bad_mac", s.stats.Drops[DropBadMAC], "no_mac", s.stats.Drops[DropNoMAC], "unknown_node", s.stats.Drops[DropUnknownNode])
-	s.authLogged, s.authLoggedAtNs, s.authDropsSinceLog = true, nowNs, 0
 }

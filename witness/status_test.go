@@ -107,7 +107,7 @@ func TestAuthFailuresAreLoggedRateLimited(t *testing.T) {
 	cfg := testConfig()
 	cfg.Key, cfg.Nodes, cfg.Stream = &key, []uint32{1, 2}, 7
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	s, err := newServer(cfg, nil, &memStore{})
+	s, err := newTestCore(cfg, &memStore{})
 	if err != nil {
 		t.Fatal(err)
 	}
