@@ -170,6 +170,9 @@ type testPair struct {
 	dir     string
 	real    bool
 	mem     *bus.MemNetwork
+	// leaseNs overrides testLeaseNs for the servers it starts (0: keep):
+	// for tests whose steps must all fall inside one real-time quarantine.
+	leaseNs int64
 }
 
 var transports = []struct {
@@ -221,7 +224,11 @@ func genTestPair(t testing.TB, real bool, dir string) *testPair {
 func (p *testPair) startServer(t testing.TB) {
 	t.Helper()
 	conn, addr := listen(t, p.real, p.mem)
-	s, err := New(testConfig(), conn, p.dir)
+	cfg := testConfig()
+	if p.leaseNs != 0 {
+		cfg.Arbiter.LeaseDurationNs = p.leaseNs
+	}
+	s, err := New(cfg, conn, p.dir)
 	if err != nil {
 		conn.Close()
 		t.Fatal(err)

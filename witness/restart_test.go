@@ -15,7 +15,14 @@ import (
 func TestRestartLetsTheHolderRenewAtOnce(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
+			// The steps after the restart must all fall inside its
+			// quarantine, on the real clock: a lease long against any
+			// scheduling stall of a loaded test machine (the 200 ms of
+			// testLeaseNs was not, under -race).
+			const leaseNs = int64(5 * time.Second)
 			p := genTestPair(t, tr.real, "")
+			p.leaseNs = leaseNs
+			p.restart(t)
 			g := p.roundTrip(t, acquireFrame(t, 1, 10))
 			if !g.Granted() || g.Epoch != 1 {
 				t.Fatalf("first grant %+v", g)
@@ -25,7 +32,7 @@ func TestRestartLetsTheHolderRenewAtOnce(t *testing.T) {
 				t.Fatalf("another node granted during the restart quarantine: %+v", r)
 			}
 			r := p.roundTrip(t, renewFrame(t, 1, 11, 1))
-			if !r.Granted() || r.Epoch != 1 || r.DurationNs != testLeaseNs {
+			if !r.Granted() || r.Epoch != 1 || r.DurationNs != leaseNs {
 				t.Fatalf("holder's renew after the restart: %+v, want granted at epoch 1 for a full lease", r)
 			}
 			if r := p.roundTrip(t, acquireFrame(t, 2, 2)); r.Granted() || r.Holder != 1 || r.Epoch != 1 {
