@@ -678,12 +678,12 @@ func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *find
 	lc.mu.Unlock()
 	for _, res := range results {
 		if r.records[res.ClientOrderID] == 0 {
-			f.add(checkInHistory, "order %d answered %s (duplicate %v) but not in the final journal", res.ClientOrderID, kindName(res.Kind), res.Duplicate)
+			f.add(checkInHistory, "order %d answered %s (duplicate %v) but not in the final journal", res.ClientOrderID, client.KindName(res.Kind), res.Duplicate)
 			continue
 		}
 		got := r.results[res.ClientOrderID]
 		if len(got) == 0 || got[0].Kind != res.Kind {
-			f.add(checkInHistory, "order %d answered %s; the final history answers %v", res.ClientOrderID, kindName(res.Kind), got)
+			f.add(checkInHistory, "order %d answered %s; the final history answers %v", res.ClientOrderID, client.KindName(res.Kind), got)
 		}
 	}
 	resent := 0
@@ -709,7 +709,7 @@ func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *find
 		}
 		if r.outputs[o] == 0 {
 			f.add(checkIdentical, "%s of order %d (order id %d, trade %d) from node %d epoch %d is not in the final history",
-				kindName(s.o.Kind), o.ClientOrderID, o.OrderID, o.TradeID, s.node, s.epoch)
+				client.KindName(s.o.Kind), o.ClientOrderID, o.OrderID, o.TradeID, s.node, s.epoch)
 		}
 	}
 
@@ -737,24 +737,6 @@ func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *find
 	t.Logf("verified: %d answers, %d outputs received, %d journaled twice (resends), %d market-data messages received of %d in the history; findings: %v",
 		len(results), len(seen), resent, len(count), len(r.md), f)
 	return f
-}
-
-func kindName(k engine.OutputKind) string {
-	switch k {
-	case engine.KindAck:
-		return "ack"
-	case engine.KindReject:
-		return "reject"
-	case engine.KindExecution:
-		return "execution"
-	case engine.KindCancelled:
-		return "cancelled"
-	case engine.KindMarketData:
-		return "market data"
-	case engine.KindDuplicate:
-		return "duplicate"
-	}
-	return fmt.Sprintf("kind %d", k)
 }
 
 // requireClean fails the test for every finding.
