@@ -16,6 +16,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/seqbus/seqbus/bench"
+	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/internal/pace"
 	"github.com/seqbus/seqbus/internal/stagetrace"
@@ -120,7 +121,7 @@ func (f benchFlags) check() (parsedBench, error) {
 	}
 	p.standbys = *f.standbys
 	for role := range p.layout {
-		if n, _ := strconv.Atoi(strings.TrimPrefix(role, "standby")); isStandbyN(role) && n > p.standbys {
+		if n, _ := strconv.Atoi(strings.TrimPrefix(role, "standby")); cluster.IsStandbyN(role) && n > p.standbys {
 			return p, benchUsagef("--cpus: %s but --standbys %d", role, p.standbys)
 		}
 	}
@@ -201,7 +202,7 @@ func runFloors(ctx context.Context, size int, rate float64, count int, idles []s
 		best := ""
 		for _, idle := range idles {
 			res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: self, Hops: hops, Idle: idle, Size: max(size, bench.MessageBytesDefault),
-				Rate: rate, Count: count, Warmup: 1000, CPUs: l.floorCPUs(hops), Nice: nice})
+				Rate: rate, Count: count, Warmup: 1000, CPUs: l.FloorCPUs(hops), Nice: nice})
 			if err != nil && !errors.Is(err, bench.ErrLost) {
 				return nil, fmt.Errorf("%s: %w", bench.FloorStage(hops, idle), err)
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/etcdarb"
+	"github.com/seqbus/seqbus/internal/cluster"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -63,16 +64,7 @@ func followEtcd(url string, stream uint16, nodes map[uint32]netip.AddrPort, cl *
 }
 
 // clientSummary is what `seqbus client` prints (and writes with --json).
-type clientSummary struct {
-	Sent, Answered, Acks, Rejects, Duplicates, Resent, Unanswered uint64
-	Executions, Failovers                                         uint64
-	ElapsedSec, RatePerSec                                        float64
-	LatencyUs                                                     map[string]float64
-	// The generator's own lateness: commands sent > 10 µs after their
-	// intended time, and the intended->sent percentiles.
-	SentLate10us     uint64
-	IntendedToSentUs map[string]float64
-}
+type clientSummary = cluster.ClientSummary
 
 func runClient(args []string) error {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)

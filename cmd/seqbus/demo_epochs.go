@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,6 +39,3 @@ func epochSummary(dir string, ids []uint32) (line string, stepDowns uint64) {
 	return fmt.Sprintf("epochs: highest %d, %d promotions, %d new terms of a leader's own; step-downs %d (promotions/step-downs: %s)",
 		highest, promotions, newTerms, stepDowns, strings.Join(per, ", ")), stepDowns
 }
-
-// demoNodeIDs lists the demo's node ids.
-func demoNodeIDs(d *demo) []uint32 { return slices.Collect(maps.Keys(d.nodes)) }
