@@ -19,9 +19,8 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
+	harness "github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/netns"
-	"github.com/seqbus/seqbus/journal"
-	"github.com/seqbus/seqbus/wire"
 )
 
 // Failover layout on the LAN: hosts 0 and 1 run nodes 1 and 2 (roles come
@@ -42,10 +41,6 @@ const (
 	// margin and a 50 ms retry.
 	leaseDuration = time.Second
 	leaseMargin   = 150 * time.Millisecond
-	// blackoutTable is the nftables table a blackout installs.
-	blackoutTable = "seqbus_blackout"
-	// holdTable is the nftables table holdUnicast installs.
-	holdTable = "seqbus_hold"
 	// examplesMax bounds the examples a violated check keeps.
 	examplesMax = 5
 )
@@ -232,36 +227,36 @@ func killProc(t *testing.T, p *proc) time.Time {
 // because it sees no gap); endBlackout removes the rule.
 func blackout(t *testing.T, h *netns.Host) {
 	t.Helper()
-	h.Run(t, "nft", "add", "table", "inet", blackoutTable)
-	h.Run(t, "nft", "add", "chain", "inet", blackoutTable, "input",
-		"{ type filter hook input priority 0 ; policy accept ; }")
-	h.Run(t, "nft", "add", "rule", "inet", blackoutTable, "input",
-		"udp", "dport", strconv.Itoa(groupPort), "counter", "drop")
+	if err := harness.Blackout(h.Name, groupPort); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func endBlackout(t *testing.T, h *netns.Host) {
 	t.Helper()
-	h.Run(t, "nft", "delete", "table", "inet", blackoutTable)
+	if err := harness.EndBlackout(h.Name); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // holdUnicast drops every unicast datagram from src arriving at host (a
 // standby's acks to its primary); releaseUnicast removes the rule.
 func holdUnicast(t *testing.T, h *netns.Host, src netip.Addr) {
 	t.Helper()
-	h.Run(t, "nft", "add", "table", "inet", holdTable)
-	h.Run(t, "nft", "add", "chain", "inet", holdTable, "input",
-		"{ type filter hook input priority 0 ; policy accept ; }")
-	h.Run(t, "nft", "add", "rule", "inet", holdTable, "input",
-		"ip", "saddr", src.String(), "udp", "dport", strconv.Itoa(listenPort), "counter", "drop")
+	if err := harness.HoldUnicast(h.Name, src, listenPort); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func releaseUnicast(t *testing.T, h *netns.Host) {
 	t.Helper()
-	h.Run(t, "nft", "delete", "table", "inet", holdTable)
+	if err := harness.ReleaseUnicast(h.Name); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // seenOutput is one output message the test received, with the header of
-// the frame that carried it.
+// the frame that carried it (harness.Seen, with the names the tests use).
 type seenOutput struct {
 	at    time.Time
 	node  uint32
@@ -272,52 +267,22 @@ type seenOutput struct {
 	o   engine.Output
 }
 
-// tapConn is the client's socket: it records every output it receives,
-// with the sender and epoch from the frame header, before the client
-// matches it. The record grows with the load: one entry per output, so
-// bounded by the commands sent times the outputs a command can cause.
-type tapConn struct {
-	*bus.UDP
-	mu   sync.Mutex
-	seen []seenOutput
+func seenOf(in []harness.Seen) []seenOutput {
+	out := make([]seenOutput, len(in))
+	for i, s := range in {
+		out[i] = seenOutput{at: s.At, node: s.Node, epoch: s.Epoch, seq: s.Seq, o: s.O}
+	}
+	return out
 }
 
-func (c *tapConn) Receive(bufs [][]byte, sizes []int, from []netip.AddrPort, wait time.Duration) (int, error) {
-	n, err := c.UDP.Receive(bufs, sizes, from, wait)
-	if n > 0 {
-		now := time.Now()
-		c.mu.Lock()
-		for i := range n {
-			c.seen = recordOutputs(c.seen, bufs[i][:sizes[i]], now)
-		}
-		c.mu.Unlock()
-	}
-	return n, err
-}
+// tapConn is the client's socket (harness.Tap): it records every output
+// it receives, with the sender and epoch from the frame header, before
+// the client matches it.
+type tapConn struct{ *harness.Tap }
 
-func (c *tapConn) snapshot() []seenOutput {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.seen)
-}
+func newTapConn(u *bus.UDP) *tapConn { return &tapConn{harness.NewTap(u)} }
 
-// recordOutputs appends every output message of an OUTPUT frame.
-func recordOutputs(dst []seenOutput, pkt []byte, at time.Time) []seenOutput {
-	f, _, err := wire.Parse(pkt)
-	if err != nil || f.Type != wire.TypeOutput {
-		return dst
-	}
-	it := f.Messages()
-	for {
-		_, msg, ok := it.Next()
-		if !ok {
-			return dst
-		}
-		if o, err := engine.ParseOutput(msg); err == nil {
-			dst = append(dst, seenOutput{at: at, node: f.Node, epoch: f.Epoch, seq: f.Seq, o: o})
-		}
-	}
-}
+func (c *tapConn) snapshot() []seenOutput { return seenOf(c.Snapshot()) }
 
 // loadClient is the test's own client (package client), with its socket
 // in the client host's namespace. It follows the witness's lease holder.
@@ -351,7 +316,7 @@ func (c *fcluster) dialClientWith(primary *member, key *auth.MasterKey) *loadCli
 		if err != nil {
 			return err
 		}
-		lc.tap = &tapConn{UDP: u}
+		lc.tap = newTapConn(u)
 		lc.cl, err = client.Dial(client.Options{
 			Core:    client.Config{Session: loadSession},
 			Primary: primary.addr(),
@@ -418,59 +383,43 @@ func (lc *loadClient) finish(t *testing.T, timeout time.Duration) {
 		lc.cl.Failovers(), lc.rep.Elapsed.Round(time.Millisecond), lc.err)
 }
 
-// mdObserver receives the market-data multicast on the client host.
-type mdObserver struct {
-	conn *bus.UDP
-	loop *bus.Loop
-	mu   sync.Mutex
-	seen []seenOutput
-}
+// mdObserver receives the market-data multicast on the client host
+// (harness.Observer).
+type mdObserver struct{ *harness.Observer }
 
 func (c *fcluster) observeMarketData() *mdObserver {
 	c.t.Helper()
-	group := netip.MustParseAddrPort(mdGroup)
-	obs := &mdObserver{}
+	var u *bus.UDP
 	err := c.client.Do(func() error {
-		u, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: c.client.Iface,
+		var err error
+		u, err = bus.ListenMulticast(bus.MulticastReceiverConfig{Group: netip.MustParseAddrPort(mdGroup), Interface: c.client.Iface,
 			Tuning: bus.Tuning{RecvBufferBytes: 8 << 20}})
-		if err != nil {
-			return err
-		}
-		obs.conn = u
-		return nil
+		return err
 	})
 	if err != nil {
 		c.t.Fatalf("market-data observer: %v", err)
 	}
-	obs.loop, err = bus.StartLoop(obs.conn, bus.LoopConfig{Idle: bus.Idle{Kind: bus.IdleBlock}},
-		func(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
-			now := time.Now()
-			obs.mu.Lock()
-			for i := range sizes {
-				obs.seen = recordOutputs(obs.seen, bufs[i][:sizes[i]], now)
-			}
-			obs.mu.Unlock()
-		})
+	return observe(c.t, u)
+}
+
+// observe records every output multicast to u until the test ends.
+func observe(t *testing.T, u *bus.UDP) *mdObserver {
+	t.Helper()
+	o, err := harness.Observe(u)
 	if err != nil {
-		obs.conn.Close()
-		c.t.Fatal(err)
+		u.Close()
+		t.Fatal(err)
 	}
-	c.t.Cleanup(obs.close)
-	return obs
+	t.Cleanup(o.Close)
+	return &mdObserver{o}
 }
 
-func (o *mdObserver) close() {
-	o.conn.Close()
-	o.loop.Stop()
-}
+func (o *mdObserver) close() { o.Close() }
 
-func (o *mdObserver) snapshot() []seenOutput {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.seen)
-}
+func (o *mdObserver) snapshot() []seenOutput { return seenOf(o.Snapshot()) }
 
-// replayed is the final primary's journal applied to a fresh engine.
+// replayed is the final primary's journal applied to a fresh engine
+// (harness.ReadJournal with Replay).
 type replayed struct {
 	first, applied, hash uint64
 	epochs               []epochRun
@@ -487,74 +436,18 @@ type replayed struct {
 	md []engine.Output
 }
 
-type replayEmitter struct {
-	r   *replayed
-	err error
-}
-
-func (e *replayEmitter) Emit(to uint64, payload []byte) {
-	o, err := engine.ParseOutput(payload)
-	if err != nil {
-		e.err = err
-		return
-	}
-	r := e.r
-	switch {
-	case to == engine.MarketData:
-		if o.MDSeq != uint64(len(r.md))+1 && e.err == nil {
-			e.err = fmt.Errorf("replay: market-data seq %d after %d", o.MDSeq, len(r.md))
-		}
-		r.md = append(r.md, o)
-	case to == loadSession:
-		r.outputs[o]++
-		if o.Kind == engine.KindAck || o.Kind == engine.KindReject {
-			r.results[o.ClientOrderID] = append(r.results[o.ClientOrderID], o)
-		}
-	}
-}
-
 // replayJournal applies a stopped node's whole journal to a fresh engine
 // configured as cmd/seqbus configures it.
 func replayJournal(t *testing.T, dir string) *replayed {
 	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
-	eng, err := engine.New(cfg)
+	j, err := harness.ReadJournal(dir, harness.JournalOptions{Replay: true, Engine: cfg, Session: loadSession})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{})
-	if err != nil {
-		t.Fatalf("open journal %s: %v", dir, err)
-	}
-	defer j.Close()
-	r := &replayed{first: j.First(), records: map[uint64]int{}, results: map[uint64][]engine.Output{}, outputs: map[engine.Output]int{}}
-	if _, last := j.Last(); last == 0 {
-		return r
-	}
-	if r.first != 1 {
-		t.Fatalf("journal %s starts at %d: cannot replay from an empty state", dir, r.first)
-	}
-	em := &replayEmitter{r: r}
-	err = j.ReadFrom(1, func(epoch, seq uint64, payload []byte) bool {
-		if n := len(r.epochs); n == 0 || r.epochs[n-1].Epoch != epoch {
-			r.epochs = append(r.epochs, epochRun{Epoch: epoch, FirstSeq: seq})
-		}
-		r.epochs[len(r.epochs)-1].Records++
-		if h, err := engine.ParseCommand(payload); err == nil && h.Session == loadSession {
-			r.records[h.ClientOrderID]++
-		}
-		eng.Apply(seq, payload, em)
-		return true
-	})
-	if err == nil {
-		err = em.err
-	}
-	if err != nil {
-		t.Fatalf("replay %s: %v", dir, err)
-	}
-	r.applied, r.hash = eng.AppliedSeq(), eng.StateHash()
-	return r
+	return &replayed{first: j.First, applied: j.Applied, hash: j.Hash, epochs: j.Epochs,
+		records: j.Records, results: j.Results, outputs: j.Outputs, md: j.MD}
 }
 
 // findings collects violated checks: for each check, how many violations
