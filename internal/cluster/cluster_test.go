@@ -178,7 +178,9 @@ func TestRecordOutputs(t *testing.T) {
 // captured keeps every output the engine emits.
 type captured struct{ msgs [][]byte }
 
-func (c *captured) Emit(_ uint64, payload []byte) { c.msgs = append(c.msgs, append([]byte(nil), payload...)) }
+func (c *captured) Emit(_ uint64, payload []byte) {
+	c.msgs = append(c.msgs, append([]byte(nil), payload...))
+}
 
 // writeJournal writes orders 1..n of session 9 (payload of order bad
 // altered when bad > 0) at epoch 1.

@@ -27,7 +27,9 @@ func Blackout(ns string, port uint16) error {
 }
 
 // EndBlackout removes Blackout's rule.
-func EndBlackout(ns string) error { return InNetns(ns, "nft", "delete", "table", "inet", BlackoutTable) }
+func EndBlackout(ns string) error {
+	return InNetns(ns, "nft", "delete", "table", "inet", BlackoutTable)
+}
 
 // HoldUnicast drops every datagram from src to UDP port arriving in ns
 // (a standby's acks to its primary: a partition in one direction).
