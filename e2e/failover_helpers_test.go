@@ -497,138 +497,53 @@ func (f *findings) String() string {
 	return b.String()
 }
 
-// The checks.
+// The checks (harness.CheckHistory's, and the deposed primary's
+// silence the tests check themselves).
 const (
-	checkAllAnswered   = "every command answered"
-	checkInHistory     = "every answer in the final history"
-	checkIdentical     = "every output received identical in the final engine"
-	checkAppliedOnce   = "no (session, client order id) applied twice"
-	checkReplicas      = "standby identical to the final primary"
-	checkMDDuplicate   = "no market-data seq received twice"
-	checkMDReuse       = "no market-data seq reused with other content"
-	checkMDMonotonic   = "market-data seqs only increase across the failover"
-	checkDeposedSilent = "the deposed primary releases nothing after its lease"
+	checkAllAnswered   = harness.CheckAllAnswered
+	checkInHistory     = harness.CheckInHistory
+	checkIdentical     = harness.CheckIdentical
+	checkAppliedOnce   = harness.CheckAppliedOnce
+	checkReplicas      = harness.CheckReplicas
+	checkMDDuplicate   = harness.CheckMDDuplicate
+	checkMDReuse       = harness.CheckMDReuse
+	checkMDMonotonic   = harness.CheckMDMonotonic
+	checkDeposedSilent = harness.CheckDeposedSilent
 )
 
 // verify checks the stopped cluster against everything the client and the
-// market-data observer received. primary is the final primary.
+// market-data observer received (harness.CheckHistory). primary is the
+// final primary.
 func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *findings {
 	t := c.t
 	t.Helper()
-	f := &findings{}
-	if lc.err != nil || lc.rep.Stats.Answered != lc.rep.Sent {
-		f.add(checkAllAnswered, "answered %d of %d (%v)", lc.rep.Stats.Answered, lc.rep.Sent, lc.err)
-	}
-
 	standby := c.other(primary)
-	ps, ss := mustStatus(t, primary), mustStatus(t, standby)
-	for _, s := range []status{ps, ss} {
+	h := &harness.History{Sent: lc.rep.Sent, LoadErr: lc.err, Stats: lc.rep.Stats,
+		PrimaryStatus: mustStatus(t, primary), StandbyStatus: mustStatus(t, standby)}
+	for _, s := range []status{h.PrimaryStatus, h.StandbyStatus} {
 		t.Logf("node %d (%s, epoch %d): applied %d hash %#x journal [%d, %d] node %v",
 			s.ID, s.Role, s.Epoch, s.Applied, s.StateHash, s.Journal.FirstSeq, s.Journal.LastSeq, nonZero(s.Node))
-		if s.Node["HashMismatches"] != 0 {
-			f.add(checkReplicas, "node %d counted %d hash mismatches", s.ID, s.Node["HashMismatches"])
-		}
 	}
-	if ps.Role != "primary" || ss.Role != "standby" {
-		f.add(checkReplicas, "final roles: node %d %s, node %d %s", ps.ID, ps.Role, ss.ID, ss.Role)
-	}
-	if ss.Applied != ps.Applied || ss.StateHash != ps.StateHash || ss.Epoch != ps.Epoch {
-		f.add(checkReplicas, "standby %d at applied %d hash %#x epoch %d; primary %d at %d %#x epoch %d",
-			ss.ID, ss.Applied, ss.StateHash, ss.Epoch, ps.ID, ps.Applied, ps.StateHash, ps.Epoch)
-	}
-	var pd, sd journalDigest
-	var r *replayed
+	var perr, serr error
 	var wg sync.WaitGroup
-	wg.Go(func() { pd = readJournal(t, primary.dir) })
-	wg.Go(func() { sd = readJournal(t, standby.dir) })
-	wg.Go(func() { r = replayJournal(t, primary.dir) })
+	wg.Go(func() {
+		cfg := engine.DefaultConfig()
+		cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
+		h.Primary, perr = harness.ReadJournal(primary.dir, harness.JournalOptions{Replay: true, Engine: cfg, Session: loadSession})
+	})
+	wg.Go(func() { h.Standby, serr = harness.ReadJournal(standby.dir, harness.JournalOptions{}) })
 	wg.Wait()
-	if t.Failed() || r == nil {
-		// A reader failed (t.Fatalf in its goroutine ended only that
-		// goroutine): stop here rather than read its missing result.
-		t.FailNow()
+	if perr != nil || serr != nil {
+		t.Fatalf("journals: primary %v, standby %v", perr, serr)
 	}
-	if pd.last != sd.last || sd.first < pd.first {
-		f.add(checkReplicas, "journals: primary [%d, %d], standby [%d, %d]", pd.first, pd.last, sd.first, sd.last)
-	} else {
-		for seq := sd.first; seq <= sd.last; seq++ {
-			if sd.records[seq-sd.first] != pd.records[seq-pd.first] {
-				f.add(checkReplicas, "standby journal differs from the primary's at seq %d", seq)
-				break
-			}
-		}
-	}
-	t.Logf("final primary %d journal epochs %v; standby %d journal epochs %v", primary.id, pd.epochs, standby.id, sd.epochs)
-	if r.applied != ps.Applied || r.hash != uint64(ps.StateHash) {
-		f.add(checkReplicas, "replaying the primary's journal gives applied %d hash %#x; it reported %d %#x",
-			r.applied, r.hash, ps.Applied, ps.StateHash)
-	}
-
-	// Answers: each (session, id) answered is in the history, with the
-	// same result the history produces.
+	t.Logf("final primary %d journal epochs %v; standby %d journal epochs %v", primary.id, h.Primary.Epochs, standby.id, h.Standby.Epochs)
 	lc.mu.Lock()
-	results := slices.Clone(lc.results)
+	h.Results = slices.Clone(lc.results)
 	lc.mu.Unlock()
-	for _, res := range results {
-		if r.records[res.ClientOrderID] == 0 {
-			f.add(checkInHistory, "order %d answered %s (duplicate %v) but not in the final journal", res.ClientOrderID, client.KindName(res.Kind), res.Duplicate)
-			continue
-		}
-		got := r.results[res.ClientOrderID]
-		if len(got) == 0 || got[0].Kind != res.Kind {
-			f.add(checkInHistory, "order %d answered %s; the final history answers %v", res.ClientOrderID, client.KindName(res.Kind), got)
-		}
-	}
-	resent := 0
-	for id, n := range r.records {
-		if n > 1 {
-			resent++
-		}
-		if k := len(r.results[id]); k > 1 {
-			f.add(checkAppliedOnce, "order %d has %d results in the final history: %v", id, k, r.results[id])
-		}
-	}
-
-	// Every output the client received (acks, rejects, executions,
-	// cancels, duplicates as their original) is in the final history.
-	seen := lc.tap.snapshot()
-	for _, s := range seen {
-		o := s.o
-		if o.Kind == engine.KindMarketData {
-			continue
-		}
-		if o.Kind == engine.KindDuplicate {
-			o.Kind, o.Original = o.Original, 0
-		}
-		if r.outputs[o] == 0 {
-			f.add(checkIdentical, "%s of order %d (order id %d, trade %d) from node %d epoch %d is not in the final history",
-				client.KindName(s.o.Kind), o.ClientOrderID, o.OrderID, o.TradeID, s.node, s.epoch)
-		}
-	}
-
-	// Market data: no seq twice, each equal to the history's, increasing.
-	mds := md.snapshot()
-	count := map[uint64]int{}
-	var last uint64
-	for _, s := range mds {
-		o := s.o
-		if o.Kind != engine.KindMarketData {
-			continue
-		}
-		count[o.MDSeq]++
-		if count[o.MDSeq] == 2 {
-			f.add(checkMDDuplicate, "md seq %d received twice (now from node %d epoch %d)", o.MDSeq, s.node, s.epoch)
-		}
-		if o.MDSeq == 0 || o.MDSeq > uint64(len(r.md)) || r.md[o.MDSeq-1] != o {
-			f.add(checkMDReuse, "md seq %d from node %d epoch %d differs from the final history's", o.MDSeq, s.node, s.epoch)
-		}
-		if o.MDSeq <= last {
-			f.add(checkMDMonotonic, "md seq %d from node %d epoch %d after seq %d", o.MDSeq, s.node, s.epoch, last)
-		}
-		last = max(last, o.MDSeq)
-	}
-	t.Logf("verified: %d answers, %d outputs received, %d journaled twice (resends), %d market-data messages received of %d in the history; findings: %v",
-		len(results), len(seen), resent, len(count), len(r.md), f)
+	h.Seen, h.MD = lc.tap.Snapshot(), md.Snapshot()
+	f := &findings{}
+	n := harness.CheckHistory(h, f.add)
+	t.Logf("verified: %v; findings: %v", n, f)
 	return f
 }
 

@@ -186,7 +186,8 @@ func (c *captured) Emit(_ uint64, payload []byte) {
 // altered when bad > 0) at epoch 1.
 func writeJournal(t *testing.T, dir string, n, bad int) {
 	t.Helper()
-	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{})
+	// Small segments: reading a journal scans its preallocated tail.
+	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{SegmentBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
