@@ -143,23 +143,22 @@ func (c *fcluster) startAll() {
 }
 
 // waitLeader waits until a node other than not reports itself primary,
-// holding the lease, at an epoch >= minEpoch.
+// holding the lease, at an epoch >= minEpoch (harness.PrimaryOf).
 func (c *fcluster) waitLeader(timeout time.Duration, not uint32, minEpoch uint64) (*member, status) {
 	c.t.Helper()
 	var leader *member
 	var st status
 	waitFor(c.t, timeout, "a leader", func() bool {
+		var cands []harness.Candidate
 		for _, m := range c.nodes {
-			if m.id == not || m.p == nil || m.p.exited() {
-				continue
-			}
-			s, ok := readStatus(m.dir)
-			if ok && s.Role == "primary" && s.Lease.Held && s.Epoch >= minEpoch {
-				leader, st = m, s
-				return true
-			}
+			cands = append(cands, harness.Candidate{ID: m.id, Dir: m.dir, Alive: m.p != nil && !m.p.exited()})
 		}
-		return false
+		id, s := harness.PrimaryOf(cands, not, minEpoch, true)
+		if id == 0 {
+			return false
+		}
+		leader, st = c.node(id), s
+		return true
 	})
 	return leader, st
 }

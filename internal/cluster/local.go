@@ -66,15 +66,37 @@ func (l *Local) Status(id uint32) (Status, error) { return ReadStatus(l.NodeDir(
 func (l *Local) Primary() (uint32, Status) { return l.primaryAbove(0, 0) }
 
 func (l *Local) primaryAbove(not uint32, minEpoch uint64) (uint32, Status) {
+	var cands []Candidate
+	for _, id := range l.IDs() {
+		cands = append(cands, Candidate{ID: id, Dir: l.NodeDir(id), Alive: !l.Dead[id]})
+	}
+	return PrimaryOf(cands, not, minEpoch, false)
+}
+
+// Candidate is a node that may be primary: its directory (status.json)
+// and whether it is alive (a killed node's last status still says what it
+// was).
+type Candidate struct {
+	ID    uint32
+	Dir   string
+	Alive bool
+}
+
+// PrimaryOf is the live candidate other than not whose status says it is
+// primary at the highest epoch >= minEpoch, holding the lease if
+// needLease (0 for none).
+func PrimaryOf(cands []Candidate, not uint32, minEpoch uint64, needLease bool) (uint32, Status) {
 	var best uint32
 	var bs Status
-	for _, id := range l.IDs() {
-		if id == not || l.Dead[id] {
+	for _, c := range cands {
+		if c.ID == not || !c.Alive {
 			continue
 		}
-		if s, err := l.Status(id); err == nil && s.Role == "primary" && s.Epoch >= minEpoch && s.Epoch >= bs.Epoch {
-			best, bs = id, s
+		s, err := ReadStatus(c.Dir)
+		if err != nil || s.Role != "primary" || s.Epoch < minEpoch || s.Epoch < bs.Epoch || (needLease && !s.Lease.Held) {
+			continue
 		}
+		best, bs = c.ID, s
 	}
 	return best, bs
 }
