@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -127,16 +126,12 @@ func (d *demo) startProcesses() error {
 		d.key, d.keyArgs = &k, []string{"--key", keyPath}
 		fmt.Printf("every frame is authenticated (HMAC-SHA256, key %s; --no-auth to compare)\n", keyPath)
 	}
-	if err := d.Start("witness", append([]string{"witness", "--listen", d.Witness.String(), "--dir", filepath.Join(d.Dir, "witness"), "--nodes", "1,2"}, d.keyArgs...)...); err != nil {
+	if err := d.StartWitness(nil, append([]string{"--nodes", "1,2"}, d.keyArgs...)...); err != nil {
 		return err
 	}
 	for _, id := range d.IDs() {
-		other := 3 - id
-		args := []string{"node", "--id", strconv.Itoa(int(id)),
-			"--dir", d.NodeDir(id), "--listen", d.Nodes[id].String(),
-			"--group", d.Group.String(), "--iface", "lo", "--witness", d.Witness.String(),
-			"--market-data", d.mdGroup.String(),
-			"--peer", fmt.Sprintf("%d=%s", other, d.Nodes[other]), "--fsync", "group"}
+		args := append([]string{"node"}, d.NodeArgs(id)...)
+		args = append(args, "--market-data", d.mdGroup.String(), "--fsync", "group")
 		if err := d.Start(cluster.NodeName(id), append(args, d.keyArgs...)...); err != nil {
 			return err
 		}

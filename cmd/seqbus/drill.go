@@ -208,23 +208,18 @@ func (r *drillRun) close() {
 }
 
 func (r *drillRun) startCluster(s drillScenario) error {
-	if err := r.Start("witness", "witness", "--listen", r.Witness.String(), "--dir", filepath.Join(r.Dir, "witness"),
-		"--lease", drillLease.String()); err != nil {
+	if err := r.StartWitness(nil, "--lease", drillLease.String()); err != nil {
 		return err
 	}
 	for _, id := range r.IDs() {
-		other := 3 - id
-		args := []string{"drill", "node", "--id", strconv.Itoa(int(id)),
-			"--dir", r.NodeDir(id), "--listen", r.Nodes[id].String(),
-			"--group", r.Group.String(), "--iface", "lo", "--witness", r.Witness.String(),
-			"--lease", drillLease.String(), "--peer", fmt.Sprintf("%d=%s", other, r.Nodes[other]),
-			"--fsync", "group",
+		args := append([]string{"drill", "node"}, r.NodeArgs(id)...)
+		args = append(args, "--lease", drillLease.String(), "--fsync", "group",
 			// Long enough that the drills' short pauses of a standby do not
 			// remove it from the in-sync set.
 			"--insync-timeout", "1s",
 			// A small receive buffer: a stopped standby loses what does not
 			// fit, as a real one behind a congested switch would.
-			"--recv-buffer", "32768"}
+			"--recv-buffer", "32768")
 		if s.unsafe != "" {
 			args = append(args, s.unsafe)
 		}

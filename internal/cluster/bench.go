@@ -247,9 +247,7 @@ func (c *benchCluster) start(ctx context.Context) error {
 		}
 		c.keyArgs = []string{"--key", path}
 	}
-	err := c.StartOn("witness", cfg.Layout.CPUsOf("witness"), append([]string{"witness", "--listen", c.Witness.String(),
-		"--dir", filepath.Join(c.Dir, "witness"), "--nodes", strings.Join(ids, ",")}, c.keyArgs...)...)
-	if err != nil {
+	if err := c.StartWitness(cfg.Layout.CPUsOf("witness"), append([]string{"--nodes", strings.Join(ids, ",")}, c.keyArgs...)...); err != nil {
 		return err
 	}
 	// Node 1 starts first and takes the lease alone, so the layout's
@@ -278,17 +276,9 @@ func (c *benchCluster) start(ctx context.Context) error {
 
 func (c *benchCluster) startNode(id uint32) error {
 	cfg := c.cfg
-	var peers []string
-	for pid, addr := range c.Nodes {
-		if pid != id {
-			peers = append(peers, "--peer", fmt.Sprintf("%d=%s", pid, addr))
-		}
-	}
-	args := append([]string{"node", "--id", strconv.Itoa(int(id)),
-		"--dir", filepath.Join(c.Dir, c.nodeName(id)), "--listen", c.Nodes[id].String(),
-		"--group", c.Group.String(), "--iface", "lo", "--witness", c.Witness.String(),
-		"--fsync", cfg.Fsync, "--idle", cfg.Idle, "--engine", cfg.Engine,
-		"--trace-stages", strconv.Itoa(cfg.Count + cfg.Warmup + 1024)}, peers...)
+	args := append([]string{"node"}, c.NodeArgs(id)...)
+	args = append(args, "--fsync", cfg.Fsync, "--idle", cfg.Idle, "--engine", cfg.Engine,
+		"--trace-stages", strconv.Itoa(cfg.Count+cfg.Warmup+1024))
 	return c.StartOn(c.nodeName(id), cfg.Layout.CPUsOf(c.nodeRole(id)), append(args, c.keyArgs...)...)
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/netip"
 	"path/filepath"
@@ -54,6 +55,27 @@ func (l *Local) NodeDir(id uint32) string { return filepath.Join(l.Dir, NodeName
 
 // NodeLog is node id's log file.
 func (l *Local) NodeLog(id uint32) string { return filepath.Join(l.Dir, NodeName(id)+".log") }
+
+// StartWitness starts the witness on Witness (state in Dir/witness),
+// pinned to cpus (nil: not pinned), with extra flags.
+func (l *Local) StartWitness(cpus []int, extra ...string) error {
+	args := []string{"witness", "--listen", l.Witness.String(), "--dir", filepath.Join(l.Dir, "witness")}
+	return l.StartOn("witness", cpus, append(args, extra...)...)
+}
+
+// NodeArgs are the flags node id needs to join this cluster: its id,
+// directory and address, the group on lo, the witness and every other
+// node as a peer.
+func (l *Local) NodeArgs(id uint32) []string {
+	args := []string{"--id", strconv.Itoa(int(id)), "--dir", l.NodeDir(id), "--listen", l.Nodes[id].String(),
+		"--group", l.Group.String(), "--iface", "lo", "--witness", l.Witness.String()}
+	for _, peer := range l.IDs() {
+		if peer != id {
+			args = append(args, "--peer", fmt.Sprintf("%d=%s", peer, l.Nodes[peer]))
+		}
+	}
+	return args
+}
 
 // IDs are the node ids, sorted.
 func (l *Local) IDs() []uint32 { return slices.Sorted(maps.Keys(l.Nodes)) }
