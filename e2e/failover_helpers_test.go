@@ -204,10 +204,11 @@ func (c *fcluster) stopAll(primary *member) {
 	}
 }
 
-// signal sends sig to m's process.
+// signal sends sig to p's process (harness.Proc.Signal: kill, stop,
+// continue).
 func signal(t *testing.T, p *proc, sig syscall.Signal) time.Time {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		t.Fatalf("%s: signal %v: %v", p.name, sig, err)
 	}
 	return time.Now()
@@ -416,38 +417,6 @@ func observe(t *testing.T, u *bus.UDP) *mdObserver {
 func (o *mdObserver) close() { o.Close() }
 
 func (o *mdObserver) snapshot() []seenOutput { return seenOf(o.Snapshot()) }
-
-// replayed is the final primary's journal applied to a fresh engine
-// (harness.ReadJournal with Replay).
-type replayed struct {
-	first, applied, hash uint64
-	epochs               []epochRun
-	// records counts journal records per client order id of loadSession
-	// (a resend after a failover is journaled again; the engine answers it
-	// as a duplicate).
-	records map[uint64]int
-	// results holds, per client order id, the Ack and Reject outputs the
-	// engine produced (not duplicates): applied once means exactly one.
-	results map[uint64][]engine.Output
-	// outputs is every output to loadSession, with multiplicity.
-	outputs map[engine.Output]int
-	// md[i] is the market-data output with MDSeq i+1.
-	md []engine.Output
-}
-
-// replayJournal applies a stopped node's whole journal to a fresh engine
-// configured as cmd/seqbus configures it.
-func replayJournal(t *testing.T, dir string) *replayed {
-	t.Helper()
-	cfg := engine.DefaultConfig()
-	cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
-	j, err := harness.ReadJournal(dir, harness.JournalOptions{Replay: true, Engine: cfg, Session: loadSession})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &replayed{first: j.First, applied: j.Applied, hash: j.Hash, epochs: j.Epochs,
-		records: j.Records, results: j.Results, outputs: j.Outputs, md: j.MD}
-}
 
 // findings collects violated checks: for each check, how many violations
 // and a few examples. Safe runs require none; unsafe runs require their
