@@ -451,15 +451,29 @@ func printLatencyRun(run latencyRun) {
 }
 
 func printProcesses(ps []processInfo) {
-	fmt.Printf("  %-10s %8s %6s %6s %10s %14s %14s %14s\n", "process", "pid", "cpus", "procs", "cpu s", "cpu s/1M cmd", "mallocs/cmd", "syscalls/cmd")
+	fmt.Print(processWindowNote)
+	fmt.Printf("  %-10s %8s %6s %6s %10s %14s %14s %14s %14s\n", "process", "pid", "cpus", "procs", "cpu s", "cpu s/1M cmd",
+		"mallocs/cmd", "syscalls/cmd", "(life) mallocs")
 	for _, p := range ps {
 		procs := "-"
 		if p.GOMAXPROCS > 0 {
 			procs = strconv.Itoa(p.GOMAXPROCS)
 		}
-		fmt.Printf("  %-10s %8d %6s %6s %10.2f %14.2f %14.2f %14.2f\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion, p.MallocsPerCommand, p.SyscallsPerCommand)
+		mallocs, syscalls := "-", "-"
+		if p.Window {
+			mallocs, syscalls = strconv.FormatFloat(p.WindowMallocsPerCommand, 'f', 2, 64), strconv.FormatFloat(p.WindowSyscallsPerCommand, 'f', 2, 64)
+		}
+		fmt.Printf("  %-10s %8d %6s %6s %10.2f %14.2f %14s %14s %14.2f\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion,
+			mallocs, syscalls, p.MallocsPerCommand)
 	}
 }
+
+// processWindowNote says what the per-process columns count.
+const processWindowNote = `  mallocs/cmd, syscalls/cmd: the measured window only, over the measured commands: from the process's first
+    handling of the first measured command (client: its answer; primary: sequencing it; standby: applying it)
+    to its handling of the last (client: its answer; primary: releasing it; standby: applying it); "-": the
+    window never closed. (life) mallocs: since the process began tracing, warm-up and drain in, over all sent.
+`
 
 // writeIntervalLog writes the end-to-end latency by second of intended
 // send time as an HdrHistogram interval log (HistogramLogAnalyzer reads

@@ -75,6 +75,7 @@ type clientFlags struct {
 	drain, spin                                                             *time.Duration
 	nice, size, traceStages                                                 *int
 	nodes                                                                   peerFlags
+	traceWindow                                                             *string
 }
 
 func defineClientFlags(fs *flag.FlagSet) *clientFlags {
@@ -98,6 +99,7 @@ func defineClientFlags(fs *flag.FlagSet) *clientFlags {
 	f.size = fs.Int("size", 0, "send opaque commands of this many bytes that the engine rejects after replicating them (0: real new orders)")
 	f.traceStages = fs.Int("trace-stages", 0, "record intended/sent/received of the first N commands and write them at exit to --trace-file (seqbus bench; 0: off)")
 	f.traceFile = fs.String("trace-file", "client.trace", "where --trace-stages writes")
+	f.traceWindow = fs.String("trace-window", "", traceWindowUsage)
 	f.record = fs.String("record", "", "write every output received to this file, one JSON line each (for seqbus verify)")
 	return f
 }
@@ -109,6 +111,7 @@ func (f *clientFlags) check() error {
 		checkIdle("idle", *f.idle), checkAddr("witness", *f.witnessAddr, true), checkStream(*f.stream),
 		checkFollow(*f.witnessAddr, *f.arbiterURL, f.nodes), checkNonNegative("spin", *f.spin), checkRange("nice", *f.nice, -20, 19),
 		asUsage(second(traceStagesFlag(*f.traceStages))), asUsage(prefixed("size", checkLoadSize(*f.size))),
+		asUsage(traceWindowFlag(*f.traceWindow, *f.traceStages)),
 	)
 }
 
@@ -174,7 +177,7 @@ func (f *clientFlags) runLoad(cl *client.Client) error {
 	var trace *clientTrace
 	if *f.traceStages > 0 {
 		var err error
-		if trace, err = newClientTrace(*f.traceStages); err != nil {
+		if trace, err = newClientTrace(*f.traceStages, *f.traceWindow, cl); err != nil {
 			return err
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/metrics"
+	"github.com/seqbus/seqbus/internal/stagetrace"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
 )
@@ -113,6 +114,7 @@ type nodeFlags struct {
 	lease, renew, margin, retry, ackDelay       *time.Duration
 	insyncTimeout, busyPoll                     *time.Duration
 	peers                                       peerFlags
+	traceWindow                                 *string
 }
 
 func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
@@ -148,6 +150,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.metricsAddr = fs.String("metrics-addr", "", metricsAddrUsage)
 	f.traceStages = fs.Int("trace-stages", 0, "record the stage times of the first N seqs and write them at exit to --trace-file (seqbus bench; 0: off)")
 	f.traceFile = fs.String("trace-file", "", "where --trace-stages writes (default DIR/stages.trace)")
+	f.traceWindow = fs.String("trace-window", "", traceWindowUsage)
 	f.engineName = fs.String("engine", "matching", "state machine: matching (the reference engine), or none (answers every command, does nothing: replicated throughput)")
 	f.noFencing, f.noGating = new(bool), new(bool)
 	if allowUnsafe {
@@ -209,6 +212,9 @@ func (f *nodeFlags) config() (node.Config, error) {
 		return cfg, asUsage(err)
 	}
 	if cfg.TraceStages, err = traceStagesFlag(*f.traceStages); err != nil {
+		return cfg, asUsage(err)
+	}
+	if err := traceWindowFlag(*f.traceWindow, cfg.TraceStages); err != nil {
 		return cfg, asUsage(err)
 	}
 	if err := f.addresses(&cfg); err != nil {
@@ -317,6 +323,11 @@ func runNodeConfig(cfg node.Config, metricsAddr string, f *nodeFlags) error {
 	}
 	if reg != nil {
 		reg.MustRegister(metrics.NodeCollector{N: n})
+	}
+	if w, _ := stagetrace.ParseWindow(*f.traceWindow, nil); w != nil {
+		if err := n.TraceWindow(w.From, w.To); err != nil {
+			return err
+		}
 	}
 	warnSockets(cfg.Log, n)
 	if err := n.Start(); err != nil {

@@ -167,14 +167,24 @@ type BenchConfig struct {
 
 // ProcessInfo is one process of a run, as summary.json reports it.
 type ProcessInfo struct {
-	Role               string  `json:"role"`
-	Pid                int     `json:"pid"`
-	CPUs               string  `json:"cpus"`
-	GOMAXPROCS         int     `json:"gomaxprocs,omitempty"`
-	CPUSeconds         float64 `json:"cpu_seconds"`
-	CPUSPerMillion     float64 `json:"cpu_s_per_million"`
+	Role           string  `json:"role"`
+	Pid            int     `json:"pid"`
+	CPUs           string  `json:"cpus"`
+	GOMAXPROCS     int     `json:"gomaxprocs,omitempty"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	CPUSPerMillion float64 `json:"cpu_s_per_million"`
+	// MallocsPerCommand and SyscallsPerCommand are over the process's
+	// whole traced life (start-up, warm-up and drain included) divided by
+	// every command sent, warm-up included.
 	MallocsPerCommand  float64 `json:"mallocs_per_command"`
 	SyscallsPerCommand float64 `json:"syscalls_per_command"`
+	// The measured window (stagetrace.Window): from the process's first
+	// handling of a measured command to its last, divided by the measured
+	// commands (Count). Window is false when the process's window never
+	// closed (the figures are then absent, not zero).
+	Window                   bool    `json:"window"`
+	WindowMallocsPerCommand  float64 `json:"window_mallocs_per_command,omitempty"`
+	WindowSyscallsPerCommand float64 `json:"window_syscalls_per_command,omitempty"`
 }
 
 // BenchResult is what one run measured.
@@ -278,7 +288,7 @@ func (c *benchCluster) startNode(id uint32) error {
 	cfg := c.cfg
 	args := append([]string{"node"}, c.NodeArgs(id)...)
 	args = append(args, "--fsync", cfg.Fsync, "--idle", cfg.Idle, "--engine", cfg.Engine,
-		"--trace-stages", strconv.Itoa(cfg.Count+cfg.Warmup+1024))
+		"--trace-stages", strconv.Itoa(cfg.Count+cfg.Warmup+1024), "--trace-window", stagetrace.WindowText(cfg.Warmup, cfg.Count))
 	return c.StartOn(c.nodeName(id), cfg.Layout.CPUsOf(c.nodeRole(id)), append(args, c.keyArgs...)...)
 }
 
@@ -299,7 +309,8 @@ func (c *benchCluster) load(ctx context.Context) (*BenchResult, error) {
 	clientJSON := filepath.Join(c.Dir, "client.json")
 	args := []string{"client", "--primary", c.Nodes[1].String(), "--session", strconv.Itoa(BenchSession),
 		"--count", strconv.Itoa(total), "--idle", cfg.Idle, "--drain", benchDrain.String(),
-		"--trace-stages", strconv.Itoa(total), "--trace-file", clientTrace, "--json", clientJSON}
+		"--trace-stages", strconv.Itoa(total), "--trace-window", stagetrace.WindowText(cfg.Warmup, cfg.Count),
+		"--trace-file", clientTrace, "--json", clientJSON}
 	args = append(args, LoadArgs(cfg)...)
 	if err := c.StartOn("client", cfg.Layout.CPUsOf("client"), append(args, c.keyArgs...)...); err != nil {
 		return nil, err
@@ -392,6 +403,7 @@ func (c *benchCluster) merge(states map[string]*os.ProcessState, clientTrace, cl
 		if t := traces[name]; t != nil {
 			p.MallocsPerCommand = float64(t.Mallocs) / commands
 			p.SyscallsPerCommand = float64(t.Syscalls) / commands
+			fillWindow(&p, t.Header, cfg.Count)
 			p.GOMAXPROCS = int(t.GOMAXPROCS)
 			if int(t.Pid) != p.Pid {
 				p.Pid = int(t.Pid) // the trace is the process's own word
@@ -411,6 +423,17 @@ func (c *benchCluster) merge(states map[string]*os.ProcessState, clientTrace, cl
 	}
 	add("witness", "witness")
 	return res, nil
+}
+
+// fillWindow sets p's measured-window figures from a trace header: the
+// window's allocations and socket calls over its commands.
+func fillWindow(p *ProcessInfo, h stagetrace.Header, count int) {
+	if !h.WindowClosed || count <= 0 {
+		return
+	}
+	p.Window = true
+	p.WindowMallocsPerCommand = float64(h.WindowMallocs) / float64(count)
+	p.WindowSyscallsPerCommand = float64(h.WindowSyscalls) / float64(count)
 }
 
 // replicatedPerSec is the rate at which the in-sync standbys acknowledged
