@@ -207,8 +207,7 @@ func (d *demo) watch(ctx context.Context) (interrupted bool) {
 		}
 		st := d.load.Client.Stats()
 		pid, ps := d.Primary()
-		fmt.Printf("%5.1fs  %6.0f cmd/s answered  primary=node%d epoch=%d released=%-7d p99=%v\n",
-			time.Since(loadStart).Seconds(), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, d.load.Latency(99).Round(time.Microsecond))
+		fmt.Println(progressLine(time.Since(loadStart), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, d.load.Latency(99)))
 		prevAnswered = st.Answered
 		if d.flags.killAfter > 0 && d.killedAt.IsZero() && time.Since(loadStart) >= d.flags.killAfter {
 			if !d.maybeKill(pid, ps, time.Since(loadStart)) {
@@ -217,6 +216,14 @@ func (d *demo) watch(ctx context.Context) (interrupted bool) {
 		}
 		d.notePromotion()
 	}
+}
+
+// progressLine is the demo's line every half second. p99 is whole
+// microseconds whatever its size (a Duration's %v switches to "1.2ms"
+// above a millisecond, and the steady state is read in µs).
+func progressLine(elapsed time.Duration, answeredPerSec float64, primary uint32, epoch, released uint64, p99 time.Duration) string {
+	return fmt.Sprintf("%5.1fs  %6.0f cmd/s answered  primary=node%d epoch=%d released=%-7d p99=%dµs",
+		elapsed.Seconds(), answeredPerSec, primary, epoch, released, p99.Round(time.Microsecond).Microseconds())
 }
 
 // maybeKill kills the first primary, unless it should wait for the
