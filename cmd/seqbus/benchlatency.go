@@ -459,12 +459,15 @@ func printProcesses(ps []processInfo) {
 		if p.GOMAXPROCS > 0 {
 			procs = strconv.Itoa(p.GOMAXPROCS)
 		}
-		mallocs, syscalls := "-", "-"
+		mallocs, syscalls, life := "-", "-", "-"
 		if p.Window {
 			mallocs, syscalls = strconv.FormatFloat(p.WindowMallocsPerCommand, 'f', 2, 64), strconv.FormatFloat(p.WindowSyscallsPerCommand, 'f', 2, 64)
 		}
-		fmt.Printf("  %-10s %8d %6s %6s %10.2f %14.2f %14s %14s %14.2f\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion,
-			mallocs, syscalls, p.MallocsPerCommand)
+		if p.GOMAXPROCS > 0 { // set from the process's trace: the witness has none
+			life = strconv.FormatFloat(p.MallocsPerCommand, 'f', 2, 64)
+		}
+		fmt.Printf("  %-10s %8d %6s %6s %10.2f %14.2f %14s %14s %14s\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion,
+			mallocs, syscalls, life)
 	}
 }
 
