@@ -126,10 +126,12 @@ type Sequencer struct {
 
 	snapshotSeq uint64
 
-	lastSendNs   int64
-	tokens       int64
-	lastRefillNs int64
-	started      bool
+	lastSendNs int64
+	// released, mdReleased: what HEARTBEAT carries (SetReleased).
+	released, mdReleased uint64
+	tokens               int64
+	lastRefillNs         int64
+	started              bool
 
 	stats Stats
 }
@@ -236,9 +238,17 @@ func (s *Sequencer) Tick(nowNs int64) bool {
 	return true
 }
 
+// SetReleased records the runtime's released watermark and the MD seq of
+// the last market-data update it released; every later HEARTBEAT carries
+// them, so a standby promoted after this primary dies knows which market
+// data it must publish again.
+func (s *Sequencer) SetReleased(released, mdSeq uint64) {
+	s.released, s.mdReleased = released, mdSeq
+}
+
 // Heartbeat multicasts a HEARTBEAT now.
 func (s *Sequencer) Heartbeat(nowNs int64) {
-	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent}
+	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased}
 	s.tmp = hb.Append(s.tmp[:0])
 	s.out.Multicast(s.tmp)
 	s.stats.Heartbeats++
