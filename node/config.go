@@ -135,6 +135,10 @@ type Config struct {
 	AckDelayNs        int64
 	PublisherCapacity int
 	MaxSessions       int
+	// MDRingUpdates is how many recent market-data updates every node
+	// keeps to answer re-requests and to publish again at promotion
+	// (DefaultMDRingUpdates; see mdfeed.go).
+	MDRingUpdates int
 
 	// NewStateMachine builds the replicated state machine (the bus knows it
 	// only through engine.StateMachine).
@@ -247,6 +251,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if err := c.mdDefaults(); err != nil {
+		return err
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

@@ -71,6 +71,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		return err
 	}
 	n.pub = pub
+	n.mdRepublish(applied)
 	if seq, ok := n.latestSnapshotSeq(); ok {
 		n.seqr.SetSnapshotSeq(seq)
 	}
@@ -351,6 +352,7 @@ func (n *Node) release(now int64) {
 	}
 	n.stats.Released = n.gate.Released()
 	n.recordReleases(now)
+	n.mdAfterRelease(now)
 }
 
 // recordReleases adds assign -> release latency for every seq released
@@ -386,6 +388,7 @@ func (n *Node) emitMarketData(seq uint64, o *outSlot) {
 	if n.mdSend == nil {
 		return
 	}
+	n.mdReleased(o.b[:o.n])
 	if n.mdBatch.Count() == 0 || !n.mdBatch.Fits(int(o.n)) {
 		n.flushMarketData()
 		n.mdBatch.Reset(wire.TypeOutput, n.origin(), seq)

@@ -154,6 +154,9 @@ type Stats struct {
 	// machine's dedup table (replays, resends, too-old ids) without
 	// sequencing, journaling or replicating them.
 	AnsweredFromTable uint64
+
+	// MD: market-data ring and recovery service (mdfeed.go).
+	MD MDStats
 }
 
 func (s *Stats) countDrop(err error) {
@@ -252,6 +255,7 @@ func (n *Node) statusLocked() Status {
 		StartedAt:       n.start.UTC().Format(time.RFC3339Nano),
 		WriteIntervalNs: StatusIntervalNs,
 	}
+	st.Node.MD = n.mdStats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.primaryID
 	// Copies: the status is marshalled outside the lock, while the node

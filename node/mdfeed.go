@@ -1,0 +1,492 @@
+package node
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/sequencer"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// Market data across failovers and lost datagrams (issue 20, items 3-5).
+//
+// Every node keeps a ring of the most recent market-data updates, by MD
+// seq, contiguous:
+//   - the primary adds each update as it releases it, so its ring holds
+//     released updates only;
+//   - a standby adds the updates of every command it applies (the engine
+//     emits them to mdStandbyEmitter instead of nowhere), so its ring runs
+//     ahead of what the primary released.
+//
+// The primary's HEARTBEAT carries its released watermark and the MD seq of
+// the last update it released (md.released on a standby). A standby
+// promoted after the primary died publishes again, through the gate, every
+// update of its ring above that MD seq: what the old primary applied but
+// never released, and what it released after its last heartbeat (exact
+// duplicates, which consumers drop by MD seq). The MD sequence continues;
+// nothing is skipped.
+//
+// Both roles answer MD_REQUESTs on their unicast socket: a range from the
+// ring, never above md.released (the gate's rule: nothing unreleased leaves
+// a node), or the books (engine.BookExporter) at an MD seq, held back
+// until that MD seq is released.
+
+const (
+	// DefaultMDRingUpdates: 64k updates (4 MB of 64-byte slots) is about
+	// half a second of the demo's peak market data: room for a consumer to
+	// notice a gap, ask, and be answered many times over; a consumer
+	// further behind resynchronizes from a book snapshot.
+	DefaultMDRingUpdates = 1 << 16
+	// MinMDRingUpdates and MaxMDRingUpdates bound Config.MDRingUpdates
+	// (MaxMDRingUpdates is 256 MB of slots).
+	MinMDRingUpdates = 16
+	MaxMDRingUpdates = 1 << 22
+	// mdSlotBytes is the largest market-data payload the ring holds (the
+	// reference engine's are 39 bytes); a larger one resets the ring
+	// (counted as MD.TooLarge).
+	mdSlotBytes = 63
+	// mdMaxPerRequest bounds one range answer: 2048 updates, ~60
+	// datagrams of 34 updates each.
+	mdMaxPerRequest = 2048
+	// A requester may ask mdBurst times at once, then once per
+	// mdRefillNs: a consumer with one request in flight at a time never
+	// reaches it; a flood costs one MD_STATUS per request.
+	mdBurst    = 64
+	mdRefillNs = 1_000_000
+	// mdMaxRequesters bounds the rate limiter's table; entries idle for
+	// mdRequesterIdleNs make room, otherwise a new requester is refused.
+	mdMaxRequesters   = 1024
+	mdRequesterIdleNs = 1_000_000_000
+	// mdMaxSnapshotLevels bounds one book snapshot: 16384 levels, ~250
+	// chunks. Books larger than that are refused (MDUnavailable).
+	mdMaxSnapshotLevels = 16384
+	// mdMaxSnapshotWaiters: requesters one pending snapshot is sent to;
+	// more wait for the next (MDUnavailable, retry).
+	mdMaxSnapshotWaiters = 16
+	// mdSnapshotWaitNs: a snapshot whose MD seq is not released within
+	// this is dropped (this node was deposed); the requester asks again.
+	mdSnapshotWaitNs = 1_000_000_000
+	// mdHeartbeatEveryNs: while releases move, the primary sends a
+	// HEARTBEAT at least this often (the sequencer alone sends them only
+	// when idle), so standbys learn the released MD seq under load too.
+	mdHeartbeatEveryNs = sequencer.DefaultHeartbeatIntervalNs
+)
+
+// MDStats are the market-data recovery counters (status.json node.MD).
+type MDStats struct {
+	// RingFirst..RingLast are the MD seqs the ring holds (0, 0: none);
+	// Released the MD seq known released (learned from heartbeats on a
+	// standby).
+	RingFirst, RingLast, Released uint64
+	// Requests: MD_REQUESTs received; Served: updates sent in answer;
+	// Refused: requests answered with an MD_STATUS (too old, not yet,
+	// rate limited, unavailable), RateLimited of them for the rate limit.
+	Requests, Served, Refused, RateLimited uint64
+	// SnapshotsServed: book snapshots sent (each to every waiter);
+	// SnapshotChunks: their chunks; SnapshotsExpired: dropped unreleased.
+	SnapshotsServed, SnapshotChunks, SnapshotsExpired uint64
+	// Republished: updates published again at promotion;
+	// RepublishMissed: updates above the released MD seq the ring no
+	// longer held (or the gate had no room for) at promotion: a hole only
+	// a re-request to another node or a snapshot fills.
+	Republished, RepublishMissed uint64
+	// TooLarge: updates larger than a ring slot (the ring restarts);
+	// Resets: times the ring restarted (a snapshot installed, a history
+	// discarded, an update out of sequence).
+	TooLarge, Resets uint64
+}
+
+type mdSlot struct {
+	n uint8
+	b [mdSlotBytes]byte
+}
+
+type mdBucket struct {
+	tokens int64
+	lastNs int64
+}
+
+type mdSnapshotWait struct {
+	active     bool
+	mdSeq      uint64
+	instrument uint32
+	takenNs    int64
+	waiters    []netip.AddrPort
+}
+
+// mdFeed is the node's market-data ring and recovery service state.
+type mdFeed struct {
+	ring        []mdSlot // nil: disabled (no market-data group)
+	first, last uint64   // MD seqs held; last == 0: none
+	released    uint64
+	hbReleased  uint64 // gate released as of the last heartbeat sent
+	lastHBNs    int64
+	buckets     map[netip.AddrPort]mdBucket
+	snap        mdSnapshotWait
+	levels      []engine.BookLevel
+	wlevels     []wire.MDLevel
+	batch       *wire.Batch
+	standbyEm   mdStandbyEmitter
+	stats       MDStats
+}
+
+// mdDefaults validates and defaults Config.MDRingUpdates.
+func (c *Config) mdDefaults() error {
+	if c.MDRingUpdates == 0 {
+		c.MDRingUpdates = DefaultMDRingUpdates
+	}
+	if c.MDRingUpdates < MinMDRingUpdates || c.MDRingUpdates > MaxMDRingUpdates {
+		return fmt.Errorf("%w: market-data ring of %d updates not in %d..%d", ErrConfig, c.MDRingUpdates, MinMDRingUpdates, MaxMDRingUpdates)
+	}
+	return nil
+}
+
+// mdInit allocates the ring when the node publishes market data.
+func (n *Node) mdInit() {
+	n.md.standbyEm.n = n
+	if !n.cfg.MarketData.IsValid() {
+		return
+	}
+	n.md.ring = make([]mdSlot, n.cfg.MDRingUpdates)
+	n.md.buckets = make(map[netip.AddrPort]mdBucket)
+	n.md.batch = wire.NewBatch(n.datagramLen())
+}
+
+func (m *mdFeed) held(seq uint64) bool { return m.last != 0 && seq >= m.first && seq <= m.last }
+
+func (m *mdFeed) slot(seq uint64) *mdSlot { return &m.ring[seq%uint64(len(m.ring))] }
+
+func (m *mdFeed) reset() {
+	if m.last != 0 {
+		m.stats.Resets++
+	}
+	m.first, m.last = 0, 0
+}
+
+// truncate keeps the updates at or below seq.
+func (m *mdFeed) truncate(seq uint64) {
+	switch {
+	case m.last == 0 || seq >= m.last:
+	case seq < m.first:
+		m.first, m.last = 0, 0
+	default:
+		m.last = seq
+	}
+}
+
+// add appends one market-data payload; the ring stays contiguous. An
+// update at or below the last held one replaces the history from there
+// (a discarded suffix re-applied differently); one past a hole restarts
+// the ring. It never allocates.
+func (m *mdFeed) add(payload []byte) {
+	if m.ring == nil {
+		return
+	}
+	o, err := engine.ParseOutput(payload)
+	if err != nil || o.Kind != engine.KindMarketData {
+		return // not the reference engine's market data: nothing to number it by
+	}
+	if len(payload) > mdSlotBytes {
+		m.stats.TooLarge++
+		m.reset()
+		return
+	}
+	seq := o.MDSeq
+	switch {
+	case m.last == 0:
+		m.first = seq
+	case seq == m.last+1:
+	case seq >= m.first && seq <= m.last:
+		m.last = seq - 1
+	default:
+		m.reset()
+		m.first = seq
+	}
+	s := m.slot(seq)
+	s.n = uint8(copy(s.b[:], payload))
+	m.last = seq
+	if m.last-m.first >= uint64(len(m.ring)) {
+		m.first = m.last - uint64(len(m.ring)) + 1
+	}
+}
+
+// mdStandbyEmitter keeps a standby's market data in the ring.
+type mdStandbyEmitter struct{ n *Node }
+
+func (e *mdStandbyEmitter) Emit(to uint64, payload []byte) {
+	if to == engine.MarketData {
+		e.n.md.add(payload)
+	}
+}
+
+// mdStandbyEmitter is the emitter a standby applies with: nil (outputs
+// discarded) without a market-data ring.
+func (n *Node) mdStandbyEmitter() engine.Emitter {
+	if n.md.ring == nil {
+		return nil
+	}
+	return &n.md.standbyEm
+}
+
+// mdReleased is called for every market-data update the primary
+// releases, before it is sent.
+func (n *Node) mdReleased(payload []byte) {
+	m := &n.md
+	m.add(payload)
+	if m.last != 0 && m.last > m.released {
+		m.released = m.last
+	}
+}
+
+// mdAfterRelease tells the sequencer what its heartbeats carry, sends one
+// when releases moved and none went for mdHeartbeatEveryNs, and sends a
+// waiting book snapshot once its MD seq is released.
+func (n *Node) mdAfterRelease(now int64) {
+	if n.role != RolePrimary {
+		return
+	}
+	r := n.gate.Released()
+	n.seqr.SetReleased(r, n.md.released)
+	if r != n.md.hbReleased && now-n.md.lastHBNs >= mdHeartbeatEveryNs {
+		n.md.hbReleased, n.md.lastHBNs = r, now
+		n.seqr.Heartbeat(now)
+	}
+	if n.md.snap.active {
+		n.mdServeSnapshot(now)
+	}
+}
+
+// mdOnHeartbeat learns the primary's released MD seq.
+func (n *Node) mdOnHeartbeat(f *wire.Frame, now int64) {
+	hb, err := wire.DecodeHeartbeat(f)
+	if err != nil {
+		return
+	}
+	if hb.MDSeq > n.md.released {
+		n.md.released = hb.MDSeq
+	}
+	if n.md.snap.active {
+		n.mdServeSnapshot(now)
+	}
+}
+
+// mdRepublish queues, under the promotion's applied seq, every update of
+// the ring above the MD seq the old primary was last known to have
+// released: the gate lets them out with the new epoch's first release.
+// The ring then keeps only what is released; the republished updates
+// come back into it as they are released.
+func (n *Node) mdRepublish(applied uint64) {
+	m := &n.md
+	if m.ring == nil || m.last == 0 || applied == 0 {
+		return
+	}
+	from := m.released + 1
+	if from < m.first {
+		m.stats.RepublishMissed += m.first - from
+		from = m.first
+	}
+	end := m.last
+	for seq := from; seq <= end; seq++ {
+		if n.pub.Len()+outputReserve >= n.pub.Cap() {
+			m.stats.RepublishMissed += end - seq + 1
+			break
+		}
+		s := m.slot(seq)
+		var o outSlot
+		o.to = engine.MarketData
+		o.n = uint16(copy(o.b[:], s.b[:s.n]))
+		if err := n.pub.Enqueue(applied, o); err != nil {
+			m.stats.RepublishMissed += end - seq + 1
+			break
+		}
+		m.stats.Republished++
+	}
+	m.truncate(from - 1)
+	if from > end {
+		return
+	}
+	n.cfg.Log.Info("market data above the old primary's last release published again", "md_from", from, "md_to", end)
+}
+
+// mdServable is the newest MD seq this node may send: released, and held.
+func (m *mdFeed) servable() (oldest, newest uint64) {
+	if m.last == 0 {
+		return 1, 0
+	}
+	return m.first, min(m.last, m.released)
+}
+
+// mdAllow is the per-requester token bucket.
+func (n *Node) mdAllow(from netip.AddrPort, now int64) bool {
+	m := &n.md
+	b, ok := m.buckets[from]
+	if !ok {
+		if len(m.buckets) >= mdMaxRequesters {
+			for k, v := range m.buckets {
+				if now-v.lastNs > mdRequesterIdleNs {
+					delete(m.buckets, k)
+				}
+			}
+			if len(m.buckets) >= mdMaxRequesters {
+				return false
+			}
+		}
+		b = mdBucket{tokens: mdBurst, lastNs: now}
+	}
+	if gained := (now - b.lastNs) / mdRefillNs; gained > 0 {
+		b.tokens = min(mdBurst, b.tokens+gained)
+		b.lastNs += gained * mdRefillNs
+	}
+	ok = b.tokens > 0
+	if ok {
+		b.tokens--
+	}
+	m.buckets[from] = b
+	return ok
+}
+
+// onMDRecovery serves one market-data recovery frame (client traffic,
+// from anyone: the MAC, when configured, was checked).
+func (n *Node) onMDRecovery(f *wire.Frame, from netip.AddrPort, now int64) {
+	if f.Type != wire.TypeMDRequest {
+		n.stats.DropUnexpected++
+		return
+	}
+	if f.Stream != n.cfg.Stream {
+		n.stats.DropWrongStream++
+		return
+	}
+	m := &n.md
+	m.stats.Requests++
+	req, _ := wire.DecodeMDRequest(f)
+	if m.ring == nil {
+		n.mdRefuse(from, req.First, wire.MDUnavailable)
+		return
+	}
+	if !n.mdAllow(from, now) {
+		m.stats.RateLimited++
+		n.mdRefuse(from, req.First, wire.MDRateLimited)
+		return
+	}
+	if req.Kind == wire.MDRequestSnapshot {
+		n.mdSnapshotRequest(from, req.Instrument, now)
+		return
+	}
+	oldest, newest := m.servable()
+	switch {
+	case req.First < oldest:
+		n.mdRefuse(from, req.First, wire.MDTooOld)
+		return
+	case req.First > newest:
+		n.mdRefuse(from, req.First, wire.MDNotYet)
+		return
+	}
+	last := min(newest, req.First+uint64(min(req.Count, mdMaxPerRequest))-1)
+	o := n.origin()
+	b := m.batch
+	b.Reset(wire.TypeMDReplay, o, req.First)
+	for seq := req.First; seq <= last; seq++ {
+		s := m.slot(seq)
+		if !b.Fits(int(s.n)) {
+			n.send(b.Bytes(), from)
+			b.Reset(wire.TypeMDReplay, o, seq)
+		}
+		b.Add(s.b[:s.n])
+		m.stats.Served++
+	}
+	n.send(b.Bytes(), from)
+}
+
+func (n *Node) mdRefuse(to netip.AddrPort, first uint64, code wire.MDStatusCode) {
+	n.md.stats.Refused++
+	oldest, newest := n.md.servable()
+	st := wire.MDStatus{Origin: n.origin(), First: first, Code: code, Oldest: oldest, Newest: newest}
+	n.frameBuf = st.Append(n.frameBuf[:0])
+	n.send(n.frameBuf, to)
+}
+
+// mdSnapshotRequest exports the books now (or joins the export already
+// waiting for the same instrument) and sends it once its MD seq is
+// released.
+func (n *Node) mdSnapshotRequest(from netip.AddrPort, instrument uint32, now int64) {
+	m := &n.md
+	w := &m.snap
+	if w.active && now-w.takenNs > mdSnapshotWaitNs {
+		w.active, w.waiters = false, w.waiters[:0]
+		m.stats.SnapshotsExpired++
+	}
+	if w.active {
+		if w.instrument != instrument || len(w.waiters) >= mdMaxSnapshotWaiters {
+			n.mdRefuse(from, 0, wire.MDUnavailable)
+			return
+		}
+		for _, a := range w.waiters {
+			if a == from {
+				return // asked again while waiting: one copy
+			}
+		}
+		w.waiters = append(w.waiters, from)
+		return
+	}
+	ex, ok := n.eng.(engine.BookExporter)
+	if !ok {
+		n.mdRefuse(from, 0, wire.MDUnavailable)
+		return
+	}
+	m.levels = ex.AppendBook(m.levels[:0], instrument)
+	if len(m.levels) > mdMaxSnapshotLevels {
+		m.levels = m.levels[:0]
+		n.mdRefuse(from, 0, wire.MDUnavailable)
+		return
+	}
+	w.active, w.mdSeq, w.instrument, w.takenNs = true, ex.MDSeq(), instrument, now
+	w.waiters = append(w.waiters[:0], from)
+	n.mdServeSnapshot(now)
+}
+
+// mdServeSnapshot sends the waiting snapshot to its waiters if its MD seq
+// is released (and drops it if it waited too long).
+func (n *Node) mdServeSnapshot(now int64) {
+	m := &n.md
+	w := &m.snap
+	if w.mdSeq > m.released {
+		if now-w.takenNs > mdSnapshotWaitNs {
+			w.active, w.waiters = false, w.waiters[:0]
+			m.stats.SnapshotsExpired++
+		}
+		return
+	}
+	per := wire.MaxMDSnapshotLevels(n.datagramLen())
+	chunks := max((len(m.levels)+per-1)/per, 1)
+	for _, to := range w.waiters {
+		for c := range chunks {
+			lv := m.levels[min(c*per, len(m.levels)):min((c+1)*per, len(m.levels))]
+			m.wlevels = m.wlevels[:0]
+			for _, l := range lv {
+				m.wlevels = append(m.wlevels, wire.MDLevel{Instrument: l.Instrument, Side: uint8(l.Side), Price: l.Price, Qty: l.Qty})
+			}
+			s := wire.MDSnapshot{Origin: n.origin(), MDSeq: w.mdSeq, Instrument: w.instrument,
+				Chunk: uint16(c), Chunks: uint16(chunks), Levels: m.wlevels}
+			b, err := s.Append(n.frameBuf[:0])
+			if err != nil {
+				continue // never: per fits a datagram and chunks <= 16384/per
+			}
+			n.frameBuf = b
+			n.send(b, to)
+			m.stats.SnapshotChunks++
+		}
+		m.stats.SnapshotsServed++
+	}
+	w.active, w.waiters = false, w.waiters[:0]
+}
+
+// mdStats is the MD counters with the ring's bounds, for Status.
+func (n *Node) mdStats() MDStats {
+	s := n.md.stats
+	s.RingFirst, s.RingLast, s.Released = n.md.first, n.md.last, n.md.released
+	if s.RingLast == 0 {
+		s.RingFirst = 0
+	}
+	return s
+}

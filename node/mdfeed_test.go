@@ -1,0 +1,288 @@
+package node
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/wire"
+)
+
+type mdClock struct{ ns int64 }
+
+func (c *mdClock) NowNs() int64 { return c.ns }
+
+// mdStandby is a standby node (never started: the test drives it) with a
+// market-data group and a ring of ringSize, that has applied cmds.
+func mdStandby(t *testing.T, ringSize, cmds int) (*Node, *mdClock) {
+	t.Helper()
+	c := newCluster(t, 2)
+	clk := &mdClock{ns: 1}
+	cfg := c.config(2)
+	cfg.MarketData = netip.AddrPortFrom(netip.MustParseAddr("239.77.200.1"), freePort(t))
+	cfg.MDRingUpdates = ringSize
+	cfg.Clock = clk
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for seq := 1; seq <= cmds; seq++ {
+		// Alternate sides around one price: rests, then trades.
+		side := engine.Side(1 + seq%2)
+		cmd := engine.AppendRequest(nil, 7, uint64(seq), &engine.Request{Op: engine.OpNewOrder, Instrument: uint32(seq % 3), Side: side, Type: engine.Limit, Price: 100 + int64(seq%4), Qty: 5})
+		n.applyFromWindow(uint64(seq), cmd)
+	}
+	return n, clk
+}
+
+// heartbeat makes the standby learn that the primary released up to mdSeq.
+func heartbeat(t *testing.T, n *Node, mdSeq uint64) {
+	t.Helper()
+	b := (&wire.Heartbeat{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Released: 1, MDSeq: mdSeq}).Append(nil)
+	f, _, err := wire.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.mdOnHeartbeat(&f, n.nowNs())
+	n.mu.Unlock()
+}
+
+// requester is a loopback socket that asks a node for market data.
+type requester struct {
+	t    *testing.T
+	conn *bus.UDP
+}
+
+func newRequester(t *testing.T) *requester {
+	u, err := bus.ListenUnicast(bus.UnicastConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	return &requester{t: t, conn: u}
+}
+
+func (r *requester) ask(n *Node, req wire.MDRequest) {
+	req.Origin = wire.Origin{Stream: 9, Node: 5}
+	n.Deliver(req.Append(nil), r.conn.LocalAddr())
+}
+
+// frames reads what arrived within wait.
+func (r *requester) frames(wait time.Duration) [][]byte {
+	var out [][]byte
+	bufs := [][]byte{make([]byte, 65536)}
+	sizes, from := []int{0}, []netip.AddrPort{{}}
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		k, err := r.conn.Receive(bufs, sizes, from, 20*time.Millisecond)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if k == 1 {
+			out = append(out, slices.Clone(bufs[0][:sizes[0]]))
+		}
+	}
+	return out
+}
+
+// replayed returns the MD seqs of every update in MD_REPLAY frames, and
+// the MD_STATUS answers.
+func replayed(t *testing.T, frames [][]byte) (seqs []uint64, status []wire.MDStatus) {
+	t.Helper()
+	for _, b := range frames {
+		f, _, err := wire.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Type {
+		case wire.TypeMDReplay:
+			it := f.Messages()
+			for {
+				seq, msg, ok := it.Next()
+				if !ok {
+					break
+				}
+				o, err := engine.ParseOutput(msg)
+				if err != nil || o.MDSeq != seq {
+					t.Fatalf("update %d: %+v %v", seq, o, err)
+				}
+				seqs = append(seqs, seq)
+			}
+		case wire.TypeMDStatus:
+			s, _ := wire.DecodeMDStatus(&f)
+			status = append(status, s)
+		}
+	}
+	return seqs, status
+}
+
+func seqRange(from, to uint64) []uint64 {
+	var out []uint64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestMDRingKeepsAStandbysUpdates: a standby keeps the market data of what
+// it applies (the engine used to discard it there), contiguous, bounded.
+func TestMDRingKeepsAStandbysUpdates(t *testing.T) {
+	n, _ := mdStandby(t, 64, 100)
+	md := n.eng.(*engine.Engine).MDSeq()
+	st := n.Status().Node.MD
+	if md < 100 || st.RingLast != md || st.RingFirst != md-63 {
+		t.Fatalf("engine md %d, ring %d..%d", md, st.RingFirst, st.RingLast)
+	}
+}
+
+// TestMDReRequestServesOnlyReleased: a standby answers a range from its
+// ring up to the MD seq the primary released, never above (gating), and
+// says NotYet above it and TooOld below the ring.
+func TestMDReRequestServesOnlyReleased(t *testing.T) {
+	n, _ := mdStandby(t, 64, 100)
+	last := n.eng.(*engine.Engine).MDSeq()
+	r := newRequester(t)
+	r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: last - 20, Count: 10})
+	if seqs, st := replayed(t, r.frames(100*time.Millisecond)); len(seqs) != 0 || len(st) != 1 || st[0].Code != wire.MDNotYet {
+		t.Fatalf("before any heartbeat: served %v, status %+v", seqs, st)
+	}
+	heartbeat(t, n, last-5)
+	r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: last - 20, Count: 100})
+	seqs, st := replayed(t, r.frames(100*time.Millisecond))
+	if !slices.Equal(seqs, seqRange(last-20, last-5)) || len(st) != 0 {
+		t.Fatalf("served %v, status %+v; want %d..%d", seqs, st, last-20, last-5)
+	}
+	r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 10})
+	if seqs, st := replayed(t, r.frames(100*time.Millisecond)); len(seqs) != 0 || len(st) != 1 || st[0].Code != wire.MDTooOld || st[0].Oldest != last-63 || st[0].Newest != last-5 {
+		t.Fatalf("below the ring: served %v, status %+v", seqs, st)
+	}
+	s := n.Status().Node.MD
+	if s.Requests != 3 || s.Refused != 2 || s.Served != 16 {
+		t.Fatalf("counters %+v", s)
+	}
+}
+
+// TestMDReRequestRateLimited: a requester gets mdBurst answers at once,
+// then one per mdRefillNs; another requester is not affected.
+func TestMDReRequestRateLimited(t *testing.T) {
+	n, clk := mdStandby(t, 64, 20)
+	heartbeat(t, n, 1)
+	a, b := newRequester(t), newRequester(t)
+	for range mdBurst + 10 {
+		a.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1})
+	}
+	seqs, st := replayed(t, a.frames(200*time.Millisecond))
+	if len(seqs) != mdBurst || len(st) != 10 || st[0].Code != wire.MDRateLimited {
+		t.Fatalf("served %d, refused %d (%+v)", len(seqs), len(st), st)
+	}
+	b.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1})
+	if seqs, _ := replayed(t, b.frames(100*time.Millisecond)); len(seqs) != 1 {
+		t.Fatal("another requester was limited too")
+	}
+	clk.ns += 3 * mdRefillNs
+	for range 5 {
+		a.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1})
+	}
+	if seqs, _ := replayed(t, a.frames(100*time.Millisecond)); len(seqs) != 3 {
+		t.Fatalf("after 3 refill periods: %d served", len(seqs))
+	}
+	if s := n.Status().Node.MD; s.RateLimited != 12 {
+		t.Fatalf("rate limited %d", s.RateLimited)
+	}
+}
+
+// TestMDRepublishAtPromotion: a standby that learned the old primary
+// released up to MD seq k queues, when it leads, every update above k in
+// order and nothing at or below it.
+func TestMDRepublishAtPromotion(t *testing.T) {
+	n, _ := mdStandby(t, 1024, 100)
+	last := n.eng.(*engine.Engine).MDSeq()
+	k := last - 40
+	heartbeat(t, n, k)
+	n.mu.Lock()
+	if err := n.becomePrimary(2); err != nil {
+		n.mu.Unlock()
+		t.Fatal(err)
+	}
+	var got []uint64
+	n.pub.Release(^uint64(0), func(_ uint64, o *outSlot) {
+		out, err := engine.ParseOutput(o.b[:o.n])
+		if err != nil || o.to != engine.MarketData {
+			t.Errorf("queued %+v %v", out, err)
+		}
+		got = append(got, out.MDSeq)
+	})
+	st := n.mdStats()
+	n.mu.Unlock()
+	if !slices.Equal(got, seqRange(k+1, last)) {
+		t.Fatalf("republished %v, want %d..%d", got, k+1, last)
+	}
+	if st.Republished != 40 || st.RepublishMissed != 0 || st.RingLast != k {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestMDRepublishCountsWhatTheRingLost: above the released MD seq but
+// below the ring is a hole the node cannot fill: it is counted.
+func TestMDRepublishCountsWhatTheRingLost(t *testing.T) {
+	n, _ := mdStandby(t, 16, 100)
+	last := n.eng.(*engine.Engine).MDSeq()
+	heartbeat(t, n, last-30)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.becomePrimary(2); err != nil {
+		t.Fatal(err)
+	}
+	if st := n.mdStats(); st.Republished != 16 || st.RepublishMissed != 14 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestMDSnapshotWaitsForRelease: the books are exported at the engine's MD
+// seq but sent only once that MD seq is released, in chunks that rebuild
+// the export.
+func TestMDSnapshotWaitsForRelease(t *testing.T) {
+	n, _ := mdStandby(t, 64, 300)
+	eng := n.eng.(*engine.Engine)
+	last := eng.MDSeq()
+	want := eng.AppendBook(nil, engine.AllInstruments)
+	if len(want) < 2 {
+		t.Fatalf("book of %d levels: the test needs more", len(want))
+	}
+	heartbeat(t, n, last-1)
+	r := newRequester(t)
+	r.ask(n, wire.MDRequest{Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments})
+	if fs := r.frames(100 * time.Millisecond); len(fs) != 0 {
+		t.Fatalf("%d frames before the snapshot's MD seq was released", len(fs))
+	}
+	heartbeat(t, n, last)
+	var got []engine.BookLevel
+	chunks := map[uint16]bool{}
+	for _, b := range r.frames(100 * time.Millisecond) {
+		f, _, err := wire.Parse(b)
+		if err != nil || f.Type != wire.TypeMDSnapshot {
+			t.Fatalf("%s %v", f.Type, err)
+		}
+		s, _ := wire.DecodeMDSnapshot(&f, nil)
+		if s.MDSeq != last {
+			t.Fatalf("snapshot at %d, want %d", s.MDSeq, last)
+		}
+		chunks[s.Chunk] = true
+		for _, l := range s.Levels {
+			got = append(got, engine.BookLevel{Instrument: l.Instrument, Side: engine.Side(l.Side), Price: l.Price, Qty: l.Qty})
+		}
+	}
+	if !slices.Equal(got, want) || len(chunks) == 0 {
+		t.Fatalf("snapshot %v, want %v", got, want)
+	}
+	if s := n.Status().Node.MD; s.SnapshotsServed != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
