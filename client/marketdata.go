@@ -1,12 +1,14 @@
 package client
 
 import (
-	"github.com/seqbus/seqbus/auth"
 	"net/netip"
 	"sync"
+	"time"
 
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -21,6 +23,12 @@ type MDTracker struct {
 	Updates, Gaps, Missing, Dups uint64
 	// LastGapFrom/To is the most recent gap, inclusive.
 	LastGapFrom, LastGapTo uint64
+	// With recovery (MDRecovery): Filled is how many delivered updates
+	// came from a re-request; Resyncs how many times the consumer
+	// resynchronized from a book snapshot, Resynced the updates those
+	// snapshots covered; Conflicts the duplicates whose content differed
+	// from the update delivered under the same MD seq (never expected).
+	Filled, Resyncs, Resynced, Conflicts uint64
 }
 
 // Observe takes one market-data output.
@@ -52,6 +60,174 @@ type MarketData struct {
 	// BadMAC counts updates dropped for a missing or bad MAC.
 	badMAC uint64
 	out    engine.Output // decoded update handed to onMD (see eachOutput)
+
+	// Recovery (OpenMarketData with Recovery nodes; nil otherwise).
+	rec       *MDRecovery
+	uc        *bus.UDP
+	uloop     *bus.Loop
+	servers   []netip.AddrPort
+	stream    uint16
+	sealBuf   []byte
+	sendBuf   [1][]byte
+	frame     []byte
+	levels    []wire.MDLevel
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// MDOptions configures OpenMarketData.
+type MDOptions struct {
+	Group netip.AddrPort
+	Iface string // "" means lo
+	// OnMD, if set, gets every update, in MD seq order, once, under the
+	// subscriber's lock.
+	OnMD func(o *engine.Output)
+	// OnSnapshot, if set, gets the books when the consumer resynchronized
+	// from a snapshot (a gap older than every node's ring, or a late join
+	// with FromStart); OnMD resumes after mdSeq.
+	OnSnapshot func(mdSeq uint64, levels []wire.MDLevel)
+	// Key and Stream: with Key, only updates sealed with the stream's
+	// client key are kept, and requests are sealed with it (Stream 0: 1).
+	Key    *auth.MasterKey
+	Stream uint16
+	// Recovery lists the nodes' unicast addresses to ask for what the
+	// feed lost (any node serves; a timeout moves to the next). Empty:
+	// no recovery, gaps are reported as they are seen.
+	Recovery []netip.AddrPort
+	// FromStart delivers from MD seq 1 even when subscribing late.
+	FromStart bool
+	// Recovery timers (MDRecoveryConfig); zero takes the defaults.
+	RetryNs, ProbeNs int64
+	MaxRetries       int
+}
+
+// mdTickNs is how often a quiet MarketData runs its recovery timers. It is
+// the fallback for a quiet feed only: while updates or answers arrive, the
+// timers run on every batch. No update waits on it except a retry of a
+// request whose answer was lost while the feed was silent.
+const mdTickNs = 5 * time.Millisecond
+
+// OpenMarketData subscribes to the feed and, with opts.Recovery, fills
+// its gaps by re-request and resynchronizes from book snapshots on its own
+// (MDRecovery), so OnMD sees every MD seq once, in order.
+func OpenMarketData(opts MDOptions) (*MarketData, error) {
+	m, err := SubscribeMarketDataKey(opts.Group, opts.Iface, nil, opts.Key, opts.Stream)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.onMD = opts.OnMD
+	m.mu.Unlock()
+	if len(opts.Recovery) == 0 {
+		return m, nil
+	}
+	local := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
+	if !opts.Recovery[0].Addr().IsLoopback() {
+		local = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	}
+	uc, err := bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	m.mu.Lock()
+	m.uc, m.servers, m.stream = uc, append([]netip.AddrPort(nil), opts.Recovery...), max(opts.Stream, 1)
+	m.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
+	m.rec = NewMDRecovery(MDRecoveryConfig{
+		Servers: len(opts.Recovery), FromStart: opts.FromStart,
+		RetryNs: opts.RetryNs, ProbeNs: opts.ProbeNs, MaxRetries: opts.MaxRetries,
+		Send: m.sendRequest, Deliver: m.deliver, OnSnapshot: opts.OnSnapshot,
+	})
+	m.mu.Unlock()
+	m.uloop, err = bus.StartLoop(uc, bus.LoopConfig{}, m.onUnicast)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	m.stop, m.done = make(chan struct{}), make(chan struct{})
+	go m.tickLoop()
+	return m, nil
+}
+
+func (m *MarketData) tickLoop() {
+	defer close(m.done)
+	t := time.NewTicker(mdTickNs)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.mu.Lock()
+			m.rec.Tick(monotime.Now())
+			m.mu.Unlock()
+		}
+	}
+}
+
+// sendRequest is MDRecovery's Send (under m.mu).
+func (m *MarketData) sendRequest(server int, req wire.MDRequest) {
+	req.Origin = wire.Origin{Stream: m.stream}
+	m.frame = req.Append(m.frame[:0])
+	b := m.frame
+	if m.mac != nil {
+		b = wire.Seal(m.sealBuf[:0], b)
+		b = m.mac.Sign(b, b)
+		m.sealBuf = b
+	}
+	m.sendBuf[0] = b
+	_ = m.uc.Send(m.sendBuf[:], m.servers[server]) // a lost request is retried
+	m.sendBuf[0] = nil
+}
+
+// deliver is MDRecovery's Deliver (under m.mu).
+func (m *MarketData) deliver(_ uint64, payload []byte, _ bool) {
+	if m.onMD == nil {
+		return
+	}
+	o, err := engine.ParseOutput(payload)
+	if err != nil {
+		return
+	}
+	m.out = o
+	m.onMD(&m.out)
+}
+
+// onUnicast takes the answers to recovery requests.
+func (m *MarketData) onUnicast(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := monotime.Now()
+	for i := range sizes {
+		f, _, err := wire.Parse(bufs[i][:sizes[i]])
+		if err != nil {
+			continue
+		}
+		if !verifyClientFrame(m.mac, &f) {
+			m.badMAC++
+			continue
+		}
+		switch f.Type {
+		case wire.TypeMDReplay:
+			it := f.Messages()
+			for {
+				seq, msg, ok := it.Next()
+				if !ok {
+					break
+				}
+				m.rec.Update(seq, msg, true, now)
+			}
+		case wire.TypeMDStatus:
+			st, _ := wire.DecodeMDStatus(&f)
+			m.rec.Status(st, now)
+		case wire.TypeMDSnapshot:
+			s, _ := wire.DecodeMDSnapshot(&f, m.levels)
+			m.levels = s.Levels[:0]
+			m.rec.SnapshotChunk(&s, now)
+		}
+	}
+	m.rec.Tick(now)
 }
 
 // SubscribeMarketData joins group on iface ("" means lo). onMD, if set, is
@@ -91,6 +267,16 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			m.badMAC++
 			continue
 		}
+		if m.rec != nil {
+			now := monotime.Now()
+			eachOutput(&f, &m.out, func(_ int, o *engine.Output, payload []byte) {
+				if o.Kind == engine.KindMarketData {
+					m.rec.Update(o.MDSeq, payload, false, now)
+				}
+			})
+			m.rec.Tick(now)
+			continue
+		}
 		eachOutput(&f, &m.out, func(_ int, o *engine.Output, _ []byte) {
 			if o.Kind != engine.KindMarketData {
 				return
@@ -107,12 +293,40 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 func (m *MarketData) Tracker() MDTracker {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.rec != nil {
+		return m.rec.Tracker()
+	}
 	return m.tracker
 }
 
-// Close leaves the group.
+// Next is the next MD seq the consumer will deliver (0 before the first;
+// without recovery, one past the last seen).
+func (m *MarketData) Next() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rec != nil {
+		return m.rec.Next()
+	}
+	return m.tracker.next
+}
+
+// Close leaves the group and stops the recovery. It is safe to call twice.
 func (m *MarketData) Close() error {
+	m.closeOnce.Do(m.close)
+	return nil
+}
+
+func (m *MarketData) close() {
 	m.conn.Close()
 	m.loop.Stop()
-	return nil
+	if m.uc != nil {
+		m.uc.Close()
+		if m.uloop != nil {
+			m.uloop.Stop()
+		}
+	}
+	if m.stop != nil {
+		close(m.stop)
+		<-m.done
+	}
 }

@@ -1,12 +1,15 @@
 package node
 
 import (
+	"context"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -284,5 +287,126 @@ func TestMDSnapshotWaitsForRelease(t *testing.T) {
 	}
 	if s := n.Status().Node.MD; s.SnapshotsServed != 1 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// mdCluster runs a static primary (1) and a standby (2) publishing market
+// data, with a ring of ring updates, and loads them with count orders.
+func mdCluster(t *testing.T, ring, count int) (*cluster, netip.AddrPort) {
+	t.Helper()
+	c := newCluster(t, 2)
+	group := netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 78, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), freePort(t))
+	for id := uint32(1); id <= 2; id++ {
+		c.start(id, func(cfg *Config) { cfg.MarketData = group; cfg.MDRingUpdates = ring })
+	}
+	t.Cleanup(c.closeAll)
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: 4}, Primary: c.addrs[1], Idle: testIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Load(context.Background(), client.LoadConfig{Rate: 20_000, Count: uint64(count), Seed: 5, Drain: 20 * time.Second}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c, group
+}
+
+// waitMD waits until the standby learned the primary's released MD seq
+// and md has delivered it.
+func waitMD(t *testing.T, c *cluster, md *client.MarketData) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		last := c.nodes[1].Status().Node.MD.Released
+		if last > 0 && c.nodes[2].Status().Node.MD.Released == last && md.Next() == last+1 {
+			return last
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("consumer at %d (%+v), primary md %+v, standby md %+v", md.Next(), md.Tracker(), c.nodes[1].Status().Node.MD, c.nodes[2].Status().Node.MD)
+	return 0
+}
+
+// TestMarketDataLateJoinerFillsFromTheRing: a consumer that subscribes
+// after the feed ran, FromStart, gets every MD seq from 1 once, in order,
+// from the standby's ring (asked first), then the live feed.
+func TestMarketDataLateJoinerFillsFromTheRing(t *testing.T) {
+	c, group := mdCluster(t, 1<<16, 2000)
+	var got []uint64
+	md, err := client.OpenMarketData(client.MDOptions{Group: group, OnMD: func(o *engine.Output) { got = append(got, o.MDSeq) },
+		Stream: 9, Recovery: []netip.AddrPort{c.addrs[2], c.addrs[1]}, FromStart: true, ProbeNs: int64(10 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	last := waitMD(t, c, md)
+	md.Close()
+	if !slices.Equal(got, seqRange(1, last)) {
+		t.Fatalf("delivered %d updates (first %v), want 1..%d", len(got), got[:min(len(got), 5)], last)
+	}
+	tr := md.Tracker()
+	if tr.Filled != last || tr.Gaps != 0 {
+		t.Fatalf("%+v", tr)
+	}
+	if s := c.nodes[2].Status().Node.MD; s.Served == 0 {
+		t.Fatalf("the standby served nothing: %+v", s)
+	}
+}
+
+// TestMarketDataPastTheRingResyncsFromBooks: with a ring of 16 updates, a
+// late joiner is told TooOld, takes the books at an MD seq, and delivers
+// the stream after it; its books then equal the engine's.
+func TestMarketDataPastTheRingResyncsFromBooks(t *testing.T) {
+	c, group := mdCluster(t, 16, 2000)
+	type key struct {
+		inst  uint32
+		side  uint8
+		price int64
+	}
+	book := map[key]uint64{}
+	var snapAt uint64
+	var got []uint64
+	md, err := client.OpenMarketData(client.MDOptions{Group: group,
+		OnMD: func(o *engine.Output) {
+			got = append(got, o.MDSeq)
+			if o.MDKind == engine.MDLevel {
+				k := key{o.Instrument, uint8(o.Side), o.Price}
+				if o.Qty == 0 {
+					delete(book, k)
+				} else {
+					book[k] = o.Qty
+				}
+			}
+		},
+		OnSnapshot: func(mdSeq uint64, levels []wire.MDLevel) {
+			snapAt = mdSeq
+			clear(book)
+			for _, l := range levels {
+				book[key{l.Instrument, l.Side, l.Price}] = l.Qty
+			}
+		},
+		Stream: 9, Recovery: []netip.AddrPort{c.addrs[1]}, FromStart: true, ProbeNs: int64(10 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	last := waitMD(t, c, md)
+	md.Close()
+	if snapAt == 0 || !slices.Equal(got, seqRange(snapAt+1, last)) {
+		t.Fatalf("snapshot at %d, then %d updates, want %d..%d", snapAt, len(got), snapAt+1, last)
+	}
+	if tr := md.Tracker(); tr.Resyncs != 1 || tr.Gaps != 0 {
+		t.Fatalf("%+v", md.Tracker())
+	}
+	c.nodes[1].mu.Lock()
+	want := c.nodes[1].eng.(*engine.Engine).AppendBook(nil, engine.AllInstruments)
+	c.nodes[1].mu.Unlock()
+	if len(want) != len(book) {
+		t.Fatalf("consumer book %d levels, engine %d", len(book), len(want))
+	}
+	for _, l := range want {
+		if book[key{l.Instrument, uint8(l.Side), l.Price}] != l.Qty {
+			t.Fatalf("level %+v: consumer has %d", l, book[key{l.Instrument, uint8(l.Side), l.Price}])
+		}
 	}
 }
