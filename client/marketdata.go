@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
@@ -45,6 +46,18 @@ func (t *MDTracker) Observe(seq uint64) {
 		return
 	}
 	t.next = seq + 1
+}
+
+// Summary is the demo's market-data line: what was delivered, what the
+// consumer's recovery filled, and republished, the updates the final
+// primary published again at promotion (its status node.MD.Republished).
+func (t MDTracker) Summary(republished uint64) string {
+	s := fmt.Sprintf("market data: %d updates, gaps %d (%d updates never seen", t.Updates, t.Gaps, t.Missing)
+	if t.Gaps > 0 {
+		s += fmt.Sprintf("; last gap md seq %d..%d", t.LastGapFrom, t.LastGapTo)
+	}
+	return s + fmt.Sprintf("), exact duplicates dropped %d, reused seqs %d; filled by re-request %d, republished at promotion %d, resynced from books %d (%d updates)",
+		t.Dups, t.Conflicts, t.Filled, republished, t.Resyncs, t.Resynced)
 }
 
 // MarketData subscribes to a market-data multicast group and tracks its

@@ -73,7 +73,7 @@ const (
 	mdHeartbeatEveryNs = sequencer.DefaultHeartbeatIntervalNs
 )
 
-// MDStats are the market-data recovery counters (status.json node.MD).
+// MDStats are the market-data recovery counters (status.json "md").
 type MDStats struct {
 	// RingFirst..RingLast are the MD seqs the ring holds (0, 0: none);
 	// Released the MD seq known released (learned from heartbeats on a

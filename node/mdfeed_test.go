@@ -139,7 +139,7 @@ func seqRange(from, to uint64) []uint64 {
 func TestMDRingKeepsAStandbysUpdates(t *testing.T) {
 	n, _ := mdStandby(t, 64, 100)
 	md := n.eng.(*engine.Engine).MDSeq()
-	st := n.Status().Node.MD
+	st := n.Status().MD
 	if md < 100 || st.RingLast != md || st.RingFirst != md-63 {
 		t.Fatalf("engine md %d, ring %d..%d", md, st.RingFirst, st.RingLast)
 	}
@@ -166,7 +166,7 @@ func TestMDReRequestServesOnlyReleased(t *testing.T) {
 	if seqs, st := replayed(t, r.frames(100*time.Millisecond)); len(seqs) != 0 || len(st) != 1 || st[0].Code != wire.MDTooOld || st[0].Oldest != last-63 || st[0].Newest != last-5 {
 		t.Fatalf("below the ring: served %v, status %+v", seqs, st)
 	}
-	s := n.Status().Node.MD
+	s := n.Status().MD
 	if s.Requests != 3 || s.Refused != 2 || s.Served != 16 {
 		t.Fatalf("counters %+v", s)
 	}
@@ -196,7 +196,7 @@ func TestMDReRequestRateLimited(t *testing.T) {
 	if seqs, _ := replayed(t, a.frames(100*time.Millisecond)); len(seqs) != 3 {
 		t.Fatalf("after 3 refill periods: %d served", len(seqs))
 	}
-	if s := n.Status().Node.MD; s.RateLimited != 12 {
+	if s := n.Status().MD; s.RateLimited != 12 {
 		t.Fatalf("rate limited %d", s.RateLimited)
 	}
 }
@@ -285,7 +285,7 @@ func TestMDSnapshotWaitsForRelease(t *testing.T) {
 	if !slices.Equal(got, want) || len(chunks) == 0 {
 		t.Fatalf("snapshot %v, want %v", got, want)
 	}
-	if s := n.Status().Node.MD; s.SnapshotsServed != 1 {
+	if s := n.Status().MD; s.SnapshotsServed != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -317,13 +317,13 @@ func waitMD(t *testing.T, c *cluster, md *client.MarketData) uint64 {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		last := c.nodes[1].Status().Node.MD.Released
-		if last > 0 && c.nodes[2].Status().Node.MD.Released == last && md.Next() == last+1 {
+		last := c.nodes[1].Status().MD.Released
+		if last > 0 && c.nodes[2].Status().MD.Released == last && md.Next() == last+1 {
 			return last
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("consumer at %d (%+v), primary md %+v, standby md %+v", md.Next(), md.Tracker(), c.nodes[1].Status().Node.MD, c.nodes[2].Status().Node.MD)
+	t.Fatalf("consumer at %d (%+v), primary md %+v, standby md %+v", md.Next(), md.Tracker(), c.nodes[1].Status().MD, c.nodes[2].Status().MD)
 	return 0
 }
 
@@ -348,7 +348,7 @@ func TestMarketDataLateJoinerFillsFromTheRing(t *testing.T) {
 	if tr.Filled != last || tr.Gaps != 0 {
 		t.Fatalf("%+v", tr)
 	}
-	if s := c.nodes[2].Status().Node.MD; s.Served == 0 {
+	if s := c.nodes[2].Status().MD; s.Served == 0 {
 		t.Fatalf("the standby served nothing: %+v", s)
 	}
 }

@@ -119,6 +119,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	idle := fs.String("idle", "block", "receive idle strategy: block, backoff, spin, yield (see docs/tuning.md)")
 	status := fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	snapEvery := fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
+	mdRing := fs.Int("md-ring", node.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	arbiterURL := fs.String("arbiter", "", "lease arbiter other than the UDP witness: etcd://host1:2379,host2:2379,host3:2379 (an etcd cluster; see README)")
 	witnessAddr := fs.String("witness", "", "the witness's address; with it the node starts as a standby and leads only while it holds the lease")
@@ -156,7 +157,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 		checkLease(*lease, *renew, *margin, *retry), checkNonNegative("ack-delay", *ackDelay),
 		checkPositive("insync-timeout", *insyncTimeout), checkMinInSync(*minInSync, len(peers)),
 		checkPositive("recv-buffer", *recvBuf), checkNonNegative("busy-poll", *busyPoll), checkCPU(*cpu),
-		checkPeers(peers, *id),
+		checkPeers(peers, *id), checkMDRing(*mdRing),
 	); err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	}
 	cfg := node.Config{
 		ID: uint32(*id), Stream: uint16(*stream), Dir: *dir, Interface: *iface, TTL: *ttl,
-		Peers: peers, Epoch: *epoch, SnapshotEvery: *snapEvery,
+		Peers: peers, Epoch: *epoch, SnapshotEvery: *snapEvery, MDRingUpdates: *mdRing,
 		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
 	}
 	if cfg.NewStateMachine, err = stateMachineFlag(*engineName); err != nil {
