@@ -286,7 +286,7 @@ func (n *Node) mdRepublish(applied uint64) {
 		m.stats.RepublishMissed += m.first - from
 		from = m.first
 	}
-	end := m.last
+	end := min(m.last, n.engineMDSeq()) // above it: a discarded history's
 	for seq := from; seq <= end; seq++ {
 		if n.pub.Len()+outputReserve >= n.pub.Cap() {
 			m.stats.RepublishMissed += end - seq + 1
@@ -309,12 +309,26 @@ func (n *Node) mdRepublish(applied uint64) {
 	n.cfg.Log.Info("market data above the old primary's last release published again", "md_from", from, "md_to", end)
 }
 
-// mdServable is the newest MD seq this node may send: released, and held.
-func (m *mdFeed) servable() (oldest, newest uint64) {
+// mdServable is what this node may send: held, released, and at or below
+// its state machine's MD seq. The last bound matters after a discarded
+// suffix: the state is rebuilt to the fork point while the ring still
+// holds the discarded history's updates above it, until the new
+// history's updates replace them as they are applied.
+func (n *Node) mdServable() (oldest, newest uint64) {
+	m := &n.md
 	if m.last == 0 {
 		return 1, 0
 	}
-	return m.first, min(m.last, m.released)
+	return m.first, min(m.last, m.released, n.engineMDSeq())
+}
+
+// engineMDSeq is the state machine's MD seq (all of the ring without a
+// BookExporter to ask).
+func (n *Node) engineMDSeq() uint64 {
+	if ex, ok := n.eng.(engine.BookExporter); ok {
+		return ex.MDSeq()
+	}
+	return ^uint64(0)
 }
 
 // mdAllow is the per-requester token bucket.
@@ -373,7 +387,7 @@ func (n *Node) onMDRecovery(f *wire.Frame, from netip.AddrPort, now int64) {
 		n.mdSnapshotRequest(from, req.Instrument, now)
 		return
 	}
-	oldest, newest := m.servable()
+	oldest, newest := n.mdServable()
 	switch {
 	case req.First < oldest:
 		n.mdRefuse(from, req.First, wire.MDTooOld)
@@ -400,7 +414,7 @@ func (n *Node) onMDRecovery(f *wire.Frame, from netip.AddrPort, now int64) {
 
 func (n *Node) mdRefuse(to netip.AddrPort, first uint64, code wire.MDStatusCode) {
 	n.md.stats.Refused++
-	oldest, newest := n.md.servable()
+	oldest, newest := n.mdServable()
 	st := wire.MDStatus{Origin: n.origin(), First: first, Code: code, Oldest: oldest, Newest: newest}
 	n.frameBuf = st.Append(n.frameBuf[:0])
 	n.send(n.frameBuf, to)

@@ -410,3 +410,32 @@ func TestMarketDataPastTheRingResyncsFromBooks(t *testing.T) {
 		}
 	}
 }
+
+// TestMDNeverServesAboveTheStatesMDSeq: updates in the ring above the
+// state machine's MD seq (a discarded suffix's, after a rebuild to the
+// fork point) are neither served nor republished, even once the primary
+// says it released that far.
+func TestMDNeverServesAboveTheStatesMDSeq(t *testing.T) {
+	n, _ := mdStandby(t, 1024, 50)
+	engMD := n.eng.(*engine.Engine).MDSeq()
+	n.mu.Lock()
+	for s := engMD + 1; s <= engMD+5; s++ {
+		n.md.add(engine.AppendOutput(nil, &engine.Output{Kind: engine.KindMarketData, MDKind: engine.MDLevel, MDSeq: s, Instrument: 1, Side: engine.Buy, Price: 1, Qty: 1}))
+	}
+	n.mu.Unlock()
+	heartbeat(t, n, engMD+5)
+	r := newRequester(t)
+	r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: engMD - 2, Count: 100})
+	if seqs, _ := replayed(t, r.frames(100*time.Millisecond)); !slices.Equal(seqs, seqRange(engMD-2, engMD)) {
+		t.Fatalf("served %v, the state is at md %d", seqs, engMD)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.md.released = engMD - 3 // as if this node had learned only that far
+	if err := n.becomePrimary(2); err != nil {
+		t.Fatal(err)
+	}
+	if st := n.mdStats(); st.Republished != 3 {
+		t.Fatalf("republished %d, want the 3 updates up to the state's md seq", st.Republished)
+	}
+}
