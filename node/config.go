@@ -275,4 +275,9 @@ type Unsafe struct {
 	// believe in a lease the witness already counts as expired. Test-only
 	// (the simulator's mutation tests); no flag sets it.
 	LeaseFromReply bool
+	// NoMDRepublish: a promoted standby does not publish the market data
+	// above the old primary's last release (a hole in the feed at every
+	// failover). Test-only (the simulator's mutation tests); no flag sets
+	// it.
+	NoMDRepublish bool
 }

@@ -11,21 +11,27 @@ import (
 
 // Market data across failovers and lost datagrams (issue 20, items 3-5).
 //
-// Every node keeps a ring of the most recent market-data updates, by MD
-// seq, contiguous:
-//   - the primary adds each update as it releases it, so its ring holds
-//     released updates only;
-//   - a standby adds the updates of every command it applies (the engine
-//     emits them to mdStandbyEmitter instead of nowhere), so its ring runs
-//     ahead of what the primary released.
+// Every node keeps a ring of the most recent market-data updates of the
+// commands it applied, by MD seq, contiguous, each with its command's seq
+// (a standby's engine used to apply with a nil emitter, discarding them;
+// the journal replay at start-up refills it too). md.released is the MD
+// seq of the last update published on the market-data group.
 //
-// The primary's HEARTBEAT carries its released watermark and the MD seq of
-// the last update it released (md.released on a standby). A standby
-// promoted after the primary died publishes again, through the gate, every
-// update of its ring above that MD seq: what the old primary applied but
-// never released, and what it released after its last heartbeat (exact
-// duplicates, which consumers drop by MD seq). The MD sequence continues;
-// nothing is skipped.
+// The primary does not queue market data in the gate's publisher: it
+// publishes from the ring, in MD seq order, every update whose command seq
+// is at or below the gate's released watermark (mdPublish, after every
+// release). So an update is never dropped: a primary that loses its lease
+// drops its queued outputs (clients resend), and its market data waits in
+// the ring until it leads again; nothing is published past an update not
+// yet released. The ring applies back-pressure (mdFull): commands are
+// refused before its unpublished updates could be overwritten.
+//
+// The primary's HEARTBEAT carries the gate's released watermark and
+// md.released; a standby remembers the highest. A standby promoted after
+// the primary died continues publishing from there: what the old primary
+// applied but never released, and what it released after its last
+// heartbeat (exact duplicates, which consumers drop by MD seq). The MD
+// sequence continues; nothing is skipped.
 //
 // Both roles answer MD_REQUESTs on their unicast socket: a range from the
 // ring, never above md.released (the gate's rule: nothing unreleased leaves
@@ -33,13 +39,13 @@ import (
 // until that MD seq is released.
 
 const (
-	// DefaultMDRingUpdates: 64k updates (4 MB of 64-byte slots) is about
+	// DefaultMDRingUpdates: 64k updates (4.5 MB of 72-byte slots) is about
 	// half a second of the demo's peak market data: room for a consumer to
 	// notice a gap, ask, and be answered many times over; a consumer
 	// further behind resynchronizes from a book snapshot.
 	DefaultMDRingUpdates = 1 << 16
 	// MinMDRingUpdates and MaxMDRingUpdates bound Config.MDRingUpdates
-	// (MaxMDRingUpdates is 256 MB of slots).
+	// (MaxMDRingUpdates is 288 MB of slots).
 	MinMDRingUpdates = 16
 	MaxMDRingUpdates = 1 << 22
 	// mdSlotBytes is the largest market-data payload the ring holds (the
@@ -86,11 +92,13 @@ type MDStats struct {
 	// SnapshotsServed: book snapshots sent (each to every waiter);
 	// SnapshotChunks: their chunks; SnapshotsExpired: dropped unreleased.
 	SnapshotsServed, SnapshotChunks, SnapshotsExpired uint64
-	// Republished: updates published again at promotion;
-	// RepublishMissed: updates above the released MD seq the ring no
-	// longer held (or the gate had no room for) at promotion: a hole only
-	// a re-request to another node or a snapshot fills.
-	Republished, RepublishMissed uint64
+	// Republished: updates above the last released MD seq this node knew
+	// of when it was promoted (published as the new epoch releases);
+	// RepublishMissed: updates a primary had to publish that its ring no
+	// longer held: a hole only another node's ring or a snapshot fills.
+	// Backpressure: commands refused because the ring's unpublished
+	// updates neared its size.
+	Republished, RepublishMissed, Backpressure uint64
 	// TooLarge: updates larger than a ring slot (the ring restarts);
 	// Resets: times the ring restarted (a snapshot installed, a history
 	// discarded, an update out of sequence).
@@ -98,8 +106,9 @@ type MDStats struct {
 }
 
 type mdSlot struct {
-	n uint8
-	b [mdSlotBytes]byte
+	cmd uint64 // seq of the command that emitted it
+	n   uint8
+	b   [mdSlotBytes]byte
 }
 
 type mdBucket struct {
@@ -150,7 +159,7 @@ func (n *Node) mdInit() {
 	}
 	n.md.ring = make([]mdSlot, n.cfg.MDRingUpdates)
 	n.md.buckets = make(map[netip.AddrPort]mdBucket)
-	n.md.batch = wire.NewBatch(n.datagramLen())
+	n.md.batch = wire.NewBatch(datagramLen(n.cfg.Key != nil)) // n.auth is not set yet
 }
 
 func (m *mdFeed) held(seq uint64) bool { return m.last != 0 && seq >= m.first && seq <= m.last }
@@ -164,22 +173,12 @@ func (m *mdFeed) reset() {
 	m.first, m.last = 0, 0
 }
 
-// truncate keeps the updates at or below seq.
-func (m *mdFeed) truncate(seq uint64) {
-	switch {
-	case m.last == 0 || seq >= m.last:
-	case seq < m.first:
-		m.first, m.last = 0, 0
-	default:
-		m.last = seq
-	}
-}
-
-// add appends one market-data payload; the ring stays contiguous. An
+// add appends one market-data payload emitted by command cmd; the ring
+// stays contiguous. An
 // update at or below the last held one replaces the history from there
 // (a discarded suffix re-applied differently); one past a hole restarts
 // the ring. It never allocates.
-func (m *mdFeed) add(payload []byte) {
+func (m *mdFeed) add(cmd uint64, payload []byte) {
 	if m.ring == nil {
 		return
 	}
@@ -204,7 +203,7 @@ func (m *mdFeed) add(payload []byte) {
 		m.first = seq
 	}
 	s := m.slot(seq)
-	s.n = uint8(copy(s.b[:], payload))
+	s.cmd, s.n = cmd, uint8(copy(s.b[:], payload))
 	m.last = seq
 	if m.last-m.first >= uint64(len(m.ring)) {
 		m.first = m.last - uint64(len(m.ring)) + 1
@@ -216,7 +215,7 @@ type mdStandbyEmitter struct{ n *Node }
 
 func (e *mdStandbyEmitter) Emit(to uint64, payload []byte) {
 	if to == engine.MarketData {
-		e.n.md.add(payload)
+		e.n.md.add(e.n.eng.AppliedSeq(), payload) // Apply sets AppliedSeq first
 	}
 }
 
@@ -229,24 +228,77 @@ func (n *Node) mdStandbyEmitter() engine.Emitter {
 	return &n.md.standbyEm
 }
 
-// mdReleased is called for every market-data update the primary
-// releases, before it is sent.
-func (n *Node) mdReleased(payload []byte) {
-	m := &n.md
-	m.add(payload)
-	if m.last != 0 && m.last > m.released {
-		m.released = m.last
+// mdApplied keeps one market-data update the primary's engine emitted; it
+// reports false without a ring (the update then goes through the gate's
+// publisher as before).
+func (n *Node) mdApplied(payload []byte) bool {
+	if n.md.ring == nil {
+		return false
 	}
+	n.md.add(n.eng.AppliedSeq(), payload)
+	return true
 }
 
-// mdAfterRelease tells the sequencer what its heartbeats carry, sends one
-// when releases moved and none went for mdHeartbeatEveryNs, and sends a
-// waiting book snapshot once its MD seq is released.
+// mdReserve is the room kept free in the ring for one command's market
+// data (a sweep emits a trade and a level per fill), as outputReserve is in
+// the gate; a quarter of a small ring.
+func (m *mdFeed) reserve() uint64 { return uint64(min(outputReserve, len(m.ring)/4)) }
+
+// mdFull reports (and counts) that the ring's unpublished updates are
+// within a command's worth of its size: the command is refused.
+func (n *Node) mdFull() bool {
+	m := &n.md
+	if m.ring == nil || m.last <= m.released {
+		return false
+	}
+	if m.last-m.released+m.reserve() <= uint64(len(m.ring)) {
+		return false
+	}
+	m.stats.Backpressure++
+	return true
+}
+
+// mdPublish sends, in MD seq order, every update of the ring after
+// md.released whose command is released (seq <= released), packed into
+// OUTPUT frames on the market-data group.
+func (n *Node) mdPublish(released uint64) {
+	m := &n.md
+	if m.ring == nil || n.mdSend == nil || m.last == 0 || m.released >= m.last {
+		return
+	}
+	seq := m.released + 1
+	if seq < m.first {
+		m.stats.RepublishMissed += m.first - seq
+		seq = m.first
+		m.released = seq - 1
+	}
+	top := min(m.last, n.engineMDSeq())
+	for ; seq <= top; seq++ {
+		s := m.slot(seq)
+		if s.cmd > released {
+			break
+		}
+		if n.mdBatch.Count() == 0 || !n.mdBatch.Fits(int(s.n)) {
+			n.flushMarketData()
+			n.mdBatch.Reset(wire.TypeOutput, n.origin(), s.cmd)
+		}
+		n.mdBatch.Add(s.b[:s.n])
+		m.released = seq
+		n.stats.OutputsReleased++
+	}
+	n.flushMarketData()
+}
+
+// mdAfterRelease publishes the released market data, tells the sequencer
+// what its heartbeats carry, sends one when releases moved and none went
+// for mdHeartbeatEveryNs, and sends a waiting book snapshot once its MD
+// seq is released.
 func (n *Node) mdAfterRelease(now int64) {
 	if n.role != RolePrimary {
 		return
 	}
 	r := n.gate.Released()
+	n.mdPublish(r)
 	n.seqr.SetReleased(r, n.md.released)
 	if r != n.md.hbReleased && now-n.md.lastHBNs >= mdHeartbeatEveryNs {
 		n.md.hbReleased, n.md.lastHBNs = r, now
@@ -271,42 +323,31 @@ func (n *Node) mdOnHeartbeat(f *wire.Frame, now int64) {
 	}
 }
 
-// mdRepublish queues, under the promotion's applied seq, every update of
-// the ring above the MD seq the old primary was last known to have
-// released: the gate lets them out with the new epoch's first release.
-// The ring then keeps only what is released; the republished updates
-// come back into it as they are released.
-func (n *Node) mdRepublish(applied uint64) {
+// mdPromoted counts, when this node starts to lead, the updates of its
+// ring above the last MD seq it knows was released: mdPublish sends them
+// as the new epoch releases their commands (which the gate allows once a
+// standby acknowledges them in this epoch).
+func (n *Node) mdPromoted() {
 	m := &n.md
-	if m.ring == nil || m.last == 0 || applied == 0 {
+	if m.ring == nil || m.last == 0 {
+		return
+	}
+	top := min(m.last, n.engineMDSeq()) // above it: a discarded history's
+	if n.cfg.Unsafe.NoMDRepublish {
+		m.released = max(m.released, top) // UNSAFE: the old primary's unreleased market data is never published
+		return
+	}
+	if m.released >= top {
 		return
 	}
 	from := m.released + 1
 	if from < m.first {
 		m.stats.RepublishMissed += m.first - from
 		from = m.first
+		m.released = from - 1
 	}
-	end := min(m.last, n.engineMDSeq()) // above it: a discarded history's
-	for seq := from; seq <= end; seq++ {
-		if n.pub.Len()+outputReserve >= n.pub.Cap() {
-			m.stats.RepublishMissed += end - seq + 1
-			break
-		}
-		s := m.slot(seq)
-		var o outSlot
-		o.to = engine.MarketData
-		o.n = uint16(copy(o.b[:], s.b[:s.n]))
-		if err := n.pub.Enqueue(applied, o); err != nil {
-			m.stats.RepublishMissed += end - seq + 1
-			break
-		}
-		m.stats.Republished++
-	}
-	m.truncate(from - 1)
-	if from > end {
-		return
-	}
-	n.cfg.Log.Info("market data above the old primary's last release published again", "md_from", from, "md_to", end)
+	m.stats.Republished += top - from + 1
+	n.cfg.Log.Info("market data above the last known release will be published again", "md_from", from, "md_to", top)
 }
 
 // mdServable is what this node may send: held, released, and at or below

@@ -33,6 +33,7 @@ func mdStandby(t *testing.T, ringSize, cmds int) (*Node, *mdClock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
+	mdConfigs[n] = cfg
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for seq := 1; seq <= cmds; seq++ {
@@ -43,6 +44,9 @@ func mdStandby(t *testing.T, ringSize, cmds int) (*Node, *mdClock) {
 	}
 	return n, clk
 }
+
+// mdConfigs remembers each mdStandby's configuration, to restart it.
+var mdConfigs = map[*Node]Config{}
 
 // heartbeat makes the standby learn that the primary released up to mdSeq.
 func heartbeat(t *testing.T, n *Node, mdSeq uint64) {
@@ -201,33 +205,75 @@ func TestMDReRequestRateLimited(t *testing.T) {
 	}
 }
 
+// mdListener joins n's market-data group on lo.
+func mdListener(t *testing.T, n *Node) *requester {
+	t.Helper()
+	u, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: n.cfg.MarketData, Interface: "lo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	return &requester{t: t, conn: u}
+}
+
+// published returns the MD seqs of the OUTPUT frames in frames.
+func published(t *testing.T, frames [][]byte) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, b := range frames {
+		f, _, err := wire.Parse(b)
+		if err != nil || f.Type != wire.TypeOutput {
+			t.Fatalf("%s %v", f.Type, err)
+		}
+		it := f.Messages()
+		for {
+			_, msg, ok := it.Next()
+			if !ok {
+				break
+			}
+			o, err := engine.ParseOutput(msg)
+			if err != nil || o.Kind != engine.KindMarketData {
+				t.Fatalf("%+v %v", o, err)
+			}
+			out = append(out, o.MDSeq)
+		}
+	}
+	return out
+}
+
 // TestMDRepublishAtPromotion: a standby that learned the old primary
-// released up to MD seq k queues, when it leads, every update above k in
-// order and nothing at or below it.
+// released up to MD seq k publishes, when it leads, every update above k
+// in order, each once its command is released, and nothing at or below k.
 func TestMDRepublishAtPromotion(t *testing.T) {
 	n, _ := mdStandby(t, 1024, 100)
 	last := n.eng.(*engine.Engine).MDSeq()
 	k := last - 40
 	heartbeat(t, n, k)
+	l := mdListener(t, n)
 	n.mu.Lock()
 	if err := n.becomePrimary(2); err != nil {
 		n.mu.Unlock()
 		t.Fatal(err)
 	}
-	var got []uint64
-	n.pub.Release(^uint64(0), func(_ uint64, o *outSlot) {
-		out, err := engine.ParseOutput(o.b[:o.n])
-		if err != nil || o.to != engine.MarketData {
-			t.Errorf("queued %+v %v", out, err)
-		}
-		got = append(got, out.MDSeq)
-	})
+	half := n.md.slot(k + 20).cmd // released up to the command of update k+20
+	n.mdPublish(half)
+	n.mu.Unlock()
+	got := published(t, l.frames(100*time.Millisecond))
+	want := []uint64{}
+	for s := k + 1; s <= last && n.md.slot(s).cmd <= half; s++ {
+		want = append(want, s)
+	}
+	if len(want) < 20 || !slices.Equal(got, want) {
+		t.Fatalf("published %v, want %v", got, want)
+	}
+	n.mu.Lock()
+	n.mdPublish(100)
 	st := n.mdStats()
 	n.mu.Unlock()
-	if !slices.Equal(got, seqRange(k+1, last)) {
-		t.Fatalf("republished %v, want %d..%d", got, k+1, last)
+	if got = published(t, l.frames(100*time.Millisecond)); !slices.Equal(got, seqRange(want[len(want)-1]+1, last)) {
+		t.Fatalf("then published %v", got)
 	}
-	if st.Republished != 40 || st.RepublishMissed != 0 || st.RingLast != k {
+	if st.Republished != 40 || st.RepublishMissed != 0 || st.Released != last {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -245,6 +291,35 @@ func TestMDRepublishCountsWhatTheRingLost(t *testing.T) {
 	}
 	if st := n.mdStats(); st.Republished != 16 || st.RepublishMissed != 14 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestMDLeaseLostKeepsMarketData: a primary that drops its queued outputs
+// (its lease lapsed) keeps its market data in the ring and publishes it,
+// in order, once it releases again: no hole (the simulator found one
+// when market data went through the gate's publisher).
+func TestMDLeaseLostKeepsMarketData(t *testing.T) {
+	n, _ := mdStandby(t, 1024, 50)
+	l := mdListener(t, n)
+	n.mu.Lock()
+	if err := n.becomePrimary(2); err != nil {
+		n.mu.Unlock()
+		t.Fatal(err)
+	}
+	n.mdPublish(50)
+	for seq := uint64(51); seq <= 80; seq++ {
+		side := engine.Side(1 + seq%2)
+		cmd := engine.AppendRequest(nil, 7, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: side, Type: engine.Limit, Price: 100 + int64(seq%3), Qty: 5})
+		n.applySeq = seq
+		n.eng.Apply(seq, cmd, &n.emitter)
+	}
+	dropped := n.pub.DropAll() // what leaseChanged does when the lease lapses
+	n.mdPublish(80)
+	last := n.eng.(*engine.Engine).MDSeq()
+	n.mu.Unlock()
+	got := published(t, l.frames(100*time.Millisecond))
+	if dropped == 0 || !slices.Equal(got, seqRange(1, last)) {
+		t.Fatalf("dropped %d outputs; published %d updates (%v...), want 1..%d", dropped, len(got), got[:min(5, len(got))], last)
 	}
 }
 
@@ -353,11 +428,11 @@ func TestMarketDataLateJoinerFillsFromTheRing(t *testing.T) {
 	}
 }
 
-// TestMarketDataPastTheRingResyncsFromBooks: with a ring of 16 updates, a
+// TestMarketDataPastTheRingResyncsFromBooks: with a ring of 1024 updates, a
 // late joiner is told TooOld, takes the books at an MD seq, and delivers
 // the stream after it; its books then equal the engine's.
 func TestMarketDataPastTheRingResyncsFromBooks(t *testing.T) {
-	c, group := mdCluster(t, 16, 2000)
+	c, group := mdCluster(t, 1024, 2000)
 	type key struct {
 		inst  uint32
 		side  uint8
@@ -420,7 +495,7 @@ func TestMDNeverServesAboveTheStatesMDSeq(t *testing.T) {
 	engMD := n.eng.(*engine.Engine).MDSeq()
 	n.mu.Lock()
 	for s := engMD + 1; s <= engMD+5; s++ {
-		n.md.add(engine.AppendOutput(nil, &engine.Output{Kind: engine.KindMarketData, MDKind: engine.MDLevel, MDSeq: s, Instrument: 1, Side: engine.Buy, Price: 1, Qty: 1}))
+		n.md.add(50, engine.AppendOutput(nil, &engine.Output{Kind: engine.KindMarketData, MDKind: engine.MDLevel, MDSeq: s, Instrument: 1, Side: engine.Buy, Price: 1, Qty: 1}))
 	}
 	n.mu.Unlock()
 	heartbeat(t, n, engMD+5)
@@ -435,7 +510,29 @@ func TestMDNeverServesAboveTheStatesMDSeq(t *testing.T) {
 	if err := n.becomePrimary(2); err != nil {
 		t.Fatal(err)
 	}
-	if st := n.mdStats(); st.Republished != 3 {
+	n.mdPublish(^uint64(0))
+	if st := n.mdStats(); st.Republished != 3 || st.Released != engMD {
 		t.Fatalf("republished %d, want the 3 updates up to the state's md seq", st.Republished)
+	}
+}
+
+// TestMDRingRefilledAtRestart: a node rebuilt from its journal at start-up
+// has the market data of the journal's tail in its ring (before, it
+// started empty and a restarted node promoted later republished nothing).
+func TestMDRingRefilledAtRestart(t *testing.T) {
+	n, _ := mdStandby(t, 64, 100)
+	cfg := mdConfigs[n]
+	before := n.Status().MD
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	after := m.Status().MD
+	if after.RingFirst != before.RingFirst || after.RingLast != before.RingLast || after.RingLast == 0 {
+		t.Fatalf("ring %d..%d before the restart, %d..%d after", before.RingFirst, before.RingLast, after.RingFirst, after.RingLast)
 	}
 }

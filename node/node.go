@@ -402,7 +402,7 @@ func (n *Node) rebuildState() error {
 			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
 		}
 		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
-			eng.Apply(seq, payload, nil)
+			eng.Apply(seq, payload, n.mdStandbyEmitter()) // refills the market-data ring
 			if o := n.cfg.Observer; o != nil {
 				o.Applied(n.cfg.ID, epoch, seq, payload)
 			}

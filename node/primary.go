@@ -71,7 +71,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		return err
 	}
 	n.pub = pub
-	n.mdRepublish(applied)
+	n.mdPromoted()
 	if seq, ok := n.latestSnapshotSeq(); ok {
 		n.seqr.SetSnapshotSeq(seq)
 	}
@@ -159,7 +159,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.SessionsFull++
 			continue
 		}
-		if n.pub.Len()+outputReserve > n.pub.Cap() {
+		if n.pub.Len()+outputReserve > n.pub.Cap() || n.mdFull() {
 			n.stats.Backpressure++
 			continue
 		}
@@ -308,6 +308,9 @@ type primaryEmitter struct{ n *Node }
 
 func (e *primaryEmitter) Emit(to uint64, payload []byte) {
 	n := e.n
+	if to == engine.MarketData && n.mdApplied(payload) {
+		return // kept in the ring; published from it as released moves (mdfeed.go)
+	}
 	if len(payload) > MaxOutputBytes {
 		n.stats.OutputsLost++
 		n.cfg.Log.Error("engine output larger than the gate's slot; dropped", "bytes", len(payload))
@@ -388,7 +391,6 @@ func (n *Node) emitMarketData(seq uint64, o *outSlot) {
 	if n.mdSend == nil {
 		return
 	}
-	n.mdReleased(o.b[:o.n])
 	if n.mdBatch.Count() == 0 || !n.mdBatch.Fits(int(o.n)) {
 		n.flushMarketData()
 		n.mdBatch.Reset(wire.TypeOutput, n.origin(), seq)
