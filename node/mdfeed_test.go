@@ -536,3 +536,35 @@ func TestMDRingRefilledAtRestart(t *testing.T) {
 		t.Fatalf("ring %d..%d before the restart, %d..%d after", before.RingFirst, before.RingLast, after.RingFirst, after.RingLast)
 	}
 }
+
+// TestMDHotPathAllocatesNothing: keeping the market data of an applied
+// command in the ring (what every apply does, primary or standby) and
+// publishing the released updates from it (what every release does)
+// allocate nothing.
+func TestMDHotPathAllocatesNothing(t *testing.T) {
+	n, _ := mdStandby(t, 1024, 10)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.becomePrimary(2); err != nil {
+		t.Fatal(err)
+	}
+	n.mdPublish(10)
+	cmds := make([][]byte, 1200)
+	for i := range cmds {
+		seq := uint64(11 + i)
+		cmds[i] = engine.AppendRequest(nil, 7, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Side(1 + seq%2), Type: engine.Limit, Price: 100, Qty: 5})
+	}
+	seq := uint64(10)
+	a := testing.AllocsPerRun(1000, func() {
+		seq++
+		n.applySeq = seq
+		n.eng.Apply(seq, cmds[seq-11], &n.emitter)
+		n.mdPublish(seq)
+	})
+	if a != 0 {
+		t.Fatalf("%v allocs per command", a)
+	}
+	if md := n.eng.(*engine.Engine).MDSeq(); n.md.released != md || md < 1000 {
+		t.Fatalf("published to %d of %d", n.md.released, md)
+	}
+}
