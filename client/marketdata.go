@@ -125,41 +125,44 @@ const mdTickNs = 5 * time.Millisecond
 // its gaps by re-request and resynchronizes from book snapshots on its own
 // (MDRecovery), so OnMD sees every MD seq once, in order.
 func OpenMarketData(opts MDOptions) (*MarketData, error) {
-	m, err := SubscribeMarketDataKey(opts.Group, opts.Iface, nil, opts.Key, opts.Stream)
+	c, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: opts.Group, Interface: opts.Iface, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	m.onMD = opts.OnMD
-	m.mu.Unlock()
-	if len(opts.Recovery) == 0 {
-		return m, nil
+	m := &MarketData{conn: c, onMD: opts.OnMD, stream: max(opts.Stream, 1)}
+	if opts.Key != nil {
+		m.mac = auth.NewMAC(auth.ClientKey(opts.Key, m.stream))
 	}
-	local := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
-	if !opts.Recovery[0].Addr().IsLoopback() {
-		local = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	if len(opts.Recovery) > 0 {
+		// Recovery is ready before the feed's loop starts, so the first
+		// update already goes through it.
+		local := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
+		if !opts.Recovery[0].Addr().IsLoopback() {
+			local = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+		}
+		if m.uc, err = bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}}); err != nil {
+			c.Close()
+			return nil, err
+		}
+		m.servers = append([]netip.AddrPort(nil), opts.Recovery...)
+		m.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
+		m.rec = NewMDRecovery(MDRecoveryConfig{
+			Servers: len(opts.Recovery), FromStart: opts.FromStart,
+			RetryNs: opts.RetryNs, ProbeNs: opts.ProbeNs, MaxRetries: opts.MaxRetries,
+			Send: m.sendRequest, Deliver: m.deliver, OnSnapshot: opts.OnSnapshot,
+		})
+		if m.uloop, err = bus.StartLoop(m.uc, bus.LoopConfig{}, m.onUnicast); err != nil {
+			m.uc.Close()
+			c.Close()
+			return nil, err
+		}
+		m.stop, m.done = make(chan struct{}), make(chan struct{})
+		go m.tickLoop()
 	}
-	uc, err := bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
-	if err != nil {
+	if m.loop, err = bus.StartLoop(c, bus.LoopConfig{}, m.onBatch); err != nil {
 		m.Close()
 		return nil, err
 	}
-	m.mu.Lock()
-	m.uc, m.servers, m.stream = uc, append([]netip.AddrPort(nil), opts.Recovery...), max(opts.Stream, 1)
-	m.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
-	m.rec = NewMDRecovery(MDRecoveryConfig{
-		Servers: len(opts.Recovery), FromStart: opts.FromStart,
-		RetryNs: opts.RetryNs, ProbeNs: opts.ProbeNs, MaxRetries: opts.MaxRetries,
-		Send: m.sendRequest, Deliver: m.deliver, OnSnapshot: opts.OnSnapshot,
-	})
-	m.mu.Unlock()
-	m.uloop, err = bus.StartLoop(uc, bus.LoopConfig{}, m.onUnicast)
-	if err != nil {
-		m.Close()
-		return nil, err
-	}
-	m.stop, m.done = make(chan struct{}), make(chan struct{})
-	go m.tickLoop()
 	return m, nil
 }
 
@@ -331,7 +334,9 @@ func (m *MarketData) Close() error {
 
 func (m *MarketData) close() {
 	m.conn.Close()
-	m.loop.Stop()
+	if m.loop != nil {
+		m.loop.Stop()
+	}
 	if m.uc != nil {
 		m.uc.Close()
 		if m.uloop != nil {

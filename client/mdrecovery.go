@@ -92,7 +92,8 @@ type MDRecoveryConfig struct {
 	OnSnapshot func(mdSeq uint64, levels []wire.MDLevel)
 }
 
-// MDPendingUpdates bounds the updates buffered past a gap: 8192 (a
+// MDPendingUpdates bounds the updates buffered past a gap (an update
+// longer than 63 bytes is not buffered: it is asked for again): 8192 (a
 // second of a busy feed would not fit; a gap is asked for at once, so a
 // few round trips' worth is what is needed). Updates further ahead are
 // dropped and asked for again once the gap is filled.
@@ -149,7 +150,7 @@ func (r *MDRecovery) Update(seq uint64, payload []byte, replayed bool, nowNs int
 		r.next = seq
 		r.deliver(seq, payload, replayed)
 	default:
-		if seq-r.next < uint64(len(r.pend)) {
+		if seq-r.next < uint64(len(r.pend)) && len(payload) <= len(r.pend[0].b) {
 			p := &r.pend[seq%uint64(len(r.pend))]
 			if p.seq == seq {
 				r.duplicate(seq, payload)
