@@ -4,10 +4,12 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
@@ -20,7 +22,7 @@ func (c *mdClock) NowNs() int64 { return c.ns }
 
 // mdStandby is a standby node (never started: the test drives it) with a
 // market-data group and a ring of ringSize, that has applied cmds.
-func mdStandby(t *testing.T, ringSize, cmds int) (*Node, *mdClock) {
+func mdStandby(t *testing.T, ringSize, cmds int, mutate ...func(*Config)) (*Node, *mdClock) {
 	t.Helper()
 	c := newCluster(t, 2)
 	clk := &mdClock{ns: 1}
@@ -28,6 +30,9 @@ func mdStandby(t *testing.T, ringSize, cmds int) (*Node, *mdClock) {
 	cfg.MarketData = netip.AddrPortFrom(netip.MustParseAddr("239.77.200.1"), freePort(t))
 	cfg.MDRingUpdates = ringSize
 	cfg.Clock = clk
+	for _, f := range mutate {
+		f(&cfg)
+	}
 	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -566,5 +571,36 @@ func TestMDHotPathAllocatesNothing(t *testing.T) {
 	}
 	if md := n.eng.(*engine.Engine).MDSeq(); n.md.released != md || md < 1000 {
 		t.Fatalf("published to %d of %d", n.md.released, md)
+	}
+}
+
+// TestMDReRequestAuthenticated: with a key, a request without the client
+// key's MAC is dropped and counted; a sealed one is answered, sealed.
+func TestMDReRequestAuthenticated(t *testing.T) {
+	key, err := auth.Keygen(filepath.Join(t.TempDir(), "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := mdStandby(t, 64, 20, func(c *Config) { c.Key = &key })
+	heartbeat(t, n, 3)
+	r := newRequester(t)
+	r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 3})
+	if fs := r.frames(100 * time.Millisecond); len(fs) != 0 || n.Status().Node.DropNoMAC != 1 {
+		t.Fatalf("unsealed: %d answers, DropNoMAC %d", len(fs), n.Status().Node.DropNoMAC)
+	}
+	mac := auth.NewMAC(auth.ClientKey(&key, 9))
+	req := wire.MDRequest{Origin: wire.Origin{Stream: 9, Node: 5}, Kind: wire.MDRequestRange, First: 1, Count: 3}
+	b := wire.Seal(nil, req.Append(nil))
+	n.Deliver(mac.Sign(b, b), r.conn.LocalAddr())
+	fs := r.frames(100 * time.Millisecond)
+	if len(fs) != 1 {
+		t.Fatalf("sealed: %d answers", len(fs))
+	}
+	f, _, err := wire.Parse(fs[0])
+	if err != nil || f.Tag == nil || mac.Verify(f.Signed, f.Tag) != nil {
+		t.Fatalf("answer not sealed with the client key: %v", err)
+	}
+	if seqs, _ := replayed(t, fs); !slices.Equal(seqs, []uint64{1, 2, 3}) {
+		t.Fatalf("served %v", seqs)
 	}
 }
