@@ -39,10 +39,11 @@ import (
 // until that MD seq is released.
 
 const (
-	// DefaultMDRingUpdates: 64k updates (4.5 MB of 72-byte slots) is about
-	// half a second of the demo's peak market data: room for a consumer to
-	// notice a gap, ask, and be answered many times over; a consumer
-	// further behind resynchronizes from a book snapshot.
+	// DefaultMDRingUpdates: 64k updates (4.5 MB of 72-byte slots) is
+	// about five seconds of the demo's market data (93k updates in 8 s):
+	// room for a consumer to notice a gap, ask, and be answered many times
+	// over, and for a failover's unreleased tail; a consumer further behind
+	// resynchronizes from a book snapshot.
 	DefaultMDRingUpdates = 1 << 16
 	// MinMDRingUpdates and MaxMDRingUpdates bound Config.MDRingUpdates
 	// (MaxMDRingUpdates is 288 MB of slots).
@@ -173,23 +174,23 @@ func (m *mdFeed) reset() {
 	m.first, m.last = 0, 0
 }
 
-// add appends one market-data payload emitted by command cmd; the ring
-// stays contiguous. An
-// update at or below the last held one replaces the history from there
-// (a discarded suffix re-applied differently); one past a hole restarts
-// the ring. It never allocates.
-func (m *mdFeed) add(cmd uint64, payload []byte) {
+// add appends one market-data payload emitted by command cmd and reports
+// whether it kept it. The ring stays contiguous: an update at or below the
+// last held one replaces the history from there (a discarded suffix
+// re-applied differently); one past a hole restarts the ring. It never
+// allocates.
+func (m *mdFeed) add(cmd uint64, payload []byte) bool {
 	if m.ring == nil {
-		return
+		return false
 	}
 	o, err := engine.ParseOutput(payload)
 	if err != nil || o.Kind != engine.KindMarketData {
-		return // not the reference engine's market data: nothing to number it by
+		return false // not the reference engine's market data: nothing to number it by
 	}
 	if len(payload) > mdSlotBytes {
 		m.stats.TooLarge++
 		m.reset()
-		return
+		return false
 	}
 	seq := o.MDSeq
 	switch {
@@ -208,6 +209,7 @@ func (m *mdFeed) add(cmd uint64, payload []byte) {
 	if m.last-m.first >= uint64(len(m.ring)) {
 		m.first = m.last - uint64(len(m.ring)) + 1
 	}
+	return true
 }
 
 // mdStandbyEmitter keeps a standby's market data in the ring.
@@ -229,14 +231,11 @@ func (n *Node) mdStandbyEmitter() engine.Emitter {
 }
 
 // mdApplied keeps one market-data update the primary's engine emitted; it
-// reports false without a ring (the update then goes through the gate's
-// publisher as before).
+// reports false when the ring cannot (none, an update that is not the
+// reference engine's or too large for a slot): the update then goes
+// through the gate's publisher, as all did before the ring.
 func (n *Node) mdApplied(payload []byte) bool {
-	if n.md.ring == nil {
-		return false
-	}
-	n.md.add(n.eng.AppliedSeq(), payload)
-	return true
+	return n.md.add(n.eng.AppliedSeq(), payload)
 }
 
 // mdReserve is the room kept free in the ring for one command's market
