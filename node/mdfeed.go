@@ -56,11 +56,20 @@ const (
 	// mdMaxPerRequest bounds one range answer: 2048 updates, ~60
 	// datagrams of 34 updates each.
 	mdMaxPerRequest = 2048
-	// A requester may ask mdBurst times at once, then once per
-	// mdRefillNs: a consumer with one request in flight at a time never
-	// reaches it; a flood costs one MD_STATUS per request.
-	mdBurst    = 64
-	mdRefillNs = 1_000_000
+	// A requester has a bucket of mdBurst tokens, one more every
+	// mdRefillNs. A request costs one, plus one per mdUpdatesPerToken
+	// updates served, plus mdSnapshotTokens for a book snapshot: at most
+	// ~64k updates a second per requester after a burst of ~4k, so the
+	// service cannot be turned into an amplifier (a 49-byte request
+	// answered by 60 datagrams) at more than that rate. A consumer with
+	// one request in flight at a time never reaches it; a flood costs one
+	// MD_STATUS per request. Snapshots are also spaced node-wide by
+	// mdSnapshotEveryNs (waiters join the pending one for free).
+	mdBurst           = 64
+	mdRefillNs        = 1_000_000
+	mdUpdatesPerToken = 64
+	mdSnapshotTokens  = 16
+	mdSnapshotEveryNs = 50_000_000
 	// mdMaxRequesters bounds the rate limiter's table; entries idle for
 	// mdRequesterIdleNs make room, otherwise a new requester is refused.
 	mdMaxRequesters   = 1024
@@ -134,6 +143,7 @@ type mdFeed struct {
 	lastHBNs    int64
 	buckets     map[netip.AddrPort]mdBucket
 	snap        mdSnapshotWait
+	lastSnapNs  int64 // when the last snapshot was exported
 	levels      []engine.BookLevel
 	wlevels     []wire.MDLevel
 	batch       *wire.Batch
@@ -400,6 +410,15 @@ func (n *Node) mdAllow(from netip.AddrPort, now int64) bool {
 	return ok
 }
 
+// mdCharge takes tokens more from an allowed requester's bucket (it may
+// go below zero: the requester waits until it refills).
+func (n *Node) mdCharge(from netip.AddrPort, tokens int64) {
+	if b, ok := n.md.buckets[from]; ok {
+		b.tokens -= tokens
+		n.md.buckets[from] = b
+	}
+}
+
 // onMDRecovery serves one market-data recovery frame (client traffic,
 // from anyone: the MAC, when configured, was checked).
 func (n *Node) onMDRecovery(f *wire.Frame, from netip.AddrPort, now int64) {
@@ -450,6 +469,7 @@ func (n *Node) onMDRecovery(f *wire.Frame, from netip.AddrPort, now int64) {
 		m.stats.Served++
 	}
 	n.send(b.Bytes(), from)
+	n.mdCharge(from, int64(last-req.First+1)/mdUpdatesPerToken)
 }
 
 func (n *Node) mdRefuse(to netip.AddrPort, first uint64, code wire.MDStatusCode) {
@@ -484,10 +504,12 @@ func (n *Node) mdSnapshotRequest(from netip.AddrPort, instrument uint32, now int
 		return
 	}
 	ex, ok := n.eng.(engine.BookExporter)
-	if !ok {
+	if !ok || (m.lastSnapNs != 0 && now-m.lastSnapNs < mdSnapshotEveryNs) {
 		n.mdRefuse(from, 0, wire.MDUnavailable)
 		return
 	}
+	m.lastSnapNs = now
+	n.mdCharge(from, mdSnapshotTokens)
 	m.levels = ex.AppendBook(m.levels[:0], instrument)
 	if len(m.levels) > mdMaxSnapshotLevels {
 		m.levels = m.levels[:0]

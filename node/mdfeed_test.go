@@ -73,7 +73,7 @@ type requester struct {
 }
 
 func newRequester(t *testing.T) *requester {
-	u, err := bus.ListenUnicast(bus.UnicastConfig{})
+	u, err := bus.ListenUnicast(bus.UnicastConfig{Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,5 +602,38 @@ func TestMDReRequestAuthenticated(t *testing.T) {
 	}
 	if seqs, _ := replayed(t, fs); !slices.Equal(seqs, []uint64{1, 2, 3}) {
 		t.Fatalf("served %v", seqs)
+	}
+}
+
+// TestMDReRequestChargesWhatItServes: a requester's bucket pays for the
+// updates served, so large answers are refused sooner than small ones,
+// and book snapshots are spaced node-wide.
+func TestMDReRequestChargesWhatItServes(t *testing.T) {
+	n, clk := mdStandby(t, 4096, 2000)
+	heartbeat(t, n, 3000)
+	r := newRequester(t)
+	for range 10 {
+		r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1024})
+	}
+	seqs, st := replayed(t, r.frames(300*time.Millisecond))
+	// 1024 updates cost 1 + 16 tokens: four requests find tokens
+	// (64, 47, 30, 13), the fifth does not (-4).
+	if len(seqs) != 4*1024 || len(st) != 6 || st[0].Code != wire.MDRateLimited {
+		t.Fatalf("served %d updates, refused %d", len(seqs), len(st))
+	}
+	clk.ns += 100 * mdRefillNs
+	b := newRequester(t)
+	b.ask(n, wire.MDRequest{Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments})
+	b.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1}) // joins nothing: a range
+	c := newRequester(t)
+	c.ask(n, wire.MDRequest{Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments})
+	_, cst := replayed(t, c.frames(100*time.Millisecond))
+	if len(cst) != 1 || cst[0].Code != wire.MDUnavailable {
+		t.Fatalf("a second snapshot within %v: %+v", time.Duration(mdSnapshotEveryNs), cst)
+	}
+	clk.ns += mdSnapshotEveryNs
+	c.ask(n, wire.MDRequest{Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments})
+	if fs := c.frames(100 * time.Millisecond); len(fs) == 0 {
+		t.Fatal("no snapshot after the spacing")
 	}
 }
