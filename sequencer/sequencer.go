@@ -126,14 +126,15 @@ type Sequencer struct {
 
 	snapshotSeq uint64
 
-	lastSendNs int64
-	// released, mdReleased: what HEARTBEAT carries (SetReleased).
-	released, mdReleased uint64
-	tokens               int64
-	lastRefillNs         int64
-	started              bool
+	lastSendNs   int64
+	tokens       int64
+	lastRefillNs int64
+	started      bool
 
 	stats Stats
+
+	// released, mdReleased: what HEARTBEAT carries (SetReleased).
+	released, mdReleased uint64
 }
 
 // New returns a sequencer that leads under epoch and continues after
