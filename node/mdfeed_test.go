@@ -637,3 +637,39 @@ func TestMDReRequestChargesWhatItServes(t *testing.T) {
 		t.Fatal("no snapshot after the spacing")
 	}
 }
+
+// TestMDHeartbeatWhileReleasesMove: a primary whose releases moved sends a
+// HEARTBEAT carrying released and the MD seq published, at most every
+// mdHeartbeatEveryNs (the sequencer alone sends them only when idle, so a
+// standby under load would learn nothing).
+func TestMDHeartbeatWhileReleasesMove(t *testing.T) {
+	n, clk := mdStandby(t, 1024, 30)
+	u, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: n.cfg.Group, Interface: "lo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	l := &requester{t: t, conn: u}
+	n.mu.Lock()
+	if err := n.becomePrimary(2); err != nil {
+		n.mu.Unlock()
+		t.Fatal(err)
+	}
+	n.mdPublish(30)
+	clk.ns += mdHeartbeatEveryNs
+	n.md.hbReleased = 7 // releases moved since the last heartbeat
+	n.mdAfterRelease(clk.ns)
+	n.mdAfterRelease(clk.ns + 1) // not again so soon
+	md := n.md.released
+	n.mu.Unlock()
+	var hbs []wire.Heartbeat
+	for _, b := range l.frames(100 * time.Millisecond) {
+		if f, _, err := wire.Parse(b); err == nil && f.Type == wire.TypeHeartbeat {
+			hb, _ := wire.DecodeHeartbeat(&f)
+			hbs = append(hbs, hb)
+		}
+	}
+	if len(hbs) != 1 || hbs[0].MDSeq != md || md == 0 {
+		t.Fatalf("heartbeats %+v, md published %d", hbs, md)
+	}
+}
