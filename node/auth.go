@@ -60,7 +60,7 @@ func (n *Node) seal(frame []byte) []byte {
 	switch {
 	case wire.IsLease(h.Type):
 		b = a.lease.Sign(b, b)
-	case h.Type == wire.TypeCommand || h.Type == wire.TypeOutput:
+	case h.Type == wire.TypeCommand || h.Type == wire.TypeOutput || wire.IsMDRecovery(h.Type):
 		b = a.client.Sign(b, b)
 	default:
 		if !a.ring.Has(h.Epoch) {
@@ -83,7 +83,7 @@ func (n *Node) verify(f *wire.Frame, now int64) bool {
 	switch {
 	case wire.IsLease(f.Type):
 		err = a.lease.Verify(f.Signed, f.Tag)
-	case f.Type == wire.TypeCommand || f.Type == wire.TypeOutput:
+	case f.Type == wire.TypeCommand || f.Type == wire.TypeOutput || wire.IsMDRecovery(f.Type):
 		err = a.client.Verify(f.Signed, f.Tag)
 	default:
 		err = a.ring.Verify(f.Signed, f.Tag, f.Epoch)

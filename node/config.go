@@ -135,6 +135,10 @@ type Config struct {
 	AckDelayNs        int64
 	PublisherCapacity int
 	MaxSessions       int
+	// MDRingUpdates is how many recent market-data updates every node
+	// keeps to answer re-requests and to publish again at promotion
+	// (DefaultMDRingUpdates; see mdfeed.go).
+	MDRingUpdates int
 
 	// NewStateMachine builds the replicated state machine (the bus knows it
 	// only through engine.StateMachine).
@@ -248,6 +252,9 @@ func (c *Config) withDefaults() error {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
 	}
+	if err := c.mdDefaults(); err != nil {
+		return err
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
@@ -268,4 +275,9 @@ type Unsafe struct {
 	// believe in a lease the witness already counts as expired. Test-only
 	// (the simulator's mutation tests); no flag sets it.
 	LeaseFromReply bool
+	// NoMDRepublish: a promoted standby does not publish the market data
+	// above the old primary's last release (a hole in the feed at every
+	// failover). Test-only (the simulator's mutation tests); no flag sets
+	// it.
+	NoMDRepublish bool
 }

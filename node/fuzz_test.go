@@ -50,6 +50,7 @@ func manualNode(tb testing.TB, role Role, clk *stepClock) *Node {
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Role: role, Epoch: 1, Journal: journal.Options{Policy: journal.SyncGroup, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
+		MarketData: netip.MustParseAddrPort("239.1.1.1:3"), MDRingUpdates: 64,
 	}
 	delete(cfg.Peers, cfg.ID)
 	n, err := New(cfg)
@@ -87,6 +88,10 @@ func fuzzSeeds() [][]byte {
 	out = append(out, ne.Append(nil))
 	sr := wire.SnapshotRequest{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}}
 	out = append(out, sr.Append(nil))
+	mr := wire.MDRequest{Origin: wire.Origin{Stream: 9, Node: 5}, Kind: wire.MDRequestRange, First: 1, Count: 10}
+	out = append(out, mr.Append(nil))
+	ms := wire.MDRequest{Origin: wire.Origin{Stream: 9, Node: 5}, Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments}
+	out = append(out, ms.Append(nil))
 	return out
 }
 

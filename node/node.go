@@ -145,6 +145,7 @@ type Node struct {
 	closed   bool
 
 	stats Stats
+	md    mdFeed // market-data ring and recovery (mdfeed.go)
 }
 
 // New opens the journal, recovers the state machine from the latest
@@ -171,6 +172,7 @@ func New(cfg Config) (*Node, error) {
 		releaseHist: hdrhistogram.New(1, 10_000_000, 2),
 	}
 	n.emitter.n = n
+	n.mdInit()
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	if cfg.TraceStages > 0 {
 		var ms runtime.MemStats
@@ -400,7 +402,7 @@ func (n *Node) rebuildState() error {
 			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
 		}
 		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
-			eng.Apply(seq, payload, nil)
+			eng.Apply(seq, payload, n.mdStandbyEmitter()) // refills the market-data ring
 			if o := n.cfg.Observer; o != nil {
 				o.Applied(n.cfg.ID, epoch, seq, payload)
 			}
@@ -579,6 +581,10 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 	}
 	if wire.IsLease(f.Type) {
 		n.onLease(pkt, from, now)
+		return
+	}
+	if wire.IsMDRecovery(f.Type) {
+		n.onMDRecovery(&f, from, now)
 		return
 	}
 	if f.Node == n.cfg.ID && f.Type != wire.TypeCommand {

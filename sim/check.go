@@ -154,6 +154,11 @@ type checker struct {
 	canonCmd   [][]byte
 	outputs    map[string]int // session|payload -> released count
 	mdBySeq    map[uint64]string
+	// publishedMD: every MD seq some node sent to the market-data group,
+	// before the network's loss (mdcheck.go).
+	publishedMD map[uint64]bool
+	// mdPastRing sums the nodes' md.RepublishMissed (mdcheck.go).
+	mdPastRing uint64
 	results    map[[2]uint64]string // (session, id) -> first result payload
 
 	lastReleaseEpoch uint64
@@ -193,7 +198,7 @@ func newChecker(s *sim) *checker {
 	n := numNodes + 1
 	return &checker{
 		s: s, links: map[uint64]chainLink{}, stateOf: map[uint64]uint64{}, chainOf: map[stateKey]uint64{},
-		cur: make([]*trackedSM, n), ref: ref, outputs: map[string]int{}, mdBySeq: map[uint64]string{},
+		cur: make([]*trackedSM, n), ref: ref, outputs: map[string]int{}, mdBySeq: map[uint64]string{}, publishedMD: map[uint64]bool{},
 		results: map[[2]uint64]string{}, accepted: make([]uint64, n), replaying: make([]bool, n),
 		grants: map[[2]uint64]int64{}, acks: map[[3]uint64]uint64{}, leaders: map[uint64][2]uint64{},
 	}

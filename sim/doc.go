@@ -65,6 +65,11 @@
 //  6. A (session, client order id) is answered with one result only.
 //  7. Liveness: after the faults stop, every command is answered and the
 //     replicas converge within the quiet phase.
+//  8. Market data has no hole: every MD seq of the released history was
+//     sent to the market-data group by some node (before the network's
+//     loss, which consumers repair by re-request): what a primary applied
+//     but never released before it crashed or was deposed, the next one
+//     publishes at promotion (mutation no-md-republish turns that off).
 //
 // Scenarios (scenario_test.go) run a fixed fault schedule on a calm
 // network instead of a drawn one and check a liveness bound while the

@@ -34,10 +34,12 @@ const (
 	MutLeaseFromReply
 	// MutNoQuarantine: witness.Unsafe.NoQuarantine.
 	MutNoQuarantine
+	// MutNoMDRepublish: node.Unsafe.NoMDRepublish.
+	MutNoMDRepublish
 )
 
 // Mutations lists every knob, for tests and the CLI.
-var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine}
+var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine, MutNoMDRepublish}
 
 func (m Mutation) String() string {
 	switch m {
@@ -51,6 +53,8 @@ func (m Mutation) String() string {
 		return "lease-from-reply"
 	case MutNoQuarantine:
 		return "no-quarantine"
+	case MutNoMDRepublish:
+		return "no-md-republish"
 	}
 	return fmt.Sprintf("Mutation(%d)", uint8(m))
 }
@@ -462,6 +466,8 @@ func (s *sim) build() {
 			cfg.Unsafe.NoGating = true
 		case MutLeaseFromReply:
 			cfg.Unsafe.LeaseFromReply = true
+		case MutNoMDRepublish:
+			cfg.Unsafe.NoMDRepublish = true
 		}
 		fs := journal.NewMemFS()
 		cfg.FS = fs
@@ -534,6 +540,7 @@ func (s *sim) crashNode(i int) {
 		return
 	}
 	s.collectNodeStats(sn)
+	s.chk.mdPastRing += sn.n.Status().MD.RepublishMissed
 	sn.n = nil // abandoned without Close: nothing more is synced
 	sn.gen++
 	sn.paused = false
@@ -905,6 +912,7 @@ func (s *sim) livenessFailure() {
 func (s *sim) finish() {
 	if s.live {
 		s.chk.checkReceived()
+		s.chk.checkPublishedMD()
 	}
 	for _, sn := range s.nodes[1:] {
 		if sn.n == nil {

@@ -110,6 +110,7 @@ type nodeFlags struct {
 	keyFile, metricsAddr, traceFile, engineName *string
 	ttl, minInSync, recvBuf, cpu, traceStages   *int
 	epoch, snapEvery                            *uint64
+	mdRing                                      *int
 	verbose, noFencing, noGating                *bool
 	lease, renew, margin, retry, ackDelay       *time.Duration
 	insyncTimeout, busyPoll                     *time.Duration
@@ -133,6 +134,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.idle = fs.String("idle", "block", "receive idle strategy: block, backoff, spin, yield (see docs/tuning.md)")
 	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	f.snapEvery = fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
+	f.mdRing = fs.Int("md-ring", node.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
 	f.verbose = fs.Bool("v", false, "log at debug level")
 	f.arbiterURL = fs.String("arbiter", "", "lease arbiter other than the UDP witness: etcd://host1:2379,host2:2379,host3:2379 (an etcd cluster; see README)")
 	f.witnessAddr = fs.String("witness", "", "the witness's address; with it the node starts as a standby and leads only while it holds the lease")
@@ -171,7 +173,7 @@ func (f *nodeFlags) check() error {
 		checkLease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
 		checkPositive("insync-timeout", *f.insyncTimeout), checkMinInSync(*f.minInSync, len(f.peers)),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
-		checkPeers(f.peers, *f.id),
+		checkPeers(f.peers, *f.id), checkMDRing(*f.mdRing),
 	)
 }
 
@@ -204,7 +206,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 func (f *nodeFlags) config() (node.Config, error) {
 	cfg := node.Config{
 		ID: uint32(*f.id), Stream: uint16(*f.stream), Dir: *f.dir, Interface: *f.iface, TTL: *f.ttl,
-		Peers: f.peers, Epoch: *f.epoch, SnapshotEvery: *f.snapEvery,
+		Peers: f.peers, Epoch: *f.epoch, SnapshotEvery: *f.snapEvery, MDRingUpdates: *f.mdRing,
 		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
 	}
 	var err error

@@ -250,3 +250,9 @@ func prefixed(name string, err error) error {
 	}
 	return fmt.Errorf("--%s: %w", name, err)
 }
+
+// checkMDRing: the market-data ring's bounds (node.MinMDRingUpdates..
+// node.MaxMDRingUpdates updates).
+func checkMDRing(v int) error {
+	return checkRange("md-ring", v, node.MinMDRingUpdates, node.MaxMDRingUpdates)
+}

@@ -34,6 +34,7 @@ type Status struct {
 	Node      map[string]uint64 `json:"node"`
 	Sequencer map[string]uint64 `json:"sequencer"`
 	Window    map[string]uint64 `json:"window"`
+	MD        node.MDStats      `json:"md"`
 	Multicast struct {
 		DatagramsReceived uint64
 		ReceiveOverflows  uint64
