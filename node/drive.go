@@ -100,7 +100,7 @@ func (n *Node) SyncStep() bool {
 		n.syncFailedLocked(err)
 		return false
 	}
-	n.onDurable(n.nowNs())
+	n.syncedLocked(n.nowNs())
 	return true
 }
 
@@ -121,4 +121,14 @@ func (n *Node) syncFailedLocked(err error) {
 	if n.stats.SyncErrors == 1 {
 		n.cfg.Log.Error("journal sync failed; nothing more becomes durable: restart the node", "err", err)
 	}
+}
+
+// syncedLocked runs what follows an fsync: the agent calls it when it
+// sees the durable watermark the fsync thread published move, SyncStep
+// after its own sync.
+func (n *Node) syncedLocked(now int64) {
+	if n.agent != nil {
+		n.agent.durableSeen = n.j.Durable()
+	}
+	n.onDurable(now)
 }
