@@ -2,12 +2,17 @@ package bus
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// wakeTag is the eventfd's epoll_data.
+const wakeTag = -1
 
 // pollEventsMax is how many ready fds one Wait reports; an agent polls
 // every socket after a wake anyway, so this only has to be non-zero.
@@ -31,7 +36,21 @@ type Poller struct {
 	pwait2 atomic.Bool
 	closed atomic.Bool
 	fds    int
+	// holdP: short parks keep the Go runtime's P (see holdPWaitNsMax).
+	holdP bool
 }
+
+// holdPWaitNsMax bounds the parks that keep the P. A thread blocked in
+// an ordinary syscall gives its P up: sysmon retakes it after ~20 µs and
+// hands it to another thread, which wakes (futex) only to find nothing to
+// run and sleeps again (futex) — measured, 0.3–0.5 futex per command on a
+// parked agent, two per park. A park made as a raw syscall keeps the P
+// and costs no futex; the runtime still preempts it with a signal (which
+// ends epoll_wait with EINTR) for a GC or after 10 ms. Other goroutines
+// then share the remaining Ps, so it is done only where there is one
+// (GOMAXPROCS ≥ 2) and only for parks bounded by a timer deadline of a
+// few milliseconds; longer parks give the P up.
+const holdPWaitNsMax = int64(5 * time.Millisecond)
 
 // NewPoller makes an epoll instance with a non-blocking eventfd in it.
 func NewPoller() (*Poller, error) {
@@ -44,23 +63,36 @@ func NewPoller() (*Poller, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("bus: eventfd: %w", err)
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd)}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: wakeTag}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
 		unix.Close(efd)
 		unix.Close(epfd)
 		return nil, fmt.Errorf("bus: epoll_ctl eventfd: %w", err)
 	}
-	p := &Poller{epfd: epfd, efd: efd}
+	p := &Poller{epfd: epfd, efd: efd, holdP: runtime.GOMAXPROCS(0) >= 2}
 	p.pwait2.Store(true)
 	return p, nil
 }
 
-// Add makes Wait return when u's socket is readable. Close the Poller
-// before u, or at least do not Wait after u is closed.
+// PollSocketsMax is how many sockets one Poller takes (one bit each in
+// Wait's result).
+const PollSocketsMax = 32
+
+// PollWoken is the bit of Wait's result that says Wake was called.
+const PollWoken = uint64(1) << 63
+
+// Add makes Wait return when u's socket is readable, and report it as bit
+// i of its result, i being how many sockets were added before. Close the
+// Poller before u, or at least do not Wait after u is closed.
 func (p *Poller) Add(u *UDP) error {
+	if p.fds >= PollSocketsMax {
+		return fmt.Errorf("%w: more than %d sockets in one poller", ErrConfig, PollSocketsMax)
+	}
 	var cerr error
 	err := u.raw.Control(func(fd uintptr) {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		// epoll_data carries the socket's index (Fd is only a name in
+		// x/sys: the kernel hands the 64 bits back untouched).
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(p.fds)}
 		cerr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
 	})
 	if err == nil {
@@ -97,11 +129,13 @@ func (p *Poller) Wake() error {
 
 // Wait parks the calling thread until a socket is readable, Wake is
 // called, or timeoutNs passes (0 polls; it must not be negative: every
-// park is bounded). It reports whether anything was ready (a socket or a
-// wake) and consumes the wake. It does not allocate.
-func (p *Poller) Wait(timeoutNs int64) (bool, error) {
+// park is bounded). It returns which sockets are readable (bit i for the
+// i-th added; 0 on a timeout) and PollWoken if a Wake came, which it
+// consumes. The epoll instance is level-triggered: a socket still holding
+// datagrams is reported again. It does not allocate.
+func (p *Poller) Wait(timeoutNs int64) (uint64, error) {
 	if timeoutNs < 0 {
-		return false, fmt.Errorf("%w: negative poll timeout %d", ErrConfig, timeoutNs)
+		return 0, fmt.Errorf("%w: negative poll timeout %d", ErrConfig, timeoutNs)
 	}
 	for {
 		n, errno := p.wait(timeoutNs)
@@ -109,23 +143,35 @@ func (p *Poller) Wait(timeoutNs int64) (bool, error) {
 			continue
 		}
 		if errno != 0 {
-			return false, fmt.Errorf("bus: epoll_wait: %w", errno)
+			return 0, fmt.Errorf("bus: epoll_wait: %w", errno)
 		}
+		var ready uint64
 		for i := 0; i < n; i++ {
-			if int(p.events[i].Fd) == p.efd {
+			tag := p.events[i].Fd
+			if tag == wakeTag {
 				// Reset the counter; EAGAIN means another Wait took it.
 				_, _, _ = unix.Syscall(unix.SYS_READ, uintptr(p.efd), uintptr(unsafe.Pointer(&p.eventBuf[0])), 8)
+				ready |= PollWoken
+				continue
+			}
+			if tag >= 0 && tag < PollSocketsMax {
+				ready |= 1 << uint(tag)
 			}
 		}
-		return n > 0, nil
+		return ready, nil
 	}
 }
 
 func (p *Poller) wait(timeoutNs int64) (int, syscall.Errno) {
+	// A zero-timeout poll never blocks: no need to tell the runtime.
+	syscall6 := unix.Syscall6
+	if timeoutNs == 0 || (p.holdP && timeoutNs <= holdPWaitNsMax) {
+		syscall6 = unix.RawSyscall6
+	}
 	events := uintptr(unsafe.Pointer(&p.events[0]))
 	if p.pwait2.Load() {
 		ts := unix.NsecToTimespec(timeoutNs)
-		n, _, errno := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(p.epfd), events, pollEventsMax,
+		n, _, errno := syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(p.epfd), events, pollEventsMax,
 			uintptr(unsafe.Pointer(&ts)), 0, 0)
 		if errno != unix.ENOSYS {
 			return int(n), errno
@@ -133,7 +179,7 @@ func (p *Poller) wait(timeoutNs int64) (int, syscall.Errno) {
 		p.pwait2.Store(false)
 	}
 	ms := (timeoutNs + 999_999) / 1_000_000
-	n, _, errno := unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(p.epfd), events, pollEventsMax, uintptr(ms), 0, 0)
+	n, _, errno := syscall6(unix.SYS_EPOLL_PWAIT, uintptr(p.epfd), events, pollEventsMax, uintptr(ms), 0, 0)
 	return int(n), errno
 }
 

@@ -6,6 +6,12 @@ package bus
 // the agent falls back to its bounded wait for endpoints without fds.
 type Poller struct{}
 
+// PollSocketsMax and PollWoken are as on Linux.
+const (
+	PollSocketsMax = 32
+	PollWoken      = uint64(1) << 63
+)
+
 // NewPoller reports ErrUnsupported off Linux.
 func NewPoller() (*Poller, error) { return nil, ErrUnsupported }
 
@@ -19,7 +25,7 @@ func (p *Poller) Sockets() int { return 0 }
 func (p *Poller) Wake() error { return ErrUnsupported }
 
 // Wait is not supported off Linux.
-func (p *Poller) Wait(int64) (bool, error) { return false, ErrUnsupported }
+func (p *Poller) Wait(int64) (uint64, error) { return 0, ErrUnsupported }
 
 // Close does nothing off Linux.
 func (p *Poller) Close() error { return nil }

@@ -57,6 +57,11 @@ type agent struct {
 	poller *bus.Poller
 	idle   bus.Idle
 	empty  int // consecutive passes without work
+	// ready is the set of recv indexes the pass reads (bit i: recv[i]):
+	// from the poller (a park's result, or a zero-timeout poll at the
+	// start of the pass), or all of them without a poller.
+	ready      uint64
+	readyKnown bool // ready came from a park: no poll before the pass
 
 	nextTickNs, nextStatusNs int64
 
@@ -180,11 +185,19 @@ func (n *Node) runAgent(a *agent, started chan<- error) {
 	}
 	defer unlock()
 	started <- nil
+	parkAtOnce := a.idle.AgentPhase(1) == bus.PhasePark
 	for !a.stop.Load() {
 		now := n.nowNs()
 		a.passes.Add(1)
+		n.pollReady(a)
 		if n.doWork(now) > 0 {
 			a.empty = 0
+			if parkAtOnce {
+				// block: back to epoll_wait at once. It is level-triggered,
+				// so it returns at once when more arrived, for the cost of
+				// the poll an empty pass would make.
+				n.park(a, now)
+			}
 			continue
 		}
 		a.empty++
@@ -213,7 +226,7 @@ func (n *Node) doWork(now int64) int {
 	}
 	for i := range a.recv {
 		r := &a.recv[i]
-		if r.err != nil {
+		if r.err != nil || a.ready&(1<<uint(i)) == 0 {
 			continue
 		}
 		k := r.held
@@ -303,6 +316,27 @@ func (n *Node) doWork(now int64) int {
 	return work
 }
 
+// pollReady sets the sockets the coming pass reads: what the park
+// before it found, else one zero-timeout epoll_wait over all of them (one
+// syscall however many sockets the node has, where polling each would be
+// one per socket), else (no poller) all of them.
+func (n *Node) pollReady(a *agent) {
+	if a.readyKnown {
+		a.readyKnown = false
+		return
+	}
+	if a.poller == nil {
+		a.ready = ^uint64(0)
+		return
+	}
+	ready, err := a.poller.Wait(0)
+	if err != nil {
+		n.cfg.Log.Warn("agent poll", "err", err)
+		ready = ^uint64(0)
+	}
+	a.ready = ready
+}
+
 // agentReceiveError stops polling an endpoint whose Receive failed for
 // good (closed); other errors are counted by the bus and retried.
 func (n *Node) agentReceiveError(r *agentRecv, err error) {
@@ -328,10 +362,13 @@ func (n *Node) park(a *agent, now int64) {
 		a.parked.Store(false)
 		return
 	}
-	if _, err := a.poller.Wait(timeout); err != nil {
+	ready, err := a.poller.Wait(timeout)
+	if err != nil {
 		n.cfg.Log.Warn("agent park", "err", err)
+		ready = ^uint64(0)
 	}
 	a.parked.Store(false)
+	a.ready, a.readyKnown = ready, true
 }
 
 // parkWithoutFds is the in-memory bus's park (no fds to epoll): a bounded
