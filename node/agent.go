@@ -348,7 +348,11 @@ func (n *Node) agentReceiveError(r *agentRecv, err error) {
 // park waits for an arrival, a wake or the next timer deadline, whichever
 // comes first.
 func (n *Node) park(a *agent, now int64) {
-	timeout := max(min(a.nextTickNs, a.nextStatusNs)-now, 0)
+	deadline := a.nextTickNs
+	if n.cfg.StatusFile != "" {
+		deadline = min(deadline, a.nextStatusNs)
+	}
+	timeout := max(deadline-now, 0)
 	a.parks.Add(1)
 	if a.poller == nil {
 		n.parkWithoutFds(a, min(timeout, memParkNsMax))
