@@ -220,9 +220,17 @@ func (n *Node) doWork(now int64) int {
 	lock := func() bool {
 		if !locked {
 			n.mu.Lock()
+			n.beginPass()
 			locked = true
 		}
 		return !n.closed
+	}
+	unlock := func() {
+		if locked {
+			n.endPass()
+			n.mu.Unlock()
+			locked = false
+		}
 	}
 	for i := range a.recv {
 		r := &a.recv[i]
@@ -242,7 +250,7 @@ func (n *Node) doWork(now int64) int {
 			continue
 		}
 		if !lock() {
-			n.mu.Unlock()
+			unlock()
 			return 0
 		}
 		for j := 0; j < k; j++ {
@@ -256,7 +264,7 @@ func (n *Node) doWork(now int64) int {
 	if n.cfg.Journal.Policy != journal.SyncNone {
 		if f := a.syncFailures.Load(); f != a.syncFailureSeen {
 			if !lock() {
-				n.mu.Unlock()
+				unlock()
 				return 0
 			}
 			for ; a.syncFailureSeen < f; a.syncFailureSeen++ {
@@ -265,7 +273,7 @@ func (n *Node) doWork(now int64) int {
 		}
 		if d := n.j.Durable(); d != a.durableSeen {
 			if !lock() {
-				n.mu.Unlock()
+				unlock()
 				return 0
 			}
 			n.syncedLocked(now)
@@ -273,15 +281,12 @@ func (n *Node) doWork(now int64) int {
 		}
 	}
 	if now >= a.nextTickNs {
-		if locked {
-			// drainSendOnly runs off the lock: it never delays a command
-			// handled in the same pass by an API caller waiting.
-			n.mu.Unlock()
-			locked = false
-		}
+		// drainSendOnly runs off the lock (what the pass queued leaves
+		// first): it never delays an API caller waiting for the lock.
+		unlock()
 		n.drainSendOnly()
 		if !lock() {
-			n.mu.Unlock()
+			unlock()
 			return 0
 		}
 		n.tickLocked(now)
@@ -297,7 +302,7 @@ func (n *Node) doWork(now int64) int {
 		}
 		if n.cfg.StatusFile != "" {
 			if !lock() {
-				n.mu.Unlock()
+				unlock()
 				return 0
 			}
 			// A copy of values, made at status cadence (never per command);
@@ -310,9 +315,7 @@ func (n *Node) doWork(now int64) int {
 			}
 		}
 	}
-	if locked {
-		n.mu.Unlock()
-	}
+	unlock()
 	return work
 }
 

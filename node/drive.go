@@ -73,8 +73,10 @@ func (n *Node) Deliver(pkt []byte, from netip.AddrPort) {
 		return
 	}
 	now := n.nowNs()
+	n.beginPass()
 	n.onDatagram(pkt, from, now)
 	n.afterBatch(now)
+	n.endPass()
 }
 
 // Tick runs one ticker period: the lease keeper, heartbeats, NAK timers,
@@ -83,7 +85,9 @@ func (n *Node) Tick() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.closed {
+		n.beginPass()
 		n.tickLocked(n.nowNs())
+		n.endPass()
 	}
 }
 
@@ -100,7 +104,9 @@ func (n *Node) SyncStep() bool {
 		n.syncFailedLocked(err)
 		return false
 	}
+	n.beginPass()
 	n.syncedLocked(n.nowNs())
+	n.endPass()
 	return true
 }
 

@@ -133,6 +133,9 @@ type Node struct {
 	gapBuf   [wire.MaxNakRanges]standby.Range
 	nakBuf   [wire.MaxNakRanges]standby.Range
 
+	// txq batches the sends of one pass (txqueue.go).
+	txq txQueue
+
 	// drainer empties the send-only sockets (mcSend, mdSend) at tick
 	// cadence, outside the lock; only the agent uses it.
 	drainer *bus.Drainer
@@ -630,17 +633,26 @@ func (n *Node) onDurable(now int64) {
 	}
 }
 
-// send sends one frame to addr on the unicast socket.
+// send sends one frame to addr on the unicast socket (at the end of the
+// pass, during one: txqueue.go).
 func (n *Node) send(frame []byte, to netip.AddrPort) {
-	n.sendBuf[0] = n.seal(frame)
+	sealed := n.seal(frame)
+	if n.queueFrame(n.uc, sealed, to) {
+		return
+	}
+	n.sendBuf[0] = sealed
 	if err := n.uc.Send(n.sendBuf[:], to); err != nil {
 		n.stats.SendErrors++
 	}
 	n.sendBuf[0] = nil
 }
 
-// multicast sends one frame to the replication group.
+// multicast sends one frame to the replication group, at once: DATA
+// must not wait for the rest of the pass (the journal write, the
+// releases). What the pass queued for unicast goes first, to keep the
+// order (txqueue.go).
 func (n *Node) multicast(frame []byte) {
+	n.flushTx()
 	n.sendBuf[0] = n.seal(frame)
 	if err := n.mcSend.Send(n.sendBuf[:], n.cfg.Group); err != nil {
 		n.stats.SendErrors++
