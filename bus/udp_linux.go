@@ -48,12 +48,12 @@ type udpSys struct {
 		name    [sockaddrBytes]byte
 		nameLen uint32
 		// names: one address per datagram, for SendEach.
-		names   [BatchSizeMax][sockaddrBytes]byte
-		count   int
-		single  bool // one datagram: sendto, which copies no msghdr in
-		n       int
-		errno   syscall.Errno
-		fn      func(fd uintptr) bool
+		names  [BatchSizeMax][sockaddrBytes]byte
+		count  int
+		single bool // one datagram: sendto, which copies no msghdr in
+		n      int
+		errno  syscall.Errno
+		fn     func(fd uintptr) bool
 	}
 	control bool // IP_PKTINFO and SO_RXQ_OVFL are on
 }
