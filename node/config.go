@@ -116,9 +116,12 @@ type Config struct {
 	// FS holds the journal; nil means the real filesystem (tests inject
 	// journal.MemFS to fail or crash the disk).
 	FS     journal.FS
+	// Idle is what the node's agent thread does after a pass that found
+	// nothing (bus.Idle.AgentPhase): block parks in epoll_wait at once,
+	// backoff spins and yields a few passes first, spin never parks.
 	Idle   bus.Idle
 	Tuning bus.Tuning
-	// PinCPU pins the receive loops' threads to CPU.
+	// PinCPU pins the agent's thread to CPU.
 	PinCPU bool
 	CPU    int
 
