@@ -115,7 +115,7 @@ type Config struct {
 	Journal journal.Options
 	// FS holds the journal; nil means the real filesystem (tests inject
 	// journal.MemFS to fail or crash the disk).
-	FS     journal.FS
+	FS journal.FS
 	// Idle is what the node's agent thread does after a pass that found
 	// nothing (bus.Idle.AgentPhase): block parks in epoll_wait at once,
 	// backoff spins and yields a few passes first, spin never parks.
