@@ -112,6 +112,11 @@ type Config struct {
 	// Network opens the sockets; nil means real UDP with Tuning.
 	Network Network
 
+	// Journal is the journal's options. A started node commits naturally
+	// (agent.go, syncLoop): its fsync thread syncs whatever was written
+	// while the previous fsync ran, so GroupWindowNs and GroupRecords are
+	// bounds it meets early rather than waits; the simulator's SyncStep
+	// still applies them through journal.SyncDue.
 	Journal journal.Options
 	// FS holds the journal; nil means the real filesystem (tests inject
 	// journal.MemFS to fail or crash the disk).
