@@ -72,12 +72,12 @@ type Idle struct {
 	Park time.Duration
 }
 
-// DefaultIdle is block. A node runs two receive loops and a client one
-// more; on a machine with fewer spare cores than loops any spinning
-// strategy steals the CPU the other loops need (docs/tuning.md: on 2
-// cores the gated path is no faster with back-off than with block, and a
-// back-off ping-pong's tail is 10-100x worse). Spin where each loop can own
-// a core (--idle spin --cpu N).
+// DefaultIdle is block. A node runs one agent thread (bus.Idle.AgentPhase;
+// for a node, block parks in epoll_wait on the agent's own fds) and a
+// client one receive loop; on a machine with fewer spare cores than
+// threads (the bench's three processes on 2 cores) any spinning strategy
+// steals the CPU the others need (docs/tuning.md). Spin where each thread
+// can own a core (--idle spin --cpu N).
 var DefaultIdle = Idle{Kind: IdleBlock}
 
 func (i Idle) spins() int {

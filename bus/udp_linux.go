@@ -47,11 +47,13 @@ type udpSys struct {
 		iov     [BatchSizeMax]unix.Iovec
 		name    [sockaddrBytes]byte
 		nameLen uint32
-		count   int
-		single  bool // one datagram: sendto, which copies no msghdr in
-		n       int
-		errno   syscall.Errno
-		fn      func(fd uintptr) bool
+		// names: one address per datagram, for SendEach.
+		names  [BatchSizeMax][sockaddrBytes]byte
+		count  int
+		single bool // one datagram: sendto, which copies no msghdr in
+		n      int
+		errno  syscall.Errno
+		fn     func(fd uintptr) bool
 	}
 	control bool // IP_PKTINFO and SO_RXQ_OVFL are on
 }
@@ -117,9 +119,10 @@ func (s *udpSys) sendmmsg(fd uintptr) bool {
 		var n uintptr
 		var errno syscall.Errno
 		if s.tx.single {
+			h := &s.tx.hs[0].Hdr
 			n, _, errno = unix.Syscall6(unix.SYS_SENDTO, fd,
 				uintptr(unsafe.Pointer(s.tx.iov[0].Base)), uintptr(s.tx.iov[0].Len), 0,
-				uintptr(unsafe.Pointer(&s.tx.name[0])), uintptr(s.tx.nameLen))
+				uintptr(unsafe.Pointer(h.Name)), uintptr(h.Namelen))
 			if errno == 0 {
 				s.tx.hs[0].Len = uint32(n)
 				n = 1
@@ -243,31 +246,71 @@ func (s *udpSys) send(u *UDP, bufs [][]byte, to netip.AddrPort) error {
 				iov.Base = nil
 			}
 			iov.SetLen(len(b))
+			s.tx.hs[i].Hdr.Name = &s.tx.name[0]
 			s.tx.hs[i].Hdr.Namelen = s.tx.nameLen
 		}
-		s.tx.count = count
-		if err := u.raw.Write(s.tx.fn); err != nil {
-			return err
+		sent, err := s.write(u, count, &zeroProgress)
+		if err != nil {
+			return fmt.Errorf("bus: sendmmsg to %v: %w", to, err)
 		}
-		if s.tx.errno != 0 {
-			return fmt.Errorf("bus: sendmmsg to %v: %w", to, s.tx.errno)
+		off += sent
+	}
+	return nil
+}
+
+// write sends the count datagrams set up in tx with one sendmmsg (or
+// sendto) and counts them; it returns how many the kernel took.
+func (s *udpSys) write(u *UDP, count int, zeroProgress *int) (int, error) {
+	s.tx.count = count
+	if err := u.raw.Write(s.tx.fn); err != nil {
+		return 0, err
+	}
+	if s.tx.errno != 0 {
+		return 0, s.tx.errno
+	}
+	sent := s.tx.n
+	if sent == 0 {
+		*zeroProgress++
+		if *zeroProgress >= sendZeroProgressMax {
+			return 0, errNoProgress
 		}
-		sent := s.tx.n
-		if sent == 0 {
-			zeroProgress++
-			if zeroProgress >= sendZeroProgressMax {
-				return errNoProgress
+		return 0, nil
+	}
+	*zeroProgress = 0
+	var bytes uint64
+	for i := 0; i < sent; i++ {
+		bytes += uint64(s.tx.hs[i].Len)
+	}
+	u.counters.addSend(uint64(sent), bytes)
+	if sent < count {
+		u.counters.shortSends.Add(1)
+	}
+	return sent, nil
+}
+
+// sendEach writes bufs[i] to to[i] (addresses already checked and
+// unmapped), one sendmmsg per BatchSizeMax datagrams.
+func (s *udpSys) sendEach(u *UDP, bufs [][]byte, to []netip.AddrPort) error {
+	zeroProgress := 0
+	for off := 0; off < len(bufs); {
+		count := min(len(bufs)-off, BatchSizeMax)
+		s.tx.single = count == 1
+		for i := 0; i < count; i++ {
+			b := bufs[off+i]
+			iov := &s.tx.iov[i]
+			if len(b) > 0 {
+				iov.Base = &b[0]
+			} else {
+				iov.Base = nil
 			}
-			continue
+			iov.SetLen(len(b))
+			h := &s.tx.hs[i].Hdr
+			h.Name = &s.tx.names[i][0]
+			h.Namelen = encodeSockaddr(&s.tx.names[i], to[off+i], u.is4)
 		}
-		zeroProgress = 0
-		var bytes uint64
-		for i := 0; i < sent; i++ {
-			bytes += uint64(s.tx.hs[i].Len)
-		}
-		u.counters.addSend(uint64(sent), bytes)
-		if sent < count {
-			u.counters.shortSends.Add(1)
+		sent, err := s.write(u, count, &zeroProgress)
+		if err != nil {
+			return fmt.Errorf("bus: sendmmsg to %v: %w", to[off], err)
 		}
 		off += sent
 	}

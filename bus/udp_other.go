@@ -131,3 +131,13 @@ func (u *UDP) tune(t Tuning, opts socketOptions) error {
 	}
 	return nil
 }
+
+// sendEach sends one datagram at a time elsewhere than Linux.
+func (s *udpSys) sendEach(u *UDP, bufs [][]byte, to []netip.AddrPort) error {
+	for i := range bufs {
+		if err := s.send(u, bufs[i:i+1], to[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

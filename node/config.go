@@ -112,13 +112,21 @@ type Config struct {
 	// Network opens the sockets; nil means real UDP with Tuning.
 	Network Network
 
+	// Journal is the journal's options. A started node commits naturally
+	// (agent.go, syncLoop): its fsync thread syncs whatever was written
+	// while the previous fsync ran, so GroupWindowNs and GroupRecords are
+	// bounds it meets early rather than waits; the simulator's SyncStep
+	// still applies them through journal.SyncDue.
 	Journal journal.Options
 	// FS holds the journal; nil means the real filesystem (tests inject
 	// journal.MemFS to fail or crash the disk).
-	FS     journal.FS
+	FS journal.FS
+	// Idle is what the node's agent thread does after a pass that found
+	// nothing (bus.Idle.AgentPhase): block parks in epoll_wait at once,
+	// backoff spins and yields a few passes first, spin never parks.
 	Idle   bus.Idle
 	Tuning bus.Tuning
-	// PinCPU pins the receive loops' threads to CPU.
+	// PinCPU pins the agent's thread to CPU.
 	PinCPU bool
 	CPU    int
 

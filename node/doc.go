@@ -3,19 +3,28 @@
 // (sequencer, standby window and repair timers, gate and publisher, lease
 // keeper) with real frames and monotonic time.
 //
-// Concurrency model. Every core lives behind one mutex, n.mu. Three kinds
-// of goroutine take it, each for a short, bounded piece of work and never
-// across a blocking call other than a non-blocking socket send:
+// Concurrency model (agent.go). Every core lives behind one mutex, n.mu,
+// and one thread takes it on the hot path: the node's agent, a locked OS
+// thread running a duty cycle. Each pass polls every receiving socket
+// without blocking, handles what arrived and then afterBatch once, runs the
+// timers (heartbeats, NAK and snapshot timers, periodic acks, the lease)
+// when their deadline has passed by the clock, raises the durable
+// watermark the fsync thread published, and sends the pass's unicast
+// frames in one sendmmsg; an idle agent spins, yields or parks in
+// epoll_wait on its own fds, bounded by the next timer deadline. Two other
+// goroutines never take n.mu:
 //
-//   - one receive loop per socket (bus.Loop: spin, yield, then park), which
-//     handles a whole batch of datagrams under one lock acquisition;
-//   - the ticker (every TickIntervalNs): heartbeats, NAK and snapshot timers,
-//     periodic acks, status;
-//   - the syncer (fsync group and always only), which fsyncs the journal
-//     outside the lock (group commit) and then, under the lock, raises the
-//     durable watermark and releases outputs that were waiting for it.
-//     Under fsync none there is no syncer: a record is durable as the
-//     batch's journal write returns, with no wake-up and no syscall.
+//   - the fsync thread (fsync group and always only) fsyncs whatever the
+//     agent wrote (natural group commit, no timer) and wakes a parked
+//     agent through an eventfd. Under fsync none there is none: a record
+//     is durable as the pass's journal write returns, with no wake-up and
+//     no syscall;
+//   - the status writer marshals and writes the copy of the status the
+//     agent publishes every StatusIntervalNs.
+//
+// API calls (Status, Role, Released) take n.mu and wait at most one pass.
+// The simulator runs no thread: Deliver, Tick and SyncStep run the pieces
+// of the pass one at a time (drive.go).
 //
 // The role decides what a frame means: a primary sequences COMMAND frames
 // and answers ACK, NAK and SNAPSHOT_REQUEST; a standby applies DATA and

@@ -73,8 +73,10 @@ func (n *Node) Deliver(pkt []byte, from netip.AddrPort) {
 		return
 	}
 	now := n.nowNs()
+	n.beginPass()
 	n.onDatagram(pkt, from, now)
 	n.afterBatch(now)
+	n.endPass()
 }
 
 // Tick runs one ticker period: the lease keeper, heartbeats, NAK timers,
@@ -83,7 +85,9 @@ func (n *Node) Tick() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.closed {
+		n.beginPass()
 		n.tickLocked(n.nowNs())
+		n.endPass()
 	}
 }
 
@@ -100,7 +104,9 @@ func (n *Node) SyncStep() bool {
 		n.syncFailedLocked(err)
 		return false
 	}
-	n.onDurable(n.nowNs())
+	n.beginPass()
+	n.syncedLocked(n.nowNs())
+	n.endPass()
 	return true
 }
 
@@ -121,4 +127,14 @@ func (n *Node) syncFailedLocked(err error) {
 	if n.stats.SyncErrors == 1 {
 		n.cfg.Log.Error("journal sync failed; nothing more becomes durable: restart the node", "err", err)
 	}
+}
+
+// syncedLocked runs what follows an fsync: the agent calls it when it
+// sees the durable watermark the fsync thread published move, SyncStep
+// after its own sync.
+func (n *Node) syncedLocked(now int64) {
+	if n.agent != nil {
+		n.agent.durableSeen = n.j.Durable()
+	}
+	n.onDurable(now)
 }

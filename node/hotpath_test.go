@@ -20,10 +20,19 @@ import (
 // drivenPrimary is a static primary driven by hand (no Start, so no
 // syncer drains syncKick: a kick stays visible in the channel).
 func drivenPrimary(tb testing.TB, policy journal.SyncPolicy) (*Node, *stepClock) {
+	return drivenPrimaryWith(tb, policy, nopNetwork{})
+}
+
+// drivenPrimaryOn is drivenPrimary (fsync none) on the given network.
+func drivenPrimaryOn(tb testing.TB, nw Network) (*Node, *stepClock) {
+	return drivenPrimaryWith(tb, journal.SyncNone, nw)
+}
+
+func drivenPrimaryWith(tb testing.TB, policy journal.SyncPolicy, nw Network) (*Node, *stepClock) {
 	tb.Helper()
 	clk := &stepClock{ns: 1}
 	cfg := Config{
-		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: clk,
+		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nw, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -50,7 +50,9 @@ type Node struct {
 	mcRecv Endpoint // replication group receiver
 	mcSend Endpoint // replication group sender
 	mdSend Endpoint // market-data sender (nil when not configured)
-	loops  []*bus.Loop
+	// agent runs the duty cycle (agent.go); nil until Start, and always
+	// for a node the simulator drives by hand.
+	agent *agent
 
 	j   *journal.Journal
 	eng engine.StateMachine
@@ -131,8 +133,11 @@ type Node struct {
 	gapBuf   [wire.MaxNakRanges]standby.Range
 	nakBuf   [wire.MaxNakRanges]standby.Range
 
-	// drainer empties the send-only sockets (mcSend, mdSend) on the
-	// ticker, outside the lock; only tickLoop uses it.
+	// txq batches the sends of one pass (txqueue.go).
+	txq txQueue
+
+	// drainer empties the send-only sockets (mcSend, mdSend) at tick
+	// cadence, outside the lock; only the agent uses it.
 	drainer *bus.Drainer
 
 	// statusWrite writes the status file (nil: writeFileAtomic); tests
@@ -501,25 +506,12 @@ func (n *Node) setGroupMember(member bool) {
 	}
 }
 
-// Start runs the receive loops, the ticker and the syncer.
+// Start runs the node's agent thread (agent.go), and the fsync thread and
+// status writer where the configuration needs them.
 func (n *Node) Start() error {
-	lc := bus.LoopConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU}
-	for _, c := range []Endpoint{n.uc, n.mcRecv} {
-		l, err := bus.StartLoop(c, lc, n.onBatch)
-		if err != nil {
-			n.Close()
-			return err
-		}
-		n.loops = append(n.loops, l)
-	}
-	n.wg.Add(1)
-	go n.tickLoop()
-	if n.cfg.Journal.Policy != journal.SyncNone {
-		// Under fsync none the journal calls records durable as Flush
-		// writes them (afterAppend, flushJournal): there is nothing for a
-		// syncer to do, so there is none.
-		n.wg.Add(1)
-		go n.syncLoop()
+	if err := n.startAgent(); err != nil {
+		n.Close()
+		return err
 	}
 	return nil
 }
@@ -534,11 +526,14 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	// The agent first: the fsync thread may still wake it until it is
+	// gone, and the poller outlives both.
+	n.stopAgent()
 	close(n.stop)
-	for _, l := range n.loops {
-		l.Stop()
-	}
 	n.wg.Wait()
+	if n.agent != nil && n.agent.poller != nil {
+		n.agent.poller.Close()
+	}
 	n.closeArbiter()
 	n.closeSockets()
 	n.mu.Lock()
@@ -554,20 +549,6 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 	n.writeStatus(&st) // the final status, off the lock like the others
 	return err
-}
-
-// onBatch handles one batch of datagrams from either socket.
-func (n *Node) onBatch(bufs [][]byte, sizes []int, from []netip.AddrPort) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return
-	}
-	now := n.nowNs()
-	for i := range sizes {
-		n.onDatagram(bufs[i][:sizes[i]], from[i], now)
-	}
-	n.afterBatch(now)
 }
 
 func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
@@ -616,29 +597,6 @@ func (n *Node) afterBatch(now int64) {
 	}
 }
 
-func (n *Node) tickLoop() {
-	defer n.wg.Done()
-	t := time.NewTicker(time.Duration(n.cfg.TickIntervalNs))
-	defer t.Stop()
-	status := time.NewTicker(time.Duration(StatusIntervalNs))
-	defer status.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-			n.drainSendOnly()
-			n.mu.Lock()
-			if !n.closed {
-				n.tickLocked(n.nowNs())
-			}
-			n.mu.Unlock()
-		case <-status.C:
-			n.publishStatus()
-		}
-	}
-}
-
 // drainSendOnly reads and discards whatever arrived on the send-only
 // sockets: nobody should send to them, but anyone can, and the bus counts
 // each datagram (DropSendOnly) as it drains it. One non-blocking read per
@@ -672,58 +630,6 @@ func (n *Node) kickSync() {
 	}
 }
 
-// syncLoop is the group committer: woken after appends, it waits until the
-// journal's policy says a sync is due, fsyncs outside the lock, then raises
-// the durable watermark under the lock.
-func (n *Node) syncLoop() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-n.syncKick:
-		}
-		if !n.waitSyncDue() {
-			continue
-		}
-		if err := n.j.Sync(); err != nil {
-			n.mu.Lock()
-			n.syncFailedLocked(err)
-			n.mu.Unlock()
-			continue
-		}
-		n.mu.Lock()
-		if !n.closed {
-			n.onDurable(n.nowNs())
-		}
-		n.mu.Unlock()
-	}
-}
-
-// waitSyncDue sleeps until the journal's policy says a sync is due. It
-// returns false when nothing is pending or the node is stopping.
-func (n *Node) waitSyncDue() bool {
-	for {
-		now := n.nowNs()
-		if n.j.SyncDue(now) {
-			return true
-		}
-		deadline, ok := n.j.SyncDeadlineNs()
-		if !ok {
-			return false
-		}
-		if d := time.Duration(deadline - now); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-n.stop:
-				t.Stop()
-				return false
-			case <-t.C:
-			}
-		}
-	}
-}
-
 func (n *Node) onDurable(now int64) {
 	if n.role == RolePrimary {
 		n.setDurable()
@@ -733,17 +639,26 @@ func (n *Node) onDurable(now int64) {
 	}
 }
 
-// send sends one frame to addr on the unicast socket.
+// send sends one frame to addr on the unicast socket (at the end of the
+// pass, during one: txqueue.go).
 func (n *Node) send(frame []byte, to netip.AddrPort) {
-	n.sendBuf[0] = n.seal(frame)
+	sealed := n.seal(frame)
+	if n.queueFrame(n.uc, sealed, to) {
+		return
+	}
+	n.sendBuf[0] = sealed
 	if err := n.uc.Send(n.sendBuf[:], to); err != nil {
 		n.stats.SendErrors++
 	}
 	n.sendBuf[0] = nil
 }
 
-// multicast sends one frame to the replication group.
+// multicast sends one frame to the replication group, at once: DATA
+// must not wait for the rest of the pass (the journal write, the
+// releases). What the pass queued for unicast goes first, to keep the
+// order (txqueue.go).
 func (n *Node) multicast(frame []byte) {
+	n.flushTx()
 	n.sendBuf[0] = n.seal(frame)
 	if err := n.mcSend.Send(n.sendBuf[:], n.cfg.Group); err != nil {
 		n.stats.SendErrors++

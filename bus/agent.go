@@ -1,0 +1,99 @@
+package bus
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// An agent (Aeron's term) is one locked OS thread running a duty cycle:
+// each pass polls every socket without blocking and does whatever work is
+// due, and when a pass finds nothing to do the idle strategy decides
+// whether to spin, yield or park (in a Poller, on the agent's own fds).
+// node runs one per process; these are the pieces it shares with the bus.
+
+// IdlePhase is what an agent does after a pass that found no work.
+type IdlePhase uint8
+
+const (
+	// PhaseSpin: run the next pass at once.
+	PhaseSpin IdlePhase = iota
+	// PhaseYield: sched_yield, then run the next pass.
+	PhaseYield
+	// PhasePark: wait in the Poller until an fd is ready or the next
+	// deadline passes.
+	PhasePark
+)
+
+func (p IdlePhase) String() string {
+	switch p {
+	case PhaseSpin:
+		return "spin"
+	case PhaseYield:
+		return "yield"
+	case PhasePark:
+		return "park"
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Agent back-off defaults, in empty passes. One empty pass of a node's
+// agent is two non-blocking receives (~0.5–1 µs each here), so the agent
+// spins a few µs (AgentSpinsDefault passes, ~10–20 µs), yields a little
+// longer, then parks: an idle node costs one epoll_wait per timer
+// deadline (a millisecond), not a core. They are counts rather than a
+// time so that a pass reads no clock it does not need.
+const (
+	AgentSpinsDefault  = 10
+	AgentYieldsDefault = 20
+)
+
+// AgentPhase says what an agent does after its empty-th consecutive
+// empty pass (empty ≥ 1): block parks at once; busy-spin never parks;
+// yield always yields; back-off spins Spins passes, yields Yields more,
+// then parks. Spins and Yields of 0 mean the agent defaults above.
+func (i Idle) AgentPhase(empty int) IdlePhase {
+	switch i.Kind {
+	case IdleBlock:
+		return PhasePark
+	case IdleBusySpin:
+		return PhaseSpin
+	case IdleYield:
+		return PhaseYield
+	}
+	spins, yields := i.Spins, i.Yields
+	if spins <= 0 {
+		spins = AgentSpinsDefault
+	}
+	if yields <= 0 {
+		yields = AgentYieldsDefault
+	}
+	switch {
+	case empty <= min(spins, PollsPerCallMax):
+		return PhaseSpin
+	case empty <= min(spins, PollsPerCallMax)+min(yields, PollsPerCallMax):
+		return PhaseYield
+	}
+	return PhasePark
+}
+
+// Yield gives the CPU to any other runnable thread (sched_yield).
+func Yield() { osYield() }
+
+// LockAgentThread locks the calling goroutine to its OS thread and, when
+// pin is set, pins that thread to cpu. The returned function undoes the
+// lock; when pinned it does nothing, so the thread (with its affinity)
+// dies with the goroutine instead of returning to the runtime's pool.
+func LockAgentThread(pin bool, cpu int) (unlock func(), err error) {
+	if pin && (cpu < 0 || cpu >= runtime.NumCPU()) {
+		return nil, fmt.Errorf("%w: CPU %d not in 0..%d", ErrConfig, cpu, runtime.NumCPU()-1)
+	}
+	runtime.LockOSThread()
+	if !pin {
+		return runtime.UnlockOSThread, nil
+	}
+	if err := pinCPU(cpu); err != nil {
+		// The thread may be half-pinned: let it die with the goroutine.
+		return func() {}, err
+	}
+	return func() {}, nil
+}

@@ -1,0 +1,151 @@
+package node
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/wire"
+	"go.uber.org/goleak"
+)
+
+// withAgent gives a hand-driven node the agent's state without starting
+// its thread, so a test runs doWork passes itself.
+func withAgent(n *Node) *agent {
+	a := newAgent(n)
+	now := n.nowNs()
+	a.nextTickNs = now + n.cfg.TickIntervalNs
+	a.nextStatusNs = now + StatusIntervalNs
+	a.durableSeen = n.j.Durable()
+	close(a.done) // no thread to stop
+	n.agent = a
+	return a
+}
+
+// The agent's pass runs the timer work when its deadline has passed by
+// the clock it is given, and not before: there is no ticker goroutine.
+func TestAgentPassRunsTimersByTheClock(t *testing.T) {
+	n, clk := drivenPrimary(t, journal.SyncNone)
+	a := withAgent(n)
+	mc := n.mcSend.(*nopEndpoint)
+	before := mc.sent
+	n.doWork(a.nextTickNs - 1)
+	if mc.sent != before {
+		t.Fatalf("a pass before the tick deadline sent %d multicast frames", mc.sent-before)
+	}
+	// Idle for 50 ms: the primary's heartbeat interval (10 ms) has passed.
+	clk.ns += int64(50 * time.Millisecond)
+	due := a.nextTickNs + int64(50*time.Millisecond)
+	n.doWork(due)
+	if mc.sent == before {
+		t.Fatal("a pass past the tick deadline did not run the tick (no heartbeat)")
+	}
+	if a.nextTickNs <= due {
+		t.Fatalf("next tick at %d, not after the pass at %d", a.nextTickNs, due)
+	}
+}
+
+// The fsync thread only syncs and publishes the durable seq; the agent's
+// next pass picks it up and releases (never the fsync thread, never a
+// timer).
+func TestAgentPicksUpDurableFromTheFsyncThread(t *testing.T) {
+	n, clk := drivenPrimary(t, journal.SyncGroup)
+	withAgent(n)
+	n.Deliver(commandFrame(7, 1, 100), replayClient)
+	ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: replayStandby, Epoch: 1}, Seq: 1}
+	n.Deliver(ack.Append(nil), n.cfg.Peers[replayStandby])
+	if r := n.Released(); r != 0 {
+		t.Fatalf("released %d before anything was durable", r)
+	}
+	if err := n.j.Sync(); err != nil { // what the fsync thread does
+		t.Fatal(err)
+	}
+	if r := n.Released(); r != 0 {
+		t.Fatalf("released %d by the fsync alone", r)
+	}
+	n.doWork(clk.ns)
+	if r := n.Released(); r != 1 {
+		t.Fatalf("released %d after the agent's pass, want 1", r)
+	}
+}
+
+// A pass that finds nothing allocates nothing.
+func TestAgentEmptyPassDoesNotAllocate(t *testing.T) {
+	n, clk := drivenPrimary(t, journal.SyncGroup)
+	withAgent(n)
+	if allocs := testing.AllocsPerRun(100, func() { n.doWork(clk.ns) }); allocs != 0 {
+		t.Fatalf("%.1f allocations per empty pass", allocs)
+	}
+}
+
+// A parked agent is woken by the fsync thread through the eventfd: with
+// ticks a minute apart, no status file, no resend and no other traffic,
+// nothing else could wake it to release the outputs.
+func TestFsyncThreadWakesParkedAgent(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 1)
+	defer c.closeAll()
+	n := c.start(1, func(cfg *Config) {
+		cfg.Journal.Policy = journal.SyncGroup
+		cfg.TickIntervalNs = int64(time.Minute)
+		cfg.Idle.Kind = 0 // block: park at once
+	})
+	if n.agent.poller == nil {
+		t.Fatal("the agent has no poller on real sockets")
+	}
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: 7, ResendAfterNs: int64(time.Hour)}, Primary: c.addrs[1], Idle: testIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 200, Count: 20, Seed: 1, Drain: 10 * time.Second}, nil)
+	if err != nil || rep.Stats.Answered != 20 {
+		t.Fatalf("load: %v, answered %d of 20 (parks %d)", err, rep.Stats.Answered, n.agent.parks.Load())
+	}
+	if n.agent.parks.Load() == 0 {
+		t.Fatal("the agent never parked")
+	}
+}
+
+// A status write that hangs (a stuck disk) stops nothing: the agent keeps
+// running its timers (heartbeats go out) while the writer is stuck.
+func TestHungStatusWriteStopsNoTimers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 1)
+	defer c.closeAll()
+	stuck := make(chan struct{})
+	var entered atomic.Bool
+	cfg := c.config(1)
+	cfg.StatusFile = t.TempDir() + "/status.json"
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.statusWrite = func(path string, b []byte) error {
+		entered.Store(true)
+		<-stuck
+		return writeFileAtomic(path, b)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[1] = n
+	defer close(stuck)
+	deadline := time.Now().Add(10 * time.Second)
+	for !entered.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("no status write began")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sent := n.Status().MulticastSend.DatagramsSent
+	for n.Status().MulticastSend.DatagramsSent < sent+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeats stopped while the status write hung (%d sent)", n.Status().MulticastSend.DatagramsSent)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
