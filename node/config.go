@@ -135,6 +135,10 @@ type Config struct {
 	AckDelayNs        int64
 	PublisherCapacity int
 	MaxSessions       int
+	// SessionHistory bounds the outputs to client sessions every node
+	// keeps for replay (sessionreplay.go): 0 is DefaultSessionHistory,
+	// below 0 keeps none (replay requests are refused).
+	SessionHistory int
 
 	// NewStateMachine builds the replicated state machine (the bus knows it
 	// only through engine.StateMachine).
@@ -248,6 +252,12 @@ func (c *Config) withDefaults() error {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
 	}
+	if c.SessionHistory == 0 {
+		c.SessionHistory = DefaultSessionHistory
+	}
+	if c.SessionHistory > MaxSessionHistory {
+		return fmt.Errorf("%w: session history %d outputs over the limit %d", ErrConfig, c.SessionHistory, MaxSessionHistory)
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
@@ -268,4 +278,9 @@ type Unsafe struct {
 	// believe in a lease the witness already counts as expired. Test-only
 	// (the simulator's mutation tests); no flag sets it.
 	LeaseFromReply bool
+	// NoSessionReplay: the primary refuses every session replay request,
+	// so an output a client missed (lost, or never released by a dead
+	// primary) is never delivered. Test-only (the simulator's mutation
+	// tests); no flag sets it.
+	NoSessionReplay bool
 }

@@ -100,6 +100,16 @@ type Node struct {
 	outTo    uint64
 	emitter  primaryEmitter
 	applySeq uint64 // seq being applied (for the emitter)
+	// Session replay (sessionreplay.go): the output history (nil: off),
+	// a standby's recording emitter, the replay frame and the request
+	// budget.
+	hist        *sessionHistory
+	histEmitter historyEmitter
+	replayBatch *wire.Batch
+	replayRate  struct {
+		windowNs int64
+		used     int
+	}
 	// assignNs[seq&assignMask] is when seq was assigned, for the
 	// assign -> release latency histogram.
 	assignNs     []int64
@@ -171,6 +181,8 @@ func New(cfg Config) (*Node, error) {
 		releaseHist: hdrhistogram.New(1, 10_000_000, 2),
 	}
 	n.emitter.n = n
+	n.hist = newSessionHistory(cfg.SessionHistory)
+	n.replayBatch = wire.NewBatch(datagramLen(cfg.Key != nil))
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	if cfg.TraceStages > 0 {
 		var ms runtime.MemStats
@@ -387,6 +399,7 @@ func (n *Node) rebuildState() error {
 	}
 	n.eng = eng
 	n.dedup, _ = eng.(engine.Deduper)
+	n.resetSessionHistory() // rebuilt below from the journal
 	snapSeq, err := n.restoreSnapshot()
 	if err != nil {
 		return err
@@ -400,7 +413,7 @@ func (n *Node) rebuildState() error {
 			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
 		}
 		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
-			eng.Apply(seq, payload, nil)
+			eng.Apply(seq, payload, n.applyOut(seq))
 			if o := n.cfg.Observer; o != nil {
 				o.Applied(n.cfg.ID, epoch, seq, payload)
 			}
@@ -579,6 +592,10 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 	}
 	if wire.IsLease(f.Type) {
 		n.onLease(pkt, from, now)
+		return
+	}
+	if f.Type == wire.TypeReplayRequest {
+		n.onReplayRequest(&f, from, now) // from a client, like COMMAND
 		return
 	}
 	if f.Node == n.cfg.ID && f.Type != wire.TypeCommand {

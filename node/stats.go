@@ -130,6 +130,8 @@ type Stats struct {
 	// GroupMembershipErrors: leaving the replication group on promotion,
 	// or rejoining it on step-down, failed (logged).
 	GroupMembershipErrors uint64
+	// Replay: session replay requests and the output history.
+	Replay SessionReplayStats
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	// NewTerms counts newer epochs granted to this node while it led

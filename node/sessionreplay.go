@@ -1,0 +1,289 @@
+package node
+
+import (
+	"net/netip"
+
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/wire"
+)
+
+// Session replay (issue 20, item 2). Every node, primary or standby, keeps
+// the recent outputs to client sessions in a bounded history: the primary
+// as it applies, a standby as it applies the same commands (the outputs
+// are deterministic, so it holds the very same ones), a restarted node as
+// it replays its journal. A client that reconnects (a failover) or sees a
+// gap in its session's output seqs sends REPLAY_REQUEST(session, from);
+// the primary answers with the session's outputs from that output seq on,
+// in OUTPUT frames marked wire.FlagReplay, then REPLAY_END. Only outputs of
+// commands at or below the released watermark are replayed: a replay
+// passes the gate like any release. So an execution the old primary
+// applied but never released (a resting order filled just before it
+// died) reaches its client from the new primary.
+//
+// Bounds: the history holds Config.SessionHistory outputs over all
+// sessions (default 65536, about 10 MB), oldest dropped first; a request
+// for outputs older than that is answered TooOld with the oldest it could
+// replay (the journal fallback of issue 20 is not built: see the README).
+// One request sends at most replayMaxOutputs outputs (the client asks on
+// from where it stopped) and the node answers at most replayBudget
+// requests per replayBudgetNs (over that: Refused, counted), so a flood
+// of requests costs a bounded share of the agent.
+
+// DefaultSessionHistory is the default Config.SessionHistory: 64k outputs,
+// several seconds of a busy session's outputs at the rates measured here,
+// far more than a failover's in-flight window (the publisher's 64k bound
+// on outputs waiting for release is the same size, so everything a dead
+// primary can have held back fits).
+const DefaultSessionHistory = 1 << 16
+
+// MaxSessionHistory bounds Config.SessionHistory (16M outputs, ~2.4 GB).
+const MaxSessionHistory = 1 << 24
+
+const (
+	// replayMaxOutputs bounds the outputs one request sends.
+	replayMaxOutputs = 4096
+	// replayBudget requests per replayBudgetNs: 8 per 10 ms. A request
+	// scans the history's session column (8 bytes an entry, ~30 µs for
+	// 64k), so the worst case is a few percent of the agent.
+	replayBudget   = 8
+	replayBudgetNs = 10_000_000
+)
+
+// SessionReplayStats count the replay work (status.json node.Replay).
+type SessionReplayStats struct {
+	// Requests received; Served outputs sent in replays; TooOld and
+	// Refused answers (not primary, over the rate bound, or replay off).
+	Requests, Served, TooOld, Refused uint64
+	// Recorded outputs into the history; Reset: times it was cleared (a
+	// snapshot installed: the outputs it skipped are not in it).
+	Recorded, Reset uint64
+}
+
+// sessionHistory is the bounded history: parallel columns indexed by
+// entry number mod capacity, so a scan for one session reads 8 bytes an
+// entry. It never allocates after newSessionHistory.
+type sessionHistory struct {
+	session []uint64
+	outSeq  []uint64
+	seq     []uint64 // the command's seq (the gate's watermark is in seqs)
+	size    []uint16
+	payload [][MaxOutputBytes]byte
+	next    uint64 // entries ever recorded: the newest is next-1
+}
+
+func newSessionHistory(capacity int) *sessionHistory {
+	if capacity <= 0 {
+		return nil
+	}
+	return &sessionHistory{
+		session: make([]uint64, capacity), outSeq: make([]uint64, capacity), seq: make([]uint64, capacity),
+		size: make([]uint16, capacity), payload: make([][MaxOutputBytes]byte, capacity),
+	}
+}
+
+// record keeps one output of the command at seq if it is numbered in a
+// session's history (not market data, not an unnumbered reject, not a
+// duplicate answer, which repeats an output already held).
+func (h *sessionHistory) record(seq, to uint64, payload []byte) bool {
+	if to == engine.MarketData || len(payload) > MaxOutputBytes {
+		return false
+	}
+	out, ok := engine.SessionOutSeq(payload)
+	if !ok || out == 0 {
+		return false
+	}
+	i := h.next % uint64(len(h.session))
+	h.session[i], h.outSeq[i], h.seq[i] = to, out, seq
+	h.size[i] = uint16(copy(h.payload[i][:], payload))
+	h.next++
+	return true
+}
+
+func (h *sessionHistory) reset() { h.next = 0 }
+
+// oldest is the entry number of the oldest entry held.
+func (h *sessionHistory) oldest() uint64 {
+	return h.next - min(h.next, uint64(len(h.session)))
+}
+
+// replayPlan is what the history can answer for (session, from) under the
+// released watermark: entries first..end (entry numbers, end exclusive)
+// hold the session's outputs from..next-1, at most max of them.
+type replayPlan struct {
+	first, end    uint64
+	next, highest uint64
+	tooOld        bool
+}
+
+// plan finds what to replay. It walks back from the newest entry to the
+// one holding output from (so a reconnect, which asks for recent outputs,
+// reads little), then forward under released.
+func (h *sessionHistory) plan(session, from, released uint64, max int) replayPlan {
+	p := replayPlan{next: from}
+	lo := h.oldest()
+	start := h.next // entry number of output `from`, if held
+	lowest := uint64(0)
+	c := uint64(len(h.session))
+	for e := h.next; e > lo; e-- {
+		i := (e - 1) % c
+		if h.session[i] != session {
+			continue
+		}
+		if p.highest == 0 {
+			p.highest = h.outSeq[i]
+		}
+		lowest = h.outSeq[i]
+		if h.outSeq[i] < from {
+			break
+		}
+		start = e - 1
+	}
+	switch {
+	case p.highest == 0 || from > p.highest:
+		// Nothing of the session at or after from: nothing to send.
+		p.first, p.end = start, start
+		return p
+	case lowest > from:
+		// The outputs from..lowest-1 left the history.
+		p.tooOld, p.next = true, lowest
+		return p
+	}
+	p.first = start
+	e, sent := start, 0
+	for ; e < h.next && sent < max; e++ {
+		i := e % c
+		if h.seq[i] > released {
+			break
+		}
+		if h.session[i] == session {
+			p.next = h.outSeq[i] + 1
+			sent++
+		}
+	}
+	p.end = e
+	return p
+}
+
+// historyEmitter records a standby's (or a rebuilding node's) outputs in
+// the history and drops them otherwise; seq is the command being applied.
+type historyEmitter struct {
+	n   *Node
+	seq uint64
+}
+
+func (e *historyEmitter) Emit(to uint64, payload []byte) {
+	e.n.recordHistory(e.seq, to, payload)
+}
+
+// applyOut returns the emitter a node that does not release (a standby,
+// a rebuild from the journal) applies seq with: the history's, or nil
+// without one (then the engine skips encoding its outputs).
+func (n *Node) applyOut(seq uint64) engine.Emitter {
+	if n.hist == nil {
+		return nil
+	}
+	n.histEmitter.n, n.histEmitter.seq = n, seq
+	return &n.histEmitter
+}
+
+func (n *Node) recordHistory(seq, to uint64, payload []byte) {
+	if n.hist != nil && n.hist.record(seq, to, payload) {
+		n.stats.Replay.Recorded++
+	}
+}
+
+// resetHistory forgets the history (a snapshot replaced the state: the
+// outputs of the commands it skipped were never seen here).
+func (n *Node) resetSessionHistory() {
+	if n.hist != nil {
+		n.hist.reset()
+		n.stats.Replay.Reset++
+	}
+}
+
+// sessionOutSeqer is the engine's optional report of a session's last
+// output seq (engine.Engine.SessionOutSeq).
+type sessionOutSeqer interface{ SessionOutSeq(session uint64) uint64 }
+
+// onReplayRequest answers a REPLAY_REQUEST (MAC already verified with the
+// client key when one is configured).
+func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
+	req, err := wire.DecodeReplayRequest(f)
+	if err != nil {
+		n.stats.DropUnexpected++
+		return
+	}
+	n.stats.Replay.Requests++
+	end := wire.ReplayEnd{Origin: n.origin(), Session: req.Session, From: req.From, Next: req.From}
+	if n.role != RolePrimary || n.hist == nil || n.cfg.Unsafe.NoSessionReplay || !n.mayLeadNow(now) || !n.replayAllowed(now) {
+		n.stats.Replay.Refused++
+		end.Status = wire.ReplayRefused
+		n.send(end.Append(n.frameBuf[:0]), from)
+		return
+	}
+	// The client may have moved (a restart): its outputs go where it is.
+	if !n.noteSession(req.Session, from) {
+		n.stats.SessionsFull++
+	}
+	p := n.hist.plan(req.Session, req.From, n.gate.Released(), replayMaxOutputs)
+	if q, ok := n.eng.(sessionOutSeqer); ok && p.highest == 0 {
+		// Nothing of the session is held: whatever it had left the history.
+		if h := q.SessionOutSeq(req.Session); h >= req.From {
+			p.tooOld, p.next, p.highest = true, h+1, h
+		}
+	}
+	end.Next, end.Highest = p.next, p.highest
+	if p.tooOld {
+		n.stats.Replay.TooOld++
+		end.Status = wire.ReplayTooOld
+	} else {
+		n.sendReplay(req.Session, p, from)
+	}
+	n.send(end.Append(n.frameBuf[:0]), from)
+}
+
+// replayAllowed spends one of the request budget's tokens.
+func (n *Node) replayAllowed(now int64) bool {
+	r := &n.replayRate
+	if now-r.windowNs >= replayBudgetNs {
+		r.windowNs, r.used = now, 0
+	}
+	if r.used >= replayBudget {
+		return false
+	}
+	r.used++
+	return true
+}
+
+// sendReplay packs the planned outputs into OUTPUT frames marked replay:
+// each frame's seq is its first output's command seq and holds
+// consecutive outputs of the session, as a first release does.
+func (n *Node) sendReplay(session uint64, p replayPlan, to netip.AddrPort) {
+	h := n.hist
+	c := uint64(len(h.session))
+	b := n.replayBatch
+	flush := func() {
+		if b.Count() == 0 {
+			return
+		}
+		frame := b.Bytes()
+		if err := wire.MarkReplay(frame); err == nil {
+			n.send(frame, to)
+		}
+	}
+	for e := p.first; e < p.end; e++ {
+		i := e % c
+		if h.session[i] != session {
+			continue
+		}
+		pl := h.payload[i][:h.size[i]]
+		if b.Count() == 0 || !b.Fits(len(pl)) {
+			flush()
+			b.Reset(wire.TypeOutput, n.origin(), h.seq[i])
+		}
+		b.Add(pl)
+		n.stats.Replay.Served++
+	}
+	flush()
+	b.Reset(wire.TypeOutput, n.origin(), 1)
+}
