@@ -134,6 +134,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
 	cpu := fs.Int("cpu", -1, "pin the receive loops to this CPU (-1: no pinning)")
 	metricsAddrFlag := fs.String("metrics-addr", "", metricsAddrUsage)
+	sessionHistory := fs.Int("session-history", node.DefaultSessionHistory, "outputs to client sessions kept for replay after a failover or a gap, over all sessions (0: none, replay requests refused)")
 	traceStages := fs.Int("trace-stages", 0, "record the stage times of the first N seqs and write them at exit to --trace-file (seqbus bench; 0: off)")
 	traceFile := fs.String("trace-file", "", "where --trace-stages writes (default DIR/stages.trace)")
 	engineName := fs.String("engine", "matching", "state machine: matching (the reference engine), or none (answers every command, does nothing: replicated throughput)")
@@ -156,7 +157,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 		checkLease(*lease, *renew, *margin, *retry), checkNonNegative("ack-delay", *ackDelay),
 		checkPositive("insync-timeout", *insyncTimeout), checkMinInSync(*minInSync, len(peers)),
 		checkPositive("recv-buffer", *recvBuf), checkNonNegative("busy-poll", *busyPoll), checkCPU(*cpu),
-		checkPeers(peers, *id),
+		checkPeers(peers, *id), checkSessionHistory(*sessionHistory),
 	); err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	}
 	cfg := node.Config{
 		ID: uint32(*id), Stream: uint16(*stream), Dir: *dir, Interface: *iface, TTL: *ttl,
-		Peers: peers, Epoch: *epoch, SnapshotEvery: *snapEvery,
+		Peers: peers, Epoch: *epoch, SnapshotEvery: *snapEvery, SessionHistory: sessionHistoryConfig(*sessionHistory),
 		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
 	}
 	if cfg.NewStateMachine, err = stateMachineFlag(*engineName); err != nil {
