@@ -47,6 +47,9 @@ type Config struct {
 	LastOutSeq uint64
 	// ReplayEveryNs paces replay requests (0: DefaultReplayEveryNs).
 	ReplayEveryNs int64
+	// ProbeEveryNs paces the probes for lost tail outputs (0:
+	// DefaultProbeEveryNs; < 0: none).
+	ProbeEveryNs int64
 }
 
 type pending struct {
@@ -114,8 +117,11 @@ func NewCore(cfg Config) *Core {
 	if cfg.ReplayEveryNs <= 0 {
 		cfg.ReplayEveryNs = DefaultReplayEveryNs
 	}
+	if cfg.ProbeEveryNs == 0 {
+		cfg.ProbeEveryNs = DefaultProbeEveryNs
+	}
 	return &Core{cfg: cfg, nextID: cfg.FirstID, oldest: cfg.FirstID, slots: make([]pending, cfg.MaxInFlight),
-		rs: replayState{lastOut: cfg.LastOutSeq, every: cfg.ReplayEveryNs}}
+		rs: replayState{lastOut: cfg.LastOutSeq, every: cfg.ReplayEveryNs, probeEvery: cfg.ProbeEveryNs}}
 }
 
 // Session is the core's session id.

@@ -20,6 +20,13 @@ import "github.com/seqbus/seqbus/engine"
 // withholds behind its gate), a twentieth of a lease.
 const DefaultReplayEveryNs = 50_000_000
 
+// DefaultProbeEveryNs: with no replay wanted, the core still asks once a
+// second from LastOutSeq+1 (a probe, one small datagram). The answer's
+// Highest reveals outputs lost at the tail of the session's stream, which
+// no later output would reveal as a gap (SoupBinTCP's heartbeats carry the
+// next sequence number for the same reason).
+const DefaultProbeEveryNs = 1_000_000_000
+
 // SessionStats counts the session-sequence work.
 type SessionStats struct {
 	// LastOutSeq is the output seq of the last output delivered.
@@ -46,7 +53,9 @@ type replayState struct {
 	target uint64
 	sentNs int64
 	every  int64
-	stats  SessionStats
+	// probeEvery paces the probes (<= 0: none).
+	probeEvery int64
+	stats      SessionStats
 }
 
 // LastOutSeq is the output seq of the last output delivered.
@@ -103,11 +112,17 @@ func (c *Core) Reconnected() {
 }
 
 // PollReplay calls send(from) when a replay is wanted and the last request
-// is at least the replay pacing old (DefaultReplayEveryNs); it reports
-// whether it asked.
+// is at least the replay pacing old (DefaultReplayEveryNs), or, with none
+// wanted, when the last request is a probe interval old
+// (DefaultProbeEveryNs); it reports whether it asked.
 func (c *Core) PollReplay(nowNs int64, send func(from uint64)) bool {
 	r := &c.rs
-	if !r.wanted || (r.sentNs != 0 && nowNs-r.sentNs < r.every) {
+	switch {
+	case r.wanted:
+		if r.sentNs != 0 && nowNs-r.sentNs < r.every {
+			return false
+		}
+	case r.probeEvery <= 0 || nowNs-r.sentNs < r.probeEvery:
 		return false
 	}
 	r.sentNs = nowNs
@@ -140,9 +155,9 @@ func (c *Core) OnReplayEnd(a ReplayAnswer) {
 			r.sentNs = 0 // ask on from Next at once
 		}
 	default:
+		// A probe's answer too: outputs up to Highest exist, so ask until
+		// they are delivered (normally they arrive as released first).
 		r.target = max(r.target, a.Highest)
-		if r.lastOut >= r.target {
-			r.wanted = false
-		}
+		r.wanted = r.lastOut < r.target
 	}
 }

@@ -145,3 +145,33 @@ func TestReplayTooOldSkips(t *testing.T) {
 		t.Fatalf("stats %+v asked %v", st, asked)
 	}
 }
+
+// TestProbeFindsLostTail: with nothing wanted the core still probes at
+// its pace; an answer whose Highest is above what it has (the session's
+// last outputs were lost, and no later output shows the gap) makes it ask
+// until they are delivered.
+func TestProbeFindsLostTail(t *testing.T) {
+	c := NewCore(Config{Session: 7, ReplayEveryNs: 10, ProbeEveryNs: 1000})
+	var asked []uint64
+	send := func(from uint64) { asked = append(asked, from) }
+	deliver(c, false, out(engine.KindAck, 1, 1))
+	if c.PollReplay(500, send) || !c.PollReplay(1000, send) || !equal(asked, []uint64{2}) {
+		t.Fatalf("probe: asked %v", asked)
+	}
+	c.OnReplayEnd(ReplayAnswer{From: 2, Next: 2, Highest: 2})
+	if !c.ReplayWanted() || !c.PollReplay(1010, send) {
+		t.Fatal("a lost tail output does not make the core ask")
+	}
+	deliver(c, true, out(engine.KindExecution, 2, 1))
+	if c.ReplayWanted() {
+		t.Fatal("still asking after the tail was delivered")
+	}
+	c.OnReplayEnd(ReplayAnswer{From: 3, Next: 3, Highest: 2})
+	if c.ReplayWanted() || c.PollReplay(1500, send) {
+		t.Fatal("asking with nothing missing before the next probe")
+	}
+	off := NewCore(Config{Session: 7, ProbeEveryNs: -1})
+	if off.PollReplay(1<<40, send) {
+		t.Fatal("probed with probes off")
+	}
+}
