@@ -42,6 +42,21 @@ type SessionStats struct {
 	TooOld, Skipped uint64
 	// Refused answers (not the primary, or over its rate bound).
 	Refused uint64
+	// LateResults: repeats delivered because they answer a command still
+	// in flight (its original was skipped).
+	LateResults uint64
+}
+
+// answersPending reports whether o is a result (or a duplicate of one) of
+// a command still in flight.
+func (c *Core) answersPending(o *engine.Output) bool {
+	switch o.Kind {
+	case engine.KindAck, engine.KindReject, engine.KindCancelled, engine.KindDuplicate:
+	default:
+		return false
+	}
+	p := c.slot(o.ClientOrderID)
+	return p.used && p.id == o.ClientOrderID
 }
 
 // replayState is the core's part of session replay.
@@ -85,6 +100,12 @@ func (c *Core) Admit(o *engine.Output, replay bool) bool {
 	r := &c.rs
 	switch {
 	case o.OutSeq <= r.lastOut:
+		if c.answersPending(o) {
+			// The result of a command still in flight whose original was
+			// skipped (TooOld): its only chance to be answered.
+			r.stats.LateResults++
+			return true
+		}
 		r.stats.Repeats++
 		return false
 	case o.OutSeq > r.lastOut+1:
@@ -154,6 +175,10 @@ func (c *Core) OnReplayEnd(a ReplayAnswer) {
 			r.lastOut = a.Next - 1
 			r.sentNs = 0 // ask on from Next at once
 		}
+		// What is left from Next to Highest is held: ask for it; nothing
+		// left (a node without history): stop asking.
+		r.target = a.Highest
+		r.wanted = r.lastOut < r.target
 	default:
 		// A probe's answer too: outputs up to Highest exist, so ask until
 		// they are delivered (normally they arrive as released first).

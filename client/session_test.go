@@ -138,7 +138,7 @@ func TestReplayTooOldSkips(t *testing.T) {
 	c.Reconnected()
 	c.PollReplay(100, send)
 	c.OnReplayEnd(ReplayAnswer{From: 1, Refused: true})
-	c.OnReplayEnd(ReplayAnswer{From: 1, Next: 4, TooOld: true})
+	c.OnReplayEnd(ReplayAnswer{From: 1, Next: 4, Highest: 5, TooOld: true})
 	c.PollReplay(101, send)
 	st := c.SessionStats()
 	if st.Skipped != 3 || st.TooOld != 1 || st.Refused != 1 || c.LastOutSeq() != 3 || !equal(asked, []uint64{1, 4}) {

@@ -278,9 +278,9 @@ type Unsafe struct {
 	// believe in a lease the witness already counts as expired. Test-only
 	// (the simulator's mutation tests); no flag sets it.
 	LeaseFromReply bool
-	// NoSessionReplay: the primary refuses every session replay request,
-	// so an output a client missed (lost, or never released by a dead
-	// primary) is never delivered. Test-only (the simulator's mutation
-	// tests); no flag sets it.
+	// NoSessionReplay: every node ignores session replay requests, so an
+	// output a client missed (lost, or never released by a dead primary)
+	// is never delivered, nor anything after it. Test-only (the
+	// simulator's mutation tests); no flag sets it.
 	NoSessionReplay bool
 }

@@ -393,13 +393,18 @@ func (n *Node) setJournalAside() (int, error) {
 // rebuildState builds a fresh state machine from the latest snapshot and
 // the journal records after it.
 func (n *Node) rebuildState() error {
+	// The history below the snapshot first: its scratch state machine must
+	// not be the last one built (the simulator tracks the latest).
+	n.resetSessionHistory()
+	if err := n.historyBelowSnapshot(); err != nil {
+		return err
+	}
 	eng, err := n.cfg.NewStateMachine()
 	if err != nil {
 		return err
 	}
 	n.eng = eng
 	n.dedup, _ = eng.(engine.Deduper)
-	n.resetSessionHistory() // rebuilt below from the journal
 	snapSeq, err := n.restoreSnapshot()
 	if err != nil {
 		return err

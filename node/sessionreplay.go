@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/seqbus/seqbus/engine"
@@ -20,10 +21,15 @@ import (
 // applied but never released (a resting order filled just before it
 // died) reaches its client from the new primary.
 //
+// With no history (Config.SessionHistory < 0) every request is TooOld:
+// the client skips what it missed (counted) instead of waiting for it.
+//
 // Bounds: the history holds Config.SessionHistory outputs over all
 // sessions (default 65536, about 10 MB), oldest dropped first; a request
 // for outputs older than that is answered TooOld with the oldest it could
-// replay (the journal fallback of issue 20 is not built: see the README).
+// replay. A node rebuilding from its disk recomputes the outputs below
+// its snapshot from the journal (historyBelowSnapshot), so a restart does
+// not shorten the history while the journal reaches back.
 // One request sends at most replayMaxOutputs outputs (the client asks on
 // from where it stopped) and the node answers at most replayBudget
 // requests per replayBudgetNs (over that: Refused, counted), so a flood
@@ -51,8 +57,9 @@ const (
 
 // SessionReplayStats count the replay work (status.json node.Replay).
 type SessionReplayStats struct {
-	// Requests received; Served outputs sent in replays; TooOld and
-	// Refused answers (not primary, over the rate bound, or replay off).
+	// Requests received; Served outputs sent in replays; TooOld answers
+	// (past the history, or no history) and Refused ones (not primary,
+	// or over the rate bound).
 	Requests, Served, TooOld, Refused uint64
 	// Recorded outputs into the history; Reset: times it was cleared (a
 	// snapshot installed: the outputs it skipped are not in it).
@@ -131,6 +138,10 @@ func (h *sessionHistory) plan(session, from, released uint64, max int) replayPla
 		}
 		if p.highest == 0 {
 			p.highest = h.outSeq[i]
+		} else if h.outSeq[i] != lowest-1 {
+			// A hole (a rebuild whose journal ended below its snapshot):
+			// only the run above it can be replayed.
+			break
 		}
 		lowest = h.outSeq[i]
 		if h.outSeq[i] < from {
@@ -205,6 +216,48 @@ func (n *Node) resetSessionHistory() {
 // output seq (engine.Engine.SessionOutSeq).
 type sessionOutSeqer interface{ SessionOutSeq(session uint64) uint64 }
 
+// historyRebuildMax bounds the commands a rebuild replays a second time to
+// fill the history below its snapshot: 1M, a fraction of a second.
+const historyRebuildMax = 1 << 20
+
+// historyBelowSnapshot fills the history with the outputs of the journal's
+// commands at and below the latest snapshot (which the rebuild that
+// follows restores rather than replays), recomputed in a scratch state
+// machine: outputs are deterministic. It runs before the rebuild creates
+// its own state machine, and only when the journal still starts at seq 1
+// (else there is no state to start from below the snapshot; those outputs
+// are TooOld) and holds at most historyRebuildMax commands up to it.
+func (n *Node) historyBelowSnapshot() error {
+	if n.hist == nil {
+		return nil
+	}
+	snap, _, r, err := n.j.OpenLatestSnapshot()
+	if err != nil {
+		return nil // none (or unreadable: the rebuild reports it)
+	}
+	r.Close()
+	_, last := n.j.Last()
+	upto := min(snap, last)
+	if n.j.First() != 1 || upto == 0 || upto < snap || upto > historyRebuildMax {
+		return nil
+	}
+	scratch, err := n.cfg.NewStateMachine()
+	if err != nil {
+		return err
+	}
+	err = n.j.ReadFrom(1, func(_, seq uint64, payload []byte) bool {
+		if seq > upto {
+			return false
+		}
+		scratch.Apply(seq, payload, n.applyOut(seq))
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("node: history from the journal: %w", err)
+	}
+	return nil
+}
+
 // onReplayRequest answers a REPLAY_REQUEST (MAC already verified with the
 // client key when one is configured).
 func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
@@ -214,10 +267,25 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 		return
 	}
 	n.stats.Replay.Requests++
+	if n.cfg.Unsafe.NoSessionReplay {
+		return // UNSAFE, test-only: replay switched off
+	}
 	end := wire.ReplayEnd{Origin: n.origin(), Session: req.Session, From: req.From, Next: req.From}
-	if n.role != RolePrimary || n.hist == nil || n.cfg.Unsafe.NoSessionReplay || !n.mayLeadNow(now) || !n.replayAllowed(now) {
+	if n.role != RolePrimary || !n.mayLeadNow(now) || !n.replayAllowed(now) {
 		n.stats.Replay.Refused++
 		end.Status = wire.ReplayRefused
+		n.send(end.Append(n.frameBuf[:0]), from)
+		return
+	}
+	if n.hist == nil {
+		// No history: everything the session had is gone for a replay, so
+		// the client skips it rather than waiting for it forever.
+		n.stats.Replay.TooOld++
+		end.Status = wire.ReplayTooOld
+		if q, ok := n.eng.(sessionOutSeqer); ok {
+			end.Highest = q.SessionOutSeq(req.Session)
+			end.Next = max(req.From, end.Highest+1)
+		}
 		n.send(end.Append(n.frameBuf[:0]), from)
 		return
 	}

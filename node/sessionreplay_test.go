@@ -193,3 +193,19 @@ func TestReplayAnswer(t *testing.T) {
 		t.Fatalf("primary replay stats %+v", st)
 	}
 }
+
+// TestSessionHistoryHole: a history with a hole in a session's outputs
+// (a rebuild whose journal ended below its snapshot) replays only the run
+// above the hole and answers TooOld below it.
+func TestSessionHistoryHole(t *testing.T) {
+	h := newSessionHistory(16)
+	for _, out := range []uint64{1, 2, 3, 7, 8} {
+		h.record(out, 1, histOutput(out))
+	}
+	if p := h.plan(1, 3, 8, 100); !p.tooOld || p.next != 7 {
+		t.Fatalf("from 3 across the hole: %+v", p)
+	}
+	if p := h.plan(1, 7, 8, 100); p.tooOld || p.next != 9 || p.end-p.first != 2 {
+		t.Fatalf("from 7: %+v", p)
+	}
+}

@@ -65,6 +65,11 @@
 //  6. A (session, client order id) is answered with one result only.
 //  7. Liveness: after the faults stop, every command is answered and the
 //     replicas converge within the quiet phase.
+//  8. Sessions: every client delivers its session's outputs as a gap-free
+//     prefix of that session's outputs in the final history (the next
+//     output seq each time, once), and at the end of the quiet phase the
+//     whole of it: outputs lost on the network or never released by a
+//     dead primary come back by replay (mutation no-session-replay).
 //
 // Scenarios (scenario_test.go) run a fixed fault schedule on a calm
 // network instead of a drawn one and check a liveness bound while the

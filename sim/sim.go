@@ -34,10 +34,13 @@ const (
 	MutLeaseFromReply
 	// MutNoQuarantine: witness.Unsafe.NoQuarantine.
 	MutNoQuarantine
+	// MutNoSessionReplay: node.Unsafe.NoSessionReplay (replay requests
+	// refused: outputs lost in flight or never released are not delivered).
+	MutNoSessionReplay
 )
 
 // Mutations lists every knob, for tests and the CLI.
-var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine}
+var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine, MutNoSessionReplay}
 
 func (m Mutation) String() string {
 	switch m {
@@ -51,6 +54,8 @@ func (m Mutation) String() string {
 		return "lease-from-reply"
 	case MutNoQuarantine:
 		return "no-quarantine"
+	case MutNoSessionReplay:
+		return "no-session-replay"
 	}
 	return fmt.Sprintf("Mutation(%d)", uint8(m))
 }
@@ -462,6 +467,8 @@ func (s *sim) build() {
 			cfg.Unsafe.NoGating = true
 		case MutLeaseFromReply:
 			cfg.Unsafe.LeaseFromReply = true
+		case MutNoSessionReplay:
+			cfg.Unsafe.NoSessionReplay = true
 		}
 		fs := journal.NewMemFS()
 		cfg.FS = fs
@@ -493,13 +500,18 @@ func (s *sim) handle(e event) {
 	case evQuiet:
 		s.goQuiet()
 	case evCheck:
-		if s.converged() {
+		// Once converged, allow the clients the rest of the quiet phase to
+		// fill their sessions by replay; invariant 8 judges what they did.
+		if s.converged() && (s.chk.caughtUp(s.sessions()) || s.now >= s.endNs) {
 			s.logf("LIVE: every command answered and every replica converged %s after the faults stopped", fmtDur(s.now-s.faultNs))
 			s.done, s.live = true, true
 			return
 		}
 		if s.now >= s.endNs {
 			s.livenessFailure()
+			// And what the clients are missing of their sessions, as far
+			// as the released history goes.
+			s.chk.checkSessions(s.sessions())
 			s.done = true
 			return
 		}
@@ -795,6 +807,15 @@ func (s *sim) goQuiet() {
 	}
 }
 
+// sessions are the clients' sessions.
+func (s *sim) sessions() []uint64 {
+	out := make([]uint64, 0, len(s.clients))
+	for _, c := range s.clients {
+		out = append(out, c.session)
+	}
+	return out
+}
+
 // primaryNode is the one node that believes it leads (nil for none).
 func (s *sim) primaryNode() *simNode {
 	var p *simNode
@@ -855,6 +876,11 @@ const (
 	DiagFetchStuck        = "DIAG-snapshot-fetch-stuck"
 	DiagPromotedBehind    = "DIAG-promoted-behind"
 	DiagOwnStepDown       = "DIAG-step-down-own-epoch"
+	// DiagSessionTooOld: a client skipped outputs the primary's history no
+	// longer held (a REPLAY_END TooOld): the history's stated bound, met
+	// when the primary caught up by snapshot (no history before it) or
+	// its journal was compacted below its snapshot before a restart.
+	DiagSessionTooOld = "DIAG-session-history-too-old"
 )
 
 func (s *sim) livenessFailure() {
@@ -905,6 +931,7 @@ func (s *sim) livenessFailure() {
 func (s *sim) finish() {
 	if s.live {
 		s.chk.checkReceived()
+		s.chk.checkSessions(s.sessions())
 	}
 	for _, sn := range s.nodes[1:] {
 		if sn.n == nil {
