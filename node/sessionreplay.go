@@ -55,17 +55,6 @@ const (
 	replayBudgetNs = 10_000_000
 )
 
-// SessionReplayStats count the replay work (status.json node.Replay).
-type SessionReplayStats struct {
-	// Requests received; Served outputs sent in replays; TooOld answers
-	// (past the history, or no history) and Refused ones (not primary,
-	// or over the rate bound).
-	Requests, Served, TooOld, Refused uint64
-	// Recorded outputs into the history; Reset: times it was cleared (a
-	// snapshot installed: the outputs it skipped are not in it).
-	Recorded, Reset uint64
-}
-
 // sessionHistory is the bounded history: parallel columns indexed by
 // entry number mod capacity, so a scan for one session reads 8 bytes an
 // entry. It never allocates after newSessionHistory.
@@ -199,7 +188,7 @@ func (n *Node) applyOut(seq uint64) engine.Emitter {
 
 func (n *Node) recordHistory(seq, to uint64, payload []byte) {
 	if n.hist != nil && n.hist.record(seq, to, payload) {
-		n.stats.Replay.Recorded++
+		n.stats.ReplayRecorded++
 	}
 }
 
@@ -208,7 +197,7 @@ func (n *Node) recordHistory(seq, to uint64, payload []byte) {
 func (n *Node) resetSessionHistory() {
 	if n.hist != nil {
 		n.hist.reset()
-		n.stats.Replay.Reset++
+		n.stats.ReplayResets++
 	}
 }
 
@@ -266,13 +255,13 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 		n.stats.DropUnexpected++
 		return
 	}
-	n.stats.Replay.Requests++
+	n.stats.ReplayRequests++
 	if n.cfg.Unsafe.NoSessionReplay {
 		return // UNSAFE, test-only: replay switched off
 	}
 	end := wire.ReplayEnd{Origin: n.origin(), Session: req.Session, From: req.From, Next: req.From}
 	if n.role != RolePrimary || !n.mayLeadNow(now) || !n.replayAllowed(now) {
-		n.stats.Replay.Refused++
+		n.stats.ReplayRefused++
 		end.Status = wire.ReplayRefused
 		n.send(end.Append(n.frameBuf[:0]), from)
 		return
@@ -280,7 +269,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 	if n.hist == nil {
 		// No history: everything the session had is gone for a replay, so
 		// the client skips it rather than waiting for it forever.
-		n.stats.Replay.TooOld++
+		n.stats.ReplayTooOld++
 		end.Status = wire.ReplayTooOld
 		if q, ok := n.eng.(sessionOutSeqer); ok {
 			end.Highest = q.SessionOutSeq(req.Session)
@@ -302,7 +291,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 	}
 	end.Next, end.Highest = p.next, p.highest
 	if p.tooOld {
-		n.stats.Replay.TooOld++
+		n.stats.ReplayTooOld++
 		end.Status = wire.ReplayTooOld
 	} else {
 		n.sendReplay(req.Session, p, from)
@@ -350,7 +339,7 @@ func (n *Node) sendReplay(session uint64, p replayPlan, to netip.AddrPort) {
 			b.Reset(wire.TypeOutput, n.origin(), h.seq[i])
 		}
 		b.Add(pl)
-		n.stats.Replay.Served++
+		n.stats.ReplayServed++
 	}
 	flush()
 	b.Reset(wire.TypeOutput, n.origin(), 1)
