@@ -124,7 +124,12 @@ type Result struct {
 	// duplicate answers backed by their original result in the history.
 	Checked, InSnapshot, Unchecked, FromTable          uint64
 	Lost, Duplicates, Conflicts, HashMismatches, Stale uint64
-	Findings                                           []Finding
+	// Sessions: per client session in the records, what it delivered
+	// against its outputs in the final history; SessionFaults how many
+	// did not get it exactly once, in order.
+	Sessions      []SessionReport
+	SessionFaults uint64
+	Findings      []Finding
 	// FirstStale is the first stale output received (when Stale > 0).
 	FirstStale *client.RecordLine `json:",omitempty"`
 }
@@ -132,7 +137,7 @@ type Result struct {
 // OK is true when nothing was lost, duplicated, conflicting, mismatched or
 // stale.
 func (r *Result) OK() bool {
-	return r.Lost == 0 && r.Duplicates == 0 && r.Conflicts == 0 && r.HashMismatches == 0 && r.Stale == 0
+	return r.Lost == 0 && r.Duplicates == 0 && r.Conflicts == 0 && r.HashMismatches == 0 && r.Stale == 0 && r.SessionFaults == 0
 }
 
 func (r *Result) find(kind string, count *uint64, format string, args ...any) {
@@ -291,6 +296,7 @@ func Verify(opts Options) (*Result, error) {
 			}
 		}
 	}
+	res.addSessions(sessionReports(prim, rcv))
 	for _, p := range reps {
 		res.Nodes = append(res.Nodes, p.NodeReport)
 	}
@@ -696,6 +702,9 @@ func (r *Result) Lines() []string {
 		fmt.Sprintf("received %d outputs (%d answers): %d found byte for byte at their (epoch, seq) in the final primary's history, %d duplicate answers from the dedup table backed by their original there, %d answers older than its journal found in its snapshot's dedup table, %d older executions or table-only rejects not checkable",
 			r.Received, r.Answers, r.Checked, r.FromTable, r.InSnapshot, r.Unchecked),
 		fmt.Sprintf("lost %d  duplicates %d  conflicts %d  hash mismatches %d  stale %d", r.Lost, r.Duplicates, r.Conflicts, r.HashMismatches, r.Stale))
+	for i := range r.Sessions {
+		out = append(out, r.Sessions[i].Line())
+	}
 	for _, f := range r.Findings {
 		out = append(out, fmt.Sprintf("  %s: %s", f.Kind, f.Text))
 	}
