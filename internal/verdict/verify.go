@@ -52,6 +52,9 @@ package verdict
 //     the order; else lost. A reject the table alone gives (too old for
 //     the dedup window, client order id 0) reveals no state and is counted
 //     as unchecked.
+//   - Replayed outputs (marked in the record): their frame's epoch is the
+//     replaying primary's, and their command's record may be of an
+//     earlier epoch (at most the frame's).
 //   - Stale: in each record file, in the order received, an output of an
 //     epoch lower than one already received.
 //
@@ -495,8 +498,13 @@ func checkReceived(prim *replica, reps []*replica, l *received, res *Result) (ui
 	if seq, ok, done := checkFromTable(prim, l, res); done {
 		return seq, ok
 	}
+	// A replayed output (wire.FlagReplay) comes from a primary of frame
+	// epoch l.Epoch, but its command may be of an earlier epoch (applied
+	// by the new primary as a standby, never released by the old one):
+	// its record's epoch is at most the frame's.
+	epochOK := func(e uint64) bool { return e == l.Epoch || (l.Replay && e < l.Epoch) }
 	rec, ok := prim.at(l.Seq)
-	if !ok || rec.epoch != l.Epoch {
+	if !ok || !epochOK(rec.epoch) {
 		what := "no record at that seq"
 		if ok {
 			what = fmt.Sprintf("its seq %d holds a record of epoch %d", l.Seq, rec.epoch)
@@ -525,7 +533,7 @@ func checkReceived(prim *replica, reps []*replica, l *received, res *Result) (ui
 		// A frame may run past the end of its epoch's part of the final
 		// history (its first outputs survived, the later ones did not):
 		// lost, not a conflict.
-		if j := i + l.Index; j >= len(outs) || prim.recs[outs[j].seq-prim.First].epoch != l.Epoch {
+		if j := i + l.Index; j >= len(outs) || !epochOK(prim.recs[outs[j].seq-prim.First].epoch) {
 			res.find("lost", &res.Lost, "%s: %s of session %d order %d (epoch %d, frame seq %d, index %d) is not in the final primary's history: the frame runs past the end of epoch %d there",
 				l.where, l.Kind, l.Session, l.ClientOrderID, l.Epoch, l.Seq, l.Index, l.Epoch)
 			return 0, false
@@ -535,7 +543,7 @@ func checkReceived(prim *replica, reps []*replica, l *received, res *Result) (ui
 		return 0, false
 	}
 	seq := outs[found].seq
-	if r, _ := prim.at(seq); r.epoch != l.Epoch {
+	if r, _ := prim.at(seq); !epochOK(r.epoch) {
 		res.find("lost", &res.Lost, "%s: %s of session %d order %d (epoch %d) is at seq %d in the final primary's history, at epoch %d there",
 			l.where, l.Kind, l.Session, l.ClientOrderID, l.Epoch, seq, r.epoch)
 		return 0, false
