@@ -87,6 +87,8 @@ func fuzzSeeds() [][]byte {
 	out = append(out, ne.Append(nil))
 	sr := wire.SnapshotRequest{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}}
 	out = append(out, sr.Append(nil))
+	rr := wire.ReplayRequest{Origin: wire.Origin{Node: 5}, Session: 5, From: 1}
+	out = append(out, rr.Append(nil))
 	return out
 }
 
