@@ -63,6 +63,14 @@ func (c *Core) answersPending(o *engine.Output) bool {
 type replayState struct {
 	lastOut uint64
 	wanted  bool
+	// behind: the primary reported outputs up to target that are not
+	// delivered yet. Normally they are on their way (released, in
+	// flight): the core asks again only if nothing arrived for a pacing
+	// interval (behindAt: LastOutSeq when last looked, at noteNs), so a
+	// busy session is not replayed what it is about to receive anyway.
+	behind   bool
+	behindAt uint64
+	noteNs   int64
 	// target: the session's highest output the primary reported in its last
 	// Done answer; the replay is complete once it is delivered.
 	target uint64
@@ -84,7 +92,7 @@ func (c *Core) SessionStats() SessionStats {
 }
 
 // ReplayWanted reports whether the core is asking for a replay.
-func (c *Core) ReplayWanted() bool { return c.rs.wanted }
+func (c *Core) ReplayWanted() bool { return c.rs.wanted || c.rs.behind }
 
 // Admit decides whether an output of this session is delivered to the
 // application (then pass it on to OnOutput): market data and the
@@ -120,8 +128,8 @@ func (c *Core) Admit(o *engine.Output, replay bool) bool {
 			r.stats.ReplayExecutions++
 		}
 	}
-	if r.wanted && r.target != 0 && r.lastOut >= r.target {
-		r.wanted = false
+	if (r.wanted || r.behind) && r.target != 0 && r.lastOut >= r.target {
+		r.wanted, r.behind = false, false
 	}
 	return true
 }
@@ -129,7 +137,7 @@ func (c *Core) Admit(o *engine.Output, replay bool) bool {
 // Reconnected asks for a replay from LastOutSeq+1 at the next PollReplay:
 // call it when the client changes primary (a failover) or restarts.
 func (c *Core) Reconnected() {
-	c.rs.wanted, c.rs.target, c.rs.sentNs = true, 0, 0
+	c.rs.wanted, c.rs.behind, c.rs.target, c.rs.sentNs = true, false, 0, 0
 }
 
 // PollReplay calls send(from) when a replay is wanted and the last request
@@ -143,6 +151,15 @@ func (c *Core) PollReplay(nowNs int64, send func(from uint64)) bool {
 		if r.sentNs != 0 && nowNs-r.sentNs < r.every {
 			return false
 		}
+	case r.behind:
+		if nowNs-r.noteNs < r.every {
+			return false
+		}
+		if r.lastOut != r.behindAt {
+			r.behindAt, r.noteNs = r.lastOut, nowNs // still arriving
+			return false
+		}
+		// Nothing arrived for a pacing interval: ask for it.
 	case r.probeEvery <= 0 || nowNs-r.sentNs < r.probeEvery:
 		return false
 	}
@@ -161,7 +178,7 @@ type ReplayAnswer struct {
 // OnReplayEnd takes the primary's answer to a replay request. Done: the
 // replay is complete once the session's Highest output (which the primary
 // may still withhold behind its gate) is delivered; until then the core
-// asks again at its pace. TooOld: the outputs below Next are gone; the
+// asks again whenever nothing arrived for a pacing interval. TooOld: the outputs below Next are gone; the
 // core skips them (counted in Skipped) and asks on from Next.
 func (c *Core) OnReplayEnd(a ReplayAnswer) {
 	r := &c.rs
@@ -178,11 +195,14 @@ func (c *Core) OnReplayEnd(a ReplayAnswer) {
 		// What is left from Next to Highest is held: ask for it; nothing
 		// left (a node without history): stop asking.
 		r.target = a.Highest
-		r.wanted = r.lastOut < r.target
+		r.wanted, r.behind = r.lastOut < r.target, false
 	default:
-		// A probe's answer too: outputs up to Highest exist, so ask until
-		// they are delivered (normally they arrive as released first).
+		// A probe's answer too: outputs up to Highest exist; they are
+		// usually on their way, so the core asks again only if they stop
+		// coming (see behind).
 		r.target = max(r.target, a.Highest)
-		r.wanted = r.lastOut < r.target
+		r.wanted = false
+		r.behind = r.lastOut < r.target
+		r.behindAt, r.noteNs = r.lastOut, r.sentNs
 	}
 }

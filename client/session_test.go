@@ -175,3 +175,25 @@ func TestProbeFindsLostTail(t *testing.T) {
 		t.Fatal("probed with probes off")
 	}
 }
+
+// TestBehindButArrivingAsksNothing: a Done answer above what the core has
+// (outputs released and on their way) asks nothing more while they keep
+// arriving, and asks once they stop.
+func TestBehindButArrivingAsksNothing(t *testing.T) {
+	c := NewCore(Config{Session: 7, ReplayEveryNs: 10, ProbeEveryNs: 1000})
+	var asked []uint64
+	send := func(from uint64) { asked = append(asked, from) }
+	c.PollReplay(1000, send) // the probe
+	c.OnReplayEnd(ReplayAnswer{From: 1, Next: 1, Highest: 5})
+	deliver(c, false, out(engine.KindAck, 1, 1))
+	c.PollReplay(1010, send) // progress since the answer: no ask
+	deliver(c, false, out(engine.KindAck, 2, 2))
+	c.PollReplay(1020, send) // progress again
+	if len(asked) != 1 {
+		t.Fatalf("asked %v while outputs kept arriving", asked)
+	}
+	c.PollReplay(1030, send) // stalled at 2 for an interval: ask from 3
+	if !equal(asked, []uint64{1, 3}) {
+		t.Fatalf("asked %v after the outputs stopped", asked)
+	}
+}
