@@ -382,8 +382,12 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 		replay := f.Flags&wire.FlagReplay != 0
 		c.core.stats.BadOutputs += eachOutput(&f, &c.out, func(idx int, o *engine.Output, payload []byte) {
 			// Exactly once, in order: a repeat or an output beyond a gap
-			// is not delivered (a gap asks for a replay, which delivers it).
+			// is not delivered (a gap asks for a replay, which delivers
+			// it); the record still has it, marked dropped.
 			if !c.core.Admit(o, replay) {
+				if c.opts.Recorder != nil {
+					c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, false, true)
+				}
 				return
 			}
 			if c.opts.OnOutput != nil {
@@ -394,7 +398,7 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 				res.Epoch, res.Seq = f.Epoch, f.Seq
 			}
 			if c.opts.Recorder != nil {
-				c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, ok)
+				c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, ok, false)
 			}
 			if ok && c.opts.OnResult != nil {
 				c.opts.OnResult(res)

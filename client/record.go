@@ -55,10 +55,12 @@ type RecordLine struct {
 	Payload string `json:"payload"`
 	// OutSeq is the output's seq in its session's history (0: market data
 	// or an unnumbered reject); Replay says it came in a replay frame
-	// (wire.FlagReplay). A record holds the outputs delivered to the
-	// application: repeats and outputs beyond a gap are not in it.
-	OutSeq uint64 `json:"out_seq,omitempty"`
-	Replay bool   `json:"replay,omitempty"`
+	// (wire.FlagReplay); Dropped says the client did not deliver it to the
+	// application (a repeat of one delivered, or one beyond a gap, which
+	// the replay then delivers): the record holds every output received.
+	OutSeq  uint64 `json:"out_seq,omitempty"`
+	Replay  bool   `json:"replay,omitempty"`
+	Dropped bool   `json:"dropped,omitempty"`
 }
 
 // KindName names an output kind as record files and seqbus verify do.
@@ -89,6 +91,7 @@ type recEntry struct {
 	coid           uint64
 	kind, orig     engine.OutputKind
 	answer, replay bool
+	dropped        bool
 	outSeq         uint64
 	n              uint8
 	payload        [engine.MaxOutputLen]byte
@@ -136,10 +139,10 @@ func NewRecorder(w io.Writer, queue int) *Recorder {
 }
 
 // add queues one received output; it never blocks.
-func (r *Recorder) add(f *wire.Frame, idx int, session uint64, o *engine.Output, payload []byte, answer bool) {
+func (r *Recorder) add(f *wire.Frame, idx int, session uint64, o *engine.Output, payload []byte, answer, dropped bool) {
 	e := recEntry{wallNs: time.Now().UnixNano(), monoNs: monotime.Now(), node: f.Node, epoch: f.Epoch, seq: f.Seq,
 		index: idx, session: session, coid: o.ClientOrderID, kind: o.Kind, orig: o.Original, answer: answer,
-		outSeq: o.OutSeq, replay: f.Flags&wire.FlagReplay != 0}
+		outSeq: o.OutSeq, replay: f.Flags&wire.FlagReplay != 0, dropped: dropped}
 	e.n = uint8(copy(e.payload[:], payload))
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -186,7 +189,7 @@ func (r *Recorder) run() {
 func appendRecordLine(dst []byte, e *recEntry) []byte {
 	l := RecordLine{WallNs: e.wallNs, MonoNs: e.monoNs, Node: e.node, Epoch: e.epoch, Seq: e.seq, Index: e.index,
 		Session: e.session, ClientOrderID: e.coid, Kind: KindName(e.kind), Answer: e.answer,
-		Payload: hex.EncodeToString(e.payload[:e.n]), OutSeq: e.outSeq, Replay: e.replay}
+		Payload: hex.EncodeToString(e.payload[:e.n]), OutSeq: e.outSeq, Replay: e.replay, Dropped: e.dropped}
 	switch e.kind {
 	case engine.KindAck, engine.KindReject, engine.KindCancelled:
 		l.Result = l.Kind

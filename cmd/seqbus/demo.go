@@ -299,8 +299,8 @@ loop:
 		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates)
 	fmt.Printf("  lost (received but not in node%d's history): %d\n", final, lost)
 	for _, s := range res.Sessions {
-		fmt.Printf("  session %d: delivered %d of its %d outputs in node%d's history (missing %d, duplicated %d, out of order %d), %d by replay, of them %d executions recovered\n",
-			s.Session, s.Delivered-s.Duplicated, s.History, final, s.Missing, s.Duplicated, s.OutOfOrder, s.Replayed, s.ReplayedExecutions)
+		fmt.Printf("  session %d: delivered %d of its %d outputs in node%d's history (missing %d, duplicated %d, out of order %d, not yet received at the end %d), %d by replay, of them %d executions recovered\n",
+			s.Session, s.Delivered-s.Duplicated, s.History, final, s.Missing, s.Duplicated, s.OutOfOrder, s.Tail, s.Replayed, s.ReplayedExecutions)
 	}
 	fmt.Printf("  seqbus verify --record %s %s %s:\n", recPath, filepath.Join(dir, "node1"), filepath.Join(dir, "node2"))
 	for _, l := range res.Lines() {

@@ -19,9 +19,12 @@ type SessionReport struct {
 	// replay starts from a snapshot).
 	History, HistoryFrom, HistoryTo uint64
 	// Delivered: numbered outputs in the records; Missing: outputs of the
-	// history range never delivered; Duplicated: delivered again;
-	// OutOfOrder: delivered other than right after the one before.
-	Delivered, Missing, Duplicated, OutOfOrder uint64
+	// history never delivered though a later one was (a hole); Tail:
+	// outputs after the last one delivered (the client stopped, or the
+	// run ended, before they came: not a fault of the bus, and reported);
+	// Duplicated: delivered again; OutOfOrder: delivered other than right
+	// after the one before.
+	Delivered, Missing, Tail, Duplicated, OutOfOrder uint64
 	// Replayed: delivered from a replay frame (the client had missed them,
 	// or the old primary never released them); ReplayedExecutions of them
 	// executions: fills the client learnt of by replay.
@@ -36,15 +39,15 @@ func (s *SessionReport) OK() bool { return s.Missing == 0 && s.Duplicated == 0 &
 func sessionReports(prim *replica, rcv [][]received) []SessionReport {
 	type acc struct {
 		r    SessionReport
-		seen map[uint64]int
-		last uint64
+		seen      map[uint64]int
+		last, max uint64
 	}
 	by := map[uint64]*acc{}
 	for _, lines := range rcv {
 		for i := range lines {
 			l := &lines[i]
-			if l.OutSeq == 0 || l.Session == engine.MarketData {
-				continue // market data, an unnumbered reject, or an old record
+			if l.OutSeq == 0 || l.Session == engine.MarketData || l.Dropped {
+				continue // market data, an unnumbered reject, an old record, or not delivered
 			}
 			a := by[l.Session]
 			if a == nil {
@@ -60,6 +63,7 @@ func sessionReports(prim *replica, rcv [][]received) []SessionReport {
 				a.r.OutOfOrder++
 			}
 			a.last = l.OutSeq
+			a.max = max(a.max, l.OutSeq)
 			if l.Replay {
 				a.r.Replayed++
 				if l.Kind == "execution" {
@@ -80,8 +84,12 @@ func sessionReports(prim *replica, rcv [][]received) []SessionReport {
 			}
 			a.r.HistoryTo = seq
 			a.r.History++
-			if a.seen[seq] == 0 {
+			switch {
+			case a.seen[seq] != 0:
+			case seq < a.max:
 				a.r.Missing++
+			default:
+				a.r.Tail++
 			}
 		}
 		out = append(out, a.r)
@@ -105,6 +113,6 @@ func (r *Result) addSessions(reports []SessionReport) {
 
 // Line is the report's line for one session.
 func (s *SessionReport) Line() string {
-	return fmt.Sprintf("session %d: %d outputs in the final history (out seqs %d..%d), %d delivered: missing %d, duplicated %d, out of order %d; %d delivered by replay (%d executions)",
-		s.Session, s.History, s.HistoryFrom, s.HistoryTo, s.Delivered, s.Missing, s.Duplicated, s.OutOfOrder, s.Replayed, s.ReplayedExecutions)
+	return fmt.Sprintf("session %d: %d outputs in the final history (out seqs %d..%d), %d delivered: missing %d, duplicated %d, out of order %d, %d after the last delivered (not received before the client stopped); %d delivered by replay (%d executions)",
+		s.Session, s.History, s.HistoryFrom, s.HistoryTo, s.Delivered, s.Missing, s.Duplicated, s.OutOfOrder, s.Tail, s.Replayed, s.ReplayedExecutions)
 }

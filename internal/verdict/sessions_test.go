@@ -34,7 +34,7 @@ func TestSessionReports(t *testing.T) {
 		t.Fatalf("reports %+v", reps)
 	}
 	a, b := reps[0], reps[1]
-	if a.Session != 7 || a.History != 4 || a.Delivered != 3 || a.Missing != 2 || a.Duplicated != 1 || a.OutOfOrder != 2 || a.OK() {
+	if a.Session != 7 || a.History != 4 || a.Delivered != 3 || a.Missing != 1 || a.Tail != 1 || a.Duplicated != 1 || a.OutOfOrder != 2 || a.OK() {
 		t.Fatalf("session 7: %+v", a)
 	}
 	if b.Session != 8 || !b.OK() || b.Replayed != 1 || b.ReplayedExecutions != 1 || b.HistoryFrom != 1 || b.HistoryTo != 2 {

@@ -284,7 +284,9 @@ func Verify(opts Options) (*Result, error) {
 				maxEpoch, maxWhere = l.Epoch, l.where
 			}
 			checkReceived(prim, reps, l, res)
-			if l.Kind == "ack" {
+			if l.Kind == "ack" && !l.Dropped {
+				// (A dropped one is a repeat the client did not deliver:
+				// a replay's copy of an ack it had, or the reverse.)
 				// One output received twice has the same (epoch, seq,
 				// index); another new ack of the same order is a second
 				// application.
