@@ -38,7 +38,7 @@ func (s *SessionReport) OK() bool { return s.Missing == 0 && s.Duplicated == 0 &
 // the records, against the final primary's collected outputs.
 func sessionReports(prim *replica, rcv [][]received) []SessionReport {
 	type acc struct {
-		r    SessionReport
+		r         SessionReport
 		seen      map[uint64]int
 		last, max uint64
 	}
