@@ -12,6 +12,9 @@ func sessOut(seq uint64, kind engine.OutputKind) outAt {
 	return outAt{seq: seq, payload: engine.AppendOutput(nil, &o)}
 }
 
+// dropped marks a line the client received but did not deliver.
+func dropped(l received) received { l.Dropped = true; return l }
+
 func line(session, outSeq uint64, kind string, replay bool) received {
 	return received{RecordLine: client.RecordLine{Session: session, OutSeq: outSeq, Kind: kind, Replay: replay}}
 }
@@ -26,7 +29,7 @@ func TestSessionReports(t *testing.T) {
 	}}
 	rcv := [][]received{{
 		line(7, 1, "ack", false), line(7, 3, "execution", false), line(7, 3, "execution", true), // 2 missing, 3 twice, 3 after 1
-		line(8, 1, "ack", false), line(8, 2, "execution", true),
+		line(8, 1, "ack", false), line(8, 2, "execution", true), dropped(line(8, 2, "execution", false)),
 		line(0, 0, "market_data", false),
 	}}
 	reps := sessionReports(prim, rcv)
