@@ -71,8 +71,23 @@ func (e *historyEmitter) Emit(to uint64, payload []byte) {
 // and in order: 0 missing, 0 duplicated, 0 out of order. The outputs the
 // old primary never released (executions of resting orders among them)
 // come from the new primary's history.
-func TestFailoverSessionReplay(t *testing.T) {
+func TestFailoverSessionReplay(t *testing.T) { sessionReplayRun(t, 0) }
+
+// TestFailoverSessionReplayLoss is the same with 1 % of the datagrams to
+// the client dropped (nftables on the client's host): gaps, lost tails and
+// lost REPLAY_ENDs are repaired by replay too.
+func TestFailoverSessionReplayLoss(t *testing.T) { sessionReplayRun(t, 100) }
+
+// clientPort is the client's fixed port when loss is injected on it.
+const clientPort = 7300
+
+// sessionReplayRun: the scenario, with 1/lossMod of the datagrams to the
+// client dropped (0: none).
+func sessionReplayRun(t *testing.T, lossMod int) {
 	c := newFailoverCluster(t, failoverOptions{})
+	if lossMod > 0 {
+		c.client.DropRandom(t, clientPort, lossMod)
+	}
 	c.startAll()
 	old, ost := c.waitLeader(10*time.Second, 0, 1)
 
@@ -82,7 +97,11 @@ func TestFailoverSessionReplay(t *testing.T) {
 	var delivered []engine.Output
 	lc := &loadClient{done: make(chan struct{})}
 	err := c.client.Do(func() error {
-		u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: netip.AddrPortFrom(c.client.Addr, 0), Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+		port := uint16(0)
+		if lossMod > 0 {
+			port = clientPort
+		}
+		u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: netip.AddrPortFrom(c.client.Addr, port), Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
 		if err != nil {
 			return err
 		}
@@ -167,6 +186,13 @@ func TestFailoverSessionReplay(t *testing.T) {
 		"gaps %d repeats %d, replay requests %d, replayed %d (executions %d), too old %d skipped %d",
 		loadSession, len(hist), executions, len(got), missing, dup, outOfOrder,
 		st.Gaps, st.Repeats, st.ReplayRequests, st.ReplayDelivered, st.ReplayExecutions, st.TooOld, st.Skipped)
+	if lossMod > 0 {
+		dropped := c.client.Dropped(t)
+		t.Logf("nft dropped %d datagrams to the client", dropped)
+		if dropped == 0 {
+			t.Errorf("nftables dropped nothing on the client's host")
+		}
+	}
 	if missing != 0 || dup != 0 || outOfOrder != 0 {
 		t.Fatalf("session outputs: %d missing, %d duplicated, %d out of order", missing, dup, outOfOrder)
 	}
