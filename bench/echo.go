@@ -95,20 +95,8 @@ func EchoMain(args []string) error {
 // cfg.MaxDuration passes; ready is called with the bound address.
 // Spinning and yielding strategies lock the goroutine to its OS thread.
 func ServeEcho(ctx context.Context, cfg EchoConfig, ready func(netip.AddrPort)) error {
-	if !cfg.Listen.Addr().IsLoopback() {
-		return fmt.Errorf("%w: echo address %v is not loopback", ErrConfig, cfg.Listen)
-	}
-	if cfg.RelayTo.IsValid() && !cfg.RelayTo.Addr().IsLoopback() {
-		return fmt.Errorf("%w: relay address %v is not loopback", ErrConfig, cfg.RelayTo)
-	}
-	if !validIdle(cfg.Idle) {
-		return fmt.Errorf("%w: idle %q, want one of %s", ErrConfig, cfg.Idle, strings.Join(FloorIdles, ", "))
-	}
-	if cfg.MaxDuration <= 0 {
-		cfg.MaxDuration = EchoDurationMaxDefault
-	}
-	if cfg.DatagramSize <= 0 {
-		cfg.DatagramSize = bus.DatagramBytesDefault
+	if err := cfg.check(); err != nil {
+		return err
 	}
 	// 4 MB: a hop descheduled for a while (2 cores, other processes)
 	// queues the pings instead of dropping them.
@@ -174,6 +162,27 @@ func ServeEcho(ctx context.Context, cfg EchoConfig, ready func(netip.AddrPort)) 
 				empties = 0
 			}
 		}
+	}
+	return nil
+}
+
+// check says whether cfg stays on loopback with a known idle strategy,
+// and fills in its defaults.
+func (cfg *EchoConfig) check() error {
+	if !cfg.Listen.Addr().IsLoopback() {
+		return fmt.Errorf("%w: echo address %v is not loopback", ErrConfig, cfg.Listen)
+	}
+	if cfg.RelayTo.IsValid() && !cfg.RelayTo.Addr().IsLoopback() {
+		return fmt.Errorf("%w: relay address %v is not loopback", ErrConfig, cfg.RelayTo)
+	}
+	if !validIdle(cfg.Idle) {
+		return fmt.Errorf("%w: idle %q, want one of %s", ErrConfig, cfg.Idle, strings.Join(FloorIdles, ", "))
+	}
+	if cfg.MaxDuration <= 0 {
+		cfg.MaxDuration = EchoDurationMaxDefault
+	}
+	if cfg.DatagramSize <= 0 {
+		cfg.DatagramSize = bus.DatagramBytesDefault
 	}
 	return nil
 }

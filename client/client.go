@@ -559,64 +559,13 @@ const (
 // before the send. The drain polls the same way, bounded by cfg.Drain.
 // The waits under 2 ms cost a CPU for the run (see internal/pace).
 func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (LoadReport, error) {
-	if cfg.Rate <= 0 || cfg.Count == 0 {
-		return LoadReport{}, fmt.Errorf("client: load needs a rate and a count")
+	body, err := cfg.defaults()
+	if err != nil {
+		return LoadReport{}, err
 	}
-	if cfg.Instruments == 0 {
-		cfg.Instruments = 1
-	}
-	if cfg.Drain <= 0 {
-		cfg.Drain = 10 * time.Second
-	}
-	var body []byte
-	if cfg.Size != 0 {
-		if cfg.Size <= engine.CommandHeaderLen || cfg.Size > MaxCommandLen {
-			return LoadReport{}, fmt.Errorf("client: load size %d not in %d..%d", cfg.Size, engine.CommandHeaderLen+1, MaxCommandLen)
-		}
-		body = make([]byte, cfg.Size-engine.CommandHeaderLen)
-		body[0] = 0xEE // no op the engine knows: a reject after apply
-	}
-	c.mu.Lock()
-	prev := c.opts.OnResult
-	c.opts.OnResult = func(r Result) {
-		if rec != nil {
-			rec(r)
-		}
-		if prev != nil {
-			prev(r)
-		}
-	}
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.opts.OnResult = prev
-		c.mu.Unlock()
-	}()
-	wcfg := pace.WaiterConfig{Histogram: true, SpinNs: cfg.SpinNs}
-	var niceErr error
-	if c.loop == nil {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if cfg.Nice != 0 {
-			if prev, err := pace.SetThreadNice(cfg.Nice); err != nil {
-				niceErr = fmt.Errorf("client: generator thread nice %d: %w", cfg.Nice, err)
-			} else {
-				// Restored before the thread is unlocked (defers run last
-				// first), so no other goroutine inherits the priority.
-				defer func() { _, _ = pace.SetThreadNice(prev) }()
-			}
-		}
-		if c.parker != nil {
-			// Waits over 2 ms (slow rates) sleep in epoll_wait on the
-			// socket, which wakes for an answer, instead of burning a CPU.
-			wcfg.Park = func(ms int) { _, _ = c.parker.Park(ms) }
-		}
-	} else {
-		// Goroutine mode: the receive loop (and, in tests, whole nodes)
-		// need a P. A locked thread yielding with sched_yield keeps its P
-		// and would leave them the rest; Gosched hands the P over.
-		wcfg.Yield = runtime.Gosched
-	}
+	defer c.hookResults(rec)()
+	wcfg, niceErr, release := c.generatorThread(cfg)
+	defer release()
 	w := pace.NewWaiter(wcfg)
 	poll := c.PollIO // one method value for the run: no allocation per wait
 	gen := orderGen{state: cfg.Seed | 1, instruments: cfg.Instruments}
@@ -675,7 +624,101 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 			w.Until(c.nowNs()+backPressureWaitNs, poll)
 		}
 	}
-	deadline := c.nowNs() + int64(cfg.Drain)
+	if err := c.drain(ctx, w, poll, cfg.Drain); err != nil {
+		return report(), err
+	}
+	rep := report()
+	if err := ctx.Err(); err != nil {
+		return rep, err // interrupted while draining: not a failure to answer
+	}
+	return rep, c.unanswered(rep, sent)
+}
+
+// defaults checks cfg, fills in its defaults and returns the opaque
+// command body (nil for real orders).
+func (cfg *LoadConfig) defaults() ([]byte, error) {
+	if cfg.Rate <= 0 || cfg.Count == 0 {
+		return nil, fmt.Errorf("client: load needs a rate and a count")
+	}
+	if cfg.Instruments == 0 {
+		cfg.Instruments = 1
+	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = 10 * time.Second
+	}
+	return loadBody(cfg.Size)
+}
+
+// loadBody is the opaque command body of a load of size-byte commands
+// (nil for real orders: size 0).
+func loadBody(size int) ([]byte, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	if size <= engine.CommandHeaderLen || size > MaxCommandLen {
+		return nil, fmt.Errorf("client: load size %d not in %d..%d", size, engine.CommandHeaderLen+1, MaxCommandLen)
+	}
+	body := make([]byte, size-engine.CommandHeaderLen)
+	body[0] = 0xEE // no op the engine knows: a reject after apply
+	return body, nil
+}
+
+// hookResults calls rec, then the client's own OnResult, with every
+// result until the returned function restores OnResult.
+func (c *Client) hookResults(rec func(Result)) (restore func()) {
+	c.mu.Lock()
+	prev := c.opts.OnResult
+	c.opts.OnResult = func(r Result) {
+		if rec != nil {
+			rec(r)
+		}
+		if prev != nil {
+			prev(r)
+		}
+	}
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.opts.OnResult = prev
+		c.mu.Unlock()
+	}
+}
+
+// generatorThread prepares the calling goroutine to run the generator:
+// in poll mode locked to its OS thread (at cfg.Nice), parking in
+// epoll_wait on long waits; in goroutine mode yielding its P. release
+// undoes it (the nice value before the thread is unlocked, so no other
+// goroutine inherits the priority).
+func (c *Client) generatorThread(cfg LoadConfig) (wcfg pace.WaiterConfig, niceErr error, release func()) {
+	wcfg = pace.WaiterConfig{Histogram: true, SpinNs: cfg.SpinNs}
+	if c.loop != nil {
+		// Goroutine mode: the receive loop (and, in tests, whole nodes)
+		// need a P. A locked thread yielding with sched_yield keeps its P
+		// and would leave them the rest; Gosched hands the P over.
+		wcfg.Yield = runtime.Gosched
+		return wcfg, nil, func() {}
+	}
+	runtime.LockOSThread()
+	restoreNice := func() {}
+	if cfg.Nice != 0 {
+		if prev, err := pace.SetThreadNice(cfg.Nice); err != nil {
+			niceErr = fmt.Errorf("client: generator thread nice %d: %w", cfg.Nice, err)
+		} else {
+			restoreNice = func() { _, _ = pace.SetThreadNice(prev) }
+		}
+	}
+	if c.parker != nil {
+		// Waits over 2 ms (slow rates) sleep in epoll_wait on the
+		// socket, which wakes for an answer, instead of burning a CPU.
+		wcfg.Park = func(ms int) { _, _ = c.parker.Park(ms) }
+	}
+	return wcfg, niceErr, func() { restoreNice(); runtime.UnlockOSThread() }
+}
+
+// drain polls for the last answers until none is in flight, ctx ends or
+// the drain time has passed; it returns the client's I/O error if any.
+func (c *Client) drain(ctx context.Context, w *pace.Waiter, poll func(nowNs int64) int, drain time.Duration) error {
+	deadline := c.nowNs() + int64(drain)
 	for c.InFlight() > 0 && ctx.Err() == nil {
 		if w.Until(c.nowNs()+drainPassNs, poll) >= deadline {
 			break
@@ -684,26 +727,28 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		ioErr := c.ioErr
 		c.mu.Unlock()
 		if ioErr != nil {
-			return report(), ioErr
+			return ioErr
 		}
 	}
-	rep := report()
-	if err := ctx.Err(); err != nil {
-		return rep, err // interrupted while draining: not a failure to answer
-	}
+	return nil
+}
+
+// unanswered is the error of a load that ended with commands in flight
+// (nil when every command was answered).
+func (c *Client) unanswered(rep LoadReport, sent uint64) error {
 	st := rep.Stats
 	if n := c.InFlight(); n > 0 && st.Answered == 0 {
 		detail := ""
 		if st.BadMAC > 0 {
 			detail = fmt.Sprintf(" (%d answers failed the MAC check: another key?)", st.BadMAC)
 		}
-		return rep, fmt.Errorf("%w: %d commands sent to %s (%d resends), none answered in %v%s; is a node running there?",
+		return fmt.Errorf("%w: %d commands sent to %s (%d resends), none answered in %v%s; is a node running there?",
 			ErrNoAnswer, sent, c.Primary(), st.Resent, rep.Elapsed.Round(time.Millisecond), detail)
 	}
 	if n := c.InFlight(); n > 0 {
-		return rep, fmt.Errorf("%w: %d of %d", ErrUnanswered, n, sent)
+		return fmt.Errorf("%w: %d of %d", ErrUnanswered, n, sent)
 	}
-	return rep, nil
+	return nil
 }
 
 // orderGen makes a deterministic stream of orders: limits on both sides

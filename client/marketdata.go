@@ -1,12 +1,15 @@
 package client
 
 import (
-	"github.com/seqbus/seqbus/auth"
+	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -21,6 +24,12 @@ type MDTracker struct {
 	Updates, Gaps, Missing, Dups uint64
 	// LastGapFrom/To is the most recent gap, inclusive.
 	LastGapFrom, LastGapTo uint64
+	// With recovery (MDRecovery): Filled is how many delivered updates
+	// came from a re-request; Resyncs how many times the consumer
+	// resynchronized from a book snapshot, Resynced the updates those
+	// snapshots covered; Conflicts the duplicates whose content differed
+	// from the update delivered under the same MD seq (never expected).
+	Filled, Resyncs, Resynced, Conflicts uint64
 }
 
 // Observe takes one market-data output.
@@ -39,6 +48,18 @@ func (t *MDTracker) Observe(seq uint64) {
 	t.next = seq + 1
 }
 
+// Summary is the demo's market-data line: what was delivered, what the
+// consumer's recovery filled, and republished, the updates the final
+// primary published again at promotion (its status node.MD.Republished).
+func (t MDTracker) Summary(republished uint64) string {
+	s := fmt.Sprintf("market data: %d updates, gaps %d (%d updates never seen", t.Updates, t.Gaps, t.Missing)
+	if t.Gaps > 0 {
+		s += fmt.Sprintf("; last gap md seq %d..%d", t.LastGapFrom, t.LastGapTo)
+	}
+	return s + fmt.Sprintf("), exact duplicates dropped %d, reused seqs %d; filled by re-request %d, republished at promotion %d, resynced from books %d (%d updates)",
+		t.Dups, t.Conflicts, t.Filled, republished, t.Resyncs, t.Resynced)
+}
+
 // MarketData subscribes to a market-data multicast group and tracks its
 // sequence.
 type MarketData struct {
@@ -52,6 +73,177 @@ type MarketData struct {
 	// BadMAC counts updates dropped for a missing or bad MAC.
 	badMAC uint64
 	out    engine.Output // decoded update handed to onMD (see eachOutput)
+
+	// Recovery (OpenMarketData with Recovery nodes; nil otherwise).
+	rec       *MDRecovery
+	uc        *bus.UDP
+	uloop     *bus.Loop
+	servers   []netip.AddrPort
+	stream    uint16
+	sealBuf   []byte
+	sendBuf   [1][]byte
+	frame     []byte
+	levels    []wire.MDLevel
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// MDOptions configures OpenMarketData.
+type MDOptions struct {
+	Group netip.AddrPort
+	Iface string // "" means lo
+	// OnMD, if set, gets every update, in MD seq order, once, under the
+	// subscriber's lock.
+	OnMD func(o *engine.Output)
+	// OnSnapshot, if set, gets the books when the consumer resynchronized
+	// from a snapshot (a gap older than every node's ring, or a late join
+	// with FromStart); OnMD resumes after mdSeq.
+	OnSnapshot func(mdSeq uint64, levels []wire.MDLevel)
+	// Key and Stream: with Key, only updates sealed with the stream's
+	// client key are kept, and requests are sealed with it (Stream 0: 1).
+	Key    *auth.MasterKey
+	Stream uint16
+	// Recovery lists the nodes' unicast addresses to ask for what the
+	// feed lost (any node serves; a timeout moves to the next). Empty:
+	// no recovery, gaps are reported as they are seen.
+	Recovery []netip.AddrPort
+	// FromStart delivers from MD seq 1 even when subscribing late.
+	FromStart bool
+	// Recovery timers (MDRecoveryConfig); zero takes the defaults.
+	RetryNs, ProbeNs int64
+	MaxRetries       int
+}
+
+// mdTickNs is how often a quiet MarketData runs its recovery timers. It is
+// the fallback for a quiet feed only: while updates or answers arrive, the
+// timers run on every batch. No update waits on it except a retry of a
+// request whose answer was lost while the feed was silent.
+const mdTickNs = 5 * time.Millisecond
+
+// OpenMarketData subscribes to the feed and, with opts.Recovery, fills
+// its gaps by re-request and resynchronizes from book snapshots on its own
+// (MDRecovery), so OnMD sees every MD seq once, in order.
+func OpenMarketData(opts MDOptions) (*MarketData, error) {
+	c, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: opts.Group, Interface: opts.Iface, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+	if err != nil {
+		return nil, err
+	}
+	m := &MarketData{conn: c, onMD: opts.OnMD, stream: max(opts.Stream, 1)}
+	if opts.Key != nil {
+		m.mac = auth.NewMAC(auth.ClientKey(opts.Key, m.stream))
+	}
+	if len(opts.Recovery) > 0 {
+		// Recovery is ready before the feed's loop starts, so the first
+		// update already goes through it.
+		local := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
+		if !opts.Recovery[0].Addr().IsLoopback() {
+			local = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+		}
+		if m.uc, err = bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}}); err != nil {
+			c.Close()
+			return nil, err
+		}
+		m.servers = append([]netip.AddrPort(nil), opts.Recovery...)
+		m.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
+		m.rec = NewMDRecovery(MDRecoveryConfig{
+			Servers: len(opts.Recovery), FromStart: opts.FromStart,
+			RetryNs: opts.RetryNs, ProbeNs: opts.ProbeNs, MaxRetries: opts.MaxRetries,
+			Send: m.sendRequest, Deliver: m.deliver, OnSnapshot: opts.OnSnapshot,
+		})
+		if m.uloop, err = bus.StartLoop(m.uc, bus.LoopConfig{}, m.onUnicast); err != nil {
+			m.uc.Close()
+			c.Close()
+			return nil, err
+		}
+		m.stop, m.done = make(chan struct{}), make(chan struct{})
+		go m.tickLoop()
+	}
+	if m.loop, err = bus.StartLoop(c, bus.LoopConfig{}, m.onBatch); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *MarketData) tickLoop() {
+	defer close(m.done)
+	t := time.NewTicker(mdTickNs)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.mu.Lock()
+			m.rec.Tick(monotime.Now())
+			m.mu.Unlock()
+		}
+	}
+}
+
+// sendRequest is MDRecovery's Send (under m.mu).
+func (m *MarketData) sendRequest(server int, req wire.MDRequest) {
+	req.Origin = wire.Origin{Stream: m.stream}
+	m.frame = req.Append(m.frame[:0])
+	b := m.frame
+	if m.mac != nil {
+		b = wire.Seal(m.sealBuf[:0], b)
+		b = m.mac.Sign(b, b)
+		m.sealBuf = b
+	}
+	m.sendBuf[0] = b
+	_ = m.uc.Send(m.sendBuf[:], m.servers[server]) // a lost request is retried
+	m.sendBuf[0] = nil
+}
+
+// deliver is MDRecovery's Deliver (under m.mu).
+func (m *MarketData) deliver(_ uint64, payload []byte, _ bool) {
+	if m.onMD == nil {
+		return
+	}
+	o, err := engine.ParseOutput(payload)
+	if err != nil {
+		return
+	}
+	m.out = o
+	m.onMD(&m.out)
+}
+
+// onUnicast takes the answers to recovery requests.
+func (m *MarketData) onUnicast(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := monotime.Now()
+	for i := range sizes {
+		f, _, err := wire.Parse(bufs[i][:sizes[i]])
+		if err != nil {
+			continue
+		}
+		if !verifyClientFrame(m.mac, &f) {
+			m.badMAC++
+			continue
+		}
+		switch f.Type {
+		case wire.TypeMDReplay:
+			it := f.Messages()
+			for {
+				seq, msg, ok := it.Next()
+				if !ok {
+					break
+				}
+				m.rec.Update(seq, msg, true, now)
+			}
+		case wire.TypeMDStatus:
+			st, _ := wire.DecodeMDStatus(&f)
+			m.rec.Status(st, now)
+		case wire.TypeMDSnapshot:
+			s, _ := wire.DecodeMDSnapshot(&f, m.levels)
+			m.levels = s.Levels[:0]
+			m.rec.SnapshotChunk(&s, now)
+		}
+	}
+	m.rec.Tick(now)
 }
 
 // SubscribeMarketData joins group on iface ("" means lo). onMD, if set, is
@@ -91,6 +283,16 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			m.badMAC++
 			continue
 		}
+		if m.rec != nil {
+			now := monotime.Now()
+			eachOutput(&f, &m.out, func(_ int, o *engine.Output, payload []byte) {
+				if o.Kind == engine.KindMarketData {
+					m.rec.Update(o.MDSeq, payload, false, now)
+				}
+			})
+			m.rec.Tick(now)
+			continue
+		}
 		eachOutput(&f, &m.out, func(_ int, o *engine.Output, _ []byte) {
 			if o.Kind != engine.KindMarketData {
 				return
@@ -107,12 +309,42 @@ func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 func (m *MarketData) Tracker() MDTracker {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.rec != nil {
+		return m.rec.Tracker()
+	}
 	return m.tracker
 }
 
-// Close leaves the group.
+// Next is the next MD seq the consumer will deliver (0 before the first;
+// without recovery, one past the last seen).
+func (m *MarketData) Next() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rec != nil {
+		return m.rec.Next()
+	}
+	return m.tracker.next
+}
+
+// Close leaves the group and stops the recovery. It is safe to call twice.
 func (m *MarketData) Close() error {
-	m.conn.Close()
-	m.loop.Stop()
+	m.closeOnce.Do(m.close)
 	return nil
+}
+
+func (m *MarketData) close() {
+	m.conn.Close()
+	if m.loop != nil {
+		m.loop.Stop()
+	}
+	if m.uc != nil {
+		m.uc.Close()
+		if m.uloop != nil {
+			m.uloop.Stop()
+		}
+	}
+	if m.stop != nil {
+		close(m.stop)
+		<-m.done
+	}
 }

@@ -186,19 +186,68 @@ func (r *Recorder) run() {
 	}
 }
 
+// appendRecordLine appends e as the JSON line json.Marshal(RecordLine)
+// would write (the same keys in the same order; ReadRecord reads it back
+// with encoding/json), without allocating: the writer runs for every
+// output a recording client receives, so reflection, a hex string and a
+// marshalled copy per line were garbage per command in steady state.
+// Every string it writes (kind names, hex) is plain ASCII that JSON does
+// not escape.
 func appendRecordLine(dst []byte, e *recEntry) []byte {
-	l := RecordLine{WallNs: e.wallNs, MonoNs: e.monoNs, Node: e.node, Epoch: e.epoch, Seq: e.seq, Index: e.index,
-		Session: e.session, ClientOrderID: e.coid, Kind: KindName(e.kind), Answer: e.answer,
-		Payload: hex.EncodeToString(e.payload[:e.n]), OutSeq: e.outSeq, Replay: e.replay, Dropped: e.dropped}
+	dst = append(dst, `{"wall_ns":`...)
+	dst = strconv.AppendInt(dst, e.wallNs, 10)
+	dst = append(dst, `,"mono_ns":`...)
+	dst = strconv.AppendInt(dst, e.monoNs, 10)
+	dst = append(dst, `,"node":`...)
+	dst = strconv.AppendUint(dst, uint64(e.node), 10)
+	dst = append(dst, `,"epoch":`...)
+	dst = strconv.AppendUint(dst, e.epoch, 10)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, e.seq, 10)
+	dst = append(dst, `,"index":`...)
+	dst = strconv.AppendInt(dst, int64(e.index), 10)
+	dst = append(dst, `,"session":`...)
+	dst = strconv.AppendUint(dst, e.session, 10)
+	dst = append(dst, `,"client_order_id":`...)
+	dst = strconv.AppendUint(dst, e.coid, 10)
+	dst = append(dst, `,"kind":"`...)
+	dst = appendKindName(dst, e.kind)
+	dst = append(dst, '"')
 	switch e.kind {
 	case engine.KindAck, engine.KindReject, engine.KindCancelled:
-		l.Result = l.Kind
+		dst = append(dst, `,"result":"`...)
+		dst = appendKindName(dst, e.kind)
+		dst = append(dst, '"')
 	case engine.KindDuplicate:
-		l.Result = KindName(e.orig)
+		dst = append(dst, `,"result":"`...)
+		dst = appendKindName(dst, e.orig)
+		dst = append(dst, '"')
 	}
-	b, _ := json.Marshal(&l) // a struct of numbers and strings: cannot fail
-	dst = append(dst, b...)
-	return append(dst, '\n')
+	dst = append(dst, `,"answer":`...)
+	dst = strconv.AppendBool(dst, e.answer)
+	dst = append(dst, `,"payload":"`...)
+	dst = hex.AppendEncode(dst, e.payload[:e.n])
+	dst = append(dst, '"')
+	if e.outSeq != 0 {
+		dst = append(dst, `,"out_seq":`...)
+		dst = strconv.AppendUint(dst, e.outSeq, 10)
+	}
+	if e.replay {
+		dst = append(dst, `,"replay":true`...)
+	}
+	if e.dropped {
+		dst = append(dst, `,"dropped":true`...)
+	}
+	return append(dst, "}\n"...)
+}
+
+// appendKindName appends KindName(k) without building the string.
+func appendKindName(dst []byte, k engine.OutputKind) []byte {
+	switch k {
+	case engine.KindAck, engine.KindReject, engine.KindExecution, engine.KindCancelled, engine.KindMarketData, engine.KindDuplicate:
+		return append(dst, KindName(k)...)
+	}
+	return strconv.AppendInt(append(dst, "kind_"...), int64(k), 10)
 }
 
 // Close stops the recorder after writing everything queued, flushes and

@@ -3,7 +3,9 @@ package client
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -236,5 +238,59 @@ func TestRecorderAddAfterClose(t *testing.T) {
 	rec.add(&f, 0, 1, &o, engine.AppendOutput(nil, &o), true, false)
 	if rec.Dropped() != 1 {
 		t.Fatalf("dropped %d, want 1", rec.Dropped())
+	}
+}
+
+// recordLineOf is what appendRecordLine encoded before it was hand
+// written: json.Marshal of the RecordLine; the two must agree byte for byte.
+func recordLineOf(e *recEntry) []byte {
+	l := RecordLine{WallNs: e.wallNs, MonoNs: e.monoNs, Node: e.node, Epoch: e.epoch, Seq: e.seq, Index: e.index,
+		Session: e.session, ClientOrderID: e.coid, Kind: KindName(e.kind), Answer: e.answer,
+		Payload: hex.EncodeToString(e.payload[:e.n])}
+	switch e.kind {
+	case engine.KindAck, engine.KindReject, engine.KindCancelled:
+		l.Result = l.Kind
+	case engine.KindDuplicate:
+		l.Result = KindName(e.orig)
+	}
+	b, _ := json.Marshal(&l)
+	return append(b, '\n')
+}
+
+func TestRecordLineIsTheJSONOfRecordLine(t *testing.T) {
+	kinds := []engine.OutputKind{engine.KindAck, engine.KindReject, engine.KindExecution, engine.KindCancelled,
+		engine.KindMarketData, engine.KindDuplicate, 0, 200}
+	for i, k := range kinds {
+		for _, answer := range []bool{false, true} {
+			e := recEntry{wallNs: -int64(i) * 1e18, monoNs: math.MaxInt64 - int64(i), node: math.MaxUint32, epoch: uint64(i),
+				seq: math.MaxUint64, index: -i, session: 77, coid: uint64(i) << 40, kind: k, orig: kinds[(i+2)%len(kinds)], answer: answer}
+			for j := range i * 7 {
+				e.payload[j] = byte(j * 37)
+			}
+			e.n = uint8(i * 7)
+			if i == len(kinds)-1 {
+				e.n = engine.MaxOutputLen
+			}
+			got, want := appendRecordLine(nil, &e), recordLineOf(&e)
+			if string(got) != string(want) {
+				t.Fatalf("kind %d answer %v:\n got %s\nwant %s", k, answer, got, want)
+			}
+			var l RecordLine
+			if err := json.Unmarshal(got, &l); err != nil || l.Kind != KindName(k) {
+				t.Fatalf("line does not read back: %v %+v", err, l)
+			}
+		}
+	}
+}
+
+// The recorder's writer encodes one line per output a recording client
+// receives: in steady state that must not allocate (it did: reflection, a
+// hex string and the marshalled copy, ~5 objects per output).
+func TestRecordLineAllocatesNothing(t *testing.T) {
+	e := recEntry{wallNs: 1, monoNs: 2, node: 1, epoch: 3, seq: 4, session: 5, coid: 6, kind: engine.KindDuplicate,
+		orig: engine.KindAck, answer: true, n: 32}
+	buf := make([]byte, 0, 512)
+	if n := testing.AllocsPerRun(1000, func() { buf = appendRecordLine(buf[:0], &e) }); n != 0 {
+		t.Fatalf("appendRecordLine: %v allocations per line, want 0", n)
 	}
 }

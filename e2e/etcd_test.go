@@ -202,7 +202,7 @@ func (c *ecluster) dialClient(primary *member) (*loadClient, *mdObserver) {
 	if err != nil {
 		c.t.Fatalf("client socket: %v", err)
 	}
-	lc := &loadClient{done: make(chan struct{}), tap: &tapConn{UDP: u}}
+	lc := &loadClient{done: make(chan struct{}), tap: newTapConn(u)}
 	lc.cl, err = client.Dial(client.Options{
 		Core:    client.Config{Session: loadSession},
 		Primary: c.addrs[primary.id],
@@ -215,26 +215,12 @@ func (c *ecluster) dialClient(primary *member) (*loadClient, *mdObserver) {
 	}
 	c.t.Cleanup(func() { lc.cl.Close() })
 
-	obs := &mdObserver{}
-	obs.conn, err = bus.ListenMulticast(bus.MulticastReceiverConfig{Group: c.md, Interface: "lo",
+	mu, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: c.md, Interface: "lo",
 		Tuning: bus.Tuning{RecvBufferBytes: 8 << 20}})
 	if err != nil {
 		c.t.Fatalf("market-data observer: %v", err)
 	}
-	obs.loop, err = bus.StartLoop(obs.conn, bus.LoopConfig{Idle: bus.Idle{Kind: bus.IdleBlock}},
-		func(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
-			now := time.Now()
-			obs.mu.Lock()
-			for i := range sizes {
-				obs.seen = recordOutputs(obs.seen, bufs[i][:sizes[i]], now)
-			}
-			obs.mu.Unlock()
-		})
-	if err != nil {
-		obs.conn.Close()
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(obs.close)
+	obs := observe(c.t, mu)
 	return lc, obs
 }
 

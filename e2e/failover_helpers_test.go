@@ -19,9 +19,8 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
+	harness "github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/netns"
-	"github.com/seqbus/seqbus/journal"
-	"github.com/seqbus/seqbus/wire"
 )
 
 // Failover layout on the LAN: hosts 0 and 1 run nodes 1 and 2 (roles come
@@ -42,10 +41,6 @@ const (
 	// margin and a 50 ms retry.
 	leaseDuration = time.Second
 	leaseMargin   = 150 * time.Millisecond
-	// blackoutTable is the nftables table a blackout installs.
-	blackoutTable = "seqbus_blackout"
-	// holdTable is the nftables table holdUnicast installs.
-	holdTable = "seqbus_hold"
 	// examplesMax bounds the examples a violated check keeps.
 	examplesMax = 5
 )
@@ -148,23 +143,22 @@ func (c *fcluster) startAll() {
 }
 
 // waitLeader waits until a node other than not reports itself primary,
-// holding the lease, at an epoch >= minEpoch.
+// holding the lease, at an epoch >= minEpoch (harness.PrimaryOf).
 func (c *fcluster) waitLeader(timeout time.Duration, not uint32, minEpoch uint64) (*member, status) {
 	c.t.Helper()
 	var leader *member
 	var st status
 	waitFor(c.t, timeout, "a leader", func() bool {
+		var cands []harness.Candidate
 		for _, m := range c.nodes {
-			if m.id == not || m.p == nil || m.p.exited() {
-				continue
-			}
-			s, ok := readStatus(m.dir)
-			if ok && s.Role == "primary" && s.Lease.Held && s.Epoch >= minEpoch {
-				leader, st = m, s
-				return true
-			}
+			cands = append(cands, harness.Candidate{ID: m.id, Dir: m.dir, Alive: m.p != nil && !m.p.exited()})
 		}
-		return false
+		id, s := harness.PrimaryOf(cands, not, minEpoch, true)
+		if id == 0 {
+			return false
+		}
+		leader, st = c.node(id), s
+		return true
 	})
 	return leader, st
 }
@@ -210,10 +204,11 @@ func (c *fcluster) stopAll(primary *member) {
 	}
 }
 
-// signal sends sig to m's process.
+// signal sends sig to p's process (harness.Proc.Signal: kill, stop,
+// continue).
 func signal(t *testing.T, p *proc, sig syscall.Signal) time.Time {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Signal(sig); err != nil {
 		t.Fatalf("%s: signal %v: %v", p.name, sig, err)
 	}
 	return time.Now()
@@ -232,36 +227,36 @@ func killProc(t *testing.T, p *proc) time.Time {
 // because it sees no gap); endBlackout removes the rule.
 func blackout(t *testing.T, h *netns.Host) {
 	t.Helper()
-	h.Run(t, "nft", "add", "table", "inet", blackoutTable)
-	h.Run(t, "nft", "add", "chain", "inet", blackoutTable, "input",
-		"{ type filter hook input priority 0 ; policy accept ; }")
-	h.Run(t, "nft", "add", "rule", "inet", blackoutTable, "input",
-		"udp", "dport", strconv.Itoa(groupPort), "counter", "drop")
+	if err := harness.Blackout(h.Name, groupPort); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func endBlackout(t *testing.T, h *netns.Host) {
 	t.Helper()
-	h.Run(t, "nft", "delete", "table", "inet", blackoutTable)
+	if err := harness.EndBlackout(h.Name); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // holdUnicast drops every unicast datagram from src arriving at host (a
 // standby's acks to its primary); releaseUnicast removes the rule.
 func holdUnicast(t *testing.T, h *netns.Host, src netip.Addr) {
 	t.Helper()
-	h.Run(t, "nft", "add", "table", "inet", holdTable)
-	h.Run(t, "nft", "add", "chain", "inet", holdTable, "input",
-		"{ type filter hook input priority 0 ; policy accept ; }")
-	h.Run(t, "nft", "add", "rule", "inet", holdTable, "input",
-		"ip", "saddr", src.String(), "udp", "dport", strconv.Itoa(listenPort), "counter", "drop")
+	if err := harness.HoldUnicast(h.Name, src, listenPort); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func releaseUnicast(t *testing.T, h *netns.Host) {
 	t.Helper()
-	h.Run(t, "nft", "delete", "table", "inet", holdTable)
+	if err := harness.ReleaseUnicast(h.Name); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // seenOutput is one output message the test received, with the header of
-// the frame that carried it.
+// the frame that carried it (harness.Seen, with the names the tests use).
 type seenOutput struct {
 	at    time.Time
 	node  uint32
@@ -272,52 +267,22 @@ type seenOutput struct {
 	o   engine.Output
 }
 
-// tapConn is the client's socket: it records every output it receives,
-// with the sender and epoch from the frame header, before the client
-// matches it. The record grows with the load: one entry per output, so
-// bounded by the commands sent times the outputs a command can cause.
-type tapConn struct {
-	*bus.UDP
-	mu   sync.Mutex
-	seen []seenOutput
+func seenOf(in []harness.Seen) []seenOutput {
+	out := make([]seenOutput, len(in))
+	for i, s := range in {
+		out[i] = seenOutput{at: s.At, node: s.Node, epoch: s.Epoch, seq: s.Seq, o: s.O}
+	}
+	return out
 }
 
-func (c *tapConn) Receive(bufs [][]byte, sizes []int, from []netip.AddrPort, wait time.Duration) (int, error) {
-	n, err := c.UDP.Receive(bufs, sizes, from, wait)
-	if n > 0 {
-		now := time.Now()
-		c.mu.Lock()
-		for i := range n {
-			c.seen = recordOutputs(c.seen, bufs[i][:sizes[i]], now)
-		}
-		c.mu.Unlock()
-	}
-	return n, err
-}
+// tapConn is the client's socket (harness.Tap): it records every output
+// it receives, with the sender and epoch from the frame header, before
+// the client matches it.
+type tapConn struct{ *harness.Tap }
 
-func (c *tapConn) snapshot() []seenOutput {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.seen)
-}
+func newTapConn(u *bus.UDP) *tapConn { return &tapConn{harness.NewTap(u)} }
 
-// recordOutputs appends every output message of an OUTPUT frame.
-func recordOutputs(dst []seenOutput, pkt []byte, at time.Time) []seenOutput {
-	f, _, err := wire.Parse(pkt)
-	if err != nil || f.Type != wire.TypeOutput {
-		return dst
-	}
-	it := f.Messages()
-	for {
-		_, msg, ok := it.Next()
-		if !ok {
-			return dst
-		}
-		if o, err := engine.ParseOutput(msg); err == nil {
-			dst = append(dst, seenOutput{at: at, node: f.Node, epoch: f.Epoch, seq: f.Seq, o: o})
-		}
-	}
-}
+func (c *tapConn) snapshot() []seenOutput { return seenOf(c.Snapshot()) }
 
 // loadClient is the test's own client (package client), with its socket
 // in the client host's namespace. It follows the witness's lease holder.
@@ -351,7 +316,7 @@ func (c *fcluster) dialClientWith(primary *member, key *auth.MasterKey) *loadCli
 		if err != nil {
 			return err
 		}
-		lc.tap = &tapConn{UDP: u}
+		lc.tap = newTapConn(u)
 		lc.cl, err = client.Dial(client.Options{
 			Core:    client.Config{Session: loadSession},
 			Primary: primary.addr(),
@@ -418,144 +383,40 @@ func (lc *loadClient) finish(t *testing.T, timeout time.Duration) {
 		lc.cl.Failovers(), lc.rep.Elapsed.Round(time.Millisecond), lc.err)
 }
 
-// mdObserver receives the market-data multicast on the client host.
-type mdObserver struct {
-	conn *bus.UDP
-	loop *bus.Loop
-	mu   sync.Mutex
-	seen []seenOutput
-}
+// mdObserver receives the market-data multicast on the client host
+// (harness.Observer).
+type mdObserver struct{ *harness.Observer }
 
 func (c *fcluster) observeMarketData() *mdObserver {
 	c.t.Helper()
-	group := netip.MustParseAddrPort(mdGroup)
-	obs := &mdObserver{}
+	var u *bus.UDP
 	err := c.client.Do(func() error {
-		u, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: c.client.Iface,
+		var err error
+		u, err = bus.ListenMulticast(bus.MulticastReceiverConfig{Group: netip.MustParseAddrPort(mdGroup), Interface: c.client.Iface,
 			Tuning: bus.Tuning{RecvBufferBytes: 8 << 20}})
-		if err != nil {
-			return err
-		}
-		obs.conn = u
-		return nil
+		return err
 	})
 	if err != nil {
 		c.t.Fatalf("market-data observer: %v", err)
 	}
-	obs.loop, err = bus.StartLoop(obs.conn, bus.LoopConfig{Idle: bus.Idle{Kind: bus.IdleBlock}},
-		func(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
-			now := time.Now()
-			obs.mu.Lock()
-			for i := range sizes {
-				obs.seen = recordOutputs(obs.seen, bufs[i][:sizes[i]], now)
-			}
-			obs.mu.Unlock()
-		})
-	if err != nil {
-		obs.conn.Close()
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(obs.close)
-	return obs
+	return observe(c.t, u)
 }
 
-func (o *mdObserver) close() {
-	o.conn.Close()
-	o.loop.Stop()
-}
-
-func (o *mdObserver) snapshot() []seenOutput {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.seen)
-}
-
-// replayed is the final primary's journal applied to a fresh engine.
-type replayed struct {
-	first, applied, hash uint64
-	epochs               []epochRun
-	// records counts journal records per client order id of loadSession
-	// (a resend after a failover is journaled again; the engine answers it
-	// as a duplicate).
-	records map[uint64]int
-	// results holds, per client order id, the Ack and Reject outputs the
-	// engine produced (not duplicates): applied once means exactly one.
-	results map[uint64][]engine.Output
-	// outputs is every output to loadSession, with multiplicity.
-	outputs map[engine.Output]int
-	// md[i] is the market-data output with MDSeq i+1.
-	md []engine.Output
-}
-
-type replayEmitter struct {
-	r   *replayed
-	err error
-}
-
-func (e *replayEmitter) Emit(to uint64, payload []byte) {
-	o, err := engine.ParseOutput(payload)
-	if err != nil {
-		e.err = err
-		return
-	}
-	r := e.r
-	switch {
-	case to == engine.MarketData:
-		if o.MDSeq != uint64(len(r.md))+1 && e.err == nil {
-			e.err = fmt.Errorf("replay: market-data seq %d after %d", o.MDSeq, len(r.md))
-		}
-		r.md = append(r.md, o)
-	case to == loadSession:
-		r.outputs[o]++
-		if o.Kind == engine.KindAck || o.Kind == engine.KindReject {
-			r.results[o.ClientOrderID] = append(r.results[o.ClientOrderID], o)
-		}
-	}
-}
-
-// replayJournal applies a stopped node's whole journal to a fresh engine
-// configured as cmd/seqbus configures it.
-func replayJournal(t *testing.T, dir string) *replayed {
+// observe records every output multicast to u until the test ends.
+func observe(t *testing.T, u *bus.UDP) *mdObserver {
 	t.Helper()
-	cfg := engine.DefaultConfig()
-	cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
-	eng, err := engine.New(cfg)
+	o, err := harness.Observe(u)
 	if err != nil {
+		u.Close()
 		t.Fatal(err)
 	}
-	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{})
-	if err != nil {
-		t.Fatalf("open journal %s: %v", dir, err)
-	}
-	defer j.Close()
-	r := &replayed{first: j.First(), records: map[uint64]int{}, results: map[uint64][]engine.Output{}, outputs: map[engine.Output]int{}}
-	if _, last := j.Last(); last == 0 {
-		return r
-	}
-	if r.first != 1 {
-		t.Fatalf("journal %s starts at %d: cannot replay from an empty state", dir, r.first)
-	}
-	em := &replayEmitter{r: r}
-	err = j.ReadFrom(1, func(epoch, seq uint64, payload []byte) bool {
-		if n := len(r.epochs); n == 0 || r.epochs[n-1].Epoch != epoch {
-			r.epochs = append(r.epochs, epochRun{Epoch: epoch, FirstSeq: seq})
-		}
-		r.epochs[len(r.epochs)-1].Records++
-		if h, err := engine.ParseCommand(payload); err == nil && h.Session == loadSession {
-			r.records[h.ClientOrderID]++
-		}
-		eng.Apply(seq, payload, em)
-		return true
-	})
-	if err == nil {
-		err = em.err
-	}
-	if err != nil {
-		t.Fatalf("replay %s: %v", dir, err)
-	}
-	r.applied, r.hash = eng.AppliedSeq(), eng.StateHash()
-	return r
+	t.Cleanup(o.Close)
+	return &mdObserver{o}
 }
+
+func (o *mdObserver) close() { o.Close() }
+
+func (o *mdObserver) snapshot() []seenOutput { return seenOf(o.Snapshot()) }
 
 // findings collects violated checks: for each check, how many violations
 // and a few examples. Safe runs require none; unsafe runs require their
@@ -604,138 +465,53 @@ func (f *findings) String() string {
 	return b.String()
 }
 
-// The checks.
+// The checks (harness.CheckHistory's, and the deposed primary's
+// silence the tests check themselves).
 const (
-	checkAllAnswered   = "every command answered"
-	checkInHistory     = "every answer in the final history"
-	checkIdentical     = "every output received identical in the final engine"
-	checkAppliedOnce   = "no (session, client order id) applied twice"
-	checkReplicas      = "standby identical to the final primary"
-	checkMDDuplicate   = "no market-data seq received twice"
-	checkMDReuse       = "no market-data seq reused with other content"
-	checkMDMonotonic   = "market-data seqs only increase across the failover"
-	checkDeposedSilent = "the deposed primary releases nothing after its lease"
+	checkAllAnswered   = harness.CheckAllAnswered
+	checkInHistory     = harness.CheckInHistory
+	checkIdentical     = harness.CheckIdentical
+	checkAppliedOnce   = harness.CheckAppliedOnce
+	checkReplicas      = harness.CheckReplicas
+	checkMDDuplicate   = harness.CheckMDDuplicate
+	checkMDReuse       = harness.CheckMDReuse
+	checkMDMonotonic   = harness.CheckMDMonotonic
+	checkDeposedSilent = harness.CheckDeposedSilent
 )
 
 // verify checks the stopped cluster against everything the client and the
-// market-data observer received. primary is the final primary.
+// market-data observer received (harness.CheckHistory). primary is the
+// final primary.
 func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *findings {
 	t := c.t
 	t.Helper()
-	f := &findings{}
-	if lc.err != nil || lc.rep.Stats.Answered != lc.rep.Sent {
-		f.add(checkAllAnswered, "answered %d of %d (%v)", lc.rep.Stats.Answered, lc.rep.Sent, lc.err)
-	}
-
 	standby := c.other(primary)
-	ps, ss := mustStatus(t, primary), mustStatus(t, standby)
-	for _, s := range []status{ps, ss} {
+	h := &harness.History{Sent: lc.rep.Sent, LoadErr: lc.err, Stats: lc.rep.Stats,
+		PrimaryStatus: mustStatus(t, primary), StandbyStatus: mustStatus(t, standby)}
+	for _, s := range []status{h.PrimaryStatus, h.StandbyStatus} {
 		t.Logf("node %d (%s, epoch %d): applied %d hash %#x journal [%d, %d] node %v",
 			s.ID, s.Role, s.Epoch, s.Applied, s.StateHash, s.Journal.FirstSeq, s.Journal.LastSeq, nonZero(s.Node))
-		if s.Node["HashMismatches"] != 0 {
-			f.add(checkReplicas, "node %d counted %d hash mismatches", s.ID, s.Node["HashMismatches"])
-		}
 	}
-	if ps.Role != "primary" || ss.Role != "standby" {
-		f.add(checkReplicas, "final roles: node %d %s, node %d %s", ps.ID, ps.Role, ss.ID, ss.Role)
-	}
-	if ss.Applied != ps.Applied || ss.StateHash != ps.StateHash || ss.Epoch != ps.Epoch {
-		f.add(checkReplicas, "standby %d at applied %d hash %#x epoch %d; primary %d at %d %#x epoch %d",
-			ss.ID, ss.Applied, ss.StateHash, ss.Epoch, ps.ID, ps.Applied, ps.StateHash, ps.Epoch)
-	}
-	var pd, sd journalDigest
-	var r *replayed
+	var perr, serr error
 	var wg sync.WaitGroup
-	wg.Go(func() { pd = readJournal(t, primary.dir) })
-	wg.Go(func() { sd = readJournal(t, standby.dir) })
-	wg.Go(func() { r = replayJournal(t, primary.dir) })
+	wg.Go(func() {
+		cfg := engine.DefaultConfig()
+		cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
+		h.Primary, perr = harness.ReadJournal(primary.dir, harness.JournalOptions{Replay: true, Engine: cfg, Session: loadSession})
+	})
+	wg.Go(func() { h.Standby, serr = harness.ReadJournal(standby.dir, harness.JournalOptions{}) })
 	wg.Wait()
-	if t.Failed() || r == nil {
-		// A reader failed (t.Fatalf in its goroutine ended only that
-		// goroutine): stop here rather than read its missing result.
-		t.FailNow()
+	if perr != nil || serr != nil {
+		t.Fatalf("journals: primary %v, standby %v", perr, serr)
 	}
-	if pd.last != sd.last || sd.first < pd.first {
-		f.add(checkReplicas, "journals: primary [%d, %d], standby [%d, %d]", pd.first, pd.last, sd.first, sd.last)
-	} else {
-		for seq := sd.first; seq <= sd.last; seq++ {
-			if sd.records[seq-sd.first] != pd.records[seq-pd.first] {
-				f.add(checkReplicas, "standby journal differs from the primary's at seq %d", seq)
-				break
-			}
-		}
-	}
-	t.Logf("final primary %d journal epochs %v; standby %d journal epochs %v", primary.id, pd.epochs, standby.id, sd.epochs)
-	if r.applied != ps.Applied || r.hash != uint64(ps.StateHash) {
-		f.add(checkReplicas, "replaying the primary's journal gives applied %d hash %#x; it reported %d %#x",
-			r.applied, r.hash, ps.Applied, ps.StateHash)
-	}
-
-	// Answers: each (session, id) answered is in the history, with the
-	// same result the history produces.
+	t.Logf("final primary %d journal epochs %v; standby %d journal epochs %v", primary.id, h.Primary.Epochs, standby.id, h.Standby.Epochs)
 	lc.mu.Lock()
-	results := slices.Clone(lc.results)
+	h.Results = slices.Clone(lc.results)
 	lc.mu.Unlock()
-	for _, res := range results {
-		if r.records[res.ClientOrderID] == 0 {
-			f.add(checkInHistory, "order %d answered %s (duplicate %v) but not in the final journal", res.ClientOrderID, client.KindName(res.Kind), res.Duplicate)
-			continue
-		}
-		got := r.results[res.ClientOrderID]
-		if len(got) == 0 || got[0].Kind != res.Kind {
-			f.add(checkInHistory, "order %d answered %s; the final history answers %v", res.ClientOrderID, client.KindName(res.Kind), got)
-		}
-	}
-	resent := 0
-	for id, n := range r.records {
-		if n > 1 {
-			resent++
-		}
-		if k := len(r.results[id]); k > 1 {
-			f.add(checkAppliedOnce, "order %d has %d results in the final history: %v", id, k, r.results[id])
-		}
-	}
-
-	// Every output the client received (acks, rejects, executions,
-	// cancels, duplicates as their original) is in the final history.
-	seen := lc.tap.snapshot()
-	for _, s := range seen {
-		o := s.o
-		if o.Kind == engine.KindMarketData {
-			continue
-		}
-		if o.Kind == engine.KindDuplicate {
-			o.Kind, o.Original = o.Original, 0
-		}
-		if r.outputs[o] == 0 {
-			f.add(checkIdentical, "%s of order %d (order id %d, trade %d) from node %d epoch %d is not in the final history",
-				client.KindName(s.o.Kind), o.ClientOrderID, o.OrderID, o.TradeID, s.node, s.epoch)
-		}
-	}
-
-	// Market data: no seq twice, each equal to the history's, increasing.
-	mds := md.snapshot()
-	count := map[uint64]int{}
-	var last uint64
-	for _, s := range mds {
-		o := s.o
-		if o.Kind != engine.KindMarketData {
-			continue
-		}
-		count[o.MDSeq]++
-		if count[o.MDSeq] == 2 {
-			f.add(checkMDDuplicate, "md seq %d received twice (now from node %d epoch %d)", o.MDSeq, s.node, s.epoch)
-		}
-		if o.MDSeq == 0 || o.MDSeq > uint64(len(r.md)) || r.md[o.MDSeq-1] != o {
-			f.add(checkMDReuse, "md seq %d from node %d epoch %d differs from the final history's", o.MDSeq, s.node, s.epoch)
-		}
-		if o.MDSeq <= last {
-			f.add(checkMDMonotonic, "md seq %d from node %d epoch %d after seq %d", o.MDSeq, s.node, s.epoch, last)
-		}
-		last = max(last, o.MDSeq)
-	}
-	t.Logf("verified: %d answers, %d outputs received, %d journaled twice (resends), %d market-data messages received of %d in the history; findings: %v",
-		len(results), len(seen), resent, len(count), len(r.md), f)
+	h.Seen, h.MD = lc.tap.Snapshot(), md.Snapshot()
+	f := &findings{}
+	n := harness.CheckHistory(h, f.add)
+	t.Logf("verified: %v; findings: %v", n, f)
 	return f
 }
 

@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,13 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	harness "github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/netns"
-	"github.com/seqbus/seqbus/journal"
-	"github.com/seqbus/seqbus/node"
 )
 
 // binary is the seqbus executable TestMain builds once per test binary run.
@@ -67,12 +63,13 @@ const (
 	logTailLines = 40
 )
 
-// proc is one child process running inside a host's namespace.
+// proc is one child process running inside a host's namespace: a thin
+// wrapper over harness.Proc that keeps the fields the tests read.
 type proc struct {
+	*harness.Proc
 	name    string
 	logPath string
 	cmd     *exec.Cmd
-	cancel  context.CancelFunc
 	done    chan struct{}
 	err     error // valid after done is closed
 }
@@ -83,29 +80,18 @@ type proc struct {
 // to a file in the test's temp dir; the process is killed at cleanup.
 func startProc(t *testing.T, host *netns.Host, name string, args ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	spec := harness.Spec{Name: name, Bin: binary, Args: args, Log: filepath.Join(t.TempDir(), name+".log"), Timeout: procTimeout}
+	if host != nil {
+		spec.Netns = host.Name
+	}
+	cp, err := harness.Start(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
-	cmd := exec.CommandContext(ctx, binary, args...)
-	if host != nil {
-		full := append([]string{"netns", "exec", host.Name, binary}, args...)
-		cmd = exec.CommandContext(ctx, "ip", full...)
-	}
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.WaitDelay = 5 * time.Second
-	p := &proc{name: name, logPath: logPath, cmd: cmd, cancel: cancel, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		logFile.Close()
-		t.Fatalf("start %s: %v", name, err)
-	}
+	p := &proc{Proc: cp, name: name, logPath: cp.LogPath, cmd: cp.Cmd, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
+		<-cp.Done()
+		p.err = cp.Err()
 		close(p.done)
 	}()
 	t.Cleanup(func() {
@@ -128,11 +114,8 @@ func (p *proc) exited() bool {
 
 // kill sends SIGKILL (if still running) and waits for the exit.
 func (p *proc) kill() {
-	if !p.exited() {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	}
+	p.Kill()
 	<-p.done
-	p.cancel()
 }
 
 // stop sends SIGTERM and waits for a clean exit (the node writes its
@@ -142,14 +125,10 @@ func (p *proc) stop(t *testing.T) {
 	if p.exited() {
 		t.Fatalf("%s exited early: %v", p.name, p.err)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		p.kill()
+	if _, err := p.Stop(stopTimeout); err != nil {
 		t.Fatalf("%s did not stop within %v of SIGTERM", p.name, stopTimeout)
 	}
-	p.cancel()
+	<-p.done
 	if p.err != nil {
 		t.Fatalf("%s: exit after SIGTERM: %v", p.name, p.err)
 	}
@@ -158,27 +137,19 @@ func (p *proc) stop(t *testing.T) {
 // wait waits up to timeout for the process to exit by itself.
 func (p *proc) wait(t *testing.T, timeout time.Duration) error {
 	t.Helper()
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(timeout):
+	if _, err := p.Wait(timeout); err != nil {
 		p.kill()
 		t.Fatalf("%s still running after %v", p.name, timeout)
 		return nil
 	}
+	<-p.done
+	return p.err
 }
 
-func (p *proc) log() string {
-	b, _ := os.ReadFile(p.logPath)
-	return string(b)
-}
+func (p *proc) log() string { return p.Log() }
 
 func (p *proc) printLog(t *testing.T) {
-	lines := strings.Split(strings.TrimRight(p.log(), "\n"), "\n")
-	if len(lines) > logTailLines {
-		lines = append([]string{fmt.Sprintf("... (%d lines cut)", len(lines)-logTailLines)}, lines[len(lines)-logTailLines:]...)
-	}
-	t.Logf("---- %s log (%s) ----\n%s", p.name, p.logPath, strings.Join(lines, "\n"))
+	t.Logf("---- %s log (%s) ----\n%s", p.name, p.logPath, p.LogTail(logTailLines))
 }
 
 // member is one replica: its host, id, journal directory and process.
@@ -360,44 +331,11 @@ func (l *loadRun) finish(t *testing.T, timeout time.Duration) clientSummary {
 }
 
 // status is the part of a node's status.json the tests read.
-type status struct {
-	ID       uint32 `json:"id"`
-	Role     string `json:"role"`
-	Epoch    uint64 `json:"epoch"`
-	Applied  uint64 `json:"applied"`
-	Durable  uint64 `json:"durable"`
-	Released uint64 `json:"released"`
-	Ack      uint64 `json:"ack"`
-	Primary  uint32 `json:"primary"`
-	Lease    struct {
-		Held        bool   `json:"held"`
-		Epoch       uint64 `json:"epoch"`
-		RemainingNs int64  `json:"remaining_ns"`
-	} `json:"lease"`
-	StateHash node.Hash64 `json:"state_hash"`
-	Journal   struct {
-		FirstSeq uint64 `json:"first_seq"`
-		LastSeq  uint64 `json:"last_seq"`
-	} `json:"journal"`
-	Node      map[string]uint64 `json:"node"`
-	Sequencer map[string]uint64 `json:"sequencer"`
-	Window    map[string]uint64 `json:"window"`
-	Multicast struct {
-		DatagramsReceived uint64
-		ReceiveOverflows  uint64
-	} `json:"multicast"`
-}
+type status = harness.Status
 
 func readStatus(dir string) (status, bool) {
-	var s status
-	b, err := os.ReadFile(filepath.Join(dir, "status.json"))
-	if err != nil {
-		return s, false
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return s, false
-	}
-	return s, true
+	s, err := harness.ReadStatus(dir)
+	return s, err == nil
 }
 
 func mustStatus(t *testing.T, m *member) status {
@@ -421,65 +359,28 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// journalDigest is one record digest per seq, from first to last.
+// journalDigest is one record digest per seq, from first to last
+// (harness.ReadJournal's).
 type journalDigest struct {
 	dir         string
 	first, last uint64
 	epochs      []epochRun // epochs in log order
-	// records[i] digests seq first+i: the payload's length and CRC32C
-	// with the epoch mixed in. CRC32C runs in assembly (SSE4.2), which
-	// the race detector does not slow; a single differing record escapes
-	// it with probability 2^-32, and a real divergence spans many.
-	records []uint64
+	records     []uint64   // records[i] digests seq first+i
+	j           *harness.Journal
 }
 
 // epochRun is a run of records with the same epoch.
-type epochRun struct{ Epoch, FirstSeq, Records uint64 }
+type epochRun = harness.EpochRun
 
-var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
-
-// readJournal opens a stopped node's journal (journal.Open verifies every
-// record's CRC) and digests every record, checking that seqs are
-// contiguous.
+// readJournal opens a stopped node's journal and digests every record,
+// checking that seqs are contiguous.
 func readJournal(t *testing.T, dir string) journalDigest {
 	t.Helper()
-	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{})
+	j, err := harness.ReadJournal(dir, harness.JournalOptions{})
 	if err != nil {
-		t.Fatalf("open journal %s: %v", dir, err)
+		t.Fatal(err)
 	}
-	defer j.Close()
-	d := journalDigest{dir: dir, first: j.First()}
-	_, d.last = j.Last()
-	if d.last < d.first {
-		return d
-	}
-	d.records = make([]uint64, 0, d.last-d.first+1)
-	next := d.first
-	var seqErr error
-	err = j.ReadFrom(d.first, func(epoch, seq uint64, payload []byte) bool {
-		if seq != next {
-			seqErr = fmt.Errorf("seq %d where %d was expected", seq, next)
-			return false
-		}
-		next++
-		if n := len(d.epochs); n == 0 || d.epochs[n-1].Epoch != epoch {
-			d.epochs = append(d.epochs, epochRun{Epoch: epoch, FirstSeq: seq})
-		}
-		d.epochs[len(d.epochs)-1].Records++
-		c := crc32.Checksum(payload, castagnoliTable) ^ uint32(epoch*0x9e3779b1)
-		d.records = append(d.records, uint64(len(payload))<<32|uint64(c))
-		return true
-	})
-	if err == nil {
-		err = seqErr
-	}
-	if err != nil {
-		t.Fatalf("read journal %s: %v", dir, err)
-	}
-	if next != d.last+1 {
-		t.Fatalf("journal %s: read up to %d, Last says %d", dir, next-1, d.last)
-	}
-	return d
+	return journalDigest{dir: dir, first: j.First, last: j.Last, epochs: j.Epochs, records: j.Digests, j: j}
 }
 
 // compareJournals checks that got holds exactly want's records over got's
@@ -487,18 +388,8 @@ func readJournal(t *testing.T, dir string) journalDigest {
 // (a standby restored from a snapshot) is compared from its first seq.
 func compareJournals(t *testing.T, want, got journalDigest) {
 	t.Helper()
-	if got.last != want.last {
-		t.Errorf("journal %s ends at %d, %s at %d", got.dir, got.last, want.dir, want.last)
-	}
-	if got.first < want.first {
-		t.Errorf("journal %s starts at %d, before %s at %d", got.dir, got.first, want.dir, want.first)
-		return
-	}
-	for seq := got.first; seq <= min(got.last, want.last); seq++ {
-		if got.records[seq-got.first] != want.records[seq-want.first] {
-			t.Errorf("journal %s differs from %s at seq %d", got.dir, want.dir, seq)
-			return
-		}
+	for _, diff := range harness.CompareJournals(want.j, got.j) {
+		t.Error(diff)
 	}
 }
 

@@ -105,7 +105,7 @@ func sessionReplayRun(t *testing.T, lossMod int) {
 		if err != nil {
 			return err
 		}
-		lc.tap = &tapConn{UDP: u}
+		lc.tap = newTapConn(u)
 		lc.cl, err = client.Dial(client.Options{
 			Core:    client.Config{Session: loadSession},
 			Primary: old.addr(), Idle: bus.Idle{Kind: bus.IdleBlock}, Conn: lc.tap,

@@ -413,34 +413,46 @@ func walkSegment(j *Journal, ref segRef, last bool, epochFence *uint64, d *Descr
 	if reason == "" {
 		kind, reason = ProblemTrailing, "non-zero bytes after the end of the log"
 	}
+	p := Problem{Kind: kind, File: ref.file, Offset: off, Seq: expect, Reason: reason}
+	return info, true, j.segmentEnd(&info, last, p, d, inPrefix)
+}
+
+// segmentEnd classifies what follows a segment's last valid record (at
+// p.Offset; p says why the walk stopped there): in a rolled segment, any
+// non-zero byte is a problem that ends the valid prefix, as is a segment
+// with no record; in the last, valid records after it are, and anything
+// else non-zero is a torn tail Open would cut.
+func (j *Journal) segmentEnd(info *SegmentInfo, last bool, p Problem, d *Description, inPrefix *bool) error {
+	off, expect := p.Offset, p.Seq
 	if !last {
-		_, nonZero, err := r.nextNonZero(off)
+		_, nonZero, err := j.reader.nextNonZero(off)
 		if err != nil {
-			return info, false, err
+			return err
 		}
 		switch {
 		case nonZero:
-			d.Problems = append(d.Problems, Problem{Kind: kind, File: ref.file, Offset: off, Seq: expect, Reason: reason})
+			d.Problems = append(d.Problems, p)
 			*inPrefix = false
 		case info.Records == 0:
-			d.Problems = append(d.Problems, Problem{Kind: ProblemEmptySegment, File: ref.file, Offset: 0, Seq: expect, Reason: "rolled segment holds no record"})
+			d.Problems = append(d.Problems, Problem{Kind: ProblemEmptySegment, File: p.File, Offset: 0, Seq: expect, Reason: "rolled segment holds no record"})
 			*inPrefix = false
 		}
-		return info, true, nil
+		return nil
 	}
 	lastNonZero, found, err := j.scanTail(off, expect)
 	if err != nil {
-		return info, false, err
+		return err
 	}
 	switch {
 	case found:
-		d.Problems = append(d.Problems, Problem{Kind: kind, File: ref.file, Offset: off, Seq: expect, Reason: reason + ", with valid records after it"})
+		p.Reason += ", with valid records after it"
+		d.Problems = append(d.Problems, p)
 		*inPrefix = false
 	case lastNonZero >= off:
-		d.TornTail = &Problem{Kind: ProblemTornTail, File: ref.file, Offset: off, Seq: expect,
-			Reason: fmt.Sprintf("%s: %d bytes after the last valid record, no valid record after them; Open would cut them", reason, lastNonZero+1-off)}
+		d.TornTail = &Problem{Kind: ProblemTornTail, File: p.File, Offset: off, Seq: expect,
+			Reason: fmt.Sprintf("%s: %d bytes after the last valid record, no valid record after them; Open would cut them", p.Reason, lastNonZero+1-off)}
 	}
-	return info, true, nil
+	return nil
 }
 
 // inspectSnapshots verifies every snapshot whole (header, file CRC, lz4

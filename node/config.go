@@ -139,6 +139,10 @@ type Config struct {
 	// keeps for replay (sessionreplay.go): 0 is DefaultSessionHistory,
 	// below 0 keeps none (replay requests are refused).
 	SessionHistory int
+	// MDRingUpdates is how many recent market-data updates every node
+	// keeps to answer re-requests and to publish again at promotion
+	// (DefaultMDRingUpdates; see mdfeed.go).
+	MDRingUpdates int
 
 	// NewStateMachine builds the replicated state machine (the bus knows it
 	// only through engine.StateMachine).
@@ -258,6 +262,9 @@ func (c *Config) withDefaults() error {
 	if c.SessionHistory > MaxSessionHistory {
 		return fmt.Errorf("%w: session history %d outputs over the limit %d", ErrConfig, c.SessionHistory, MaxSessionHistory)
 	}
+	if err := c.mdDefaults(); err != nil {
+		return err
+	}
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
@@ -283,4 +290,9 @@ type Unsafe struct {
 	// is never delivered, nor anything after it. Test-only (the
 	// simulator's mutation tests); no flag sets it.
 	NoSessionReplay bool
+	// NoMDRepublish: a promoted standby does not publish the market data
+	// above the old primary's last release (a hole in the feed at every
+	// failover). Test-only (the simulator's mutation tests); no flag sets
+	// it.
+	NoMDRepublish bool
 }

@@ -50,6 +50,7 @@ func manualNode(tb testing.TB, role Role, clk *stepClock) *Node {
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Role: role, Epoch: 1, Journal: journal.Options{Policy: journal.SyncGroup, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
+		MarketData: netip.MustParseAddrPort("239.1.1.1:3"), MDRingUpdates: 64,
 	}
 	delete(cfg.Peers, cfg.ID)
 	n, err := New(cfg)
@@ -89,6 +90,10 @@ func fuzzSeeds() [][]byte {
 	out = append(out, sr.Append(nil))
 	rr := wire.ReplayRequest{Origin: wire.Origin{Node: 5}, Session: 5, From: 1}
 	out = append(out, rr.Append(nil))
+	mr := wire.MDRequest{Origin: wire.Origin{Stream: 9, Node: 5}, Kind: wire.MDRequestRange, First: 1, Count: 10}
+	out = append(out, mr.Append(nil))
+	ms := wire.MDRequest{Origin: wire.Origin{Stream: 9, Node: 5}, Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments}
+	out = append(out, ms.Append(nil))
 	return out
 }
 

@@ -155,6 +155,7 @@ type Node struct {
 	closed   bool
 
 	stats Stats
+	md    mdFeed // market-data ring and recovery (mdfeed.go)
 }
 
 // New opens the journal, recovers the state machine from the latest
@@ -183,6 +184,7 @@ func New(cfg Config) (*Node, error) {
 	n.emitter.n = n
 	n.hist = newSessionHistory(cfg.SessionHistory)
 	n.replayBatch = wire.NewBatch(datagramLen(cfg.Key != nil))
+	n.mdInit()
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	if cfg.TraceStages > 0 {
 		var ms runtime.MemStats
@@ -418,7 +420,7 @@ func (n *Node) rebuildState() error {
 			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
 		}
 		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
-			eng.Apply(seq, payload, n.applyOut(seq))
+			eng.Apply(seq, payload, n.applyOut(seq)) // refills the session history and the market-data ring
 			if o := n.cfg.Observer; o != nil {
 				o.Applied(n.cfg.ID, epoch, seq, payload)
 			}
@@ -601,6 +603,10 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 	}
 	if f.Type == wire.TypeReplayRequest {
 		n.onReplayRequest(&f, from, now) // from a client, like COMMAND
+		return
+	}
+	if wire.IsMDRecovery(f.Type) {
+		n.onMDRecovery(&f, from, now)
 		return
 	}
 	if f.Node == n.cfg.ID && f.Type != wire.TypeCommand {

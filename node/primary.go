@@ -71,6 +71,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		return err
 	}
 	n.pub = pub
+	n.mdPromoted()
 	if seq, ok := n.latestSnapshotSeq(); ok {
 		n.seqr.SetSnapshotSeq(seq)
 	}
@@ -158,7 +159,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.SessionsFull++
 			continue
 		}
-		if n.pub.Len()+outputReserve > n.pub.Cap() {
+		if n.pub.Len()+outputReserve > n.pub.Cap() || n.mdFull() {
 			n.stats.Backpressure++
 			continue
 		}
@@ -307,6 +308,9 @@ type primaryEmitter struct{ n *Node }
 
 func (e *primaryEmitter) Emit(to uint64, payload []byte) {
 	n := e.n
+	if to == engine.MarketData && n.mdApplied(payload) {
+		return // kept in the ring; published from it as released moves (mdfeed.go)
+	}
 	if len(payload) > MaxOutputBytes {
 		n.stats.OutputsLost++
 		n.cfg.Log.Error("engine output larger than the gate's slot; dropped", "bytes", len(payload))
@@ -352,6 +356,7 @@ func (n *Node) release(now int64) {
 	}
 	n.stats.Released = n.gate.Released()
 	n.recordReleases(now)
+	n.mdAfterRelease(now)
 }
 
 // recordReleases adds assign -> release latency for every seq released

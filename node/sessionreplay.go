@@ -164,25 +164,36 @@ func (h *sessionHistory) plan(session, from, released uint64, max int) replayPla
 	return p
 }
 
-// historyEmitter records a standby's (or a rebuilding node's) outputs in
-// the history and drops them otherwise; seq is the command being applied.
+// historyEmitter records a standby's (or a rebuilding node's) outputs:
+// those to sessions in the history, market data in the market-data ring
+// (mdfeed.go) when there is one; seq is the command being applied.
+// mdToo is false for the scratch state machine of historyBelowSnapshot,
+// whose market data is older than the ring's.
 type historyEmitter struct {
-	n   *Node
-	seq uint64
+	n     *Node
+	seq   uint64
+	mdToo bool
 }
 
 func (e *historyEmitter) Emit(to uint64, payload []byte) {
+	if to == engine.MarketData {
+		if md := e.n.mdStandbyEmitter(); md != nil && e.mdToo {
+			md.Emit(to, payload)
+		}
+		return
+	}
 	e.n.recordHistory(e.seq, to, payload)
 }
 
 // applyOut returns the emitter a node that does not release (a standby,
-// a rebuild from the journal) applies seq with: the history's, or nil
-// without one (then the engine skips encoding its outputs).
+// a rebuild from the journal) applies seq with: the history's (which
+// passes market data on to the ring), the ring's alone without a history,
+// or nil without either (then the engine skips encoding its outputs).
 func (n *Node) applyOut(seq uint64) engine.Emitter {
 	if n.hist == nil {
-		return nil
+		return n.mdStandbyEmitter()
 	}
-	n.histEmitter.n, n.histEmitter.seq = n, seq
+	n.histEmitter.n, n.histEmitter.seq, n.histEmitter.mdToo = n, seq, true
 	return &n.histEmitter
 }
 
@@ -234,11 +245,13 @@ func (n *Node) historyBelowSnapshot() error {
 	if err != nil {
 		return err
 	}
+	em := &historyEmitter{n: n} // sessions only: this market data is older than the ring's
 	err = n.j.ReadFrom(1, func(_, seq uint64, payload []byte) bool {
 		if seq > upto {
 			return false
 		}
-		scratch.Apply(seq, payload, n.applyOut(seq))
+		em.seq = seq
+		scratch.Apply(seq, payload, em)
 		return true
 	})
 	if err != nil {

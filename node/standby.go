@@ -47,7 +47,7 @@ func (n *Node) applyFromWindow(seq uint64, payload []byte) {
 		}
 		return
 	}
-	n.eng.Apply(seq, payload, n.applyOut(seq))
+	n.eng.Apply(seq, payload, n.applyOut(seq)) // the session history and the market-data ring
 	if o := n.cfg.Observer; o != nil {
 		o.Applied(n.cfg.ID, epoch, seq, payload)
 	}
@@ -124,6 +124,7 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		n.win.ObserveHighest(f.Seq)
+		n.mdOnHeartbeat(f, now)
 	case wire.TypeHash:
 		if !n.acceptEpoch(f, now) {
 			return

@@ -204,6 +204,7 @@ type Status struct {
 		LastSeq  uint64 `json:"last_seq"`
 	} `json:"journal"`
 	Node      Stats        `json:"node"`
+	MD        MDStats      `json:"md"` // market-data ring and recovery (mdfeed.go)
 	Sequencer any          `json:"sequencer,omitempty"`
 	Window    any          `json:"window,omitempty"`
 	Naks      any          `json:"naks,omitempty"`
@@ -260,6 +261,7 @@ func (n *Node) statusLocked() Status {
 		StartedAt:       n.start.UTC().Format(time.RFC3339Nano),
 		WriteIntervalNs: StatusIntervalNs,
 	}
+	st.MD = n.mdStats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.primaryID
 	// Copies: the status is marshalled outside the lock, while the node

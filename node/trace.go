@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"runtime"
 
 	"github.com/seqbus/seqbus/bus"
@@ -24,6 +25,10 @@ type stageTrace struct {
 	sequenced, session, orderID, acked, durable, released, applied int
 	// mallocs0 is runtime.MemStats.Mallocs when the node started.
 	mallocs0 uint64
+	// window measures the bench's measured commands only (TraceWindow);
+	// lastSeq is the seq of its last command once sequenced (primary).
+	window  *stagetrace.Window
+	lastSeq uint64
 }
 
 func newStageTrace(n *Node, rows int) (*stageTrace, error) {
@@ -43,14 +48,19 @@ func newStageTrace(n *Node, rows int) (*stageTrace, error) {
 
 func (t *stageTrace) Applied(id uint32, epoch, seq uint64, cmd []byte) {
 	now := monotime.Now()
+	h, herr := engine.ParseCommand(cmd)
 	if t.n.role == RolePrimary {
 		t.rec.Set(t.sequenced, seq, now)
-		if h, err := engine.ParseCommand(cmd); err == nil {
+		if herr == nil {
 			t.rec.Set(t.session, seq, int64(h.Session))
 			t.rec.Set(t.orderID, seq, int64(h.ClientOrderID))
+			t.primaryWindow(h.ClientOrderID, seq)
 		}
 	} else {
 		t.rec.Set(t.applied, seq, now)
+		if herr == nil {
+			t.window.Handled(h.ClientOrderID)
+		}
 	}
 	if t.next != nil {
 		t.next.Applied(id, epoch, seq, cmd)
@@ -69,8 +79,24 @@ func (t *stageTrace) Installed(id uint32, seq uint64) {
 	}
 }
 
+// primaryWindow opens the window when the primary sequences the first
+// measured command and remembers the last one's seq, for Released.
+func (t *stageTrace) primaryWindow(orderID, seq uint64) {
+	w := t.window
+	if w == nil || orderID < w.From {
+		return
+	}
+	w.Open()
+	if orderID == w.To && t.lastSeq == 0 {
+		t.lastSeq = seq
+	}
+}
+
 func (t *stageTrace) Released(r ReleaseEvent) {
 	t.rec.Stamp(t.released, r.Released, monotime.Now())
+	if t.lastSeq != 0 && r.Released >= t.lastSeq {
+		t.window.Close()
+	}
 	if t.next != nil {
 		t.next.Released(r)
 	}
@@ -116,6 +142,43 @@ func (s *Status) Syscalls() uint64 {
 	return sum
 }
 
+// TraceWindow makes the stage trace (Config.TraceStages) measure
+// allocations and socket calls over the bench's measured commands, client
+// order ids from..to (stagetrace.Window: the primary opens the window
+// when it sequences the first and closes it when it releases the last; a
+// standby opens and closes it as it applies them). Call it before the
+// first measured command arrives. It is an error without TraceStages.
+func (n *Node) TraceWindow(from, to uint64) error {
+	if n.trace == nil {
+		return ErrConfig
+	}
+	w, err := stagetrace.NewWindow(from, to, n.socketSyscalls)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	n.mu.Lock()
+	n.trace.window = w
+	n.mu.Unlock()
+	return nil
+}
+
+// socketSyscalls is Status.Syscalls read straight from the sockets'
+// atomic counters (no lock, no allocation), for the trace window, which
+// samples it under the node's lock.
+func (n *Node) socketSyscalls() uint64 {
+	var sum uint64
+	for _, s := range [...]Endpoint{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
+		if s == nil {
+			continue
+		}
+		c := s.Counters()
+		for i := range c.SendBatches {
+			sum += c.SendBatches[i] + c.ReceiveBatches[i]
+		}
+	}
+	return sum
+}
+
 // WriteTrace writes the stage trace (Config.TraceStages) to path with the
 // node's role, pid, mallocs since New, syscalls and commands. Call it
 // after Close. It is an error without TraceStages.
@@ -132,6 +195,10 @@ func (n *Node) WriteTrace(path string, pid int) error {
 		role = stagetrace.RolePrimary
 		commands = st.Node.Commands
 	}
-	return n.trace.rec.WriteFile(path, stagetrace.Header{Role: role, ID: n.cfg.ID, Pid: uint32(pid),
-		Mallocs: ms.Mallocs - n.trace.mallocs0, Syscalls: st.Syscalls(), Commands: commands, GOMAXPROCS: uint32(runtime.GOMAXPROCS(0))})
+	h := stagetrace.Header{Role: role, ID: n.cfg.ID, Pid: uint32(pid),
+		Mallocs: ms.Mallocs - n.trace.mallocs0, Syscalls: st.Syscalls(), Commands: commands, GOMAXPROCS: uint32(runtime.GOMAXPROCS(0))}
+	n.mu.Lock()
+	n.trace.window.Fill(&h)
+	n.mu.Unlock()
+	return n.trace.rec.WriteFile(path, h)
 }

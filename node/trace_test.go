@@ -19,6 +19,9 @@ func TestTraceStages(t *testing.T) {
 	defer c.closeAll()
 	for id := uint32(1); id <= 2; id++ {
 		c.start(id, func(cfg *Config) { cfg.TraceStages = 1000 })
+		if err := c.nodes[id].TraceWindow(101, 500); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cl := dialClient(t, c.addrs[1], 7)
 	defer cl.Close()
@@ -45,6 +48,15 @@ func TestTraceStages(t *testing.T) {
 	p, s := traces[1], traces[2]
 	if p.Role != stagetrace.RolePrimary || s.Role != stagetrace.RoleStandby || p.Commands != n || p.Syscalls == 0 || p.Pid != uint32(os.Getpid()) {
 		t.Fatalf("headers %+v %+v", p.Header, s.Header)
+	}
+	// The measured window (client order ids 101..500) closed on both,
+	// with the socket calls of 400 commands in it and fewer than the
+	// whole life's.
+	for _, tr := range []*stagetrace.Trace{p, s} {
+		h := tr.Header
+		if !h.WindowClosed || h.WindowFrom != 101 || h.WindowTo != 500 || h.WindowSyscalls == 0 || h.WindowSyscalls >= h.Syscalls {
+			t.Fatalf("%s window %+v", h.Role, h)
+		}
 	}
 	ids := map[int64]bool{}
 	for seq := 1; seq <= n; seq++ {

@@ -132,6 +132,9 @@ type Sequencer struct {
 	started      bool
 
 	stats Stats
+
+	// released, mdReleased: what HEARTBEAT carries (SetReleased).
+	released, mdReleased uint64
 }
 
 // New returns a sequencer that leads under epoch and continues after
@@ -236,9 +239,17 @@ func (s *Sequencer) Tick(nowNs int64) bool {
 	return true
 }
 
+// SetReleased records the runtime's released watermark and the MD seq of
+// the last market-data update it released; every later HEARTBEAT carries
+// them, so a standby promoted after this primary dies knows which market
+// data it must publish again.
+func (s *Sequencer) SetReleased(released, mdSeq uint64) {
+	s.released, s.mdReleased = released, mdSeq
+}
+
 // Heartbeat multicasts a HEARTBEAT now.
 func (s *Sequencer) Heartbeat(nowNs int64) {
-	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent}
+	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased}
 	s.tmp = hb.Append(s.tmp[:0])
 	s.out.Multicast(s.tmp)
 	s.stats.Heartbeats++

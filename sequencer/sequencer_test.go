@@ -459,3 +459,18 @@ func TestJournalRetransmitKeepsRecordEpochs(t *testing.T) {
 		}
 	}
 }
+
+func TestHeartbeatCarriesReleased(t *testing.T) {
+	out := &recorder{}
+	s := New(Config{Stream: 1, Node: 1}, 3, 0, out, nil)
+	s.SetReleased(41, 977)
+	s.Heartbeat(1)
+	f, _, err := wire.Parse(out.multicast[len(out.multicast)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := wire.DecodeHeartbeat(&f)
+	if err != nil || hb.Released != 41 || hb.MDSeq != 977 {
+		t.Fatalf("heartbeat %+v, %v", hb, err)
+	}
+}

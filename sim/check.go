@@ -164,6 +164,11 @@ type checker struct {
 	canonCmd   [][]byte
 	outputs    map[string]int // session|payload -> released count
 	mdBySeq    map[uint64]string
+	// publishedMD: every MD seq some node sent to the market-data group,
+	// before the network's loss (mdcheck.go).
+	publishedMD map[uint64]bool
+	// mdPastRing sums the nodes' md.RepublishMissed (mdcheck.go).
+	mdPastRing uint64
 	results    map[[2]uint64]string // (session, id) -> first result payload
 
 	lastReleaseEpoch uint64
@@ -183,7 +188,7 @@ type checker struct {
 
 	received   []string // session|payload of every output clients received
 	receivedMD []string
-	// Session histories (invariant 8): per session, the payloads of its
+	// Session histories (invariant 9): per session, the payloads of its
 	// numbered outputs in the released history (index OutSeq-1), and those
 	// its client delivered, in order (a duplicate answer as its original).
 	history   map[uint64][]string
@@ -208,7 +213,7 @@ func newChecker(s *sim) *checker {
 	n := numNodes + 1
 	return &checker{
 		s: s, links: map[uint64]chainLink{}, stateOf: map[uint64]uint64{}, chainOf: map[stateKey]uint64{},
-		cur: make([]*trackedSM, n), ref: ref, outputs: map[string]int{}, mdBySeq: map[uint64]string{},
+		cur: make([]*trackedSM, n), ref: ref, outputs: map[string]int{}, mdBySeq: map[uint64]string{}, publishedMD: map[uint64]bool{},
 		results: map[[2]uint64]string{}, accepted: make([]uint64, n), replaying: make([]bool, n),
 		grants: map[[2]uint64]int64{}, acks: map[[3]uint64]uint64{}, leaders: map[uint64][2]uint64{},
 		history: map[uint64][]string{}, delivered: map[uint64][]string{},
@@ -469,7 +474,7 @@ func (c *checker) onClientOutput(session uint64, payload []byte) {
 		}
 		d := c.delivered[session]
 		if o.OutSeq != uint64(len(d))+1 {
-			c.violate(8, "%sclient %d delivered its output %d after %d: not a gap-free prefix of its session's history", c.sessionDiag(session), session, o.OutSeq, len(d))
+			c.violate(9, "%sclient %d delivered its output %d after %d: not a gap-free prefix of its session's history", c.sessionDiag(session), session, o.OutSeq, len(d))
 		}
 		c.delivered[session] = append(d, string(orig))
 	}
@@ -523,7 +528,7 @@ func (c *checker) checkReceived() {
 	}
 }
 
-// checkSessions is invariant 8 at the end of a live run: every session's
+// checkSessions is invariant 9 at the end of a live run: every session's
 // delivered outputs are its outputs in the final history, in order, each
 // once, all of them (the released history is then the whole history).
 func (c *checker) checkSessions(sessions []uint64) {
@@ -531,12 +536,12 @@ func (c *checker) checkSessions(sessions []uint64) {
 		d, h := c.delivered[s], c.history[s]
 		for i := range d {
 			if i >= len(h) || d[i] != h[i] {
-				c.violate(8, "%sclient %d delivered as its output %d something else than the final history's (history holds %d)", c.sessionDiag(s), s, i+1, len(h))
+				c.violate(9, "%sclient %d delivered as its output %d something else than the final history's (history holds %d)", c.sessionDiag(s), s, i+1, len(h))
 				return
 			}
 		}
 		if len(d) < len(h) {
-			c.violate(8, "%sclient %d delivered %d of its session's %d outputs in the final history: %d missing from output %d on",
+			c.violate(9, "%sclient %d delivered %d of its session's %d outputs in the final history: %d missing from output %d on",
 				c.sessionDiag(s), s, len(d), len(h), len(h)-len(d), len(d)+1)
 			return
 		}

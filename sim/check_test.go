@@ -290,7 +290,7 @@ func TestCheckerStepDownFromOwnEpoch(t *testing.T) {
 	}
 }
 
-// TestCheckerSessions: invariant 8. Delivering a session's outputs in
+// TestCheckerSessions: invariant 9. Delivering a session's outputs in
 // order and all of them passes; delivering one past the next, or stopping
 // short of the history at the end, is a violation.
 func TestCheckerSessions(t *testing.T) {
@@ -314,7 +314,7 @@ func TestCheckerSessions(t *testing.T) {
 	grant(s, c, 1, 1)
 	release(c, 1, 1, 2)
 	c.onClientOutput(1, ackOf(2, 2)) // output 1 skipped
-	wantViolation(t, c, "invariant 8")
+	wantViolation(t, c, "invariant 9")
 
 	s, c = newTestChecker(t)
 	apply(t, c, 1, order(1, 1, 1000), order(1, 2, 1000))
@@ -325,5 +325,5 @@ func TestCheckerSessions(t *testing.T) {
 		t.Fatal("caught up with output 2 never delivered")
 	}
 	c.checkSessions([]uint64{1})
-	wantViolation(t, c, "invariant 8")
+	wantViolation(t, c, "invariant 9")
 }

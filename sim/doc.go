@@ -65,7 +65,12 @@
 //  6. A (session, client order id) is answered with one result only.
 //  7. Liveness: after the faults stop, every command is answered and the
 //     replicas converge within the quiet phase.
-//  8. Sessions: every client delivers its session's outputs as a gap-free
+//  8. Market data has no hole: every MD seq of the released history was
+//     sent to the market-data group by some node (before the network's
+//     loss, which consumers repair by re-request): what a primary applied
+//     but never released before it crashed or was deposed, the next one
+//     publishes at promotion (mutation no-md-republish turns that off).
+//  9. Sessions: every client delivers its session's outputs as a gap-free
 //     prefix of that session's outputs in the final history (the next
 //     output seq each time, once), and at the end of the quiet phase the
 //     whole of it: outputs lost on the network or never released by a

@@ -148,37 +148,8 @@ func (s *sim) startFault(i int) {
 		other = standbyOf(p, f.pick)
 	}
 	switch f.kind {
-	case fIsolatePrimary:
-		f.target = p
-		for h := 1; h < len(s.hostAddr); h++ {
-			if h != p {
-				s.block(f, p, h)
-				s.block(f, h, p)
-			}
-		}
-		s.stats.Partitions++
-	case fIsolateWitness:
-		for h := 1; h < len(s.hostAddr); h++ {
-			if h != s.witnessHost {
-				s.block(f, s.witnessHost, h)
-				s.block(f, h, s.witnessHost)
-			}
-		}
-		s.stats.Partitions++
-	case fSplitStandby:
-		sb := standbyOf(p, f.pick)
-		s.block(f, p, sb)
-		s.block(f, sb, p)
-		f.target = sb
-		s.stats.Partitions++
-	case fOneWayIn:
-		s.block(f, other, p)
-		f.target = other
-		s.stats.Partitions++
-	case fOneWayOut:
-		s.block(f, p, other)
-		f.target = other
-		s.stats.Partitions++
+	case fIsolatePrimary, fIsolateWitness, fSplitStandby, fOneWayIn, fOneWayOut:
+		s.startPartition(f, p, other)
 	case fCrash, fCrashPrimary:
 		f.target = f.node
 		if f.kind == fCrashPrimary {
@@ -186,20 +157,10 @@ func (s *sim) startFault(i int) {
 		}
 		s.crashNode(f.target)
 	case fPause, fPausePrimary:
-		f.target = f.node
-		if f.kind == fPausePrimary {
-			f.target = p
-		} else if f.standby {
-			f.target = standbyOf(p, f.pick)
-		}
-		sn := s.nodes[f.target]
-		if sn.n == nil || sn.paused {
+		if !s.startPause(f, p) {
 			f.active = false
 			return
 		}
-		sn.paused = true
-		sn.gen++
-		s.stats.Pauses++
 	case fWitnessCrash:
 		if !s.witnessUp {
 			f.active = false
@@ -219,6 +180,59 @@ func (s *sim) startFault(i int) {
 	}
 	s.logf("FAULT %d starts: %s primary=n%d other=%s target=%d for %s", i+1, f.kind, p, s.hostName[other], f.target, fmtDur(f.dur))
 	s.push(event{at: s.now + f.dur, kind: evFaultEnd, host: i})
+}
+
+// startPartition blocks the links of a partition fault; p is the
+// primary, other a host other than it.
+func (s *sim) startPartition(f *fault, p, other int) {
+	switch f.kind {
+	case fIsolatePrimary:
+		f.target = p
+		for h := 1; h < len(s.hostAddr); h++ {
+			if h != p {
+				s.block(f, p, h)
+				s.block(f, h, p)
+			}
+		}
+	case fIsolateWitness:
+		for h := 1; h < len(s.hostAddr); h++ {
+			if h != s.witnessHost {
+				s.block(f, s.witnessHost, h)
+				s.block(f, h, s.witnessHost)
+			}
+		}
+	case fSplitStandby:
+		sb := standbyOf(p, f.pick)
+		s.block(f, p, sb)
+		s.block(f, sb, p)
+		f.target = sb
+	case fOneWayIn:
+		s.block(f, other, p)
+		f.target = other
+	case fOneWayOut:
+		s.block(f, p, other)
+		f.target = other
+	}
+	s.stats.Partitions++
+}
+
+// startPause pauses the fault's node (reports false when it is down or
+// already paused).
+func (s *sim) startPause(f *fault, p int) bool {
+	f.target = f.node
+	if f.kind == fPausePrimary {
+		f.target = p
+	} else if f.standby {
+		f.target = standbyOf(p, f.pick)
+	}
+	sn := s.nodes[f.target]
+	if sn.n == nil || sn.paused {
+		return false
+	}
+	sn.paused = true
+	sn.gen++
+	s.stats.Pauses++
+	return true
 }
 
 func (s *sim) endFault(i int) {

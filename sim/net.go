@@ -112,6 +112,9 @@ func (s *sim) send(from int, fromAddr, to netip.AddrPort, pkt []byte) {
 	s.digest = digestPacket(s.digest, s.now, from, pkt)
 	s.stats.Datagrams++
 	cp := append([]byte(nil), pkt...)
+	if to == s.mdGroupAddr {
+		s.chk.onPublishedMD(cp)
+	}
 	if to.Addr().IsMulticast() {
 		for i := range s.groups {
 			if s.groups[i].addr != to {

@@ -34,13 +34,15 @@ const (
 	MutLeaseFromReply
 	// MutNoQuarantine: witness.Unsafe.NoQuarantine.
 	MutNoQuarantine
+	// MutNoMDRepublish: node.Unsafe.NoMDRepublish.
+	MutNoMDRepublish
 	// MutNoSessionReplay: node.Unsafe.NoSessionReplay (replay requests
-	// refused: outputs lost in flight or never released are not delivered).
+	// ignored: outputs lost in flight or never released are not delivered).
 	MutNoSessionReplay
 )
 
 // Mutations lists every knob, for tests and the CLI.
-var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine, MutNoSessionReplay}
+var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine, MutNoMDRepublish, MutNoSessionReplay}
 
 func (m Mutation) String() string {
 	switch m {
@@ -54,6 +56,8 @@ func (m Mutation) String() string {
 		return "lease-from-reply"
 	case MutNoQuarantine:
 		return "no-quarantine"
+	case MutNoMDRepublish:
+		return "no-md-republish"
 	case MutNoSessionReplay:
 		return "no-session-replay"
 	}
@@ -460,20 +464,30 @@ func (s *sim) build() {
 			Clock:             s.clocks[i],
 			Observer:          observer{s.chk},
 		}
-		switch s.opts.Mutation {
-		case MutNoFencing:
-			cfg.Unsafe.NoFencing = true
-		case MutNoGating:
-			cfg.Unsafe.NoGating = true
-		case MutLeaseFromReply:
-			cfg.Unsafe.LeaseFromReply = true
-		case MutNoSessionReplay:
-			cfg.Unsafe.NoSessionReplay = true
-		}
+		cfg.Unsafe = s.opts.Mutation.nodeUnsafe()
 		fs := journal.NewMemFS()
 		cfg.FS = fs
 		s.nodes[i] = &simNode{id: i, fs: fs, cfg: cfg}
 	}
+}
+
+// nodeUnsafe is the node switch a mutation turns on (none for the
+// witness's and MutNone).
+func (m Mutation) nodeUnsafe() node.Unsafe {
+	var u node.Unsafe
+	switch m {
+	case MutNoFencing:
+		u.NoFencing = true
+	case MutNoGating:
+		u.NoGating = true
+	case MutLeaseFromReply:
+		u.LeaseFromReply = true
+	case MutNoMDRepublish:
+		u.NoMDRepublish = true
+	case MutNoSessionReplay:
+		u.NoSessionReplay = true
+	}
+	return u
 }
 
 func (s *sim) push(e event) {
@@ -501,7 +515,7 @@ func (s *sim) handle(e event) {
 		s.goQuiet()
 	case evCheck:
 		// Once converged, allow the clients the rest of the quiet phase to
-		// fill their sessions by replay; invariant 8 judges what they did.
+		// fill their sessions by replay; invariant 9 judges what they did.
 		if s.converged() && (s.chk.caughtUp(s.sessions()) || s.now >= s.endNs) {
 			s.logf("LIVE: every command answered and every replica converged %s after the faults stopped", fmtDur(s.now-s.faultNs))
 			s.done, s.live = true, true
@@ -546,6 +560,7 @@ func (s *sim) crashNode(i int) {
 		return
 	}
 	s.collectNodeStats(sn)
+	s.chk.mdPastRing += sn.n.Status().MD.RepublishMissed
 	sn.n = nil // abandoned without Close: nothing more is synced
 	sn.gen++
 	sn.paused = false
@@ -931,6 +946,7 @@ func (s *sim) livenessFailure() {
 func (s *sim) finish() {
 	if s.live {
 		s.chk.checkReceived()
+		s.chk.checkPublishedMD()
 		s.chk.checkSessions(s.sessions())
 	}
 	for _, sn := range s.nodes[1:] {

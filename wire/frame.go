@@ -47,10 +47,14 @@ func Parse(b []byte) (f Frame, n int, err error) {
 // and the message iterator cannot fail or over-read afterwards.
 func validate(f *Frame) error {
 	switch f.Type {
-	case TypeData, TypeRetransmit, TypeCommand, TypeOutput:
+	case TypeData, TypeRetransmit, TypeCommand, TypeOutput, TypeMDReplay:
 		return validateMessages(f)
-	case TypeHeartbeat, TypeAck:
+	case TypeHeartbeat:
+		return fixed(f, 0, heartbeatLen)
+	case TypeAck:
 		return fixed(f, 0, 0)
+	case TypeMDRequest, TypeMDStatus, TypeMDSnapshot:
+		return validateMDRecovery(f)
 	case TypeNak:
 		return validateNak(f)
 	case TypeHash:

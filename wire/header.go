@@ -78,7 +78,11 @@ const (
 	TypeOutput          Type = 18 // primary -> client or market data: a batch of released outputs
 	TypeReplayRequest   Type = 19 // client -> primary: a session's outputs from an output seq on
 	TypeReplayEnd       Type = 20 // primary -> client: how a replay ended (done, too old, refused)
-	typeMax                  = TypeReplayEnd
+	TypeMDRequest       Type = 21 // consumer -> any node: market data from an MD seq, or a book snapshot
+	TypeMDReplay        Type = 22 // node -> consumer: a batch of market-data updates re-sent from the ring
+	TypeMDStatus        Type = 23 // node -> consumer: a request refused (too old, not yet, rate limited) and the ring's bounds
+	TypeMDSnapshot      Type = 24 // node -> consumer: one chunk of the books at an MD seq
+	typeMax                  = TypeMDSnapshot
 )
 
 var typeNames = [...]string{
@@ -102,10 +106,14 @@ var typeNames = [...]string{
 	TypeOutput:          "OUTPUT",
 	TypeReplayRequest:   "REPLAY_REQUEST",
 	TypeReplayEnd:       "REPLAY_END",
+	TypeMDRequest:       "MD_REQUEST",
+	TypeMDReplay:        "MD_REPLAY",
+	TypeMDStatus:        "MD_STATUS",
+	TypeMDSnapshot:      "MD_SNAPSHOT",
 }
 
 func (t Type) String() string {
-	if t >= 1 && t <= typeMax {
+	if t >= 1 && t <= typeMax && typeNames[t] != "" {
 		return typeNames[t]
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
@@ -117,11 +125,11 @@ func (t Type) String() string {
 // first command; in OUTPUT frames it is the first output's number in its
 // stream (per client session, or the market-data sequence).
 func (t Type) Batched() bool {
-	return t == TypeData || t == TypeRetransmit || t == TypeCommand || t == TypeOutput
+	return t == TypeData || t == TypeRetransmit || t == TypeCommand || t == TypeOutput || t == TypeMDReplay
 }
 
 // Valid reports whether t is a frame type this version defines.
-func (t Type) Valid() bool { return t >= 1 && t <= typeMax }
+func (t Type) Valid() bool { return t >= 1 && t <= typeMax && typeNames[t] != "" }
 
 // Origin says who sent a frame, on which stream, under which epoch. Every
 // frame type embeds it; it is the part of the header the sender chooses.

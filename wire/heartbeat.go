@@ -2,19 +2,30 @@ package wire
 
 import "fmt"
 
-// Heartbeat is sent by the primary when idle: its epoch and the highest seq
-// it has sent, so a standby sees a gap at the tail when traffic stops.
+// Heartbeat is sent by the primary when idle (and, while releases move,
+// at least every heartbeat interval): its epoch and the highest seq it has
+// sent, so a standby sees a gap at the tail when traffic stops; and its
+// released watermark with the market-data seq of the last update it
+// released, so a standby promoted after the primary died knows which
+// market data it must publish again (issue 20, item 3).
 type Heartbeat struct {
 	Origin
 	HighestSeq uint64
+	// Released is the primary's released watermark; MDSeq the MD seq of
+	// the last market-data update it released (0: none yet).
+	Released, MDSeq uint64
 }
 
+const heartbeatLen = 16
+
 // Len is the encoded size.
-func (h *Heartbeat) Len() int { return HeaderLen }
+func (h *Heartbeat) Len() int { return HeaderLen + heartbeatLen }
 
 // Append appends the encoded frame to dst.
 func (h *Heartbeat) Append(dst []byte) []byte {
 	b, start := appendHeader(dst, TypeHeartbeat, h.Origin, 0, h.HighestSeq)
+	b = appendUint64(b, h.Released)
+	b = appendUint64(b, h.MDSeq)
 	return finish(b, start)
 }
 
@@ -23,7 +34,7 @@ func DecodeHeartbeat(f *Frame) (Heartbeat, error) {
 	if f.Type != TypeHeartbeat {
 		return Heartbeat{}, fmt.Errorf("%w: %s is not HEARTBEAT", ErrType, f.Type)
 	}
-	return Heartbeat{Origin: f.Origin(), HighestSeq: f.Seq}, nil
+	return Heartbeat{Origin: f.Origin(), HighestSeq: f.Seq, Released: uint64le(f.Payload), MDSeq: uint64le(f.Payload[8:])}, nil
 }
 
 // Ack is sent by a standby: the highest contiguous seq it has applied (and

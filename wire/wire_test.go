@@ -31,8 +31,11 @@ func samples(t testing.TB) map[string][]byte {
 		}
 		out[typ.String()] = b
 	}
-	hb := Heartbeat{Origin: testOrigin, HighestSeq: 99}
+	hb := Heartbeat{Origin: testOrigin, HighestSeq: 99, Released: 97, MDSeq: 1234}
 	out["heartbeat"] = hb.Append(nil)
+	for k, b := range mdSamples(t) {
+		out[k] = b
+	}
 	ack := Ack{Origin: testOrigin, Seq: 98}
 	out["ack"] = ack.Append(nil)
 	nak := Nak{Origin: testOrigin, Ack: 10}
@@ -145,6 +148,8 @@ func reencode(t testing.TB, f *Frame) []byte {
 		x, err := DecodeLease(f)
 		must(t, err)
 		return x.Append(nil)
+	case IsMDRecovery(f.Type):
+		return reencodeMD(t, f)
 	}
 	t.Fatalf("no re-encoder for %s", f.Type)
 	return nil

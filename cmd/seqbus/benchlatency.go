@@ -16,6 +16,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/seqbus/seqbus/bench"
+	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/internal/pace"
 	"github.com/seqbus/seqbus/internal/stagetrace"
@@ -120,7 +121,7 @@ func (f benchFlags) check() (parsedBench, error) {
 	}
 	p.standbys = *f.standbys
 	for role := range p.layout {
-		if n, _ := strconv.Atoi(strings.TrimPrefix(role, "standby")); isStandbyN(role) && n > p.standbys {
+		if n, _ := strconv.Atoi(strings.TrimPrefix(role, "standby")); cluster.IsStandbyN(role) && n > p.standbys {
 			return p, benchUsagef("--cpus: %s but --standbys %d", role, p.standbys)
 		}
 	}
@@ -201,7 +202,7 @@ func runFloors(ctx context.Context, size int, rate float64, count int, idles []s
 		best := ""
 		for _, idle := range idles {
 			res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: self, Hops: hops, Idle: idle, Size: max(size, bench.MessageBytesDefault),
-				Rate: rate, Count: count, Warmup: 1000, CPUs: l.floorCPUs(hops), Nice: nice})
+				Rate: rate, Count: count, Warmup: 1000, CPUs: l.FloorCPUs(hops), Nice: nice})
 			if err != nil && !errors.Is(err, bench.ErrLost) {
 				return nil, fmt.Errorf("%s: %w", bench.FloorStage(hops, idle), err)
 			}
@@ -220,17 +221,68 @@ func runFloors(ctx context.Context, size int, rate float64, count int, idles []s
 	return fl, nil
 }
 
+// latencyFlags are `seqbus bench latency`'s own flags.
+type latencyFlags struct {
+	rate                               *float64
+	count, warmup, floorCount, genNice *int
+	floorIdles, authMode, engineName   *string
+	// Parsed: the floor's idle strategies and the auth modes to run.
+	idles []string
+	auths []bool
+}
+
+func defineLatencyFlags(fs *flag.FlagSet) *latencyFlags {
+	f := &latencyFlags{}
+	f.rate = fs.Float64("rate", 10_000, "commands per second (fixed rate; latency from each intended send time)")
+	f.count = fs.Int("count", 100_000, "commands measured per run")
+	f.warmup = fs.Int("warmup", 5000, "commands sent first at the same rate and not measured")
+	f.floorCount = fs.Int("floor-count", 50_000, "round trips for each raw UDP floor")
+	f.genNice = fs.Int("generator-nice", -10, "nice value of the load generator's thread, in the floor and the gated run alike (0: leave it; below 0 needs root, else it runs at 0 and says so): the nodes' wake-ups on a shared core otherwise preempt it at its send times")
+	f.floorIdles = fs.String("floor-idles", "block,yield,spin", "idle strategies of the floor's hop processes (the floor is the best at p50): "+strings.Join(bench.FloorIdles, ", "))
+	f.authMode = fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
+	f.engineName = fs.String("engine", "matching", "the nodes' state machine: matching or none")
+	return f
+}
+
+func (f *latencyFlags) check() error {
+	switch {
+	case !(*f.rate > 0 && *f.rate <= 1e6):
+		return benchUsagef("--rate: want 0 < rate <= 1000000, got %v", *f.rate)
+	case *f.count < 1 || *f.count > stagetrace.RowsMax/2:
+		return benchUsagef("--count: want 1..%d, got %d", stagetrace.RowsMax/2, *f.count)
+	case *f.warmup < 0 || *f.warmup > stagetrace.RowsMax/2:
+		return benchUsagef("--warmup: want 0..%d, got %d", stagetrace.RowsMax/2, *f.warmup)
+	case *f.floorCount < 1 || *f.floorCount > bench.PingPongCountMax:
+		return benchUsagef("--floor-count: want 1..%d, got %d", bench.PingPongCountMax, *f.floorCount)
+	case *f.engineName != "matching" && *f.engineName != "none":
+		return benchUsagef("--engine: want matching or none, got %q", *f.engineName)
+	case *f.genNice < -20 || *f.genNice > 19:
+		return benchUsagef("--generator-nice: want -20..19, got %d", *f.genNice)
+	}
+	for _, name := range strings.Split(*f.floorIdles, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(bench.FloorIdles, name) {
+			return benchUsagef("--floor-idles: unknown %q (want %s)", name, strings.Join(bench.FloorIdles, ", "))
+		}
+		f.idles = append(f.idles, name)
+	}
+	switch *f.authMode {
+	case "off":
+		f.auths = []bool{false}
+	case "on":
+		f.auths = []bool{true}
+	case "both":
+		f.auths = []bool{false, true}
+	default:
+		return benchUsagef("--auth: want off, on or both, got %q", *f.authMode)
+	}
+	return nil
+}
+
 func benchLatency(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench latency", flag.ContinueOnError)
 	bf := addBenchFlags(fs, "none,group")
-	rate := fs.Float64("rate", 10_000, "commands per second (fixed rate; latency from each intended send time)")
-	count := fs.Int("count", 100_000, "commands measured per run")
-	warmup := fs.Int("warmup", 5000, "commands sent first at the same rate and not measured")
-	floorCount := fs.Int("floor-count", 50_000, "round trips for each raw UDP floor")
-	genNice := fs.Int("generator-nice", -10, "nice value of the load generator's thread, in the floor and the gated run alike (0: leave it; below 0 needs root, else it runs at 0 and says so): the nodes' wake-ups on a shared core otherwise preempt it at its send times")
-	floorIdles := fs.String("floor-idles", "block,yield,spin", "idle strategies of the floor's hop processes (the floor is the best at p50): "+strings.Join(bench.FloorIdles, ", "))
-	authMode := fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
-	engineName := fs.String("engine", "matching", "the nodes' state machine: matching or none")
+	f := defineLatencyFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return benchUsage(err)
 	}
@@ -238,83 +290,67 @@ func benchLatency(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case !(*rate > 0 && *rate <= 1e6):
-		return benchUsagef("--rate: want 0 < rate <= 1000000, got %v", *rate)
-	case *count < 1 || *count > stagetrace.RowsMax/2:
-		return benchUsagef("--count: want 1..%d, got %d", stagetrace.RowsMax/2, *count)
-	case *warmup < 0 || *warmup > stagetrace.RowsMax/2:
-		return benchUsagef("--warmup: want 0..%d, got %d", stagetrace.RowsMax/2, *warmup)
-	case *floorCount < 1 || *floorCount > bench.PingPongCountMax:
-		return benchUsagef("--floor-count: want 1..%d, got %d", bench.PingPongCountMax, *floorCount)
-	case *engineName != "matching" && *engineName != "none":
-		return benchUsagef("--engine: want matching or none, got %q", *engineName)
-	case *genNice < -20 || *genNice > 19:
-		return benchUsagef("--generator-nice: want -20..19, got %d", *genNice)
-	}
-	var idles []string
-	for _, name := range strings.Split(*floorIdles, ",") {
-		name = strings.TrimSpace(name)
-		if !slices.Contains(bench.FloorIdles, name) {
-			return benchUsagef("--floor-idles: unknown %q (want %s)", name, strings.Join(bench.FloorIdles, ", "))
-		}
-		idles = append(idles, name)
-	}
-	var auths []bool
-	switch *authMode {
-	case "off":
-		auths = []bool{false}
-	case "on":
-		auths = []bool{true}
-	case "both":
-		auths = []bool{false, true}
-	default:
-		return benchUsagef("--auth: want off, on or both, got %q", *authMode)
+	if err := f.check(); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(*bf.out, 0o755); err != nil {
 		return err
 	}
 	machine := newBenchMachine()
-	nice, niceNote := probeGeneratorNice(*genNice)
+	nice, niceNote := probeGeneratorNice(*f.genNice)
 	fmt.Printf("seqbus bench latency on %s\n%d commands at %.0f/s per run after %d of warm-up; idle %s; layout %s; %d standby(s); every role a separate process; generator thread nice %d%s\n",
-		machine.text(), *count, *rate, *warmup, *bf.idle, p.layout, p.standbys, nice, niceNote)
+		machine.text(), *f.count, *f.rate, *f.warmup, *bf.idle, p.layout, p.standbys, nice, niceNote)
 	var runs []latencyRun
 	for _, size := range p.sizes {
-		floors, err := runFloors(ctx, size, *rate, *floorCount, idles, p.layout, nice)
+		floors, err := runFloors(ctx, size, *f.rate, *f.floorCount, f.idles, p.layout, nice)
 		if err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
 		for _, fsync := range p.fsyncs {
-			var plain *latencyRun
-			for _, withAuth := range auths {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				cfg := clusterConfig{Size: size, Fsync: fsync, Idle: *bf.idle, Engine: *engineName, Standbys: p.standbys, Layout: p.layout,
-					Auth: withAuth, Rate: *rate, Count: *count, Warmup: *warmup, Keep: *bf.keep, Out: *bf.out, GeneratorNice: nice}
-				res, err := runCluster(ctx, cfg)
-				if err != nil {
-					return fmt.Errorf("size %s fsync %s: %w", sizeName(size), fsync, err)
-				}
-				run, err := latencyRunOf(cfg, res, floors, *bf.out)
-				if err != nil {
-					return err
-				}
-				printLatencyRun(run)
-				if !withAuth {
-					plain = &run
-				} else if plain != nil {
-					a, b := run.Stages[stagetrace.StageEndToEnd], plain.Stages[stagetrace.StageEndToEnd]
-					fmt.Printf("  %-24s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "with MAC / without", a["p50"]/b["p50"], a["p90"]/b["p90"], a["p99"]/b["p99"], a["p99.9"]/b["p99.9"], a["max"]/b["max"])
-				}
-				runs = append(runs, run)
+			cell := clusterConfig{Size: size, Fsync: fsync, Idle: *bf.idle, Engine: *f.engineName, Standbys: p.standbys, Layout: p.layout,
+				Rate: *f.rate, Count: *f.count, Warmup: *f.warmup, Keep: *bf.keep, Out: *bf.out, GeneratorNice: nice}
+			cellRuns, err := latencyCell(ctx, cell, f.auths, floors, *bf.out)
+			if err != nil {
+				return err
 			}
+			runs = append(runs, cellRuns...)
 		}
 	}
 	machine.finish()
 	machine.printConditions()
 	return writeSummary(*bf.out, map[string]any{"command": "latency", "args": args, "machine": machine, "idle": *bf.idle, "generator_nice": nice,
 		"layout": p.layout.String(), "runs": runs})
+}
+
+// latencyCell runs one size and fsync policy once per auth mode, printing
+// each run and the MAC's cost as a ratio.
+func latencyCell(ctx context.Context, cell clusterConfig, auths []bool, floors *floorSet, out string) ([]latencyRun, error) {
+	var runs []latencyRun
+	var plain *latencyRun
+	for _, withAuth := range auths {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		cfg := cell
+		cfg.Auth = withAuth
+		res, err := runCluster(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("size %s fsync %s: %w", sizeName(cfg.Size), cfg.Fsync, err)
+		}
+		run, err := latencyRunOf(cfg, res, floors, out)
+		if err != nil {
+			return nil, err
+		}
+		printLatencyRun(run)
+		if !withAuth {
+			plain = &run
+		} else if plain != nil {
+			a, b := run.Stages[stagetrace.StageEndToEnd], plain.Stages[stagetrace.StageEndToEnd]
+			fmt.Printf("  %-24s %9.2f %9.2f %9.2f %9.2f %9.2f\n", "with MAC / without", a["p50"]/b["p50"], a["p90"]/b["p90"], a["p99"]/b["p99"], a["p99.9"]/b["p99.9"], a["max"]/b["max"])
+		}
+		runs = append(runs, run)
+	}
+	return runs, nil
 }
 
 func authName(on bool) string {
@@ -415,15 +451,32 @@ func printLatencyRun(run latencyRun) {
 }
 
 func printProcesses(ps []processInfo) {
-	fmt.Printf("  %-10s %8s %6s %6s %10s %14s %14s %14s\n", "process", "pid", "cpus", "procs", "cpu s", "cpu s/1M cmd", "mallocs/cmd", "syscalls/cmd")
+	fmt.Print(processWindowNote)
+	fmt.Printf("  %-10s %8s %6s %6s %10s %14s %14s %14s %14s\n", "process", "pid", "cpus", "procs", "cpu s", "cpu s/1M cmd",
+		"mallocs/cmd", "syscalls/cmd", "(life) mallocs")
 	for _, p := range ps {
 		procs := "-"
 		if p.GOMAXPROCS > 0 {
 			procs = strconv.Itoa(p.GOMAXPROCS)
 		}
-		fmt.Printf("  %-10s %8d %6s %6s %10.2f %14.2f %14.2f %14.2f\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion, p.MallocsPerCommand, p.SyscallsPerCommand)
+		mallocs, syscalls, life := "-", "-", "-"
+		if p.Window {
+			mallocs, syscalls = strconv.FormatFloat(p.WindowMallocsPerCommand, 'f', 2, 64), strconv.FormatFloat(p.WindowSyscallsPerCommand, 'f', 2, 64)
+		}
+		if p.GOMAXPROCS > 0 { // set from the process's trace: the witness has none
+			life = strconv.FormatFloat(p.MallocsPerCommand, 'f', 2, 64)
+		}
+		fmt.Printf("  %-10s %8d %6s %6s %10.2f %14.2f %14s %14s %14s\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion,
+			mallocs, syscalls, life)
 	}
 }
+
+// processWindowNote says what the per-process columns count.
+const processWindowNote = `  mallocs/cmd, syscalls/cmd: the measured window only, over the measured commands: from the process's first
+    handling of the first measured command (client: its answer; primary: sequencing it; standby: applying it)
+    to its handling of the last (client: its answer; primary: releasing it; standby: applying it); "-": the
+    window never closed. (life) mallocs: since the process began tracing, warm-up and drain in, over all sent.
+`
 
 // writeIntervalLog writes the end-to-end latency by second of intended
 // send time as an HdrHistogram interval log (HistogramLogAnalyzer reads

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/etcdarb"
+	"github.com/seqbus/seqbus/internal/cluster"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -63,66 +64,80 @@ func followEtcd(url string, stream uint16, nodes map[uint32]netip.AddrPort, cl *
 }
 
 // clientSummary is what `seqbus client` prints (and writes with --json).
-type clientSummary struct {
-	Sent, Answered, Acks, Rejects, Duplicates, Resent, Unanswered uint64
-	Executions, Failovers                                         uint64
-	ElapsedSec, RatePerSec                                        float64
-	LatencyUs                                                     map[string]float64
-	// The generator's own lateness: commands sent > 10 µs after their
-	// intended time, and the intended->sent percentiles.
-	SentLate10us     uint64
-	IntendedToSentUs map[string]float64
+type clientSummary = cluster.ClientSummary
+
+// clientFlags are `seqbus client`'s flags.
+type clientFlags struct {
+	primary, out, idle, witnessAddr, arbiterURL, keyFile, traceFile, record *string
+	session, count, seed                                                    *uint64
+	rate                                                                    *float64
+	instruments, stream                                                     *uint
+	drain, spin                                                             *time.Duration
+	nice, size, traceStages                                                 *int
+	nodes                                                                   peerFlags
+	traceWindow                                                             *string
+}
+
+func defineClientFlags(fs *flag.FlagSet) *clientFlags {
+	f := &clientFlags{nodes: peerFlags{}}
+	f.primary = fs.String("primary", "127.0.0.1:7101", "the primary's unicast address")
+	f.session = fs.Uint64("session", 1, "session id (>= 1)")
+	f.rate = fs.Float64("rate", 10_000, "commands per second (fixed rate)")
+	f.count = fs.Uint64("count", 100_000, "commands to send")
+	f.instruments = fs.Uint("instruments", 4, "instruments to spread orders over")
+	f.seed = fs.Uint64("seed", 1, "order stream seed")
+	f.drain = fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
+	f.nice = fs.Int("nice", 0, "nice value of the generator's thread for the run (0: leave it; below 0 needs root): keeps node wake-ups on a shared core from preempting it at its send times")
+	f.spin = fs.Duration("spin", 0, "the generator spins this long before each send and yields the CPU before that (0: 20µs; ≥ the interval: never yield)")
+	f.out = fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
+	f.idle = fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
+	f.witnessAddr = fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
+	fs.Var(f.nodes, "node", "a node the primary may be, as id=host:port (repeat)")
+	f.arbiterURL = fs.String("arbiter", "", "follow the lease holder of an etcd arbiter: etcd://host:port,... (needs --node for every node)")
+	f.keyFile = fs.String("key", "", "master key file (seqbus keygen): seal commands, accept only sealed answers")
+	f.stream = fs.Uint("stream", 1, "stream id (selects the client key)")
+	f.size = fs.Int("size", 0, "send opaque commands of this many bytes that the engine rejects after replicating them (0: real new orders)")
+	f.traceStages = fs.Int("trace-stages", 0, "record intended/sent/received of the first N commands and write them at exit to --trace-file (seqbus bench; 0: off)")
+	f.traceFile = fs.String("trace-file", "client.trace", "where --trace-stages writes")
+	f.traceWindow = fs.String("trace-window", "", traceWindowUsage)
+	f.record = fs.String("record", "", "write every output received to this file, one JSON line each (for seqbus verify)")
+	return f
+}
+
+func (f *clientFlags) check() error {
+	return firstError(
+		checkAddr("primary", *f.primary, false), checkPositive("session", *f.session), checkPositive("rate", *f.rate),
+		checkPositive("count", *f.count), checkRange("instruments", *f.instruments, 1, 1<<32-1), checkPositive("drain", *f.drain),
+		checkIdle("idle", *f.idle), checkAddr("witness", *f.witnessAddr, true), checkStream(*f.stream),
+		checkFollow(*f.witnessAddr, *f.arbiterURL, f.nodes), checkNonNegative("spin", *f.spin), checkRange("nice", *f.nice, -20, 19),
+		asUsage(second(traceStagesFlag(*f.traceStages))), asUsage(prefixed("size", checkLoadSize(*f.size))),
+		asUsage(traceWindowFlag(*f.traceWindow, *f.traceStages)),
+	)
 }
 
 func runClient(args []string) error {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
-	primary := fs.String("primary", "127.0.0.1:7101", "the primary's unicast address")
-	session := fs.Uint64("session", 1, "session id (>= 1)")
-	rate := fs.Float64("rate", 10_000, "commands per second (fixed rate)")
-	count := fs.Uint64("count", 100_000, "commands to send")
-	instruments := fs.Uint("instruments", 4, "instruments to spread orders over")
-	seed := fs.Uint64("seed", 1, "order stream seed")
-	drain := fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
-	nice := fs.Int("nice", 0, "nice value of the generator's thread for the run (0: leave it; below 0 needs root): keeps node wake-ups on a shared core from preempting it at its send times")
-	spin := fs.Duration("spin", 0, "the generator spins this long before each send and yields the CPU before that (0: 20µs; ≥ the interval: never yield)")
-	out := fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
-	idle := fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
-	witnessAddr := fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
-	nodes := peerFlags{}
-	fs.Var(nodes, "node", "a node the primary may be, as id=host:port (repeat)")
-	arbiterURL := fs.String("arbiter", "", "follow the lease holder of an etcd arbiter: etcd://host:port,... (needs --node for every node)")
-	keyFile := fs.String("key", "", "master key file (seqbus keygen): seal commands, accept only sealed answers")
-	stream := fs.Uint("stream", 1, "stream id (selects the client key)")
-	size := fs.Int("size", 0, "send opaque commands of this many bytes that the engine rejects after replicating them (0: real new orders)")
-	traceStages := fs.Int("trace-stages", 0, "record intended/sent/received of the first N commands and write them at exit to --trace-file (seqbus bench; 0: off)")
-	traceFile := fs.String("trace-file", "client.trace", "where --trace-stages writes")
-	record := fs.String("record", "", "write every output received to this file, one JSON line each (for seqbus verify)")
+	f := defineClientFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := firstError(
-		checkAddr("primary", *primary, false), checkPositive("session", *session), checkPositive("rate", *rate),
-		checkPositive("count", *count), checkRange("instruments", *instruments, 1, 1<<32-1), checkPositive("drain", *drain),
-		checkIdle("idle", *idle), checkAddr("witness", *witnessAddr, true), checkStream(*stream),
-		checkFollow(*witnessAddr, *arbiterURL, nodes), checkNonNegative("spin", *spin), checkRange("nice", *nice, -20, 19),
-		asUsage(second(traceStagesFlag(*traceStages))), asUsage(prefixed("size", checkLoadSize(*size))),
-	); err != nil {
+	if err := f.check(); err != nil {
 		return err
 	}
-	addr, _ := netip.ParseAddrPort(*primary) // checked above
-	idl, _ := parseIdle(*idle)
+	addr, _ := netip.ParseAddrPort(*f.primary) // checked above
+	idl, _ := parseIdle(*f.idle)
 	var err error
 	// Poll: the load's generator (internal/pace) reads the answers between
 	// sends on its own thread, so latency counts from the intended send
 	// time of a generator that keeps time.
-	opts := client.Options{Core: client.Config{Session: *session}, Primary: addr, Idle: idl, Nodes: nodes, Stream: uint16(*stream), Poll: true}
-	if opts.Key, err = loadKey(*keyFile); err != nil {
+	opts := client.Options{Core: client.Config{Session: *f.session}, Primary: addr, Idle: idl, Nodes: f.nodes, Stream: uint16(*f.stream), Poll: true}
+	if opts.Key, err = loadKey(*f.keyFile); err != nil {
 		return asUsage(err)
 	}
-	if *witnessAddr != "" {
-		opts.Witness, _ = netip.ParseAddrPort(*witnessAddr) // checked above
+	if *f.witnessAddr != "" {
+		opts.Witness, _ = netip.ParseAddrPort(*f.witnessAddr) // checked above
 	}
-	rec, err := openRecord(*record)
+	rec, err := openRecord(*f.record)
 	if err != nil {
 		return err
 	}
@@ -141,27 +156,33 @@ func runClient(args []string) error {
 		return err
 	}
 	defer cl.Close()
-	if *arbiterURL != "" {
-		if _, err := parseEtcdURL(*arbiterURL); err != nil {
+	if *f.arbiterURL != "" {
+		if _, err := parseEtcdURL(*f.arbiterURL); err != nil {
 			return asUsage(err)
 		}
-		stop, err := followEtcd(*arbiterURL, uint16(*stream), nodes, cl)
+		stop, err := followEtcd(*f.arbiterURL, uint16(*f.stream), f.nodes, cl)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
+	return f.runLoad(cl)
+}
+
+// runLoad runs the load on cl and prints (or writes) its summary.
+func (f *clientFlags) runLoad(cl *client.Client) error {
 	lat := newClientLatency()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var trace *clientTrace
-	if *traceStages > 0 {
-		if trace, err = newClientTrace(*traceStages); err != nil {
+	if *f.traceStages > 0 {
+		var err error
+		if trace, err = newClientTrace(*f.traceStages, *f.traceWindow, cl); err != nil {
 			return err
 		}
 	}
-	stopProgress := startProgress(os.Stderr, *out != "-" && isTerminal(os.Stderr), cl, lat)
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *rate, Count: *count, Instruments: uint32(*instruments), Seed: *seed, Drain: *drain, Size: *size, SpinNs: int64(*spin), Nice: *nice},
+	stopProgress := startProgress(os.Stderr, *f.out != "-" && isTerminal(os.Stderr), cl, lat)
+	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice},
 		func(r client.Result) {
 			lat.record(r)
 			if trace != nil {
@@ -170,17 +191,34 @@ func runClient(args []string) error {
 		})
 	stopProgress()
 	if rep.NiceErr != nil {
-		fmt.Fprintf(os.Stderr, "seqbus client: --nice %d not applied (the generator ran at its own priority): %v\n", *nice, rep.NiceErr)
+		fmt.Fprintf(os.Stderr, "seqbus client: --nice %d not applied (the generator ran at its own priority): %v\n", *f.nice, rep.NiceErr)
 	}
 	if trace != nil {
-		if err := trace.write(*traceFile, *session, rep.Sent, cl.Counters()); err != nil {
+		if err := trace.write(*f.traceFile, *f.session, rep.Sent, cl.Counters()); err != nil {
 			return fmt.Errorf("--trace-file: %w", err)
 		}
 	}
+	sum := summarize(rep, cl.Failovers(), lat)
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	if *f.out == "-" {
+		fmt.Println(string(b))
+	} else {
+		printClientSummary(os.Stdout, &sum)
+	}
+	if *f.out != "" && *f.out != "-" {
+		if err := os.WriteFile(*f.out, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return loadErr
+}
+
+// summarize is the load's report as `seqbus client --json` writes it.
+func summarize(rep client.LoadReport, failovers uint64, lat *clientLatency) clientSummary {
 	st := rep.Stats
 	sum := clientSummary{
 		Sent: rep.Sent, Answered: st.Answered, Acks: st.Acks, Rejects: st.Rejects, Duplicates: st.Duplicates,
-		Resent: st.Resent, Unanswered: rep.Sent - st.Answered, Executions: st.Executions, Failovers: cl.Failovers(),
+		Resent: st.Resent, Unanswered: rep.Sent - st.Answered, Executions: st.Executions, Failovers: failovers,
 		ElapsedSec: rep.Elapsed.Seconds(), RatePerSec: float64(st.Answered) / max(rep.Elapsed.Seconds(), 1e-9),
 		LatencyUs: map[string]float64{},
 	}
@@ -191,18 +229,7 @@ func runClient(args []string) error {
 		}
 		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(lat.quantile(q) / time.Microsecond)
 	}
-	b, _ := json.MarshalIndent(sum, "", "  ")
-	if *out == "-" {
-		fmt.Println(string(b))
-	} else {
-		printClientSummary(os.Stdout, &sum)
-	}
-	if *out != "" && *out != "-" {
-		if err := os.WriteFile(*out, b, 0o644); err != nil {
-			return err
-		}
-	}
-	return loadErr
+	return sum
 }
 
 // checkFollow: following the lease holder (--witness or --arbiter) needs

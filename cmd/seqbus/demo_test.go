@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -167,6 +168,9 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("demo output lacks %q:\n%s", want, text)
 		}
 	}
+	if !regexp.MustCompile(`cmd/s answered .* p99=[0-9]+µs\n`).MatchString(text) || regexp.MustCompile(`p99=[0-9.]+(ms|s)\b`).MatchString(text) {
+		t.Fatalf("demo progress lines without p99 in µs:\n%s", text)
+	}
 	noChildLeft(t, bin)
 }
 
@@ -284,6 +288,8 @@ func checkLatencySummary(t *testing.T, path string, count int) {
 				CPUs     string  `json:"cpus"`
 				CPUPerM  float64 `json:"cpu_s_per_million"`
 				Syscalls float64 `json:"syscalls_per_command"`
+				Window   bool    `json:"window"`
+				WindowSC float64 `json:"window_syscalls_per_command"`
 			} `json:"processes"`
 		} `json:"runs"`
 	}
@@ -325,6 +331,10 @@ func checkLatencySummary(t *testing.T, path string, count int) {
 			roles[p.Role] = true
 			if p.Role != "witness" && (p.CPUPerM <= 0 || p.Syscalls <= 0) {
 				t.Errorf("process %+v without CPU or syscall figures", p)
+			}
+			// Every traced process closed its measured window.
+			if p.Role != "witness" && (!p.Window || p.WindowSC <= 0) {
+				t.Errorf("process %+v without its measured-window figures", p)
 			}
 		}
 		if len(pids) < 3 || len(pids) != len(run.Processes) || !roles["client"] || !roles["primary"] || !roles["standby"] {

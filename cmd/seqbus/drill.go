@@ -2,20 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/seqbus/seqbus/client"
-	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/verdict"
 )
 
@@ -150,19 +148,17 @@ func runScenario(ctx context.Context, s drillScenario, rate float64, keep bool) 
 	}
 }
 
-// drillRun is one drill's cluster: a witness, two nodes, a load client
-// whose socket records every output with the epoch and node that sent it.
+// drillRun is one drill's cluster (internal/cluster): a witness, two
+// nodes, a load client whose record keeps every output with the epoch and
+// node that sent it.
 type drillRun struct {
-	*demo
+	*cluster.Local
 	ctx      context.Context
 	start    time.Time
-	cl       *client.Client
+	load     *cluster.Load
 	rec      *client.Recorder
 	rate     float64
 	session  uint64
-	loadErr  chan error
-	mu       sync.Mutex
-	acked    map[uint64]bool
 	keep     bool
 	verdict  *verdict.Result
 	clean    func()
@@ -183,12 +179,14 @@ func newDrillRun(ctx context.Context, s drillScenario, rate float64, keep bool) 
 	if err != nil {
 		return nil, err
 	}
-	r := &drillRun{
-		demo: &demo{procSet: procSet{bin: bin, dir: dir}, nodes: map[uint32]netip.AddrPort{}, dead: map[uint32]bool{}},
-		ctx:  ctx, scenario: s, rate: rate, session: drillSession, acked: map[uint64]bool{}, keep: keep, loadErr: make(chan error, 1),
+	local, err := cluster.NewLocal(bin, dir, 2, 79)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
+	r := &drillRun{Local: local, ctx: ctx, scenario: s, rate: rate, session: drillSession, keep: keep}
 	r.clean = func() {
-		r.stopAll()
+		r.StopAll()
 		if keep {
 			fmt.Printf("  files kept in %s\n", dir)
 		} else {
@@ -203,45 +201,29 @@ func newDrillRun(ctx context.Context, s drillScenario, rate float64, keep bool) 
 }
 
 func (r *drillRun) close() {
-	if r.cl != nil {
-		r.cl.Close()
+	if r.load != nil {
+		r.load.Client.Close()
 	}
 	r.clean()
 }
 
 func (r *drillRun) startCluster(s drillScenario) error {
-	ports := make([]uint16, 4)
-	for i := range ports {
-		p, err := freeLoopbackPort()
-		if err != nil {
-			return err
-		}
-		ports[i] = p
-	}
-	r.witness = loopback(ports[0])
-	r.group = netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 79, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), ports[1])
-	r.nodes[1], r.nodes[2] = loopback(ports[2]), loopback(ports[3])
-	if err := r.demo.start("witness", "witness", "--listen", r.witness.String(), "--dir", filepath.Join(r.dir, "witness"),
-		"--lease", drillLease.String()); err != nil {
+	if err := r.StartWitness(nil, "--lease", drillLease.String()); err != nil {
 		return err
 	}
-	for id, addr := range r.nodes {
-		other := uint32(3 - id)
-		args := []string{"drill", "node", "--id", strconv.Itoa(int(id)),
-			"--dir", filepath.Join(r.dir, "node"+strconv.Itoa(int(id))), "--listen", addr.String(),
-			"--group", r.group.String(), "--iface", "lo", "--witness", r.witness.String(),
-			"--lease", drillLease.String(), "--peer", fmt.Sprintf("%d=%s", other, r.nodes[other]),
-			"--fsync", "group",
+	for _, id := range r.IDs() {
+		args := append([]string{"drill", "node"}, r.NodeArgs(id)...)
+		args = append(args, "--lease", drillLease.String(), "--fsync", "group",
 			// Long enough that the drills' short pauses of a standby do not
 			// remove it from the in-sync set.
 			"--insync-timeout", "1s",
 			// A small receive buffer: a stopped standby loses what does not
 			// fit, as a real one behind a congested switch would.
-			"--recv-buffer", "32768"}
+			"--recv-buffer", "32768")
 		if s.unsafe != "" {
 			args = append(args, s.unsafe)
 		}
-		if err := r.demo.start("node"+strconv.Itoa(int(id)), args...); err != nil {
+		if err := r.Start(cluster.NodeName(id), args...); err != nil {
 			return err
 		}
 	}
@@ -257,22 +239,11 @@ func (r *drillRun) at(format string, args ...any) {
 // waitPrimary waits (bounded) for a live node other than not that is
 // primary at epoch >= minEpoch.
 func (r *drillRun) waitPrimary(not uint32, minEpoch uint64, timeout time.Duration) (uint32, nodeStatus, error) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if r.ctx.Err() != nil {
-			return 0, nodeStatus{}, r.ctx.Err()
-		}
-		for id := range r.nodes {
-			if id == not || r.dead[id] {
-				continue
-			}
-			if s, err := r.status(id); err == nil && s.Role == "primary" && s.Epoch >= minEpoch {
-				return id, s, nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	id, st, err := r.WaitPrimary(r.ctx, not, minEpoch, timeout)
+	if errors.Is(err, cluster.ErrNoPrimary) {
+		err = fmt.Errorf("no node became primary (epoch >= %d) within %v; logs in %s (use --keep)", minEpoch, timeout, r.Dir)
 	}
-	return 0, nodeStatus{}, fmt.Errorf("no node became primary (epoch >= %d) within %v; logs in %s (use --keep)", minEpoch, timeout, r.dir)
+	return id, st, err
 }
 
 // startLoad dials the client at primary and starts a fixed-rate load.
@@ -281,45 +252,30 @@ func (r *drillRun) startLoad(primary uint32) error {
 	if r.rec, err = client.CreateRecorder(r.recordPath()); err != nil {
 		return err
 	}
+	count := uint64(r.rate * 60) // a minute at most: the drill stops it sooner
 	// The record keeps every output with the node and epoch of the frame
 	// that carried it: the verifier's stale check reads it.
-	r.cl, err = client.Dial(client.Options{
-		Core: client.Config{Session: r.session}, Primary: r.nodes[primary],
-		Witness: r.witness, Nodes: r.nodes, Recorder: r.rec,
-	})
+	r.load, err = cluster.StartLoad(r.ctx, client.Options{
+		Core: client.Config{Session: r.session}, Primary: r.Nodes[primary],
+		Witness: r.Witness, Nodes: r.Nodes, Recorder: r.rec,
+	}, client.LoadConfig{Rate: r.rate, Count: count, Instruments: 4, Seed: 11, Drain: 10 * time.Second})
 	if err != nil {
 		r.rec.Close()
 		r.rec = nil
-		return err
 	}
-	count := uint64(r.rate * 60) // a minute at most: the drill stops it sooner
-	go func() {
-		_, err := r.cl.Load(r.ctx, client.LoadConfig{Rate: r.rate, Count: count, Instruments: 4, Seed: 11, Drain: 10 * time.Second},
-			func(res client.Result) {
-				if res.Kind == engine.KindAck {
-					r.mu.Lock()
-					r.acked[res.ClientOrderID] = true
-					r.mu.Unlock()
-				}
-			})
-		r.loadErr <- err
-	}()
-	return nil
+	return err
 }
+
+// answered is how many answers the client has.
+func (r *drillRun) answered() uint64 { return r.load.Client.Stats().Answered }
 
 // waitAnswered waits (bounded) until the client has n answers.
 func (r *drillRun) waitAnswered(n uint64, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for r.cl.Stats().Answered < n {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d answers within %v", r.cl.Stats().Answered, n, timeout)
-		}
-		if r.ctx.Err() != nil {
-			return r.ctx.Err()
-		}
-		time.Sleep(10 * time.Millisecond)
+	err := cluster.Poll(r.ctx, timeout, 10*time.Millisecond, func() bool { return r.answered() >= n })
+	if errors.Is(err, cluster.ErrTimeout) {
+		return fmt.Errorf("only %d of %d answers within %v", r.answered(), n, timeout)
 	}
-	return nil
+	return err
 }
 
 // watch prints the cluster once a second for d: every node's role and
@@ -329,50 +285,41 @@ func (r *drillRun) watch(d time.Duration) {
 	for time.Now().Before(end) && r.ctx.Err() == nil {
 		time.Sleep(min(time.Second, time.Until(end)))
 		line := ""
-		for id := uint32(1); id <= 2; id++ {
-			if r.dead[id] {
+		for _, id := range r.IDs() {
+			if r.Dead[id] {
 				line += fmt.Sprintf("node%d dead  ", id)
 				continue
 			}
-			s, err := r.status(id)
+			s, err := r.Status(id)
 			if err != nil {
 				line += fmt.Sprintf("node%d ?  ", id)
 				continue
 			}
 			line += fmt.Sprintf("node%d %s e%d released %d  ", id, s.Role, s.Epoch, s.Released)
 		}
-		r.at("%sclient answered %d", line, r.cl.Stats().Answered)
+		r.at("%sclient answered %d", line, r.answered())
 	}
 }
 
-func (r *drillRun) recordPath() string { return filepath.Join(r.dir, "client.jsonl") }
+func (r *drillRun) recordPath() string { return filepath.Join(r.Dir, "client.jsonl") }
 
 // lostAcks runs the verifier (seqbus verify's) on the client's record and
 // both nodes, final the primary, and returns how many outputs the client
 // received are not in the final history, and how many orders it saw
-// acknowledged. Call after stopLoad and stopAll.
+// acknowledged. Call after stopLoad and StopAll.
 func (r *drillRun) lostAcks(final uint32) (lost, acked int, err error) {
-	res, err := demoVerdict(r.recordPath(), r.dir, final)
+	res, err := r.Verdict(r.recordPath(), final, engineConfig())
 	if err != nil {
 		return 0, 0, err
 	}
 	r.verdict = res
-	fmt.Printf("  seqbus verify --record %s %s %s:\n", r.recordPath(), filepath.Join(r.dir, "node1"), filepath.Join(r.dir, "node2"))
-	for _, l := range res.Lines() {
-		fmt.Printf("    %s\n", l)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return int(res.Lost), len(r.acked), nil
+	printVerdict(r.recordPath(), r.Local, res)
+	return int(res.Lost), r.load.Acked(), nil
 }
 
 // stopLoad ends the load: the client stops and its error is collected.
 func (r *drillRun) stopLoad() {
-	r.cl.Close()
-	select {
-	case <-r.loadErr:
-	case <-time.After(5 * time.Second):
-	}
+	r.load.Stop(5 * time.Second)
 	if r.rec != nil {
 		if err := r.rec.Close(); err != nil {
 			fmt.Printf("  client record: %v\n", err)
@@ -405,11 +352,11 @@ func drillPause(r *drillRun) (string, error) {
 	}
 	other := uint32(3 - old)
 	oldName, otherName := "node"+strconv.Itoa(int(old)), "node"+strconv.Itoa(int(other))
-	r.signal(otherName, syscall.SIGSTOP)
+	r.Signal(otherName, syscall.SIGSTOP)
 	time.Sleep(100 * time.Millisecond)
-	r.signal(oldName, syscall.SIGSTOP)
+	r.Signal(oldName, syscall.SIGSTOP)
 	stoppedAt := time.Now()
-	r.signal(otherName, syscall.SIGCONT)
+	r.Signal(otherName, syscall.SIGCONT)
 	r.at(">>> SIGSTOP node%d (the primary), %v lease; standby node%d held for the last 100 ms, so acks wait for the primary", old, drillLease, other)
 	nw, nst, err := r.waitPrimary(old, ost.Epoch+1, 10*time.Second)
 	if err != nil {
@@ -417,14 +364,14 @@ func drillPause(r *drillRun) (string, error) {
 	}
 	r.at(">>> node%d PROMOTED at epoch %d (%v after the SIGSTOP)", nw, nst.Epoch, time.Since(stoppedAt).Round(time.Millisecond))
 	time.Sleep(time.Until(stoppedAt.Add(2 * drillLease)))
-	r.signal(oldName, syscall.SIGCONT)
+	r.Signal(oldName, syscall.SIGCONT)
 	contAt := time.Now()
 	r.at(">>> SIGCONT node%d (paused %v, twice its lease)", old, contAt.Sub(stoppedAt).Round(time.Millisecond))
 	stepped := false
 	deadline := contAt.Add(5 * time.Second)
 	for time.Now().Before(deadline) && !stepped {
 		time.Sleep(20 * time.Millisecond)
-		if s, err := r.status(old); err == nil && s.Role == "standby" && s.Epoch >= nst.Epoch {
+		if s, err := r.Status(old); err == nil && s.Role == "standby" && s.Epoch >= nst.Epoch {
 			stepped = true
 			r.at(">>> node%d stepped down: standby at epoch %d (%v after SIGCONT)", old, s.Epoch, time.Since(contAt).Round(time.Millisecond))
 		}
@@ -434,9 +381,9 @@ func drillPause(r *drillRun) (string, error) {
 		r.at("node%d did not step down (still leading at epoch %d in its own eyes)", old, ost.Epoch)
 	}
 	r.stopLoad()
-	r.stopAll()
-	printTimeline(filepath.Join(r.dir, oldName+".log"))
-	printTimeline(filepath.Join(r.dir, fmt.Sprintf("node%d.log", nw)))
+	r.StopAll()
+	printTimeline(r.NodeLog(old))
+	printTimeline(r.NodeLog(nw))
 	lost, acked, err := r.lostAcks(nw)
 	if err != nil {
 		return "", err
@@ -469,15 +416,14 @@ func drillNoGating(r *drillRun) (string, error) {
 		return "", err
 	}
 	other := uint32(3 - old)
-	r.signal("node"+strconv.Itoa(int(other)), syscall.SIGSTOP)
+	r.Signal("node"+strconv.Itoa(int(other)), syscall.SIGSTOP)
 	r.at(">>> SIGSTOP node%d (the standby): it stops acking, and its 32 KB receive buffer soon overflows", other)
-	before := r.cl.Stats().Answered
+	before := r.answered()
 	time.Sleep(300 * time.Millisecond)
-	during := r.cl.Stats().Answered - before
-	r.signal("node"+strconv.Itoa(int(old)), syscall.SIGKILL)
-	r.dead[old] = true
+	during := r.answered() - before
+	r.Kill(old)
 	killedAt := time.Now()
-	r.signal("node"+strconv.Itoa(int(other)), syscall.SIGCONT)
+	r.Signal("node"+strconv.Itoa(int(other)), syscall.SIGCONT)
 	r.at(">>> SIGKILL node%d (the primary); it answered %d commands while the standby was stopped; SIGCONT node%d", old, during, other)
 	nw, nst, err := r.waitPrimary(old, ost.Epoch+1, 10*time.Second)
 	if err != nil {
@@ -486,8 +432,8 @@ func drillNoGating(r *drillRun) (string, error) {
 	r.at(">>> node%d PROMOTED at epoch %d (%v after the kill)", nw, nst.Epoch, time.Since(killedAt).Round(time.Millisecond))
 	r.watch(2 * time.Second)
 	r.stopLoad()
-	r.stopAll()
-	printTimeline(filepath.Join(r.dir, fmt.Sprintf("node%d.log", nw)))
+	r.StopAll()
+	printTimeline(r.NodeLog(nw))
 	lost, acked, err := r.lostAcks(nw)
 	if err != nil {
 		return "", err

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/etcdtest"
 )
 
@@ -36,13 +37,13 @@ func TestClientFollowsEtcdLeader(t *testing.T) {
 	dir := t.TempDir()
 	var ports [3]uint16
 	for i := range ports {
-		p, err := freeLoopbackPort()
+		p, err := cluster.FreeLoopbackPort()
 		if err != nil {
 			t.Fatal(err)
 		}
 		ports[i] = p
 	}
-	addr := map[int]netip.AddrPort{1: loopback(ports[0]), 2: loopback(ports[1])}
+	addr := map[int]netip.AddrPort{1: cluster.Loopback(ports[0]), 2: cluster.Loopback(ports[1])}
 	group := fmt.Sprintf("239.75.%d.%d:%d", rand.IntN(250), 1+rand.IntN(250), ports[2])
 	procs := map[int]*exec.Cmd{}
 	for id := 1; id <= 2; id++ {
@@ -50,7 +51,7 @@ func TestClientFollowsEtcdLeader(t *testing.T) {
 		cmd := exec.Command(bin, "node", "--id", strconv.Itoa(id), "--dir", filepath.Join(dir, fmt.Sprint(id)),
 			"--listen", addr[id].String(), "--group", group, "--iface", "lo", "--arbiter", arb,
 			"--peer", fmt.Sprintf("%d=%s", other, addr[other]), "--fsync", "none")
-		setChildAttrs(cmd)
+		cluster.DieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

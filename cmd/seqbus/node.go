@@ -22,6 +22,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/metrics"
+	"github.com/seqbus/seqbus/internal/stagetrace"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
 )
@@ -101,147 +102,213 @@ func engineConfig() engine.Config {
 
 func runNode(args []string) error { return runNodeWith("node", args, false) }
 
+// nodeFlags are `seqbus node`'s flags.
+type nodeFlags struct {
+	id, stream                                  *uint
+	dir, listen, group, md, iface, role, fsync  *string
+	idle, status, arbiterURL, witnessAddr       *string
+	keyFile, metricsAddr, traceFile, engineName *string
+	ttl, minInSync, recvBuf, cpu, traceStages   *int
+	epoch, snapEvery                            *uint64
+	mdRing, sessionHistory                      *int
+	verbose, noFencing, noGating                *bool
+	lease, renew, margin, retry, ackDelay       *time.Duration
+	insyncTimeout, busyPoll                     *time.Duration
+	peers                                       peerFlags
+	traceWindow                                 *string
+}
+
+func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
+	f := &nodeFlags{peers: peerFlags{}}
+	f.id = fs.Uint("id", 0, "node id (1..2^32-1), unique in the cluster")
+	f.dir = fs.String("dir", "", "journal and snapshot directory")
+	f.listen = fs.String("listen", "127.0.0.1:7101", "unicast address (clients, acks, naks, snapshots)")
+	f.group = fs.String("group", "239.77.0.1:7100", "replication multicast group")
+	f.md = fs.String("market-data", "", "market-data multicast group (optional)")
+	f.iface = fs.String("iface", "lo", "multicast interface (pinned; never the default route)")
+	f.ttl = fs.Int("ttl", 0, "multicast TTL (0: 0 on lo, 1 elsewhere)")
+	f.stream = fs.Uint("stream", 1, "stream id")
+	f.role = fs.String("role", "standby", "standby, or primary (a static primary: no witness)")
+	f.epoch = fs.Uint64("epoch", 1, "epoch of a static primary")
+	f.fsync = fs.String("fsync", "group", "journal fsync policy: none, group, always")
+	f.idle = fs.String("idle", "block", "receive idle strategy: block, backoff, spin, yield (see docs/tuning.md)")
+	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
+	f.snapEvery = fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
+	f.mdRing = fs.Int("md-ring", node.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
+	f.sessionHistory = fs.Int("session-history", node.DefaultSessionHistory, "outputs to client sessions kept for replay after a failover or a gap, over all sessions (0: none, replay requests answered TooOld)")
+	f.verbose = fs.Bool("v", false, "log at debug level")
+	f.arbiterURL = fs.String("arbiter", "", "lease arbiter other than the UDP witness: etcd://host1:2379,host2:2379,host3:2379 (an etcd cluster; see README)")
+	f.witnessAddr = fs.String("witness", "", "the witness's address; with it the node starts as a standby and leads only while it holds the lease")
+	f.lease = fs.Duration("lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the witness)")
+	f.renew = fs.Duration("renew", time.Duration(arbiter.DefaultRenewIntervalNs), "renew the lease this often")
+	f.margin = fs.Duration("margin", time.Duration(arbiter.DefaultMarginNs), "stop releasing this long before the lease ends")
+	f.retry = fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
+	f.ackDelay = fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
+	f.insyncTimeout = fs.Duration("insync-timeout", time.Duration(node.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness)")
+	f.minInSync = fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
+	f.recvBuf = fs.Int("recv-buffer", node.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
+	f.busyPoll = fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
+	f.keyFile = fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
+	f.cpu = fs.Int("cpu", -1, "pin the receive loops to this CPU (-1: no pinning)")
+	f.metricsAddr = fs.String("metrics-addr", "", metricsAddrUsage)
+	f.traceStages = fs.Int("trace-stages", 0, "record the stage times of the first N seqs and write them at exit to --trace-file (seqbus bench; 0: off)")
+	f.traceFile = fs.String("trace-file", "", "where --trace-stages writes (default DIR/stages.trace)")
+	f.traceWindow = fs.String("trace-window", "", traceWindowUsage)
+	f.engineName = fs.String("engine", "matching", "state machine: matching (the reference engine), or none (answers every command, does nothing: replicated throughput)")
+	f.noFencing, f.noGating = new(bool), new(bool)
+	if allowUnsafe {
+		f.noFencing = fs.Bool("unsafe-no-fencing", false, "UNSAFE, drills only: accept stale epochs and never step down")
+		f.noGating = fs.Bool("unsafe-no-gating", false, "UNSAFE, drills only: release outputs before standbys or the disk have them")
+	}
+	fs.Var(f.peers, "peer", "another node, as id=host:port (repeat)")
+	return f
+}
+
+func (f *nodeFlags) check() error {
+	return firstError(
+		checkNodeID("id", *f.id), checkRequired("dir", *f.dir), checkAddr("listen", *f.listen, false),
+		checkGroup("group", *f.group, false), checkGroup("market-data", *f.md, true), checkInterface("iface", *f.iface),
+		checkRange("ttl", *f.ttl, 0, 255), checkStream(*f.stream), checkOneOf("role", *f.role, "standby", "primary"),
+		checkPositive("epoch", *f.epoch), checkFsync("fsync", *f.fsync), checkIdle("idle", *f.idle),
+		checkPositive("snapshot-every", *f.snapEvery), checkAddr("witness", *f.witnessAddr, true),
+		checkLease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
+		checkPositive("insync-timeout", *f.insyncTimeout), checkMinInSync(*f.minInSync, len(f.peers)),
+		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
+		checkPeers(f.peers, *f.id), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
+	)
+}
+
 // runNodeWith runs a node. The unsafe switches exist only for `seqbus drill
 // node` (allowUnsafe), which the drills start; `seqbus node` has none.
 func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	id := fs.Uint("id", 0, "node id (1..2^32-1), unique in the cluster")
-	dir := fs.String("dir", "", "journal and snapshot directory")
-	listen := fs.String("listen", "127.0.0.1:7101", "unicast address (clients, acks, naks, snapshots)")
-	group := fs.String("group", "239.77.0.1:7100", "replication multicast group")
-	md := fs.String("market-data", "", "market-data multicast group (optional)")
-	iface := fs.String("iface", "lo", "multicast interface (pinned; never the default route)")
-	ttl := fs.Int("ttl", 0, "multicast TTL (0: 0 on lo, 1 elsewhere)")
-	stream := fs.Uint("stream", 1, "stream id")
-	role := fs.String("role", "standby", "standby, or primary (a static primary: no witness)")
-	epoch := fs.Uint64("epoch", 1, "epoch of a static primary")
-	fsync := fs.String("fsync", "group", "journal fsync policy: none, group, always")
-	idle := fs.String("idle", "block", "receive idle strategy: block, backoff, spin, yield (see docs/tuning.md)")
-	status := fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
-	snapEvery := fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
-	verbose := fs.Bool("v", false, "log at debug level")
-	arbiterURL := fs.String("arbiter", "", "lease arbiter other than the UDP witness: etcd://host1:2379,host2:2379,host3:2379 (an etcd cluster; see README)")
-	witnessAddr := fs.String("witness", "", "the witness's address; with it the node starts as a standby and leads only while it holds the lease")
-	lease := fs.Duration("lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the witness)")
-	renew := fs.Duration("renew", time.Duration(arbiter.DefaultRenewIntervalNs), "renew the lease this often")
-	margin := fs.Duration("margin", time.Duration(arbiter.DefaultMarginNs), "stop releasing this long before the lease ends")
-	retry := fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
-	ackDelay := fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
-	insyncTimeout := fs.Duration("insync-timeout", time.Duration(node.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness)")
-	minInSync := fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
-	recvBuf := fs.Int("recv-buffer", node.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
-	busyPoll := fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
-	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
-	cpu := fs.Int("cpu", -1, "pin the receive loops to this CPU (-1: no pinning)")
-	metricsAddrFlag := fs.String("metrics-addr", "", metricsAddrUsage)
-	sessionHistory := fs.Int("session-history", node.DefaultSessionHistory, "outputs to client sessions kept for replay after a failover or a gap, over all sessions (0: none, replay requests refused)")
-	traceStages := fs.Int("trace-stages", 0, "record the stage times of the first N seqs and write them at exit to --trace-file (seqbus bench; 0: off)")
-	traceFile := fs.String("trace-file", "", "where --trace-stages writes (default DIR/stages.trace)")
-	engineName := fs.String("engine", "matching", "state machine: matching (the reference engine), or none (answers every command, does nothing: replicated throughput)")
-	noFencing, noGating := new(bool), new(bool)
-	if allowUnsafe {
-		noFencing = fs.Bool("unsafe-no-fencing", false, "UNSAFE, drills only: accept stale epochs and never step down")
-		noGating = fs.Bool("unsafe-no-gating", false, "UNSAFE, drills only: release outputs before standbys or the disk have them")
-	}
-	peers := peerFlags{}
-	fs.Var(peers, "peer", "another node, as id=host:port (repeat)")
+	f := defineNodeFlags(fs, allowUnsafe)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := firstError(
-		checkNodeID("id", *id), checkRequired("dir", *dir), checkAddr("listen", *listen, false),
-		checkGroup("group", *group, false), checkGroup("market-data", *md, true), checkInterface("iface", *iface),
-		checkRange("ttl", *ttl, 0, 255), checkStream(*stream), checkOneOf("role", *role, "standby", "primary"),
-		checkPositive("epoch", *epoch), checkFsync("fsync", *fsync), checkIdle("idle", *idle),
-		checkPositive("snapshot-every", *snapEvery), checkAddr("witness", *witnessAddr, true),
-		checkLease(*lease, *renew, *margin, *retry), checkNonNegative("ack-delay", *ackDelay),
-		checkPositive("insync-timeout", *insyncTimeout), checkMinInSync(*minInSync, len(peers)),
-		checkPositive("recv-buffer", *recvBuf), checkNonNegative("busy-poll", *busyPoll), checkCPU(*cpu),
-		checkPeers(peers, *id), checkSessionHistory(*sessionHistory),
-	); err != nil {
+	if err := f.check(); err != nil {
 		return err
 	}
-	metricsAddr, err := parseMetricsAddr(*metricsAddrFlag)
+	metricsAddr, err := parseMetricsAddr(*f.metricsAddr)
 	if err != nil {
 		return err
 	}
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	if err := checkNodeConfig(cfg); err != nil {
+		return err
+	}
+	return runNodeConfig(cfg, metricsAddr, f)
+}
+
+// config turns the flags into the node's Config.
+func (f *nodeFlags) config() (node.Config, error) {
 	cfg := node.Config{
-		ID: uint32(*id), Stream: uint16(*stream), Dir: *dir, Interface: *iface, TTL: *ttl,
-		Peers: peers, Epoch: *epoch, SnapshotEvery: *snapEvery, SessionHistory: sessionHistoryConfig(*sessionHistory),
+		ID: uint32(*f.id), Stream: uint16(*f.stream), Dir: *f.dir, Interface: *f.iface, TTL: *f.ttl,
+		Peers: f.peers, Epoch: *f.epoch, SnapshotEvery: *f.snapEvery, MDRingUpdates: *f.mdRing,
+		SessionHistory:  sessionHistoryConfig(*f.sessionHistory),
 		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
 	}
-	if cfg.NewStateMachine, err = stateMachineFlag(*engineName); err != nil {
-		return asUsage(err)
+	var err error
+	if cfg.NewStateMachine, err = stateMachineFlag(*f.engineName); err != nil {
+		return cfg, asUsage(err)
 	}
-	if cfg.TraceStages, err = traceStagesFlag(*traceStages); err != nil {
-		return asUsage(err)
+	if cfg.TraceStages, err = traceStagesFlag(*f.traceStages); err != nil {
+		return cfg, asUsage(err)
 	}
-	if cfg.Listen, err = netip.ParseAddrPort(*listen); err != nil {
+	if err := traceWindowFlag(*f.traceWindow, cfg.TraceStages); err != nil {
+		return cfg, asUsage(err)
+	}
+	if err := f.addresses(&cfg); err != nil {
+		return cfg, err
+	}
+	cfg.Journal.Policy, _ = parseFsync(*f.fsync) // checked above
+	cfg.Idle, _ = parseIdle(*f.idle)
+	if err := f.leaseConfig(&cfg); err != nil {
+		return cfg, err
+	}
+	cfg.InSyncTimeoutNs, cfg.MinInSync = int64(*f.insyncTimeout), *f.minInSync
+	cfg.AckDelayNs = int64(*f.ackDelay)
+	cfg.Unsafe = node.Unsafe{NoFencing: *f.noFencing, NoGating: *f.noGating}
+	if cfg.Key, err = loadKey(*f.keyFile); err != nil {
+		return cfg, asUsage(err)
+	}
+	cfg.Tuning = bus.Tuning{RecvBufferBytes: *f.recvBuf, BusyPollUs: int(*f.busyPoll / time.Microsecond)}
+	if *f.cpu >= 0 {
+		cfg.PinCPU, cfg.CPU = true, *f.cpu
+	}
+	cfg.StatusFile = *f.status
+	if cfg.StatusFile == "" {
+		cfg.StatusFile = filepath.Join(*f.dir, "status.json")
+	}
+	level := slog.LevelInfo
+	if *f.verbose {
+		level = slog.LevelDebug
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", *f.id)
+	if *f.noFencing || *f.noGating {
+		cfg.Log.Warn("UNSAFE SWITCHES ON: this node can lose or un-release outputs; drills only", "no_fencing", *f.noFencing, "no_gating", *f.noGating)
+	}
+	return cfg, nil
+}
+
+// addresses parses --listen, --group, --market-data and --role.
+func (f *nodeFlags) addresses(cfg *node.Config) error {
+	var err error
+	if cfg.Listen, err = netip.ParseAddrPort(*f.listen); err != nil {
 		return usagef("--listen: %v", err)
 	}
-	if cfg.Group, err = netip.ParseAddrPort(*group); err != nil {
+	if cfg.Group, err = netip.ParseAddrPort(*f.group); err != nil {
 		return usagef("--group: %v", err)
 	}
-	if *md != "" {
-		if cfg.MarketData, err = netip.ParseAddrPort(*md); err != nil {
+	if *f.md != "" {
+		if cfg.MarketData, err = netip.ParseAddrPort(*f.md); err != nil {
 			return usagef("--market-data: %v", err)
 		}
 	}
-	switch *role {
+	switch *f.role {
 	case "primary":
 		cfg.Role = node.RolePrimary
 	case "standby":
 		cfg.Role = node.RoleStandby
 	default:
-		return usagef("--role: want primary or standby, got %q", *role)
+		return usagef("--role: want primary or standby, got %q", *f.role)
 	}
-	cfg.Journal.Policy, _ = parseFsync(*fsync) // checked above
-	cfg.Idle, _ = parseIdle(*idle)
-	if *witnessAddr != "" {
-		if cfg.Witness, err = netip.ParseAddrPort(*witnessAddr); err != nil {
+	return nil
+}
+
+// leaseConfig sets the lease backend: the UDP witness or etcd.
+func (f *nodeFlags) leaseConfig(cfg *node.Config) error {
+	lease := arbiter.Config{LeaseDurationNs: int64(*f.lease), RenewIntervalNs: int64(*f.renew), MarginNs: int64(*f.margin), RetryNs: int64(*f.retry)}
+	if *f.witnessAddr != "" {
+		var err error
+		if cfg.Witness, err = netip.ParseAddrPort(*f.witnessAddr); err != nil {
 			return usagef("--witness: %v", err)
 		}
-		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
+		cfg.Lease = lease
 	}
-	if *arbiterURL != "" {
-		if *witnessAddr != "" {
+	if *f.arbiterURL != "" {
+		if *f.witnessAddr != "" {
 			return usagef("--witness and --arbiter are exclusive")
 		}
-		eps, err := parseEtcdURL(*arbiterURL)
+		eps, err := parseEtcdURL(*f.arbiterURL)
 		if err != nil {
 			return asUsage(err)
 		}
-		cfg.Lease = arbiter.Config{LeaseDurationNs: int64(*lease), RenewIntervalNs: int64(*renew), MarginNs: int64(*margin), RetryNs: int64(*retry)}
-		stream, id := uint16(*stream), arbiter.NodeID(*id)
+		cfg.Lease = lease
+		stream, id, leaseNs := uint16(*f.stream), arbiter.NodeID(*f.id), int64(*f.lease)
 		cfg.NewArbiter = func(k *arbiter.Keeper) (arbiter.Backend, error) {
-			return etcdarb.New(etcdarb.Config{Endpoints: eps, Stream: stream, Node: id, LeaseDurationNs: int64(*lease)}, k)
+			return etcdarb.New(etcdarb.Config{Endpoints: eps, Stream: stream, Node: id, LeaseDurationNs: leaseNs}, k)
 		}
 	}
-	cfg.InSyncTimeoutNs, cfg.MinInSync = int64(*insyncTimeout), *minInSync
-	cfg.AckDelayNs = int64(*ackDelay)
-	cfg.Unsafe = node.Unsafe{NoFencing: *noFencing, NoGating: *noGating}
-	if cfg.Key, err = loadKey(*keyFile); err != nil {
-		return asUsage(err)
-	}
-	cfg.Tuning = bus.Tuning{RecvBufferBytes: *recvBuf, BusyPollUs: int(*busyPoll / time.Microsecond)}
-	if *cpu >= 0 {
-		cfg.PinCPU, cfg.CPU = true, *cpu
-	}
-	cfg.StatusFile = *status
-	if cfg.StatusFile == "" {
-		cfg.StatusFile = filepath.Join(*dir, "status.json")
-	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("node", *id)
-	if *noFencing || *noGating {
-		cfg.Log.Warn("UNSAFE SWITCHES ON: this node can lose or un-release outputs; drills only", "no_fencing", *noFencing, "no_gating", *noGating)
-	}
-	if err := checkNodeConfig(cfg); err != nil {
-		return err
-	}
+	return nil
+}
+
+// runNodeConfig starts the node (and its metrics) and runs it until
+// SIGINT or SIGTERM.
+func runNodeConfig(cfg node.Config, metricsAddr string, f *nodeFlags) error {
 	// Listen for metrics before the node opens anything, so a taken port
 	// fails the start instead of leaving a node running without them.
 	var reg *prometheus.Registry
@@ -261,14 +328,12 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	if reg != nil {
 		reg.MustRegister(metrics.NodeCollector{N: n})
 	}
-	for _, r := range n.SocketReports() {
-		if r.RecvBufferBytesGranted < r.RecvBufferBytesRequested {
-			cfg.Log.Warn("receive buffer smaller than asked (raise net.core.rmem_max or run as root)", "socket", r.Local, "asked", r.RecvBufferBytesRequested, "granted", r.RecvBufferBytesGranted)
-		}
-		if r.BusyPollErr != nil {
-			cfg.Log.Warn("SO_BUSY_POLL refused", "socket", r.Local, "err", r.BusyPollErr)
+	if w, _ := stagetrace.ParseWindow(*f.traceWindow, nil); w != nil {
+		if err := n.TraceWindow(w.From, w.To); err != nil {
+			return err
 		}
 	}
+	warnSockets(cfg.Log, n)
 	if err := n.Start(); err != nil {
 		return err
 	}
@@ -278,15 +343,27 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	cfg.Log.Info("stopping")
 	err = n.Close()
 	if cfg.TraceStages > 0 {
-		path := *traceFile
+		path := *f.traceFile
 		if path == "" {
-			path = filepath.Join(*dir, "stages.trace")
+			path = filepath.Join(*f.dir, "stages.trace")
 		}
 		if werr := n.WriteTrace(path, os.Getpid()); werr != nil && err == nil {
 			err = fmt.Errorf("--trace-file: %w", werr)
 		}
 	}
 	return err
+}
+
+// warnSockets logs the socket options the kernel did not grant.
+func warnSockets(log *slog.Logger, n *node.Node) {
+	for _, r := range n.SocketReports() {
+		if r.RecvBufferBytesGranted < r.RecvBufferBytesRequested {
+			log.Warn("receive buffer smaller than asked (raise net.core.rmem_max or run as root)", "socket", r.Local, "asked", r.RecvBufferBytesRequested, "granted", r.RecvBufferBytesGranted)
+		}
+		if r.BusyPollErr != nil {
+			log.Warn("SO_BUSY_POLL refused", "socket", r.Local, "err", r.BusyPollErr)
+		}
+	}
 }
 
 // parseEtcdURL turns etcd://h1:2379,h2:2379 into client endpoints.

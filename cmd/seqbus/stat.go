@@ -59,34 +59,19 @@ func runStat(args []string) error {
 	if err := checkPositive("interval", *interval); err != nil {
 		return err
 	}
+	if *asJSON {
+		b, err := os.ReadFile(statusPath(dirs[0]))
+		if err != nil {
+			return fmt.Errorf("read %s: %v (is the node running with this --dir?)", statusPath(dirs[0]), err)
+		}
+		_, err = os.Stdout.Write(append(b, '\n'))
+		return err
+	}
 	tty := isTerminal(os.Stdout)
 	for {
 		var buf bytes.Buffer
-		if *asJSON {
-			b, err := os.ReadFile(statusPath(dirs[0]))
-			if err != nil {
-				return fmt.Errorf("read %s: %v (is the node running with this --dir?)", statusPath(dirs[0]), err)
-			}
-			_, err = os.Stdout.Write(append(b, '\n'))
+		if err := renderStat(&buf, dirs, time.Now()); err != nil {
 			return err
-		}
-		now := time.Now()
-		if len(dirs) == 1 {
-			st, err := loadStatus(dirs[0])
-			if err != nil {
-				return err
-			}
-			printStat(&buf, st, now)
-		} else {
-			var sts []loadedStatus
-			for _, d := range dirs {
-				st, err := loadStatus(d)
-				if err != nil {
-					st = loadedStatus{path: statusPath(d), err: err}
-				}
-				sts = append(sts, st)
-			}
-			printCluster(&buf, sts, now)
 		}
 		if !*once && tty {
 			// Screen codes only for a terminal: in a pipe or a file they
@@ -103,6 +88,28 @@ func runStat(args []string) error {
 		}
 		time.Sleep(*interval)
 	}
+}
+
+// renderStat writes one view: a node's status, or several side by side.
+func renderStat(buf *bytes.Buffer, dirs []string, now time.Time) error {
+	if len(dirs) == 1 {
+		st, err := loadStatus(dirs[0])
+		if err != nil {
+			return err
+		}
+		printStat(buf, st, now)
+		return nil
+	}
+	var sts []loadedStatus
+	for _, d := range dirs {
+		st, err := loadStatus(d)
+		if err != nil {
+			st = loadedStatus{path: statusPath(d), err: err}
+		}
+		sts = append(sts, st)
+	}
+	printCluster(buf, sts, now)
+	return nil
 }
 
 // isTerminal reports whether f is a character device (a terminal).
@@ -345,27 +352,7 @@ var clusterRows = []struct {
 
 // printCluster shows several statuses side by side, one column each.
 func printCluster(w io.Writer, sts []loadedStatus, now time.Time) {
-	cols := make([][]string, len(sts))
-	heads := make([]string, len(sts))
-	for i, st := range sts {
-		heads[i] = filepath.Base(filepath.Dir(st.path))
-		if st.err != nil {
-			cols[i] = []string{"unreadable"}
-			continue
-		}
-		age, stale, _ := st.freshness(now)
-		fresh := age.Round(time.Millisecond).String()
-		if stale {
-			fresh = "STALE " + fresh
-		}
-		if _, gone := st.processGone(); gone {
-			fresh += " (exited)"
-		}
-		cols[i] = append(cols[i], fresh)
-		for _, r := range clusterRows {
-			cols[i] = append(cols[i], r.value(st.s))
-		}
-	}
+	heads, cols := clusterColumns(sts, now)
 	labels := []string{"written ago"}
 	for _, r := range clusterRows {
 		labels = append(labels, r.label)
@@ -409,6 +396,32 @@ func printCluster(w io.Writer, sts []loadedStatus, now time.Time) {
 			fmt.Fprintf(tw, "%s: %v\n", heads[i], st.err)
 		}
 	}
+}
+
+// clusterColumns is each status's column head and values.
+func clusterColumns(sts []loadedStatus, now time.Time) (heads []string, cols [][]string) {
+	cols = make([][]string, len(sts))
+	heads = make([]string, len(sts))
+	for i, st := range sts {
+		heads[i] = filepath.Base(filepath.Dir(st.path))
+		if st.err != nil {
+			cols[i] = []string{"unreadable"}
+			continue
+		}
+		age, stale, _ := st.freshness(now)
+		fresh := age.Round(time.Millisecond).String()
+		if stale {
+			fresh = "STALE " + fresh
+		}
+		if _, gone := st.processGone(); gone {
+			fresh += " (exited)"
+		}
+		cols[i] = append(cols[i], fresh)
+		for _, r := range clusterRows {
+			cols[i] = append(cols[i], r.value(st.s))
+		}
+	}
+	return heads, cols
 }
 
 func toF(v any) float64 {

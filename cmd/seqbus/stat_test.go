@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/internal/cluster"
 )
 
 // statusAt is a primary's status in today's form, written at t.
@@ -142,14 +144,14 @@ func startStaticPrimary(t *testing.T, extra ...string) (*exec.Cmd, string) {
 	dir := t.TempDir()
 	ports := make([]uint16, 2)
 	for i := range ports {
-		p, err := freeLoopbackPort()
+		p, err := cluster.FreeLoopbackPort()
 		if err != nil {
 			t.Fatal(err)
 		}
 		ports[i] = p
 	}
 	args := append([]string{"node", "--id", "1", "--role", "primary", "--dir", dir,
-		"--listen", loopback(ports[0]).String(), "--group", fmt.Sprintf("239.77.9.%d:%d", 1+ports[1]%250, ports[1]), "--iface", "lo"}, extra...)
+		"--listen", cluster.Loopback(ports[0]).String(), "--group", fmt.Sprintf("239.77.9.%d:%d", 1+ports[1]%250, ports[1]), "--iface", "lo"}, extra...)
 	cmd := exec.Command(bin, args...)
 	var errOut lockedBuffer
 	cmd.Stderr = &errOut

@@ -265,3 +265,9 @@ func sessionHistoryConfig(v int) int {
 	}
 	return v
 }
+
+// checkMDRing: the market-data ring's bounds (node.MinMDRingUpdates..
+// node.MaxMDRingUpdates updates).
+func checkMDRing(v int) error {
+	return checkRange("md-ring", v, node.MinMDRingUpdates, node.MaxMDRingUpdates)
+}

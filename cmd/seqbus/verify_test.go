@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/internal/cluster"
 )
 
 // runBin runs the built binary with a bound and returns its output and
@@ -141,15 +143,15 @@ func TestClientRecordFlushedOnSIGTERM(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	port, err := freeLoopbackPort()
+	port, err := cluster.FreeLoopbackPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	gport, err := freeLoopbackPort()
+	gport, err := cluster.FreeLoopbackPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := loopback(port).String()
+	addr := cluster.Loopback(port).String()
 	nodeDir := filepath.Join(dir, "node1")
 	var nodeOut lockedBuffer
 	nodeCmd := exec.Command(bin, "node", "--id", "1", "--dir", nodeDir, "--listen", addr, "--role", "primary",

@@ -51,6 +51,12 @@ func runWitness(args []string) error {
 		cfg.Nodes, _ = parseIDs(*nodesFlag) // checked above
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
+	return serveWitness(cfg, addr, *dir, metricsAddr, *lease)
+}
+
+// serveWitness runs the witness (and its metrics) until SIGINT or
+// SIGTERM.
+func serveWitness(cfg witness.Config, addr netip.AddrPort, dir, metricsAddr string, lease time.Duration) error {
 	var reg *prometheus.Registry
 	if metricsAddr != "" {
 		reg = metrics.NewRegistry()
@@ -67,7 +73,7 @@ func runWitness(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := witness.New(cfg, conn, *dir)
+	srv, err := witness.New(cfg, conn, dir)
 	if err != nil {
 		conn.Close()
 		return err
@@ -78,7 +84,7 @@ func runWitness(args []string) error {
 	if reg != nil {
 		reg.MustRegister(metrics.WitnessCollector{S: srv})
 	}
-	cfg.Logger.Info("serving", "lease", *lease, "epoch", srv.Status().Epoch)
+	cfg.Logger.Info("serving", "lease", lease, "epoch", srv.Status().Epoch)
 	waitSignal()
 	return srv.Close()
 }

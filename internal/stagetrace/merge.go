@@ -84,43 +84,13 @@ func Merge(client, primary *Trace, standbys []*Trace, warmup int) (*Merged, erro
 			applied = append(applied, c)
 		}
 	}
-	// seqOf[client order id] = seq, for this client's session.
-	seqOf := make([]uint64, len(intended))
-	for seq := 1; seq < len(orderID); seq++ {
-		id := orderID[seq]
-		if uint32(session[seq]) != client.ID || session[seq] == 0 || id <= 0 || id >= int64(len(seqOf)) {
-			continue
-		}
-		if seqOf[id] == 0 { // a resend sequenced twice: the first counts
-			seqOf[id] = uint64(seq)
-		}
-	}
+	seqOf := seqsOf(client.ID, session, orderID, len(intended))
 	m := &Merged{Hist: map[string]*hdrhistogram.Histogram{}}
 	for _, s := range Stages {
 		m.Hist[s] = NewHist()
 	}
-	rec := func(stage string, from, to int64) {
-		if from == 0 || to == 0 {
-			return
-		}
-		if to < from {
-			m.Backwards++
-			return
-		}
-		_ = m.Hist[stage].RecordValue(min(max(to-from, 1), HistogramHighestNs))
-	}
-	at := func(col []int64, i uint64) int64 {
-		if i < uint64(len(col)) {
-			return col[i]
-		}
-		return 0
-	}
-	var base int64 // the first measured intended time
-	for id := warmup + 1; id < len(intended); id++ {
-		if v := intended[id]; v != 0 && (base == 0 || v < base) {
-			base = v
-		}
-	}
+	rec := m.rec
+	base := firstIntended(intended, warmup)
 	for id := warmup + 1; id < len(intended); id++ {
 		if intended[id] == 0 {
 			continue // never sent
@@ -153,16 +123,7 @@ func Merge(client, primary *Trace, standbys []*Trace, warmup int) (*Merged, erro
 		}
 		sq := sequenced[seq]
 		rec(StageSequenced, sent[id], sq)
-		var last int64
-		for _, a := range applied {
-			if v := at(a, seq); v == 0 {
-				last = -1 // one standby did not record it: no sample
-				break
-			} else if last >= 0 {
-				last = max(last, v)
-			}
-		}
-		if len(applied) > 0 && last > 0 {
+		if last := lastApplied(applied, seq); len(applied) > 0 && last > 0 {
 			rec(StageStandby, sq, last)
 		}
 		rec(StageAcked, sq, at(acked, seq))
@@ -171,4 +132,66 @@ func Merge(client, primary *Trace, standbys []*Trace, warmup int) (*Merged, erro
 		rec(StageReceived, at(released, seq), received[id])
 	}
 	return m, nil
+}
+
+// seqsOf maps each client order id of session id (below n) to the seq
+// that sequenced it first (a resend sequenced twice: the first counts).
+func seqsOf(id uint32, session, orderID []int64, n int) []uint64 {
+	seqOf := make([]uint64, n)
+	for seq := 1; seq < len(orderID); seq++ {
+		oid := orderID[seq]
+		if uint32(session[seq]) != id || session[seq] == 0 || oid <= 0 || oid >= int64(len(seqOf)) {
+			continue
+		}
+		if seqOf[oid] == 0 {
+			seqOf[oid] = uint64(seq)
+		}
+	}
+	return seqOf
+}
+
+// firstIntended is the first measured intended time (past the warm-up).
+func firstIntended(intended []int64, warmup int) int64 {
+	var base int64
+	for id := warmup + 1; id < len(intended); id++ {
+		if v := intended[id]; v != 0 && (base == 0 || v < base) {
+			base = v
+		}
+	}
+	return base
+}
+
+// lastApplied is the last standby's applied time of seq, or -1 when one
+// standby did not record it (no sample).
+func lastApplied(applied [][]int64, seq uint64) int64 {
+	var last int64
+	for _, a := range applied {
+		v := at(a, seq)
+		if v == 0 {
+			return -1
+		}
+		last = max(last, v)
+	}
+	return last
+}
+
+// rec records one stage's sample; a stamp missing gives none, a stamp
+// before its start counts as backwards.
+func (m *Merged) rec(stage string, from, to int64) {
+	if from == 0 || to == 0 {
+		return
+	}
+	if to < from {
+		m.Backwards++
+		return
+	}
+	_ = m.Hist[stage].RecordValue(min(max(to-from, 1), HistogramHighestNs))
+}
+
+// at is col[i], or 0 past its end.
+func at(col []int64, i uint64) int64 {
+	if i < uint64(len(col)) {
+		return col[i]
+	}
+	return 0
 }

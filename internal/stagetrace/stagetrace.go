@@ -14,14 +14,17 @@
 // File format (little-endian):
 //
 //	magic    [8]byte "SQBTRACE"
-//	version  uint32 (2)
+//	version  uint32 (3)
 //	role     uint16 length + bytes ("client", "primary", "standby")
 //	id       uint32 (node id, or the client's session)
 //	pid      uint32
-//	mallocs  uint64 (runtime.MemStats.Mallocs over the run)
+//	mallocs  uint64 (runtime.MemStats.Mallocs over the process's life since tracing began)
 //	syscalls uint64 (send and receive calls that moved data, from the bus counters)
 //	commands uint64 (commands the process handled over the run)
 //	gomaxprocs uint32 (the process's runtime.GOMAXPROCS)
+//	window   uint8 (1: the measured window closed), from uint64, to uint64
+//	         (client order ids), mallocs uint64, syscalls uint64 (over the
+//	         window only: see Window)
 //	columns  uint32, rows uint32
 //	per column: name uint16 length + bytes, then rows int64 values
 //
@@ -70,7 +73,7 @@ const (
 	// ColumnsMax bounds the columns of a file read back.
 	ColumnsMax = 16
 	nameMax    = 64
-	version    = 2
+	version    = 3
 )
 
 var magic = [8]byte{'S', 'Q', 'B', 'T', 'R', 'A', 'C', 'E'}
@@ -92,6 +95,14 @@ type Header struct {
 	// GOMAXPROCS is the process's (a pinned process gets one P per CPU
 	// it may run on).
 	GOMAXPROCS uint32
+	// The measured window (Window): client order ids WindowFrom..
+	// WindowTo, and the allocations and socket calls between the
+	// process's first handling of a measured command and its last.
+	// WindowClosed is false when the window never closed (the others
+	// are then zero).
+	WindowClosed                  bool
+	WindowFrom, WindowTo          uint64
+	WindowMallocs, WindowSyscalls uint64
 }
 
 // Recorder holds preallocated columns. Set and Stamp never allocate; they
@@ -197,6 +208,14 @@ func (r *Recorder) Write(w io.Writer, h Header) error {
 	b = binary.LittleEndian.AppendUint64(b, h.Syscalls)
 	b = binary.LittleEndian.AppendUint64(b, h.Commands)
 	b = binary.LittleEndian.AppendUint32(b, h.GOMAXPROCS)
+	closed := byte(0)
+	if h.WindowClosed {
+		closed = 1
+	}
+	b = append(b, closed)
+	for _, v := range []uint64{h.WindowFrom, h.WindowTo, h.WindowMallocs, h.WindowSyscalls} {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.cols)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(rows))
 	if _, err := w.Write(b); err != nil {
@@ -268,6 +287,16 @@ func Read(r io.Reader) (*Trace, error) {
 	t.Syscalls = rd.u64()
 	t.Commands = rd.u64()
 	t.GOMAXPROCS = rd.u32()
+	switch rd.u8() {
+	case 0:
+	case 1:
+		t.WindowClosed = true
+	default:
+		if rd.err == nil {
+			rd.err = fmt.Errorf("%w: window flag", ErrFormat)
+		}
+	}
+	t.WindowFrom, t.WindowTo, t.WindowMallocs, t.WindowSyscalls = rd.u64(), rd.u64(), rd.u64(), rd.u64()
 	ncols, rows := rd.u32(), rd.u32()
 	if rd.err != nil {
 		return nil, rd.err
@@ -316,6 +345,7 @@ func (d *reader) fill(n int) []byte {
 	return d.b[:n]
 }
 
+func (d *reader) u8() uint8   { return d.fill(1)[0] }
 func (d *reader) u16() uint16 { return binary.LittleEndian.Uint16(d.fill(2)) }
 func (d *reader) u32() uint32 { return binary.LittleEndian.Uint32(d.fill(4)) }
 func (d *reader) u64() uint64 { return binary.LittleEndian.Uint64(d.fill(8)) }

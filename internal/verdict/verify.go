@@ -265,47 +265,55 @@ func Verify(opts Options) (*Result, error) {
 	// What clients received.
 	applied := map[sessionID]string{}
 	for _, lines := range rcv {
-		var maxEpoch uint64
-		var maxWhere string
-		for i := range lines {
-			l := &lines[i]
-			res.Received++
-			if l.Answer {
-				res.Answers++
-			}
-			if l.Epoch < maxEpoch {
-				if res.FirstStale == nil {
-					first := l.RecordLine
-					res.FirstStale = &first
-				}
-				res.find("stale", &res.Stale, "%s: %s of order %d at epoch %d seq %d received after an output of epoch %d (%s)",
-					l.where, l.Kind, l.ClientOrderID, l.Epoch, l.Seq, maxEpoch, maxWhere)
-			} else if l.Epoch > maxEpoch {
-				maxEpoch, maxWhere = l.Epoch, l.where
-			}
-			checkReceived(prim, reps, l, res)
-			if l.Kind == "ack" && !l.Dropped {
-				// (A dropped one is a repeat the client did not deliver:
-				// a replay's copy of an ack it had, or the reverse.)
-				// One output received twice has the same (epoch, seq,
-				// index); another new ack of the same order is a second
-				// application.
-				k := sessionID{l.Session, l.ClientOrderID}
-				at := fmt.Sprintf("epoch %d seq %d index %d", l.Epoch, l.Seq, l.Index)
-				if prev, seen := applied[k]; seen && prev != at {
-					res.find("duplicate", &res.Duplicates, "%s: session %d order %d got a new %s at %s, and before at %s",
-						l.where, l.Session, l.ClientOrderID, l.Kind, at, prev)
-				} else if !seen {
-					applied[k] = at
-				}
-			}
-		}
+		checkRecord(prim, reps, lines, applied, res)
 	}
 	res.addSessions(sessionReports(prim, rcv))
 	for _, p := range reps {
 		res.Nodes = append(res.Nodes, p.NodeReport)
 	}
 	return res, nil
+}
+
+// checkRecord checks one client's record, in arrival order: stale
+// outputs, each output against the histories, and acks applied twice
+// (applied holds, per order, where its ack was first seen, across
+// records).
+func checkRecord(prim *replica, reps []*replica, lines []received, applied map[sessionID]string, res *Result) {
+	var maxEpoch uint64
+	var maxWhere string
+	for i := range lines {
+		l := &lines[i]
+		res.Received++
+		if l.Answer {
+			res.Answers++
+		}
+		if l.Epoch < maxEpoch {
+			if res.FirstStale == nil {
+				first := l.RecordLine
+				res.FirstStale = &first
+			}
+			res.find("stale", &res.Stale, "%s: %s of order %d at epoch %d seq %d received after an output of epoch %d (%s)",
+				l.where, l.Kind, l.ClientOrderID, l.Epoch, l.Seq, maxEpoch, maxWhere)
+		} else if l.Epoch > maxEpoch {
+			maxEpoch, maxWhere = l.Epoch, l.where
+		}
+		checkReceived(prim, reps, l, res)
+		if l.Kind == "ack" && !l.Dropped {
+			// (A dropped one is a repeat the client did not deliver: a
+			// replay's copy of an ack it had, or the reverse.)
+			// One output received twice has the same (epoch, seq,
+			// index); another new ack of the same order is a second
+			// application.
+			k := sessionID{l.Session, l.ClientOrderID}
+			at := fmt.Sprintf("epoch %d seq %d index %d", l.Epoch, l.Seq, l.Index)
+			if prev, seen := applied[k]; seen && prev != at {
+				res.find("duplicate", &res.Duplicates, "%s: session %d order %d got a new %s at %s, and before at %s",
+					l.where, l.Session, l.ClientOrderID, l.Kind, at, prev)
+			} else if !seen {
+				applied[k] = at
+			}
+		}
+	}
 }
 
 func readRecords(path string) ([]received, error) {

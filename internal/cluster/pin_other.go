@@ -1,13 +1,14 @@
 //go:build !linux
 
-package main
+package cluster
 
 import (
 	"errors"
 	"os/exec"
 )
 
-func setChildAttrs(*exec.Cmd) {}
+// DieWithParent needs Linux; elsewhere it does nothing.
+func DieWithParent(*exec.Cmd) {}
 
 // startPinned starts cmd; pinning needs Linux.
 func startPinned(cmd *exec.Cmd, cpus []int) error {

@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"fmt"
@@ -9,9 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// setChildAttrs makes a child die with the demo (Pdeathsig), so Ctrl-C or
-// a crash of the demo never leaves a node running.
-func setChildAttrs(cmd *exec.Cmd) {
+// DieWithParent makes a child die with this process (Pdeathsig), so
+// Ctrl-C or a crash of the demo never leaves a node running, and puts it
+// in its own process group.
+func DieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 }
 

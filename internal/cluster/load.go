@@ -1,0 +1,103 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+)
+
+// Load is a client of this process running a paced load in the
+// background: the demo's and the drills' client. Its Recorder (when
+// Options.Recorder is set) keeps every output received with the node and
+// epoch of the frame that carried it, for the verifier.
+type Load struct {
+	Client *client.Client
+	done   chan struct{}
+	report client.LoadReport
+	err    error
+
+	mu         sync.Mutex
+	hist       *hdrhistogram.Histogram // round trips, µs
+	acked      map[uint64]bool
+	lastAnswer time.Time
+}
+
+// StartLoad dials a client with opts and runs cfg's load on it until
+// the load ends or ctx does.
+func StartLoad(ctx context.Context, opts client.Options, cfg client.LoadConfig) (*Load, error) {
+	cl, err := client.Dial(opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &Load{Client: cl, done: make(chan struct{}), acked: map[uint64]bool{},
+		hist: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)}
+	go func() {
+		defer close(l.done)
+		rep, err := cl.Load(ctx, cfg, l.result)
+		l.mu.Lock()
+		l.report, l.err = rep, err
+		l.mu.Unlock()
+	}()
+	return l, nil
+}
+
+func (l *Load) result(r client.Result) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_ = l.hist.RecordValue(max(r.LatencyNs/1000, 1))
+	if r.Kind == engine.KindAck {
+		l.acked[r.ClientOrderID] = true
+	}
+	l.lastAnswer = time.Now()
+}
+
+// Done is closed when the load has ended.
+func (l *Load) Done() <-chan struct{} { return l.done }
+
+// Result is the load's report and error; valid once Done is closed.
+func (l *Load) Result() (client.LoadReport, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.report, l.err
+}
+
+// Acked is how many distinct orders the client saw acknowledged.
+func (l *Load) Acked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// LastAnswer is when the last answer arrived.
+func (l *Load) LastAnswer() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastAnswer
+}
+
+// Latency is the round trip (from the intended send time) at quantile q
+// (0..100); q > 100 gives the maximum.
+func (l *Load) Latency(q float64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q > 100 {
+		return time.Duration(l.hist.Max()) * time.Microsecond
+	}
+	return time.Duration(l.hist.ValueAtQuantile(q)) * time.Microsecond
+}
+
+// Stop closes the client and waits up to timeout for the load to end.
+func (l *Load) Stop(timeout time.Duration) {
+	l.Client.Close()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case <-t.C:
+	}
+}

@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Spec says how to start one child process.
+type Spec struct {
+	Name string   // for messages
+	Bin  string   // the executable
+	Args []string // its arguments
+	// Log receives stdout and stderr (created, or appended to).
+	Log string
+	// Netns runs the child inside that network namespace (`ip netns exec`,
+	// which execs the binary in place, so signals reach it directly);
+	// "" runs it in this process's namespace.
+	Netns string
+	// CPUs pins the child from its first instruction (nil: not pinned).
+	CPUs []int
+	// Timeout kills the child after this long (0: never).
+	Timeout time.Duration
+	// DieWithParent kills the child when this process dies (Pdeathsig).
+	// Pdeathsig fires when the forking OS thread exits, so only set it
+	// where no goroutine that locks its thread forks children.
+	DieWithParent bool
+}
+
+// Proc is one started child.
+type Proc struct {
+	Name    string
+	LogPath string
+	Cmd     *exec.Cmd
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error // valid once done is closed
+}
+
+// Start starts a child as spec says; a goroutine waits for its exit.
+func Start(spec Spec) (*Proc, error) {
+	logf, err := os.OpenFile(spec.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if spec.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, spec.Timeout)
+	}
+	cmd := exec.CommandContext(ctx, spec.Bin, spec.Args...)
+	if spec.Netns != "" {
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", spec.Netns, spec.Bin}, spec.Args...)...)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.WaitDelay = 5 * time.Second
+	if spec.DieWithParent {
+		DieWithParent(cmd)
+	}
+	if err := startPinned(cmd, spec.CPUs); err != nil {
+		cancel()
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+	}
+	p := &Proc{Name: spec.Name, LogPath: spec.Log, Cmd: cmd, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Done is closed when the child has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Err is Wait's error; valid once Done is closed.
+func (p *Proc) Err() error { return p.err }
+
+// State is the exit state; valid once Done is closed.
+func (p *Proc) State() *os.ProcessState { return p.Cmd.ProcessState }
+
+// Pid is the child's pid.
+func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
+
+// Exited says whether the child has exited.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Signal sends sig unless the child has exited.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	if p.Exited() {
+		return fmt.Errorf("%s has exited", p.Name)
+	}
+	return p.Cmd.Process.Signal(sig)
+}
+
+// Kill sends SIGKILL (if still running) and waits for the exit.
+func (p *Proc) Kill() {
+	if !p.Exited() {
+		_ = p.Cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+	p.cancel()
+}
+
+// Wait waits up to timeout for the child to exit by itself.
+func (p *Proc) Wait(timeout time.Duration) (*os.ProcessState, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return p.Cmd.ProcessState, nil
+	case <-t.C:
+		return nil, fmt.Errorf("%s (pid %d) still running after %v", p.Name, p.Cmd.Process.Pid, timeout)
+	}
+}
+
+// Stop sends SIGTERM and waits up to timeout for the exit, then SIGKILLs
+// (and returns the timeout as the error).
+func (p *Proc) Stop(timeout time.Duration) (*os.ProcessState, error) {
+	if !p.Exited() {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	}
+	st, err := p.Wait(timeout)
+	if err != nil {
+		p.Kill()
+		return nil, err
+	}
+	p.cancel()
+	return st, nil
+}
+
+// Log is what the child has written so far.
+func (p *Proc) Log() string {
+	b, _ := os.ReadFile(p.LogPath)
+	return string(b)
+}
+
+// LogTail is the last n lines of the log, with a note of what was cut.
+func (p *Proc) LogTail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... (%d lines cut)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
