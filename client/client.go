@@ -91,6 +91,7 @@ type Client struct {
 	sendBuf [1][]byte
 	lastQ   int64
 	qbuf    []byte
+	rbuf    []byte // the replay request
 	qid     uint64
 	// Failovers counts primary changes seen through the witness.
 	failovers uint64
@@ -219,7 +220,28 @@ func (c *Client) SetPrimary(addr netip.AddrPort) int {
 	c.primary = addr
 	n := c.core.ResendAll(c.nowNs(), c.queue)
 	c.flushLocked()
+	c.core.Reconnected()
+	c.core.PollReplay(c.nowNs(), c.sendReplayRequest)
 	return n
+}
+
+// SessionStats returns the session-sequence counters (gaps, replays).
+func (c *Client) SessionStats() SessionStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.core.SessionStats()
+}
+
+// sendReplayRequest asks the primary for this session's outputs from
+// output seq from on (a REPLAY_REQUEST, sealed like commands).
+func (c *Client) sendReplayRequest(from uint64) {
+	r := wire.ReplayRequest{Origin: c.origin(), Session: c.opts.Core.Session, From: from}
+	c.rbuf = r.Append(c.rbuf[:0])
+	c.sendBuf[0] = c.seal(c.rbuf)
+	if err := c.uc.Send(c.sendBuf[:], c.primary); err != nil {
+		c.core.stats.SendErrors++
+	}
+	c.sendBuf[0] = nil
 }
 
 // Stats returns the counters.
@@ -282,6 +304,7 @@ func (c *Client) Poll() int {
 func (c *Client) pollLocked(now int64) int {
 	n := c.core.Poll(now, c.queue)
 	c.flushLocked()
+	c.core.PollReplay(now, c.sendReplayRequest)
 	if c.opts.Witness.IsValid() && now-c.lastQ >= int64(c.opts.QueryEvery) {
 		c.lastQ = now
 		c.qid++
@@ -311,6 +334,10 @@ func (c *Client) onInfo(f *wire.Frame) {
 	c.failovers++
 	c.core.ResendAll(c.nowNs(), c.queue)
 	c.flushLocked()
+	// The new primary holds this session's outputs the old one may never
+	// have released: ask for everything after the last one delivered.
+	c.core.Reconnected()
+	c.core.PollReplay(c.nowNs(), c.sendReplayRequest)
 }
 
 // Primary is the address commands go to now.
@@ -341,11 +368,28 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			c.onInfo(&f)
 			continue
 		}
+		if err == nil && f.Type == wire.TypeReplayEnd {
+			if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.opts.Core.Session {
+				c.core.OnReplayEnd(ReplayAnswer{From: e.From, Next: e.Next, Highest: e.Highest,
+					TooOld: e.Status == wire.ReplayTooOld, Refused: e.Status == wire.ReplayRefused})
+			}
+			continue
+		}
 		if err != nil || f.Type != wire.TypeOutput {
 			c.core.stats.BadOutputs++
 			continue
 		}
+		replay := f.Flags&wire.FlagReplay != 0
 		c.core.stats.BadOutputs += eachOutput(&f, &c.out, func(idx int, o *engine.Output, payload []byte) {
+			// Exactly once, in order: a repeat or an output beyond a gap
+			// is not delivered (a gap asks for a replay, which delivers
+			// it); the record still has it, marked dropped.
+			if !c.core.Admit(o, replay) {
+				if c.opts.Recorder != nil {
+					c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, false, true)
+				}
+				return
+			}
 			if c.opts.OnOutput != nil {
 				c.opts.OnOutput(o)
 			}
@@ -354,13 +398,15 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 				res.Epoch, res.Seq = f.Epoch, f.Seq
 			}
 			if c.opts.Recorder != nil {
-				c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, ok)
+				c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, ok, false)
 			}
 			if ok && c.opts.OnResult != nil {
 				c.opts.OnResult(res)
 			}
 		})
 	}
+	// A gap seen in this batch asks for its replay at once (paced).
+	c.core.PollReplay(now, c.sendReplayRequest)
 }
 
 // Poll-mode bounds.

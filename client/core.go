@@ -41,6 +41,15 @@ type Config struct {
 	// FirstID is the first client order id (ids increase by one); a client
 	// restarting a session must continue above its previous ids.
 	FirstID uint64
+	// LastOutSeq is the output seq of the last output of the session the
+	// application has (a restarted client: from its own records; 0: it
+	// has none, so a replay delivers the session's history from 1).
+	LastOutSeq uint64
+	// ReplayEveryNs paces replay requests (0: DefaultReplayEveryNs).
+	ReplayEveryNs int64
+	// ProbeEveryNs paces the probes for lost tail outputs (0:
+	// DefaultProbeEveryNs; < 0: none).
+	ProbeEveryNs int64
 }
 
 type pending struct {
@@ -91,6 +100,7 @@ type Core struct {
 	live   int
 	oldest uint64 // lowest id that may still be in flight
 	stats  Stats
+	rs     replayState
 }
 
 // NewCore returns a Core.
@@ -104,7 +114,14 @@ func NewCore(cfg Config) *Core {
 	if cfg.FirstID == 0 {
 		cfg.FirstID = 1
 	}
-	return &Core{cfg: cfg, nextID: cfg.FirstID, oldest: cfg.FirstID, slots: make([]pending, cfg.MaxInFlight)}
+	if cfg.ReplayEveryNs <= 0 {
+		cfg.ReplayEveryNs = DefaultReplayEveryNs
+	}
+	if cfg.ProbeEveryNs == 0 {
+		cfg.ProbeEveryNs = DefaultProbeEveryNs
+	}
+	return &Core{cfg: cfg, nextID: cfg.FirstID, oldest: cfg.FirstID, slots: make([]pending, cfg.MaxInFlight),
+		rs: replayState{lastOut: cfg.LastOutSeq, every: cfg.ReplayEveryNs, probeEvery: cfg.ProbeEveryNs}}
 }
 
 // Session is the core's session id.
@@ -167,7 +184,7 @@ func (c *Core) next(r *engine.Request, body []byte, intendedNs, nowNs int64) (ui
 
 // OnOutput matches one output of this session. For a result (ack, reject,
 // cancel, or a duplicate of one) of a command in flight it returns the
-// Result and true.
+// Result and true. Pass it only the outputs Admit delivers.
 func (c *Core) OnOutput(o *engine.Output, nowNs int64) (Result, bool) {
 	kind, dup := o.Kind, false
 	switch o.Kind {

@@ -53,6 +53,14 @@ type RecordLine struct {
 	Answer bool `json:"answer"`
 	// Payload is the output's exact bytes, hex.
 	Payload string `json:"payload"`
+	// OutSeq is the output's seq in its session's history (0: market data
+	// or an unnumbered reject); Replay says it came in a replay frame
+	// (wire.FlagReplay); Dropped says the client did not deliver it to the
+	// application (a repeat of one delivered, or one beyond a gap, which
+	// the replay then delivers): the record holds every output received.
+	OutSeq  uint64 `json:"out_seq,omitempty"`
+	Replay  bool   `json:"replay,omitempty"`
+	Dropped bool   `json:"dropped,omitempty"`
 }
 
 // KindName names an output kind as record files and seqbus verify do.
@@ -82,7 +90,9 @@ type recEntry struct {
 	session        uint64
 	coid           uint64
 	kind, orig     engine.OutputKind
-	answer         bool
+	answer, replay bool
+	dropped        bool
+	outSeq         uint64
 	n              uint8
 	payload        [engine.MaxOutputLen]byte
 }
@@ -129,9 +139,10 @@ func NewRecorder(w io.Writer, queue int) *Recorder {
 }
 
 // add queues one received output; it never blocks.
-func (r *Recorder) add(f *wire.Frame, idx int, session uint64, o *engine.Output, payload []byte, answer bool) {
+func (r *Recorder) add(f *wire.Frame, idx int, session uint64, o *engine.Output, payload []byte, answer, dropped bool) {
 	e := recEntry{wallNs: time.Now().UnixNano(), monoNs: monotime.Now(), node: f.Node, epoch: f.Epoch, seq: f.Seq,
-		index: idx, session: session, coid: o.ClientOrderID, kind: o.Kind, orig: o.Original, answer: answer}
+		index: idx, session: session, coid: o.ClientOrderID, kind: o.Kind, orig: o.Original, answer: answer,
+		outSeq: o.OutSeq, replay: f.Flags&wire.FlagReplay != 0, dropped: dropped}
 	e.n = uint8(copy(e.payload[:], payload))
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -216,7 +227,18 @@ func appendRecordLine(dst []byte, e *recEntry) []byte {
 	dst = strconv.AppendBool(dst, e.answer)
 	dst = append(dst, `,"payload":"`...)
 	dst = hex.AppendEncode(dst, e.payload[:e.n])
-	return append(dst, "\"}\n"...)
+	dst = append(dst, '"')
+	if e.outSeq != 0 {
+		dst = append(dst, `,"out_seq":`...)
+		dst = strconv.AppendUint(dst, e.outSeq, 10)
+	}
+	if e.replay {
+		dst = append(dst, `,"replay":true`...)
+	}
+	if e.dropped {
+		dst = append(dst, `,"dropped":true`...)
+	}
+	return append(dst, "}\n"...)
 }
 
 // appendKindName appends KindName(k) without building the string.

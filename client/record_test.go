@@ -147,7 +147,7 @@ func TestRecorderCountsDropsWhenTheWriterIsBlocked(t *testing.T) {
 	p := engine.AppendOutput(nil, &o)
 	// One output: the writer takes it, finds the queue empty, flushes,
 	// and blocks in the file's Write.
-	rec.add(&f, 0, 1, &o, p, true)
+	rec.add(&f, 0, 1, &o, p, true, false)
 	select {
 	case <-w.entered:
 	case <-time.After(10 * time.Second):
@@ -158,7 +158,7 @@ func TestRecorderCountsDropsWhenTheWriterIsBlocked(t *testing.T) {
 	go func() {
 		defer close(done)
 		for range n {
-			rec.add(&f, 0, 1, &o, p, true)
+			rec.add(&f, 0, 1, &o, p, true, false)
 		}
 	}()
 	select {
@@ -202,7 +202,7 @@ func TestRecorderFlushesOnClose(t *testing.T) {
 	o := engine.Output{Kind: engine.KindAck, ClientOrderID: 1}
 	p := engine.AppendOutput(nil, &o)
 	for range 500 {
-		rec.add(&f, 0, 1, &o, p, true)
+		rec.add(&f, 0, 1, &o, p, true, false)
 	}
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func TestRecorderAddAllocatesNothing(t *testing.T) {
 	f := wire.Frame{Header: wire.Header{Node: 1, Epoch: 1, Seq: 1}}
 	o := engine.Output{Kind: engine.KindAck, ClientOrderID: 1}
 	p := engine.AppendOutput(nil, &o)
-	if n := testing.AllocsPerRun(1000, func() { rec.add(&f, 0, 1, &o, p, true) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { rec.add(&f, 0, 1, &o, p, true, false) }); n != 0 {
 		t.Fatalf("%v allocations per add", n)
 	}
 }
@@ -235,7 +235,7 @@ func TestRecorderAddAfterClose(t *testing.T) {
 	}
 	f := wire.Frame{Header: wire.Header{Node: 1, Epoch: 1, Seq: 1}}
 	o := engine.Output{Kind: engine.KindAck, ClientOrderID: 1}
-	rec.add(&f, 0, 1, &o, engine.AppendOutput(nil, &o), true)
+	rec.add(&f, 0, 1, &o, engine.AppendOutput(nil, &o), true, false)
 	if rec.Dropped() != 1 {
 		t.Fatalf("dropped %d, want 1", rec.Dropped())
 	}

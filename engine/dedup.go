@@ -9,6 +9,9 @@ package engine
 // answers first) and is overwritten by the next id that maps to the slot.
 type session struct {
 	id, hi uint64
+	// outSeq is the output sequence number of the session's last output
+	// (Output.OutSeq): its history is outputs 1..outSeq.
+	outSeq uint64
 }
 
 // entry is the recorded result of one applied command: its exact payload,

@@ -211,13 +211,41 @@ func (e *Engine) emit(to uint64, o *Output) {
 	e.out.Emit(to, AppendOutput(e.buf[:0], o))
 }
 
+// nextOutSeq assigns the next output sequence number of the session in
+// slot: part of the session's dedup row, so it is replicated, snapshotted
+// and hashed with it.
+func (e *Engine) nextOutSeq(slot int32) uint64 {
+	s := &e.sessions[slot]
+	e.hashSum -= sessionHash(s)
+	s.outSeq++
+	e.hashSum += sessionHash(s)
+	return s.outSeq
+}
+
+// emitSession numbers o in the history of the session in slot and emits it.
+func (e *Engine) emitSession(slot int32, to uint64, o *Output) {
+	o.OutSeq = e.nextOutSeq(slot)
+	e.emit(to, o)
+}
+
+// SessionOutSeq is the output sequence number of the last output to
+// session (0 before any, or for a session not in the dedup table).
+func (e *Engine) SessionOutSeq(session uint64) uint64 {
+	slot, ok := e.sessionIndex.get(session)
+	if !ok {
+		return 0
+	}
+	return e.sessions[slot].outSeq
+}
+
 // result emits the command's result (Ack, Reject or Cancelled) and records
 // it for dedup. Exactly one result is recorded per applied command.
 func (e *Engine) result(to uint64, o *Output) {
-	b := AppendOutput(e.buf[:0], o)
 	if !e.curResult {
 		panic("engine: second result for one command")
 	}
+	o.OutSeq = e.nextOutSeq(e.curSlot)
+	b := AppendOutput(e.buf[:0], o)
 	e.curResult = false
 	e.record(e.curSlot, e.curClOrd, b)
 	if e.out != nil {
@@ -265,7 +293,7 @@ func (e *Engine) newOrder(session, clOrdID uint64, r *Request) {
 		return
 	}
 	if r.Type == Market {
-		e.emit(session, &Output{
+		e.emitSession(e.curSlot, session, &Output{
 			Kind: KindCancelled, ClientOrderID: clOrdID, OrderID: id, Instrument: r.Instrument,
 			Side: r.Side, Qty: remaining, Reason: ReasonMarketUnfilled,
 		})
@@ -333,12 +361,14 @@ func (e *Engine) match(b *book, session, clOrdID, id uint64, instrument uint32, 
 		}
 		tradeID := e.nextTradeID
 		e.nextTradeID++
-		e.emit(session, &Output{
+		e.emitSession(e.curSlot, session, &Output{
 			Kind: KindExecution, ClientOrderID: clOrdID, OrderID: id, ContraOrderID: o.id,
 			TradeID: tradeID, Instrument: instrument, Side: side, Aggressor: true,
 			Price: lv.price, Qty: fill, LeavesQty: qty,
 		})
-		e.emit(o.session, &Output{
+		// A resting order's owner applied a command before, so it has a row.
+		ownerSlot, _ := e.sessionIndex.get(o.session)
+		e.emitSession(ownerSlot, o.session, &Output{
 			Kind: KindExecution, ClientOrderID: o.clOrdID, OrderID: o.id, ContraOrderID: id,
 			TradeID: tradeID, Instrument: instrument, Side: o.side,
 			Price: lv.price, Qty: fill, LeavesQty: o.qty,

@@ -42,12 +42,12 @@ func orderHash(o *order) uint64 {
 }
 
 func sessionHash(s *session) uint64 {
-	return fold(fold(tagSession, s.id), s.hi)
+	return fold(fold(fold(tagSession, s.id), s.hi), s.outSeq)
 }
 
-// entryHash reads the result as five words, which is exact only while
-// maxResultLen is 39: this fails to compile otherwise.
-var _ = [1]int{}[maxResultLen-39]
+// entryHash reads the result as six words, which is exact only while
+// maxResultLen is 47: this fails to compile otherwise.
+var _ = [1]int{}[maxResultLen-47]
 
 func entryHash(sessionID uint64, en *entry) uint64 {
 	h := fold(tagEntry, sessionID)
@@ -59,5 +59,6 @@ func entryHash(sessionID uint64, en *entry) uint64 {
 	h = fold(h, binary.LittleEndian.Uint64(r[8:]))
 	h = fold(h, binary.LittleEndian.Uint64(r[16:]))
 	h = fold(h, binary.LittleEndian.Uint64(r[24:]))
-	return fold(h, binary.LittleEndian.Uint64(r[31:])) // bytes 31..38, overlapping by one
+	h = fold(h, binary.LittleEndian.Uint64(r[32:]))
+	return fold(h, binary.LittleEndian.Uint64(r[39:])) // bytes 39..46, overlapping by one
 }

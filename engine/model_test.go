@@ -25,6 +25,7 @@ type mOrder struct {
 
 type mSession struct {
 	hi      uint64
+	out     uint64 // last output seq given to the session
 	results map[uint64]Output
 }
 
@@ -110,6 +111,15 @@ func (m *model) apply(cmd []byte) []mOut {
 		}
 	}
 	outs := m.exec(session, clOrd, cmd[16:])
+	// Every output to a session of an applied command is the next in that
+	// session's history (the resting side's too).
+	for i := range outs {
+		if to := outs[i].to; to != 0 {
+			rs := m.sessions[to]
+			rs.out++
+			outs[i].o.OutSeq = rs.out
+		}
+	}
 	s.results[clOrd] = outs[0].o
 	s.hi = max(s.hi, clOrd)
 	return outs

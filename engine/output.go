@@ -122,22 +122,31 @@ type Output struct {
 	// MDSeq, MDKind: MarketData.
 	MDSeq  uint64
 	MDKind MDKind
+	// OutSeq: Ack, Reject, Execution, Cancelled (and a Duplicate, which
+	// carries its original's): the recipient session's output sequence
+	// number, 1, 2, 3, ... per session, assigned by the engine (replicated
+	// state), so a client sees a gap and asks for a replay. 0 marks an
+	// answer that is not part of the session's history: a reject the dedup
+	// table answers without recording it (BadClientOrderID, TooOld,
+	// TooManySessions), which Apply and Answer emit alike.
+	OutSeq uint64
 }
 
-// Output layouts (little endian), after the kind byte:
+// Output layouts (little endian), after the kind byte (outSeq first in
+// every session output, so SessionOutSeq reads it without parsing):
 //
-//	Ack:        clOrdID u64, orderID u64, instrument u32, side u8, type u8, price i64, qty u64
-//	Reject:     clOrdID u64, reason u8
-//	Execution:  clOrdID u64, orderID u64, contra u64, tradeID u64, instrument u32,
+//	Ack:        outSeq u64, clOrdID u64, orderID u64, instrument u32, side u8, type u8, price i64, qty u64
+//	Reject:     outSeq u64, clOrdID u64, reason u8
+//	Execution:  outSeq u64, clOrdID u64, orderID u64, contra u64, tradeID u64, instrument u32,
 //	            side u8, aggressor u8, price i64, qty u64, leaves u64
-//	Cancelled:  clOrdID u64, orderID u64, instrument u32, side u8, qty u64, reason u8
+//	Cancelled:  outSeq u64, clOrdID u64, orderID u64, instrument u32, side u8, qty u64, reason u8
 //	MarketData: mdSeq u64, mdKind u8, instrument u32, side u8, price i64, qty u64, tradeID u64
 //	Duplicate:  the whole original Ack, Reject or Cancelled payload, kind byte included
 const (
-	ackLen        = 1 + 8 + 8 + 4 + 1 + 1 + 8 + 8
-	rejectLen     = 1 + 8 + 1
-	executionLen  = 1 + 8 + 8 + 8 + 8 + 4 + 1 + 1 + 8 + 8 + 8
-	cancelledLen  = 1 + 8 + 8 + 4 + 1 + 8 + 1
+	ackLen        = 1 + 8 + 8 + 8 + 4 + 1 + 1 + 8 + 8
+	rejectLen     = 1 + 8 + 8 + 1
+	executionLen  = 1 + 8 + 8 + 8 + 8 + 8 + 4 + 1 + 1 + 8 + 8 + 8
+	cancelledLen  = 1 + 8 + 8 + 8 + 4 + 1 + 8 + 1
 	marketDataLen = 1 + 8 + 1 + 4 + 1 + 8 + 8 + 8
 	// maxResultLen is the longest result (Ack, Reject, Cancelled) the dedup
 	// table stores.
@@ -162,6 +171,9 @@ func AppendOutput(dst []byte, o *Output) []byte {
 	}
 	le := binary.LittleEndian
 	dst = append(dst, byte(kind))
+	if kind != KindMarketData {
+		dst = le.AppendUint64(dst, o.OutSeq)
+	}
 	switch kind {
 	case KindAck:
 		dst = le.AppendUint64(dst, o.ClientOrderID)
@@ -265,6 +277,10 @@ func parseOne(b []byte) (Output, error) {
 	}
 	le := binary.LittleEndian
 	ok := true
+	if o.Kind != KindMarketData {
+		o.OutSeq = le.Uint64(b[1:])
+		b = b[8:] // the per-kind fields below start after outSeq
+	}
 	switch o.Kind {
 	case KindAck:
 		o.ClientOrderID = le.Uint64(b[1:])
@@ -313,4 +329,20 @@ func parseOne(b []byte) (Output, error) {
 		return Output{}, ErrBadField
 	}
 	return o, nil
+}
+
+// SessionOutSeq reads the output sequence number of an encoded output
+// payload without decoding it (the node's output history keys on it):
+// ok is false for market data, for a payload too short to hold one, and
+// for a Duplicate (an answer that repeats an output of the history, not a
+// new one; its original's OutSeq is in it at offset 2). It never allocates.
+func SessionOutSeq(payload []byte) (seq uint64, ok bool) {
+	if len(payload) < 9 {
+		return 0, false
+	}
+	switch OutputKind(payload[0]) {
+	case KindAck, KindReject, KindExecution, KindCancelled:
+		return binary.LittleEndian.Uint64(payload[1:]), true
+	}
+	return 0, false
 }

@@ -11,19 +11,19 @@ import (
 // state write the same bytes, and a restored engine re-snapshots to the
 // bytes it was restored from.
 //
-//	magic "SQBENG01"
+//	magic "SQBENG02"
 //	config: MaxInstruments u32, MaxOrders u32, MaxSessions u32, DedupWindow u32, MaxOrderQty u64
 //	appliedSeq u64, nextOrderID u64, nextTradeID u64, mdSeq u64
 //	orders u32, then per order, by instrument, bids then asks, best level
 //	  first, oldest first: id u64, session u64, clOrdID u64, instrument u32,
 //	  side u8, price i64, qty u64
-//	sessions u32, then per session in table order: id u64, hi u64,
+//	sessions u32, then per session in table order: id u64, hi u64, outSeq u64,
 //	  entries u32, then per entry in window order: clOrdID u64, len u8, result
 //	stateHash u64
 //
 // Counts are checked against the config before anything is allocated, so
 // a hostile snapshot cannot make Restore allocate beyond New's footprint.
-var snapshotMagic = [8]byte{'S', 'Q', 'B', 'E', 'N', 'G', '0', '1'}
+var snapshotMagic = [8]byte{'S', 'Q', 'B', 'E', 'N', 'G', '0', '2'}
 
 type snapWriter struct {
 	w   *bufio.Writer
@@ -77,6 +77,7 @@ func (e *Engine) Snapshot(w io.Writer) error {
 		ss := &e.sessions[slot]
 		s.u64(ss.id)
 		s.u64(ss.hi)
+		s.u64(ss.outSeq)
 		ents := e.entries[slot*w64 : (slot+1)*w64]
 		n := 0
 		for i := range ents {
@@ -225,8 +226,9 @@ func (e *Engine) restoreSessions(s *snapReader) {
 	}
 	w := uint64(e.cfg.DedupWindow)
 	for i := uint32(0); i < n && s.err == nil; i++ {
-		id, hi, count := s.u64(), s.u64(), s.u32()
-		if id == 0 || hi == 0 || count == 0 || uint64(count) > w {
+		id, hi, outSeq, count := s.u64(), s.u64(), s.u64(), s.u32()
+		// Every recorded result took one output seq of its session.
+		if id == 0 || hi == 0 || count == 0 || uint64(count) > w || outSeq < uint64(count) {
 			s.corrupt()
 			return
 		}
@@ -235,7 +237,7 @@ func (e *Engine) restoreSessions(s *snapReader) {
 			return
 		}
 		slot := int32(len(e.sessions))
-		e.sessions = append(e.sessions, session{id: id})
+		e.sessions = append(e.sessions, session{id: id, outSeq: outSeq})
 		e.sessionIndex.put(id, slot)
 		e.hashSum += sessionHash(&e.sessions[slot])
 		var maxID uint64
@@ -253,7 +255,7 @@ func (e *Engine) restoreSessions(s *snapReader) {
 				result[k] = s.u8()
 			}
 			o, err := ParseOutput(result[:size])
-			if err != nil || o.ClientOrderID != clOrdID ||
+			if err != nil || o.ClientOrderID != clOrdID || o.OutSeq == 0 || o.OutSeq > outSeq ||
 				(o.Kind != KindAck && o.Kind != KindReject && o.Kind != KindCancelled) {
 				s.corrupt()
 				return

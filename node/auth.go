@@ -18,7 +18,8 @@ import (
 //     epochs are retired (four epochs are held; see auth.Keyring);
 //   - lease requests and replies: the key this node shares with the
 //     witness alone;
-//   - COMMAND and OUTPUT: the stream's client key.
+//   - COMMAND, OUTPUT, REPLAY_REQUEST and REPLAY_END: the stream's client
+//     key.
 //
 // Replayed DATA is dropped by a replay window keyed by (epoch, seq), which
 // advances only after the MAC verified.
@@ -60,7 +61,7 @@ func (n *Node) seal(frame []byte) []byte {
 	switch {
 	case wire.IsLease(h.Type):
 		b = a.lease.Sign(b, b)
-	case h.Type == wire.TypeCommand || h.Type == wire.TypeOutput || wire.IsMDRecovery(h.Type):
+	case h.Type == wire.TypeCommand || h.Type == wire.TypeOutput || h.Type == wire.TypeReplayRequest || h.Type == wire.TypeReplayEnd || wire.IsMDRecovery(h.Type):
 		b = a.client.Sign(b, b)
 	default:
 		if !a.ring.Has(h.Epoch) {
@@ -83,7 +84,7 @@ func (n *Node) verify(f *wire.Frame, now int64) bool {
 	switch {
 	case wire.IsLease(f.Type):
 		err = a.lease.Verify(f.Signed, f.Tag)
-	case f.Type == wire.TypeCommand || f.Type == wire.TypeOutput || wire.IsMDRecovery(f.Type):
+	case f.Type == wire.TypeCommand || f.Type == wire.TypeOutput || f.Type == wire.TypeReplayRequest || f.Type == wire.TypeReplayEnd || wire.IsMDRecovery(f.Type):
 		err = a.client.Verify(f.Signed, f.Tag)
 	default:
 		err = a.ring.Verify(f.Signed, f.Tag, f.Epoch)

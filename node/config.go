@@ -143,6 +143,10 @@ type Config struct {
 	AckDelayNs        int64
 	PublisherCapacity int
 	MaxSessions       int
+	// SessionHistory bounds the outputs to client sessions every node
+	// keeps for replay (sessionreplay.go): 0 is DefaultSessionHistory,
+	// below 0 keeps none (replay requests are refused).
+	SessionHistory int
 	// MDRingUpdates is how many recent market-data updates every node
 	// keeps to answer re-requests and to publish again at promotion
 	// (DefaultMDRingUpdates; see mdfeed.go).
@@ -260,6 +264,12 @@ func (c *Config) withDefaults() error {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
 	}
+	if c.SessionHistory == 0 {
+		c.SessionHistory = DefaultSessionHistory
+	}
+	if c.SessionHistory > MaxSessionHistory {
+		return fmt.Errorf("%w: session history %d outputs over the limit %d", ErrConfig, c.SessionHistory, MaxSessionHistory)
+	}
 	if err := c.mdDefaults(); err != nil {
 		return err
 	}
@@ -283,6 +293,11 @@ type Unsafe struct {
 	// believe in a lease the witness already counts as expired. Test-only
 	// (the simulator's mutation tests); no flag sets it.
 	LeaseFromReply bool
+	// NoSessionReplay: every node ignores session replay requests, so an
+	// output a client missed (lost, or never released by a dead primary)
+	// is never delivered, nor anything after it. Test-only (the
+	// simulator's mutation tests); no flag sets it.
+	NoSessionReplay bool
 	// NoMDRepublish: a promoted standby does not publish the market data
 	// above the old primary's last release (a hole in the feed at every
 	// failover). Test-only (the simulator's mutation tests); no flag sets

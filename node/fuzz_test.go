@@ -88,6 +88,8 @@ func fuzzSeeds() [][]byte {
 	out = append(out, ne.Append(nil))
 	sr := wire.SnapshotRequest{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}}
 	out = append(out, sr.Append(nil))
+	rr := wire.ReplayRequest{Origin: wire.Origin{Node: 5}, Session: 5, From: 1}
+	out = append(out, rr.Append(nil))
 	mr := wire.MDRequest{Origin: wire.Origin{Stream: 9, Node: 5}, Kind: wire.MDRequestRange, First: 1, Count: 10}
 	out = append(out, mr.Append(nil))
 	ms := wire.MDRequest{Origin: wire.Origin{Stream: 9, Node: 5}, Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments}

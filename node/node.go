@@ -102,6 +102,16 @@ type Node struct {
 	outTo    uint64
 	emitter  primaryEmitter
 	applySeq uint64 // seq being applied (for the emitter)
+	// Session replay (sessionreplay.go): the output history (nil: off),
+	// a standby's recording emitter, the replay frame and the request
+	// budget.
+	hist        *sessionHistory
+	histEmitter historyEmitter
+	replayBatch *wire.Batch
+	replayRate  struct {
+		windowNs int64
+		used     int
+	}
 	// assignNs[seq&assignMask] is when seq was assigned, for the
 	// assign -> release latency histogram.
 	assignNs     []int64
@@ -177,6 +187,8 @@ func New(cfg Config) (*Node, error) {
 		releaseHist: hdrhistogram.New(1, 10_000_000, 2),
 	}
 	n.emitter.n = n
+	n.hist = newSessionHistory(cfg.SessionHistory)
+	n.replayBatch = wire.NewBatch(datagramLen(cfg.Key != nil))
 	n.mdInit()
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	if cfg.TraceStages > 0 {
@@ -388,6 +400,12 @@ func (n *Node) setJournalAside() (int, error) {
 // rebuildState builds a fresh state machine from the latest snapshot and
 // the journal records after it.
 func (n *Node) rebuildState() error {
+	// The history below the snapshot first: its scratch state machine must
+	// not be the last one built (the simulator tracks the latest).
+	n.resetSessionHistory()
+	if err := n.historyBelowSnapshot(); err != nil {
+		return err
+	}
 	eng, err := n.cfg.NewStateMachine()
 	if err != nil {
 		return err
@@ -407,7 +425,7 @@ func (n *Node) rebuildState() error {
 			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
 		}
 		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
-			eng.Apply(seq, payload, n.mdStandbyEmitter()) // refills the market-data ring
+			eng.Apply(seq, payload, n.applyOut(seq)) // refills the session history and the market-data ring
 			if o := n.cfg.Observer; o != nil {
 				o.Applied(n.cfg.ID, epoch, seq, payload)
 			}
@@ -562,6 +580,10 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 	}
 	if wire.IsLease(f.Type) {
 		n.onLease(pkt, from, now)
+		return
+	}
+	if f.Type == wire.TypeReplayRequest {
+		n.onReplayRequest(&f, from, now) // from a client, like COMMAND
 		return
 	}
 	if wire.IsMDRecovery(f.Type) {

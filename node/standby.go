@@ -47,7 +47,7 @@ func (n *Node) applyFromWindow(seq uint64, payload []byte) {
 		}
 		return
 	}
-	n.eng.Apply(seq, payload, n.mdStandbyEmitter())
+	n.eng.Apply(seq, payload, n.applyOut(seq)) // the session history and the market-data ring
 	if o := n.cfg.Observer; o != nil {
 		o.Applied(n.cfg.ID, epoch, seq, payload)
 	}

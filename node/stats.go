@@ -130,6 +130,14 @@ type Stats struct {
 	// GroupMembershipErrors: leaving the replication group on promotion,
 	// or rejoining it on step-down, failed (logged).
 	GroupMembershipErrors uint64
+	// Session replay (sessionreplay.go): requests received, outputs
+	// served in replays, TooOld answers (past the history, or none) and
+	// Refused ones (not primary, over the rate bound); outputs recorded
+	// in the history and times it was cleared (a snapshot installed, a
+	// rebuild). Flat, as every counter here: status.json's node object
+	// holds numbers only.
+	ReplayRequests, ReplayServed, ReplayTooOld, ReplayRefused uint64
+	ReplayRecorded, ReplayResets                              uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	// NewTerms counts newer epochs granted to this node while it led

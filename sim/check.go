@@ -115,6 +115,16 @@ func (t *trackedSM) Restore(r io.Reader) error {
 	return nil
 }
 
+// SessionOutSeq forwards the engine's, which a primary reads to answer a
+// replay request for a session its history no longer holds.
+func (t *trackedSM) SessionOutSeq(session uint64) uint64 {
+	q, ok := t.inner.(interface{ SessionOutSeq(uint64) uint64 })
+	if !ok {
+		return 0
+	}
+	return q.SessionOutSeq(session)
+}
+
 func (t *trackedSM) StateHash() uint64  { return t.inner.StateHash() }
 func (t *trackedSM) AppliedSeq() uint64 { return t.inner.AppliedSeq() }
 
@@ -178,6 +188,11 @@ type checker struct {
 
 	received   []string // session|payload of every output clients received
 	receivedMD []string
+	// Session histories (invariant 9): per session, the payloads of its
+	// numbered outputs in the released history (index OutSeq-1), and those
+	// its client delivered, in order (a duplicate answer as its original).
+	history   map[uint64][]string
+	delivered map[uint64][]string
 
 	leaders map[uint64][2]uint64 // epoch -> (node, incarnation) that led it
 	// taint is the diagnosis of a known open bug seen in this run; later
@@ -201,6 +216,7 @@ func newChecker(s *sim) *checker {
 		cur: make([]*trackedSM, n), ref: ref, outputs: map[string]int{}, mdBySeq: map[uint64]string{}, publishedMD: map[uint64]bool{},
 		results: map[[2]uint64]string{}, accepted: make([]uint64, n), replaying: make([]bool, n),
 		grants: map[[2]uint64]int64{}, acks: map[[3]uint64]uint64{}, leaders: map[uint64][2]uint64{},
+		history: map[uint64][]string{}, delivered: map[uint64][]string{},
 	}
 }
 
@@ -389,6 +405,9 @@ func (e refEmitter) Emit(to uint64, payload []byte) {
 		return
 	}
 	c.outputs[outKey(to, payload)]++
+	if _, ok := engine.SessionOutSeq(payload); ok {
+		c.history[to] = append(c.history[to], string(payload))
+	}
 }
 
 func outKey(session uint64, payload []byte) string {
@@ -439,13 +458,25 @@ func (c *checker) onStepDown(id int, from, to, keeperEpoch uint64) {
 	}
 }
 
-// onClientOutput checks one output a client received.
+// onClientOutput checks one output a client delivered to its application.
 func (c *checker) onClientOutput(session uint64, payload []byte) {
 	c.received = append(c.received, outKey(session, payload))
 	o, err := engine.ParseOutput(payload)
 	if err != nil {
 		c.violate(1, "client %d received an output that does not parse: %v", session, err)
 		return
+	}
+	if o.OutSeq != 0 {
+		// 8: a gap-free prefix at every moment: the next output, once.
+		orig := payload
+		if o.Kind == engine.KindDuplicate {
+			orig = payload[1:]
+		}
+		d := c.delivered[session]
+		if o.OutSeq != uint64(len(d))+1 {
+			c.violate(9, "%sclient %d delivered its output %d after %d: not a gap-free prefix of its session's history", c.sessionDiag(session), session, o.OutSeq, len(d))
+		}
+		c.delivered[session] = append(d, string(orig))
 	}
 	res := payload
 	switch o.Kind {
@@ -495,6 +526,50 @@ func (c *checker) checkReceived() {
 			return
 		}
 	}
+}
+
+// checkSessions is invariant 9 at the end of a live run: every session's
+// delivered outputs are its outputs in the final history, in order, each
+// once, all of them (the released history is then the whole history).
+func (c *checker) checkSessions(sessions []uint64) {
+	for _, s := range sessions {
+		d, h := c.delivered[s], c.history[s]
+		for i := range d {
+			if i >= len(h) || d[i] != h[i] {
+				c.violate(9, "%sclient %d delivered as its output %d something else than the final history's (history holds %d)", c.sessionDiag(s), s, i+1, len(h))
+				return
+			}
+		}
+		if len(d) < len(h) {
+			c.violate(9, "%sclient %d delivered %d of its session's %d outputs in the final history: %d missing from output %d on",
+				c.sessionDiag(s), s, len(d), len(h), len(h)-len(d), len(d)+1)
+			return
+		}
+	}
+}
+
+// sessionDiag names the known bound behind a session violation: the
+// client was told TooOld and skipped what the history no longer held.
+func (c *checker) sessionDiag(session uint64) string {
+	for _, cl := range c.s.clients {
+		if cl.session == session && cl.core.SessionStats().TooOld > 0 {
+			if c.taint == "" {
+				c.taint = DiagSessionTooOld
+			}
+			return DiagSessionTooOld + ": "
+		}
+	}
+	return ""
+}
+
+// caughtUp reports whether every session delivered its whole history.
+func (c *checker) caughtUp(sessions []uint64) bool {
+	for _, s := range sessions {
+		if len(c.delivered[s]) < len(c.history[s]) {
+			return false
+		}
+	}
+	return true
 }
 
 // answeredFromTable reports whether a client output that no released

@@ -162,13 +162,13 @@ func TestCheckerReceivedOutputs(t *testing.T) {
 	apply(t, c, 1, order(1, 1, 1000))
 	grant(s, c, 1, 1)
 	release(c, 1, 1, 1)
-	ack := engine.AppendOutput(nil, &engine.Output{Kind: engine.KindAck, ClientOrderID: 1, OrderID: 1, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 1000, Qty: 5})
+	ack := engine.AppendOutput(nil, &engine.Output{Kind: engine.KindAck, OutSeq: 1, ClientOrderID: 1, OrderID: 1, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 1000, Qty: 5})
 	c.onClientOutput(1, ack)
 	c.checkReceived()
 	if len(c.violations) > 0 {
 		t.Fatalf("the released ack was refused: %q (released %v)", c.violations, c.outputs)
 	}
-	forged := engine.AppendOutput(nil, &engine.Output{Kind: engine.KindAck, ClientOrderID: 1, OrderID: 9, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 1000, Qty: 5})
+	forged := engine.AppendOutput(nil, &engine.Output{Kind: engine.KindAck, OutSeq: 2, ClientOrderID: 1, OrderID: 9, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 1000, Qty: 5})
 	c.onClientOutput(1, forged)
 	wantViolation(t, c, "invariant 6") // a second, different result for order 1
 	c.checkReceived()
@@ -288,4 +288,42 @@ func TestCheckerStepDownFromOwnEpoch(t *testing.T) {
 	if !strings.Contains(c.violations[0], DiagOwnStepDown) {
 		t.Fatalf("violation without its diagnosis: %q", c.violations[0])
 	}
+}
+
+// TestCheckerSessions: invariant 9. Delivering a session's outputs in
+// order and all of them passes; delivering one past the next, or stopping
+// short of the history at the end, is a violation.
+func TestCheckerSessions(t *testing.T) {
+	ackOf := func(outSeq, id uint64) []byte {
+		return engine.AppendOutput(nil, &engine.Output{Kind: engine.KindAck, OutSeq: outSeq, ClientOrderID: id, OrderID: id,
+			Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 1000, Qty: 5})
+	}
+	s, c := newTestChecker(t)
+	apply(t, c, 1, order(1, 1, 1000), order(1, 2, 1000))
+	grant(s, c, 1, 1)
+	release(c, 1, 1, 2)
+	c.onClientOutput(1, ackOf(1, 1))
+	c.onClientOutput(1, ackOf(2, 2))
+	c.checkSessions([]uint64{1})
+	if len(c.violations) > 0 || !c.caughtUp([]uint64{1}) {
+		t.Fatalf("a complete, in-order session was refused: %q", c.violations)
+	}
+
+	s, c = newTestChecker(t)
+	apply(t, c, 1, order(1, 1, 1000), order(1, 2, 1000))
+	grant(s, c, 1, 1)
+	release(c, 1, 1, 2)
+	c.onClientOutput(1, ackOf(2, 2)) // output 1 skipped
+	wantViolation(t, c, "invariant 9")
+
+	s, c = newTestChecker(t)
+	apply(t, c, 1, order(1, 1, 1000), order(1, 2, 1000))
+	grant(s, c, 1, 1)
+	release(c, 1, 1, 2)
+	c.onClientOutput(1, ackOf(1, 1))
+	if c.caughtUp([]uint64{1}) {
+		t.Fatal("caught up with output 2 never delivered")
+	}
+	c.checkSessions([]uint64{1})
+	wantViolation(t, c, "invariant 9")
 }

@@ -28,6 +28,7 @@ type simClient struct {
 	lastQNs int64
 	qid     uint64
 	qbuf    []byte
+	rbuf    []byte
 	// progressNs: the last answer, or the last tick with nothing in
 	// flight (for Result.MaxAnswerGapNs).
 	progressNs int64
@@ -37,12 +38,15 @@ const (
 	clientResendNs = 100_000_000 // a third of the lease
 	clientQueryNs  = 30_000_000
 	clientInFlight = 32 // under the engine's dedup window of 64
+	clientReplayNs = 20_000_000
+	clientProbeNs  = 200_000_000
 )
 
 func newSimClient(s *sim, host int, session uint64, addr netip.AddrPort, nodes map[uint32]netip.AddrPort) *simClient {
 	c := &simClient{
 		s: s, host: host, session: session, addr: addr, nodes: nodes,
-		core:  client.NewCore(client.Config{Session: session, MaxInFlight: clientInFlight, ResendAfterNs: clientResendNs}),
+		core: client.NewCore(client.Config{Session: session, MaxInFlight: clientInFlight, ResendAfterNs: clientResendNs,
+			ReplayEveryNs: clientReplayNs, ProbeEveryNs: clientProbeNs}),
 		batch: wire.NewBatch(wire.DefaultDatagramLen),
 		// Until the witness says otherwise, guess node 1.
 		primary: nodes[1], leader: 1,
@@ -65,6 +69,7 @@ func (c *simClient) tick() {
 	}
 	c.core.Poll(now, c.queue)
 	c.flush()
+	c.core.PollReplay(now, c.sendReplayRequest)
 	c.noteGap(now)
 	if now-c.lastQNs >= clientQueryNs {
 		c.lastQNs = now
@@ -109,6 +114,15 @@ func (c *simClient) flush() {
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
 }
 
+// sendReplayRequest asks the primary for the session's outputs from
+// output seq from on, as client.Client does.
+func (c *simClient) sendReplayRequest(from uint64) {
+	r := wire.ReplayRequest{Origin: c.origin(), Session: c.session, From: from}
+	c.rbuf = r.Append(c.rbuf[:0])
+	c.s.logf("client %d asks for a replay from output %d", c.session, from)
+	c.s.send(c.host, c.addr, c.primary, c.rbuf)
+}
+
 func (c *simClient) onPacket(pkt []byte) {
 	f, _, err := wire.Parse(pkt)
 	if err != nil {
@@ -117,18 +131,30 @@ func (c *simClient) onPacket(pkt []byte) {
 	switch f.Type {
 	case wire.TypeLeaseInfo:
 		c.onInfo(&f)
+	case wire.TypeReplayEnd:
+		if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.session {
+			c.s.logf("client %d replay from %d ends: status %d next %d highest %d", c.session, e.From, e.Status, e.Next, e.Highest)
+			c.core.OnReplayEnd(client.ReplayAnswer{From: e.From, Next: e.Next, Highest: e.Highest,
+				TooOld: e.Status == wire.ReplayTooOld, Refused: e.Status == wire.ReplayRefused})
+		}
 	case wire.TypeOutput:
+		replay := f.Flags&wire.FlagReplay != 0
 		it := f.Messages()
 		for {
 			_, msg, ok := it.Next()
 			if !ok {
 				break
 			}
-			c.s.chk.onClientOutput(c.session, msg)
 			o, err := engine.ParseOutput(msg)
 			if err != nil {
+				c.s.chk.onClientOutput(c.session, msg)
 				continue
 			}
+			// What the application is handed: once, in order.
+			if !c.core.Admit(&o, replay) {
+				continue
+			}
+			c.s.chk.onClientOutput(c.session, msg)
 			if res, ok := c.core.OnOutput(&o, c.s.now); ok {
 				c.noteGap(c.s.now)
 				c.progressNs = c.s.now
@@ -169,4 +195,6 @@ func (c *simClient) onInfo(f *wire.Frame) {
 	c.s.logf("client %d follows node %d (epoch %d) and resends %d in flight", c.session, r.Holder, r.Epoch, c.core.InFlight())
 	c.core.ResendAll(c.s.now, c.queue)
 	c.flush()
+	c.core.Reconnected()
+	c.core.PollReplay(c.s.now, c.sendReplayRequest)
 }

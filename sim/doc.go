@@ -70,6 +70,11 @@
 //     loss, which consumers repair by re-request): what a primary applied
 //     but never released before it crashed or was deposed, the next one
 //     publishes at promotion (mutation no-md-republish turns that off).
+//  9. Sessions: every client delivers its session's outputs as a gap-free
+//     prefix of that session's outputs in the final history (the next
+//     output seq each time, once), and at the end of the quiet phase the
+//     whole of it: outputs lost on the network or never released by a
+//     dead primary come back by replay (mutation no-session-replay).
 //
 // Scenarios (scenario_test.go) run a fixed fault schedule on a calm
 // network instead of a drawn one and check a liveness bound while the

@@ -127,7 +127,7 @@ func ParseMutation(s string) (Mutation, error) {
 }
 
 // ReadRegressions parses a regressions file: one seed per line as
-// "seed mutation expect # note", expect being "pass" or "known:SIGNATURE";
+// "seed mutation expect # note", expect being "pass" or "known:SIGNATURE" (or "known:A|B": either);
 // blank lines and lines starting with # are skipped.
 func ReadRegressions(r io.Reader) ([]Regression, error) {
 	var out []Regression
@@ -180,16 +180,24 @@ func ReadRegressionsFile(path string) ([]Regression, error) {
 func KnownSignatures(regs []Regression) []string {
 	var out []string
 	for _, r := range regs {
-		if r.Known == "" {
-			continue
-		}
-		dup := false
-		for _, k := range out {
-			dup = dup || k == r.Known
-		}
-		if !dup {
-			out = append(out, r.Known)
+		for _, known := range r.Signatures() {
+			dup := false
+			for _, k := range out {
+				dup = dup || k == known
+			}
+			if !dup {
+				out = append(out, known)
+			}
 		}
 	}
 	return out
+}
+
+// Signatures are the open bugs a regression line names: "known:A|B" is a
+// seed that may fail with either (two bounds met in one run).
+func (r Regression) Signatures() []string {
+	if r.Known == "" {
+		return nil
+	}
+	return strings.Split(r.Known, "|")
 }

@@ -36,10 +36,13 @@ const (
 	MutNoQuarantine
 	// MutNoMDRepublish: node.Unsafe.NoMDRepublish.
 	MutNoMDRepublish
+	// MutNoSessionReplay: node.Unsafe.NoSessionReplay (replay requests
+	// ignored: outputs lost in flight or never released are not delivered).
+	MutNoSessionReplay
 )
 
 // Mutations lists every knob, for tests and the CLI.
-var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine, MutNoMDRepublish}
+var Mutations = []Mutation{MutNoFencing, MutNoGating, MutLeaseFromReply, MutNoQuarantine, MutNoMDRepublish, MutNoSessionReplay}
 
 func (m Mutation) String() string {
 	switch m {
@@ -55,6 +58,8 @@ func (m Mutation) String() string {
 		return "no-quarantine"
 	case MutNoMDRepublish:
 		return "no-md-republish"
+	case MutNoSessionReplay:
+		return "no-session-replay"
 	}
 	return fmt.Sprintf("Mutation(%d)", uint8(m))
 }
@@ -459,20 +464,30 @@ func (s *sim) build() {
 			Clock:             s.clocks[i],
 			Observer:          observer{s.chk},
 		}
-		switch s.opts.Mutation {
-		case MutNoFencing:
-			cfg.Unsafe.NoFencing = true
-		case MutNoGating:
-			cfg.Unsafe.NoGating = true
-		case MutLeaseFromReply:
-			cfg.Unsafe.LeaseFromReply = true
-		case MutNoMDRepublish:
-			cfg.Unsafe.NoMDRepublish = true
-		}
+		cfg.Unsafe = s.opts.Mutation.nodeUnsafe()
 		fs := journal.NewMemFS()
 		cfg.FS = fs
 		s.nodes[i] = &simNode{id: i, fs: fs, cfg: cfg}
 	}
+}
+
+// nodeUnsafe is the node switch a mutation turns on (none for the
+// witness's and MutNone).
+func (m Mutation) nodeUnsafe() node.Unsafe {
+	var u node.Unsafe
+	switch m {
+	case MutNoFencing:
+		u.NoFencing = true
+	case MutNoGating:
+		u.NoGating = true
+	case MutLeaseFromReply:
+		u.LeaseFromReply = true
+	case MutNoMDRepublish:
+		u.NoMDRepublish = true
+	case MutNoSessionReplay:
+		u.NoSessionReplay = true
+	}
+	return u
 }
 
 func (s *sim) push(e event) {
@@ -499,13 +514,18 @@ func (s *sim) handle(e event) {
 	case evQuiet:
 		s.goQuiet()
 	case evCheck:
-		if s.converged() {
+		// Once converged, allow the clients the rest of the quiet phase to
+		// fill their sessions by replay; invariant 9 judges what they did.
+		if s.converged() && (s.chk.caughtUp(s.sessions()) || s.now >= s.endNs) {
 			s.logf("LIVE: every command answered and every replica converged %s after the faults stopped", fmtDur(s.now-s.faultNs))
 			s.done, s.live = true, true
 			return
 		}
 		if s.now >= s.endNs {
 			s.livenessFailure()
+			// And what the clients are missing of their sessions, as far
+			// as the released history goes.
+			s.chk.checkSessions(s.sessions())
 			s.done = true
 			return
 		}
@@ -802,6 +822,15 @@ func (s *sim) goQuiet() {
 	}
 }
 
+// sessions are the clients' sessions.
+func (s *sim) sessions() []uint64 {
+	out := make([]uint64, 0, len(s.clients))
+	for _, c := range s.clients {
+		out = append(out, c.session)
+	}
+	return out
+}
+
 // primaryNode is the one node that believes it leads (nil for none).
 func (s *sim) primaryNode() *simNode {
 	var p *simNode
@@ -862,6 +891,11 @@ const (
 	DiagFetchStuck        = "DIAG-snapshot-fetch-stuck"
 	DiagPromotedBehind    = "DIAG-promoted-behind"
 	DiagOwnStepDown       = "DIAG-step-down-own-epoch"
+	// DiagSessionTooOld: a client skipped outputs the primary's history no
+	// longer held (a REPLAY_END TooOld): the history's stated bound, met
+	// when the primary caught up by snapshot (no history before it) or
+	// its journal was compacted below its snapshot before a restart.
+	DiagSessionTooOld = "DIAG-session-history-too-old"
 )
 
 func (s *sim) livenessFailure() {
@@ -913,6 +947,7 @@ func (s *sim) finish() {
 	if s.live {
 		s.chk.checkReceived()
 		s.chk.checkPublishedMD()
+		s.chk.checkSessions(s.sessions())
 	}
 	for _, sn := range s.nodes[1:] {
 		if sn.n == nil {

@@ -73,6 +73,10 @@ func validate(f *Frame) error {
 			return fmt.Errorf("%w: new epoch %d not above previous %d", ErrSeq, f.Epoch, prev)
 		}
 		return nil
+	case TypeReplayRequest:
+		return validateReplayRequest(f)
+	case TypeReplayEnd:
+		return validateReplayEnd(f)
 	case TypeLeaseAcquire, TypeLeaseRenew, TypeLeaseGrant, TypeLeaseDeny, TypeLeaseQuery, TypeLeaseInfo:
 		return validateLease(f)
 	}

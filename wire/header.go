@@ -76,12 +76,13 @@ const (
 	TypeNeedSnapshot    Type = 16 // primary -> standby: the range asked for is gone
 	TypeCommand         Type = 17 // client -> primary: a batch of commands
 	TypeOutput          Type = 18 // primary -> client or market data: a batch of released outputs
-	// 19 and 20: session output replay (issue 20, items 1-2).
-	TypeMDRequest  Type = 21 // consumer -> any node: market data from an MD seq, or a book snapshot
-	TypeMDReplay   Type = 22 // node -> consumer: a batch of market-data updates re-sent from the ring
-	TypeMDStatus   Type = 23 // node -> consumer: a request refused (too old, not yet, rate limited) and the ring's bounds
-	TypeMDSnapshot Type = 24 // node -> consumer: one chunk of the books at an MD seq
-	typeMax             = TypeMDSnapshot
+	TypeReplayRequest   Type = 19 // client -> primary: a session's outputs from an output seq on
+	TypeReplayEnd       Type = 20 // primary -> client: how a replay ended (done, too old, refused)
+	TypeMDRequest       Type = 21 // consumer -> any node: market data from an MD seq, or a book snapshot
+	TypeMDReplay        Type = 22 // node -> consumer: a batch of market-data updates re-sent from the ring
+	TypeMDStatus        Type = 23 // node -> consumer: a request refused (too old, not yet, rate limited) and the ring's bounds
+	TypeMDSnapshot      Type = 24 // node -> consumer: one chunk of the books at an MD seq
+	typeMax                  = TypeMDSnapshot
 )
 
 var typeNames = [...]string{
@@ -103,6 +104,8 @@ var typeNames = [...]string{
 	TypeNeedSnapshot:    "NEED_SNAPSHOT",
 	TypeCommand:         "COMMAND",
 	TypeOutput:          "OUTPUT",
+	TypeReplayRequest:   "REPLAY_REQUEST",
+	TypeReplayEnd:       "REPLAY_END",
 	TypeMDRequest:       "MD_REQUEST",
 	TypeMDReplay:        "MD_REPLAY",
 	TypeMDStatus:        "MD_STATUS",
@@ -174,8 +177,9 @@ func ParseHeader(b []byte) (Header, error) {
 		return h, fmt.Errorf("%w: %d", ErrType, uint8(h.Type))
 	}
 	h.Flags = binary.LittleEndian.Uint16(b[offFlags:])
-	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags&^FlagMAC != 0 || r != 0 {
-		return h, fmt.Errorf("%w: flags %#04x reserved %#04x", ErrFlags, h.Flags, r)
+	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags&^(FlagMAC|FlagReplay) != 0 || r != 0 ||
+		(h.Flags&FlagReplay != 0 && h.Type != TypeOutput) {
+		return h, fmt.Errorf("%w: flags %#04x reserved %#04x on %s", ErrFlags, h.Flags, r, h.Type)
 	}
 	h.Stream = binary.LittleEndian.Uint16(b[offStream:])
 	h.Node = binary.LittleEndian.Uint32(b[offNode:])
@@ -211,7 +215,7 @@ func Seal(dst, frame []byte) []byte {
 	start := len(dst)
 	dst = append(dst, frame...)
 	f := dst[start:]
-	binary.LittleEndian.PutUint16(f[offFlags:], FlagMAC)
+	binary.LittleEndian.PutUint16(f[offFlags:], binary.LittleEndian.Uint16(f[offFlags:])|FlagMAC)
 	binary.LittleEndian.PutUint32(f[offChecksum:], checksum(f))
 	return dst
 }

@@ -55,6 +55,20 @@ func samples(t testing.TB) map[string][]byte {
 	out["snapchunk"] = b
 	ns := NeedSnapshot{Origin: testOrigin, FirstAvailable: 1000, SnapshotSeq: 900}
 	out["needsnap"] = ns.Append(nil)
+	rr := ReplayRequest{Origin: testOrigin, Session: 1 << 40, From: 17}
+	out["replayreq"] = rr.Append(nil)
+	for st := ReplayDone; st <= ReplayRefused; st++ {
+		re := ReplayEnd{Origin: testOrigin, Session: 3, From: 5, Next: 9, Highest: 12, Status: st}
+		out[fmt.Sprintf("replayend%d", st)] = re.Append(nil)
+	}
+	rp, err := AppendData(nil, TypeOutput, testOrigin, 1, []byte("out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkReplay(rp); err != nil {
+		t.Fatal(err)
+	}
+	out["replayoutput"] = rp
 	ne := NewEpoch{Origin: testOrigin, PrevEpoch: 41, LastSeq: 777}
 	out["newepoch"] = ne.Append(nil)
 	for _, typ := range []Type{TypeLeaseAcquire, TypeLeaseRenew, TypeLeaseGrant, TypeLeaseDeny, TypeLeaseQuery, TypeLeaseInfo} {
@@ -83,6 +97,9 @@ func reencode(t testing.TB, f *Frame) []byte {
 		b, err := AppendData(nil, f.Type, f.Origin(), f.Seq, msgs...)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f.Flags&FlagReplay != 0 {
+			must(t, MarkReplay(b))
 		}
 		return b
 	case f.Type == TypeHeartbeat:
@@ -117,6 +134,14 @@ func reencode(t testing.TB, f *Frame) []byte {
 		return x.Append(nil)
 	case f.Type == TypeNewEpoch:
 		x, err := DecodeNewEpoch(f)
+		must(t, err)
+		return x.Append(nil)
+	case f.Type == TypeReplayRequest:
+		x, err := DecodeReplayRequest(f)
+		must(t, err)
+		return x.Append(nil)
+	case f.Type == TypeReplayEnd:
+		x, err := DecodeReplayEnd(f)
 		must(t, err)
 		return x.Append(nil)
 	case IsLease(f.Type):

@@ -309,6 +309,10 @@ func (d *demo) printSummary(rep client.LoadReport, res *verdict.Result, final ui
 	fmt.Printf("\nsummary\n  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n",
 		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates)
 	fmt.Printf("  lost (received but not in node%d's history): %d\n", final, res.Lost)
+	for _, s := range res.Sessions {
+		fmt.Printf("  session %d: delivered %d of its %d outputs in node%d's history (missing %d, duplicated %d, out of order %d, not yet received at the end %d), %d by replay, of them %d executions recovered\n",
+			s.Session, s.Delivered-s.Duplicated, s.History, final, s.Missing, s.Duplicated, s.OutOfOrder, s.Tail, s.Replayed, s.ReplayedExecutions)
+	}
 	printVerdict(d.record, d.Local, res)
 	fst, _ := d.Status(final)
 	fmt.Println("  " + d.md.Tracker().Summary(fst.MD.Republished))

@@ -90,6 +90,8 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{node("--config", badValue), []string{"--insync-timeout must be > 0, got -1s"}},
 		{node("--ack-delay", "-1ms"), []string{"--ack-delay must be >= 0"}},
 		{node("--snapshot-every", "0"), []string{"--snapshot-every must be > 0"}},
+		{node("--session-history", "-1"), []string{"--session-history must be 0..16777216, got -1"}},
+		{node("--session-history", "16777217"), []string{"--session-history must be 0..16777216"}},
 		{node("--md-ring", "8"), []string{"--md-ring must be 16..4194304, got 8"}},
 		{node("--recv-buffer", "0"), []string{"--recv-buffer must be > 0"}},
 		{node("--recv-buffer", "-4096"), []string{"--recv-buffer must be > 0"}},

@@ -251,6 +251,21 @@ func prefixed(name string, err error) error {
 	return fmt.Errorf("--%s: %w", name, err)
 }
 
+// checkSessionHistory: --session-history is 0 (off) up to
+// node.MaxSessionHistory outputs.
+func checkSessionHistory(v int) error {
+	return checkRange("session-history", v, 0, node.MaxSessionHistory)
+}
+
+// sessionHistoryConfig maps the flag to node.Config.SessionHistory, where
+// 0 means the default and a negative value none.
+func sessionHistoryConfig(v int) int {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
 // checkMDRing: the market-data ring's bounds (node.MinMDRingUpdates..
 // node.MaxMDRingUpdates updates).
 func checkMDRing(v int) error {

@@ -52,6 +52,9 @@ package verdict
 //     the order; else lost. A reject the table alone gives (too old for
 //     the dedup window, client order id 0) reveals no state and is counted
 //     as unchecked.
+//   - Replayed outputs (marked in the record): their frame's epoch is the
+//     replaying primary's, and their command's record may be of an
+//     earlier epoch (at most the frame's).
 //   - Stale: in each record file, in the order received, an output of an
 //     epoch lower than one already received.
 //
@@ -124,7 +127,12 @@ type Result struct {
 	// duplicate answers backed by their original result in the history.
 	Checked, InSnapshot, Unchecked, FromTable          uint64
 	Lost, Duplicates, Conflicts, HashMismatches, Stale uint64
-	Findings                                           []Finding
+	// Sessions: per client session in the records, what it delivered
+	// against its outputs in the final history; SessionFaults how many
+	// did not get it exactly once, in order.
+	Sessions      []SessionReport
+	SessionFaults uint64
+	Findings      []Finding
 	// FirstStale is the first stale output received (when Stale > 0).
 	FirstStale *client.RecordLine `json:",omitempty"`
 }
@@ -132,7 +140,7 @@ type Result struct {
 // OK is true when nothing was lost, duplicated, conflicting, mismatched or
 // stale.
 func (r *Result) OK() bool {
-	return r.Lost == 0 && r.Duplicates == 0 && r.Conflicts == 0 && r.HashMismatches == 0 && r.Stale == 0
+	return r.Lost == 0 && r.Duplicates == 0 && r.Conflicts == 0 && r.HashMismatches == 0 && r.Stale == 0 && r.SessionFaults == 0
 }
 
 func (r *Result) find(kind string, count *uint64, format string, args ...any) {
@@ -259,6 +267,7 @@ func Verify(opts Options) (*Result, error) {
 	for _, lines := range rcv {
 		checkRecord(prim, reps, lines, applied, res)
 	}
+	res.addSessions(sessionReports(prim, rcv))
 	for _, p := range reps {
 		res.Nodes = append(res.Nodes, p.NodeReport)
 	}
@@ -289,7 +298,9 @@ func checkRecord(prim *replica, reps []*replica, lines []received, applied map[s
 			maxEpoch, maxWhere = l.Epoch, l.where
 		}
 		checkReceived(prim, reps, l, res)
-		if l.Kind == "ack" {
+		if l.Kind == "ack" && !l.Dropped {
+			// (A dropped one is a repeat the client did not deliver: a
+			// replay's copy of an ack it had, or the reverse.)
 			// One output received twice has the same (epoch, seq,
 			// index); another new ack of the same order is a second
 			// application.
@@ -497,8 +508,13 @@ func checkReceived(prim *replica, reps []*replica, l *received, res *Result) (ui
 	if seq, ok, done := checkFromTable(prim, l, res); done {
 		return seq, ok
 	}
+	// A replayed output (wire.FlagReplay) comes from a primary of frame
+	// epoch l.Epoch, but its command may be of an earlier epoch (applied
+	// by the new primary as a standby, never released by the old one):
+	// its record's epoch is at most the frame's.
+	epochOK := func(e uint64) bool { return e == l.Epoch || (l.Replay && e < l.Epoch) }
 	rec, ok := prim.at(l.Seq)
-	if !ok || rec.epoch != l.Epoch {
+	if !ok || !epochOK(rec.epoch) {
 		what := "no record at that seq"
 		if ok {
 			what = fmt.Sprintf("its seq %d holds a record of epoch %d", l.Seq, rec.epoch)
@@ -527,7 +543,7 @@ func checkReceived(prim *replica, reps []*replica, l *received, res *Result) (ui
 		// A frame may run past the end of its epoch's part of the final
 		// history (its first outputs survived, the later ones did not):
 		// lost, not a conflict.
-		if j := i + l.Index; j >= len(outs) || prim.recs[outs[j].seq-prim.First].epoch != l.Epoch {
+		if j := i + l.Index; j >= len(outs) || !epochOK(prim.recs[outs[j].seq-prim.First].epoch) {
 			res.find("lost", &res.Lost, "%s: %s of session %d order %d (epoch %d, frame seq %d, index %d) is not in the final primary's history: the frame runs past the end of epoch %d there",
 				l.where, l.Kind, l.Session, l.ClientOrderID, l.Epoch, l.Seq, l.Index, l.Epoch)
 			return 0, false
@@ -537,7 +553,7 @@ func checkReceived(prim *replica, reps []*replica, l *received, res *Result) (ui
 		return 0, false
 	}
 	seq := outs[found].seq
-	if r, _ := prim.at(seq); r.epoch != l.Epoch {
+	if r, _ := prim.at(seq); !epochOK(r.epoch) {
 		res.find("lost", &res.Lost, "%s: %s of session %d order %d (epoch %d) is at seq %d in the final primary's history, at epoch %d there",
 			l.where, l.Kind, l.Session, l.ClientOrderID, l.Epoch, seq, r.epoch)
 		return 0, false
@@ -704,6 +720,9 @@ func (r *Result) Lines() []string {
 		fmt.Sprintf("received %d outputs (%d answers): %d found byte for byte at their (epoch, seq) in the final primary's history, %d duplicate answers from the dedup table backed by their original there, %d answers older than its journal found in its snapshot's dedup table, %d older executions or table-only rejects not checkable",
 			r.Received, r.Answers, r.Checked, r.FromTable, r.InSnapshot, r.Unchecked),
 		fmt.Sprintf("lost %d  duplicates %d  conflicts %d  hash mismatches %d  stale %d", r.Lost, r.Duplicates, r.Conflicts, r.HashMismatches, r.Stale))
+	for i := range r.Sessions {
+		out = append(out, r.Sessions[i].Line())
+	}
 	for _, f := range r.Findings {
 		out = append(out, fmt.Sprintf("  %s: %s", f.Kind, f.Text))
 	}

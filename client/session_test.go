@@ -1,0 +1,199 @@
+package client
+
+import (
+	"testing"
+
+	"github.com/seqbus/seqbus/engine"
+)
+
+func out(kind engine.OutputKind, seq, coid uint64) *engine.Output {
+	o := &engine.Output{Kind: kind, OutSeq: seq, ClientOrderID: coid}
+	if kind == engine.KindDuplicate {
+		o.Original = engine.KindAck
+	}
+	return o
+}
+
+// deliver runs outputs through Admit and returns the out seqs delivered.
+func deliver(c *Core, replay bool, outs ...*engine.Output) []uint64 {
+	var got []uint64
+	for _, o := range outs {
+		if c.Admit(o, replay) {
+			got = append(got, o.OutSeq)
+		}
+	}
+	return got
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestAdmitGapAsksReplayAndKeepsOrder: an output beyond the next one is a
+// gap: not delivered, and the core asks for a replay from the first one
+// missing; the replay delivers the missing ones and the dropped ones in
+// order, and what was delivered already is dropped as a repeat.
+func TestAdmitGapAsksReplayAndKeepsOrder(t *testing.T) {
+	c := NewCore(Config{Session: 7})
+	if got := deliver(c, false, out(engine.KindAck, 1, 1), out(engine.KindExecution, 2, 1)); !equal(got, []uint64{1, 2}) {
+		t.Fatalf("delivered %v", got)
+	}
+	var asked []uint64
+	send := func(from uint64) { asked = append(asked, from) }
+	if c.PollReplay(0, send) {
+		t.Fatal("asked for a replay with no gap")
+	}
+	// 3 and 4 lost; 5 and 6 arrive.
+	if got := deliver(c, false, out(engine.KindAck, 5, 3), out(engine.KindExecution, 6, 3)); len(got) != 0 {
+		t.Fatalf("delivered %v beyond a gap", got)
+	}
+	if !c.ReplayWanted() || !c.PollReplay(1, send) || !equal(asked, []uint64{3}) {
+		t.Fatalf("gap: asked %v", asked)
+	}
+	if c.PollReplay(2, send) {
+		t.Fatal("second request inside the pacing interval")
+	}
+	// The replay, with a repeat of 2 in front.
+	got := deliver(c, true, out(engine.KindExecution, 2, 1), out(engine.KindAck, 3, 2), out(engine.KindExecution, 4, 2),
+		out(engine.KindAck, 5, 3), out(engine.KindExecution, 6, 3))
+	if !equal(got, []uint64{3, 4, 5, 6}) {
+		t.Fatalf("replay delivered %v", got)
+	}
+	c.OnReplayEnd(ReplayAnswer{From: 3, Next: 7, Highest: 6})
+	if c.ReplayWanted() {
+		t.Fatal("still wants a replay after a complete one")
+	}
+	st := c.SessionStats()
+	if st.Gaps != 2 || st.Repeats != 1 || st.ReplayDelivered != 4 || st.ReplayExecutions != 2 || st.LastOutSeq != 6 || st.ReplayRequests != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Late copies of 5, 6 (the originals of the dropped ones): repeats.
+	if got := deliver(c, false, out(engine.KindAck, 5, 3), out(engine.KindExecution, 6, 3)); len(got) != 0 {
+		t.Fatalf("delivered repeats %v", got)
+	}
+}
+
+// TestAdmitDuplicateAnswer: a duplicate answer carries its original's seq;
+// in that place it answers the command, as a repeat it is dropped, and
+// beyond the next it is a gap.
+func TestAdmitDuplicateAnswer(t *testing.T) {
+	c := NewCore(Config{Session: 7})
+	_, _, _ = c.Next(&engine.Request{Op: engine.OpNewOrder}, 0, 0)
+	d := out(engine.KindDuplicate, 1, 1)
+	if !c.Admit(d, false) {
+		t.Fatal("duplicate in its original's place not delivered")
+	}
+	if res, ok := c.OnOutput(d, 1); !ok || !res.Duplicate {
+		t.Fatalf("duplicate did not answer: %+v %v", res, ok)
+	}
+	if c.Admit(out(engine.KindAck, 1, 1), false) || c.Admit(out(engine.KindDuplicate, 1, 1), false) {
+		t.Fatal("repeat of output 1 delivered")
+	}
+	if c.Admit(out(engine.KindDuplicate, 3, 2), false) || !c.ReplayWanted() {
+		t.Fatal("duplicate beyond a gap delivered, or no replay asked")
+	}
+	// Unnumbered rejects and market data are always delivered.
+	if !c.Admit(&engine.Output{Kind: engine.KindReject, Reason: engine.ReasonTooOld}, false) ||
+		!c.Admit(&engine.Output{Kind: engine.KindMarketData, MDSeq: 9}, false) {
+		t.Fatal("unnumbered output dropped")
+	}
+}
+
+// TestReconnectAsksUntilWithheldDelivered: after a failover the core asks
+// from the next output; a Done answer whose Highest is above what it has
+// (outputs still behind the new primary's gate) keeps it asking, at its
+// pace, until they are delivered.
+func TestReconnectAsksUntilWithheldDelivered(t *testing.T) {
+	c := NewCore(Config{Session: 7, LastOutSeq: 4, ReplayEveryNs: 10})
+	var asked []uint64
+	send := func(from uint64) { asked = append(asked, from) }
+	c.Reconnected()
+	c.PollReplay(100, send)
+	c.OnReplayEnd(ReplayAnswer{From: 5, Next: 5, Highest: 6}) // 5, 6 withheld
+	if !c.ReplayWanted() {
+		t.Fatal("stopped asking with outputs withheld")
+	}
+	c.PollReplay(105, send)
+	c.PollReplay(110, send)
+	deliver(c, true, out(engine.KindExecution, 5, 1), out(engine.KindExecution, 6, 1))
+	if c.ReplayWanted() || c.PollReplay(200, send) || !equal(asked, []uint64{5, 5}) {
+		t.Fatalf("asked %v, wanted %v", asked, c.ReplayWanted())
+	}
+}
+
+// TestReplayTooOldSkips: a TooOld answer skips what is gone (counted) and
+// the core asks on from the oldest held; a refusal changes nothing.
+func TestReplayTooOldSkips(t *testing.T) {
+	c := NewCore(Config{Session: 7, ReplayEveryNs: 10})
+	var asked []uint64
+	send := func(from uint64) { asked = append(asked, from) }
+	c.Reconnected()
+	c.PollReplay(100, send)
+	c.OnReplayEnd(ReplayAnswer{From: 1, Refused: true})
+	c.OnReplayEnd(ReplayAnswer{From: 1, Next: 4, Highest: 5, TooOld: true})
+	c.PollReplay(101, send)
+	st := c.SessionStats()
+	if st.Skipped != 3 || st.TooOld != 1 || st.Refused != 1 || c.LastOutSeq() != 3 || !equal(asked, []uint64{1, 4}) {
+		t.Fatalf("stats %+v asked %v", st, asked)
+	}
+}
+
+// TestProbeFindsLostTail: with nothing wanted the core still probes at
+// its pace; an answer whose Highest is above what it has (the session's
+// last outputs were lost, and no later output shows the gap) makes it ask
+// until they are delivered.
+func TestProbeFindsLostTail(t *testing.T) {
+	c := NewCore(Config{Session: 7, ReplayEveryNs: 10, ProbeEveryNs: 1000})
+	var asked []uint64
+	send := func(from uint64) { asked = append(asked, from) }
+	deliver(c, false, out(engine.KindAck, 1, 1))
+	if c.PollReplay(500, send) || !c.PollReplay(1000, send) || !equal(asked, []uint64{2}) {
+		t.Fatalf("probe: asked %v", asked)
+	}
+	c.OnReplayEnd(ReplayAnswer{From: 2, Next: 2, Highest: 2})
+	if !c.ReplayWanted() || !c.PollReplay(1010, send) {
+		t.Fatal("a lost tail output does not make the core ask")
+	}
+	deliver(c, true, out(engine.KindExecution, 2, 1))
+	if c.ReplayWanted() {
+		t.Fatal("still asking after the tail was delivered")
+	}
+	c.OnReplayEnd(ReplayAnswer{From: 3, Next: 3, Highest: 2})
+	if c.ReplayWanted() || c.PollReplay(1500, send) {
+		t.Fatal("asking with nothing missing before the next probe")
+	}
+	off := NewCore(Config{Session: 7, ProbeEveryNs: -1})
+	if off.PollReplay(1<<40, send) {
+		t.Fatal("probed with probes off")
+	}
+}
+
+// TestBehindButArrivingAsksNothing: a Done answer above what the core has
+// (outputs released and on their way) asks nothing more while they keep
+// arriving, and asks once they stop.
+func TestBehindButArrivingAsksNothing(t *testing.T) {
+	c := NewCore(Config{Session: 7, ReplayEveryNs: 10, ProbeEveryNs: 1000})
+	var asked []uint64
+	send := func(from uint64) { asked = append(asked, from) }
+	c.PollReplay(1000, send) // the probe
+	c.OnReplayEnd(ReplayAnswer{From: 1, Next: 1, Highest: 5})
+	deliver(c, false, out(engine.KindAck, 1, 1))
+	c.PollReplay(1010, send) // progress since the answer: no ask
+	deliver(c, false, out(engine.KindAck, 2, 2))
+	c.PollReplay(1020, send) // progress again
+	if len(asked) != 1 {
+		t.Fatalf("asked %v while outputs kept arriving", asked)
+	}
+	c.PollReplay(1030, send) // stalled at 2 for an interval: ask from 3
+	if !equal(asked, []uint64{1, 3}) {
+		t.Fatalf("asked %v after the outputs stopped", asked)
+	}
+}
