@@ -17,6 +17,7 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/gating"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
@@ -60,15 +61,14 @@ type Node struct {
 
 	fence arbiter.Fence
 	epoch uint64 // epoch we lead (primary) or follow (standby)
-	// The current epoch's history starts at epochStart; before it lies
-	// prevEpoch's (from NEW_EPOCH).
-	prevEpoch, epochStart uint64
+	// hist: where the current epoch's history starts, what this process
+	// verified it against, the epochs of older records (replica.History).
+	hist replica.History
 
 	keeper             *arbiter.Keeper // nil without a witness
 	wc                 *witness.Client // the UDP witness's client (nil otherwise)
 	arb                arbiter.Backend // nil for a static node
 	deliverFn          func(arbiter.Reply)
-	lastNewEpochNs     int64
 	stages             StageObserver // Config.Observer, if it implements it
 	trace              *stageTrace   // nil without Config.TraceStages
 	auth               *nodeAuth     // nil without Config.Key
@@ -79,20 +79,16 @@ type Node struct {
 	lastEpochAskNs     int64
 	promotedNs         int64
 	firstReleaseLogged bool
-	isr                inSyncState
-	journalBroken      bool // an append failed: never lead again in this process
+	isr                replica.InSync // kept across roles: a grant's set
+	journalBroken      bool           // an append failed: never lead again in this process
 	// refetching: the journal was set aside as corrupt; this node must not
 	// lead until it has caught up with a live primary.
-	refetching bool
-	// verifiedEpoch is the epoch whose history this process has checked
-	// ours against (followed after NEW_EPOCH, or led): 0 after a restart.
-	verifiedEpoch uint64
-	historyEpochs []historyEpoch
-	lastStepDown  stepDownRecord
+	refetching   bool
+	lastStepDown stepDownRecord
 
 	// primary
 	seqr     *sequencer.Sequencer
-	gate     *gating.Gate
+	prim     *replica.Primary // the gate, the in-sync set's upkeep, the lease decisions
 	pub      *gating.Publisher[outSlot]
 	sessions map[uint64]netip.AddrPort
 	outBatch *wire.Batch
@@ -230,7 +226,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		// A static primary's history is all its own: announce it from 0.
-		n.prevEpoch, n.epochStart = 0, 1
+		n.hist.Reset()
 	} else if err := n.becomeStandby(); err != nil {
 		n.closeSockets()
 		n.j.Close()
@@ -301,8 +297,7 @@ func (n *Node) recover() error {
 		return err
 	}
 	n.epoch = n.fence.Highest()
-	n.epochStart = 1
-	n.prevEpoch = 0
+	n.hist.Reset()
 	n.cfg.Log.Info("recovered", "applied", n.eng.AppliedSeq(), "epoch", n.epoch, "journal_first", j.First())
 	return nil
 }
@@ -603,6 +598,11 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 }
 
 func (n *Node) afterBatch(now int64) {
+	if n.keeper != nil {
+		// What the lease replies of this batch decided (promotion,
+		// step-down, a lapse) is carried out here, between batches.
+		n.leaseChanged(now)
+	}
 	if n.role == RolePrimary {
 		n.primaryAfterBatch(now)
 	} else {
@@ -757,7 +757,7 @@ func (n *Node) Released() uint64 {
 	if n.role != RolePrimary {
 		return 0
 	}
-	return n.gate.Released()
+	return n.prim.Gate().Released()
 }
 
 // SocketReports says what the kernel granted each socket (buffers,

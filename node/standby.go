@@ -110,7 +110,7 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		if n.isOlderHistory(f) {
 			// Records from before the current epoch, resent by our
 			// primary under the epoch they were sequenced in.
-			n.noteHistoryEpoch(f.Seq, f.LastSeq(), f.Epoch)
+			n.hist.Note(f.Seq, f.LastSeq(), f.Epoch)
 		} else if !n.acceptEpoch(f, now) {
 			return
 		}
@@ -249,51 +249,11 @@ func (n *Node) maybeAck(now int64, periodic bool) {
 	n.stats.AcksSent++
 }
 
-// historyEpoch says which epoch a range of seqs before the current epoch
-// was sequenced under, learnt from RETRANSMIT frames.
-type historyEpoch struct{ from, to, epoch uint64 }
-
-// maxHistoryEpochs bounds the table; past it the oldest entry is dropped
-// and its seqs fall back to prevEpoch (a later fork check then refetches
-// state rather than trust the label).
-const maxHistoryEpochs = 64
-
 // isOlderHistory reports whether f is a RETRANSMIT from our current
-// primary of records wholly before the current epoch, stamped with the
-// (older) epoch they were sequenced under. Only the current primary is
-// believed, and only below where its own epoch starts.
+// primary of records wholly before the current epoch
+// (replica.History.IsOlder).
 func (n *Node) isOlderHistory(f *wire.Frame) bool {
-	return f.Type == wire.TypeRetransmit && f.Epoch < n.epoch && f.Epoch <= n.prevEpoch &&
-		f.Node == n.primaryID && n.primaryID != 0 && f.LastSeq() < n.epochStart &&
-		!n.cfg.Unsafe.NoFencing
-}
-
-func (n *Node) noteHistoryEpoch(from, to, epoch uint64) {
-	if k := len(n.historyEpochs); k > 0 {
-		last := &n.historyEpochs[k-1]
-		if last.epoch == epoch && last.to+1 >= from && from >= last.from {
-			last.to = max(last.to, to)
-			return
-		}
-	}
-	if len(n.historyEpochs) == maxHistoryEpochs {
-		n.historyEpochs = n.historyEpochs[1:]
-	}
-	n.historyEpochs = append(n.historyEpochs, historyEpoch{from, to, epoch})
-}
-
-// historyEpochOf looks seq up in the table, forgetting entries already
-// applied past.
-func (n *Node) historyEpochOf(seq uint64) (uint64, bool) {
-	for len(n.historyEpochs) > 0 && n.historyEpochs[0].to < seq && n.historyEpochs[0].to < n.eng.AppliedSeq() {
-		n.historyEpochs = n.historyEpochs[1:]
-	}
-	for _, h := range n.historyEpochs {
-		if h.from <= seq && seq <= h.to {
-			return h.epoch, true
-		}
-	}
-	return 0, false
+	return !n.cfg.Unsafe.NoFencing && n.hist.IsOlder(f, n.epoch, n.primaryID)
 }
 
 // askForNewEpoch tells a primary of a newer epoch that we still follow an
