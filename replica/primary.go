@@ -150,6 +150,11 @@ func (p *Primary) LeaseChanged(nowNs int64) Decision {
 		return Decision{Do: Stay, Epoch: p.cfg.Epoch}
 	}
 	d := PrimaryLease(p.lease, p.cfg.Self, p.cfg.Epoch, p.gate.LeaseHeld(), nowNs)
+	if p.broken && d.Do == LeaseRegained {
+		// A failed journal stopped releases for good: the lease it still
+		// holds (letting it lapse) gives nothing back.
+		d.Do = Stay
+	}
 	switch d.Do {
 	case StepDown, LeaseLost:
 		p.gate.SetLease(false)
