@@ -110,7 +110,7 @@ func (n *Node) leaseChanged(now int64) {
 // acknowledged, so never released, and is dropped), sequence from
 // applied+1, announce NEW_EPOCH with the fork point.
 func (n *Node) promote(epoch uint64, now int64) {
-	detectNs := now - n.lastPrimaryNs
+	detectNs := now - n.follow.LastPrimaryNs()
 	// Drain: the window applies every contiguous message as it arrives,
 	// so what is left is to make what we applied durable before leading.
 	drainStart := n.nowNs()

@@ -75,8 +75,6 @@ type Node struct {
 	sealBuf            []byte
 	lastLeaseReplyNs   int64 // last reply from the witness
 	witnessSilent      bool  // logged as unreachable (once per episode)
-	lastPrimaryNs      int64
-	lastEpochAskNs     int64
 	promotedNs         int64
 	firstReleaseLogged bool
 	isr                replica.InSync // kept across roles: a grant's set
@@ -109,10 +107,8 @@ type Node struct {
 	fetch       *standby.Fetch
 	hashes      standby.HashCheck
 	rejects     standby.Rejects
-	primaryID   uint32
+	follow      replica.Standby // the primary followed, the fence, acks
 	primaryAddr netip.AddrPort
-	lastAckSent uint64
-	lastAckNs   int64
 	snapFile    *snapshotSink
 	snapCache   *snapshotCache
 	pendingSnap *standbySnapshot // encoded at its seq, being written (standby)
@@ -159,6 +155,7 @@ func New(cfg Config) (*Node, error) {
 		syncKick: make(chan struct{}, 1),
 		drainer:  bus.NewDrainer(),
 		stop:     make(chan struct{}),
+		follow:   replica.NewStandby(replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing}),
 		naks:     standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
 		fetch:    standby.NewFetch(standby.FetchConfig{}),
 		assignNs: make([]int64, assignMask+1),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -28,7 +29,7 @@ func (n *Node) becomeStandby() error {
 	}
 	n.win = w
 	n.catchingUp = false
-	n.lastAckSent = 0
+	n.follow.Reset()
 	n.hashes.Reset() // hashes of another history must not be compared
 	return nil
 }
@@ -65,16 +66,16 @@ func (n *Node) hashMismatch(seq uint64) {
 	n.cfg.Log.Error("STATE DIVERGENCE: state hash differs from the primary's", "seq", seq)
 }
 
-// acceptEpoch applies the fence to a frame of the replication stream.
-// Older epochs are stale. A newer epoch is accepted only through its
-// NEW_EPOCH (which says where its history forks from ours); until that
-// arrives its frames are dropped, and a primary that sees one steps down.
+// acceptEpoch applies the fence to a frame of the replication stream
+// (replica.Standby.Fence): older epochs are stale; a newer one is accepted
+// only through its NEW_EPOCH, and until that arrives its frames are
+// dropped and its primary asked to repeat it.
 func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
-	if (f.Epoch < n.epoch || n.fence.Refuses(f.Epoch)) && !n.cfg.Unsafe.NoFencing {
+	switch n.follow.Fence(f.Epoch, n.epoch, n.fence.Refuses(f.Epoch)) {
+	case replica.Stale:
 		n.stats.DropStaleEpoch++
 		return false
-	}
-	if f.Epoch > n.epoch {
+	case replica.AwaitNewEpoch:
 		n.stats.DropAwaitingNewEpoch++
 		n.askForNewEpoch(f.Node, now)
 		return false
@@ -84,23 +85,25 @@ func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
 
 // learnPrimary notes which node leads the current epoch.
 func (n *Node) learnPrimary(id uint32, now int64) bool {
-	if id != n.primaryID {
-		addr, ok := n.cfg.Peers[id]
-		if !ok {
-			n.stats.DropUnknownNode++
-			return false
-		}
-		n.primaryID, n.primaryAddr = id, addr
-		if n.fetch.Active() {
-			// The new primary may hold another snapshot, or none cached
-			// at our offset: start the transfer over from it (sim bug F).
-			n.snapFile = nil
-			req := n.fetch.Restart(now)
-			n.sendSnapshotRequest(&req)
-			n.cfg.Log.Info("new primary during a snapshot fetch: restarting it", "primary", id)
-		}
+	if id == n.follow.Primary() {
+		n.follow.SawPrimary(id, now) // the common case: no lookup
+		return true
 	}
-	n.lastPrimaryNs = now
+	addr, ok := n.cfg.Peers[id]
+	if !ok {
+		n.stats.DropUnknownNode++
+		return false
+	}
+	n.follow.SawPrimary(id, now)
+	n.primaryAddr = addr
+	if n.fetch.Active() {
+		// The new primary may hold another snapshot, or none cached at
+		// our offset: start the transfer over from it (sim bug F).
+		n.snapFile = nil
+		req := n.fetch.Restart(now)
+		n.sendSnapshotRequest(&req)
+		n.cfg.Log.Info("new primary during a snapshot fetch: restarting it", "primary", id)
+	}
 	return true
 }
 
@@ -176,7 +179,7 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 
 func (n *Node) standbyAfterBatch(now int64) {
 	n.pollSnapshotWrite()
-	if n.refetching && n.primaryID != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
+	if n.refetching && n.follow.Primary() != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
 		n.setRefetching(false)
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.win.Applied())
 	}
@@ -235,17 +238,14 @@ func (n *Node) maybeAck(now int64, periodic bool) {
 	if !n.primaryAddr.IsValid() {
 		return
 	}
-	ack := min(n.win.Ack(), n.j.Durable())
-	if ack == n.lastAckSent && !(periodic && now-n.lastAckNs >= n.cfg.AckIntervalNs) {
+	ack := replica.Ack(n.win.Ack(), n.j.Durable()) // durable before ack
+	if !n.follow.AckDue(ack, now, periodic) {
 		return
-	}
-	if ack != n.lastAckSent && n.cfg.AckDelayNs > 0 && now-n.lastAckNs < n.cfg.AckDelayNs {
-		return // batched: the ticker sends it once the delay has passed
 	}
 	a := wire.Ack{Origin: n.origin(), Seq: ack}
 	n.frameBuf = a.Append(n.frameBuf[:0])
 	n.send(n.frameBuf, n.primaryAddr)
-	n.lastAckSent, n.lastAckNs = ack, now
+	n.follow.Acked(ack, now)
 	n.stats.AcksSent++
 }
 
@@ -253,7 +253,7 @@ func (n *Node) maybeAck(now int64, periodic bool) {
 // primary of records wholly before the current epoch
 // (replica.History.IsOlder).
 func (n *Node) isOlderHistory(f *wire.Frame) bool {
-	return !n.cfg.Unsafe.NoFencing && n.hist.IsOlder(f, n.epoch, n.primaryID)
+	return !n.cfg.Unsafe.NoFencing && n.hist.IsOlder(f, n.epoch, n.follow.Primary())
 }
 
 // askForNewEpoch tells a primary of a newer epoch that we still follow an
@@ -262,10 +262,9 @@ func (n *Node) isOlderHistory(f *wire.Frame) bool {
 // millisecond.
 func (n *Node) askForNewEpoch(id uint32, now int64) {
 	addr, ok := n.cfg.Peers[id]
-	if !ok || now-n.lastEpochAskNs < 1_000_000 {
+	if !ok || !n.follow.AskNewEpoch(now) {
 		return
 	}
-	n.lastEpochAskNs = now
 	a := wire.Ack{Origin: n.origin(), Seq: n.win.Ack()}
 	n.frameBuf = a.Append(n.frameBuf[:0])
 	n.send(n.frameBuf, addr)

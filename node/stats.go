@@ -253,7 +253,7 @@ func (n *Node) statusLocked() Status {
 		WriteIntervalNs: StatusIntervalNs,
 	}
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
-	st.Primary = n.primaryID
+	st.Primary = n.follow.Primary()
 	// Copies: the status is marshalled outside the lock, while the node
 	// may change its in-sync set.
 	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.Version(), slices.Clone(n.isr.Members()), slices.Clone(n.isr.Adding())
@@ -292,7 +292,7 @@ func (n *Node) statusLocked() Status {
 			}
 		}
 	} else {
-		st.Ack = n.lastAckSent
+		st.Ack = n.follow.AckSent()
 		st.Window = n.win.Stats()
 		st.Naks = n.naks.Stats()
 		st.Fetch = n.fetch.Stats()

@@ -144,6 +144,7 @@ type harness struct {
 	pcfg     PrimaryConfig
 	peers    []uint32 // configured standbys (keeper command)
 	required string   // the gate's required acks, as last printed
+	sb       Standby  // the follower commands' state
 	hist     History
 	epoch    uint64 // followed (standby) or led (primary)
 	applied  uint64
@@ -252,6 +253,9 @@ func (h *harness) run(w *strings.Builder, line string) {
 		}
 	case "standby", "new-epoch", "retransmit", "epoch-of", "lead", "announce":
 		h.history(w, cmd, a)
+		return
+	case "follower", "frame", "window":
+		h.follower(w, cmd, a)
 		return
 	default:
 		h.t.Fatalf("unknown command %q", cmd)
@@ -466,4 +470,37 @@ type mapLog map[uint64]uint64
 func (m mapLog) EpochAt(seq uint64) (uint64, bool) {
 	e, ok := m[seq]
 	return e, ok
+}
+
+// follower runs the standby's fence and ack commands.
+func (h *harness) follower(w *strings.Builder, cmd string, a args) {
+	switch cmd {
+	case "follower":
+		// follower epoch=2 interval=5ms delay=0
+		h.p, h.epoch = nil, h.u64(a, "epoch", 1)
+		h.sb = NewStandby(StandbyConfig{AckIntervalNs: h.dur(a, "interval", 5_000_000), AckDelayNs: h.dur(a, "delay", 0), NoFencing: a.has("no-fencing")})
+		h.sb.Reset()
+		fmt.Fprintf(w, "following epoch=%d\n", h.epoch)
+	case "frame":
+		// frame epoch=2 node=3 [refused]
+		id := uint32(h.u64(a, "node", 2))
+		switch v := h.sb.Fence(h.u64(a, "epoch", h.epoch), h.epoch, a.has("refused")); v {
+		case Pass:
+			changed := h.sb.SawPrimary(id, h.nowNs)
+			fmt.Fprintf(w, "fence: %s; primary=%d changed=%v\n", v, h.sb.Primary(), changed)
+		case AwaitNewEpoch:
+			fmt.Fprintf(w, "fence: %s; ask for NEW_EPOCH now=%v\n", v, h.sb.AskNewEpoch(h.nowNs))
+		default:
+			fmt.Fprintf(w, "fence: %s\n", v)
+		}
+	case "window":
+		// window ack=10 durable=8 [periodic]
+		ack := Ack(h.u64(a, "ack", 0), h.u64(a, "durable", 0))
+		if !h.sb.AckDue(ack, h.nowNs, a.has("periodic")) {
+			fmt.Fprintf(w, "no ack (ack %d, last sent %d)\n", ack, h.sb.AckSent())
+			return
+		}
+		h.sb.Acked(ack, h.nowNs)
+		fmt.Fprintf(w, "send ACK seq=%d\n", ack)
+	}
 }
