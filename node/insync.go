@@ -36,7 +36,7 @@ func (n *Node) onWitnessSet(r *arbiter.Reply, now int64) {
 // members and additions of caught-up standbys (witness mode); the
 // proposal leaves with the next release.
 func (n *Node) maintainInSync(now int64) {
-	if n.arb == nil || n.role != RolePrimary {
+	if n.lease.arb == nil || n.role != RolePrimary {
 		return
 	}
 	n.prim.Tick(now)
@@ -45,12 +45,12 @@ func (n *Node) maintainInSync(now int64) {
 
 // proposeInSync hands a Ready's in-sync proposal to the arbiter.
 func (n *Node) proposeInSync(base uint64, members []arbiter.NodeID, lagging []uint32, now int64) {
-	if err := n.arb.ProposeInSync(base, members); err != nil {
+	if err := n.lease.arb.ProposeInSync(base, members); err != nil {
 		n.cfg.Log.Error("in-sync proposal", "err", err)
 		return
 	}
 	n.prim.Proposed(members, now)
-	n.keeper.Hurry(now)
+	n.lease.keeper.Hurry(now)
 	n.stats.InSyncProposals++
 	n.cfg.Log.Info("proposing in-sync set", "base_version", base, "members", members, "lagging", lagging)
 }

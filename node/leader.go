@@ -7,17 +7,29 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/witness"
 )
+
+// leaseLink is the node's side of the lease: the keeper (the arbiter
+// core) and the backend that carries its requests, nil for a static node.
+type leaseLink struct {
+	keeper      *arbiter.Keeper
+	wc          *witness.Client // the UDP witness's client (nil otherwise)
+	arb         arbiter.Backend
+	deliver     func(arbiter.Reply)
+	lastReplyNs int64 // last reply from the arbiter
+	silent      bool  // logged as unreachable (once per episode)
+}
 
 // leaseTick sends the keeper's due request to the witness and acts on the
 // lease: a primary releases only while it may lead; a standby that was
 // granted a newer epoch promotes.
 func (n *Node) leaseTick(now int64) {
-	if n.arb == nil {
+	if n.lease.arb == nil {
 		return
 	}
-	n.keeper.SetWantLead(replica.WantLead(n.journalBroken, n.refetching, n.role == RolePrimary, n.fetch.Active()))
-	n.arb.Tick(now, n.deliverFn)
+	n.lease.keeper.SetWantLead(replica.WantLead(n.journalBroken, n.refetching, n.role == RolePrimary, n.fetch.Active()))
+	n.lease.arb.Tick(now, n.lease.deliver)
 	n.checkWitnessSilent(now)
 	n.leaseChanged(now)
 }
@@ -37,9 +49,9 @@ func (n *Node) deliverLease(r arbiter.Reply) {
 }
 
 func (n *Node) noteLeaseReply(now int64) {
-	n.lastLeaseReplyNs = now
-	if n.witnessSilent {
-		n.witnessSilent = false
+	n.lease.lastReplyNs = now
+	if n.lease.silent {
+		n.lease.silent = false
 		n.cfg.Log.Info("arbiter answering again")
 	}
 }
@@ -48,13 +60,13 @@ func (n *Node) noteLeaseReply(now int64) {
 // answered for three lease durations: an unreachable or misconfigured
 // witness otherwise looks like a node that simply never leads.
 func (n *Node) checkWitnessSilent(now int64) {
-	silentNs := now - n.lastLeaseReplyNs
-	if n.witnessSilent || silentNs < 3*n.cfg.Lease.LeaseDurationNs {
+	silentNs := now - n.lease.lastReplyNs
+	if n.lease.silent || silentNs < 3*n.cfg.Lease.LeaseDurationNs {
 		return
 	}
-	n.witnessSilent = true
+	n.lease.silent = true
 	n.stats.WitnessSilent++
-	if n.wc != nil {
+	if n.lease.wc != nil {
 		n.cfg.Log.Error("witness unreachable: no reply; nobody leads without it (is `seqbus witness` running there, with the same --lease, --stream and --key?)",
 			"witness", n.cfg.Witness, "silent", time.Duration(silentNs))
 		return
@@ -64,18 +76,18 @@ func (n *Node) checkWitnessSilent(now int64) {
 
 // onLease handles a reply from the witness.
 func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
-	if n.wc == nil || from != n.cfg.Witness {
+	if n.lease.wc == nil || from != n.cfg.Witness {
 		n.stats.DropUnexpected++
 		return
 	}
-	r, used, err := n.wc.OnDatagram(pkt)
+	r, used, err := n.lease.wc.OnDatagram(pkt)
 	if err != nil {
 		n.stats.countDrop(err)
 		return
 	}
 	n.noteLeaseReply(now)
 	if used && r.Granted() && n.cfg.Unsafe.LeaseFromReply {
-		n.keeper.UnsafeRestamp(now) // UNSAFE (mutation test)
+		n.lease.keeper.UnsafeRestamp(now) // UNSAFE (mutation test)
 	}
 	n.onWitnessSet(&r, now)
 	// What the lease decides is carried out after the batch (afterBatch).
@@ -85,7 +97,7 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 // (replica.PrimaryLease, replica.StandbyLease).
 func (n *Node) leaseChanged(now int64) {
 	if n.role != RolePrimary {
-		if d := replica.StandbyLease(n.keeper, n.epoch, now); d.Do == replica.Promote {
+		if d := replica.StandbyLease(n.lease.keeper, n.epoch, now); d.Do == replica.Promote {
 			n.promote(d.Epoch, now)
 		}
 		return
@@ -134,16 +146,16 @@ func (n *Node) promote(epoch uint64, now int64) {
 		n.becomeStandby()
 		return
 	}
-	n.prim.SetLease(n.keeper.MayLead(now))
+	n.prim.SetLease(n.lease.keeper.MayLead(now))
 	n.hist.Lead(epoch, prev, applied+1) // our own history is this epoch's
 	n.announce(now)
 	n.stats.Promotions++
-	n.promotedNs = now
-	n.firstReleaseLogged = false
+	n.rel.promotedNs = now
+	n.rel.firstLogged = false
 	n.cfg.Log.Info("PROMOTED",
 		"epoch", epoch, "from_seq", applied+1, "prev_epoch", prev,
 		"since_last_primary_frame", time.Duration(detectNs),
-		"lease_acquired_in", time.Duration(now-n.keeper.View().SentAtNs),
+		"lease_acquired_in", time.Duration(now-n.lease.keeper.View().SentAtNs),
 		"drain", time.Duration(drainNs),
 		"promotion", time.Duration(n.nowNs()-promoteStart))
 }
@@ -177,8 +189,8 @@ func (n *Node) stepDown(higher uint64, now int64) {
 	dropped := n.pub.DropAll()
 	n.stats.StepDowns++
 	n.lastStepDown = stepDownRecord{Count: n.stats.StepDowns, From: n.epoch, To: higher}
-	if n.keeper != nil {
-		n.lastStepDown.KeeperEpoch = n.keeper.Epoch()
+	if n.lease.keeper != nil {
+		n.lastStepDown.KeeperEpoch = n.lease.keeper.Epoch()
 	}
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
 	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", n.epoch, "newer", higher, "dropped_outputs", dropped)
@@ -312,12 +324,12 @@ func (n *Node) epochOf(seq uint64) uint64 {
 
 // leaseView reports the lease as the node sees it, for status.
 func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64) {
-	if n.keeper == nil {
+	if n.lease.keeper == nil {
 		return n.role == RolePrimary, 0, n.epoch
 	}
-	v := n.keeper.View()
+	v := n.lease.keeper.View()
 	end := v.SentAtNs + v.DurationNs
-	return n.keeper.MayLead(now), max(end-now, 0), v.Epoch
+	return n.lease.keeper.MayLead(now), max(end-now, 0), v.Epoch
 }
 
 // stepDownRecord describes the latest step-down, for checkers: the epoch

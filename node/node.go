@@ -2,7 +2,6 @@ package node
 
 import (
 	"errors"
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"os"
 	"runtime"
 	"strings"
@@ -65,20 +64,13 @@ type Node struct {
 	// verified it against, the epochs of older records (replica.History).
 	hist replica.History
 
-	keeper             *arbiter.Keeper // nil without a witness
-	wc                 *witness.Client // the UDP witness's client (nil otherwise)
-	arb                arbiter.Backend // nil for a static node
-	deliverFn          func(arbiter.Reply)
-	stages             StageObserver // Config.Observer, if it implements it
-	trace              *stageTrace   // nil without Config.TraceStages
-	auth               *nodeAuth     // nil without Config.Key
-	sealBuf            []byte
-	lastLeaseReplyNs   int64 // last reply from the witness
-	witnessSilent      bool  // logged as unreachable (once per episode)
-	promotedNs         int64
-	firstReleaseLogged bool
-	isr                replica.InSync // kept across roles: a grant's set
-	journalBroken      bool           // an append failed: never lead again in this process
+	lease         leaseLink     // keeper and backend (zero without a witness)
+	stages        StageObserver // Config.Observer, if it implements it
+	trace         *stageTrace   // nil without Config.TraceStages
+	auth          *nodeAuth     // nil without Config.Key
+	sealBuf       []byte
+	isr           replica.InSync // kept across roles: a grant's set
+	journalBroken bool           // an append failed: never lead again in this process
 	// refetching: the journal was set aside as corrupt; this node must not
 	// lead until it has caught up with a live primary.
 	refetching   bool
@@ -93,20 +85,14 @@ type Node struct {
 	mdBatch  *wire.Batch
 	outTo    uint64
 	emitter  primaryEmitter
-	applySeq uint64 // seq being applied (for the emitter)
-	// assignNs[seq&assignMask] is when seq was assigned, for the
-	// assign -> release latency histogram.
-	assignNs     []int64
-	lastReleased uint64
-	obsReleased  uint64 // released as last reported to the Observer
-	releaseHist  *hdrhistogram.Histogram
+	applySeq uint64       // seq being applied (for the emitter)
+	rel      releaseTrack // assign -> release latency, first release, observer
 
 	// standby
 	win         *standby.Window
-	naks        *standby.NakScheduler
+	nak         nakState
 	fetch       *standby.Fetch
 	hashes      standby.HashCheck
-	rejects     standby.Rejects
 	follow      replica.Standby // the primary followed, the fence, acks
 	primaryAddr netip.AddrPort
 	snapFile    *snapshotSink
@@ -120,8 +106,6 @@ type Node struct {
 	// scratch, reused
 	sendBuf  [1][]byte
 	frameBuf []byte
-	gapBuf   [wire.MaxNakRanges]standby.Range
-	nakBuf   [wire.MaxNakRanges]standby.Range
 
 	// drainer empties the send-only sockets (mcSend, mdSend) on the
 	// ticker, outside the lock; only tickLoop uses it.
@@ -156,12 +140,9 @@ func New(cfg Config) (*Node, error) {
 		drainer:  bus.NewDrainer(),
 		stop:     make(chan struct{}),
 		follow:   replica.NewStandby(replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing}),
-		naks:     standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
+		nak:      nakState{sched: standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)})},
 		fetch:    standby.NewFetch(standby.FetchConfig{}),
-		assignNs: make([]int64, assignMask+1),
-		// µs from 1 to 10 s at 2 significant digits (1%): reading
-		// percentiles walks every bucket under the lock, so it stays small.
-		releaseHist: hdrhistogram.New(1, 10_000_000, 2),
+		rel:      newReleaseTrack(),
 	}
 	n.emitter.n = n
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
@@ -196,15 +177,15 @@ func New(cfg Config) (*Node, error) {
 		} else {
 			k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
 		}
-		n.keeper = k
-		n.deliverFn = n.deliverLease // one func value, not one per tick
+		n.lease.keeper = k
+		n.lease.deliver = n.deliverLease // one func value, not one per tick
 		if cfg.NewArbiter != nil {
-			if n.arb, err = cfg.NewArbiter(k); err != nil {
+			if n.lease.arb, err = cfg.NewArbiter(k); err != nil {
 				return nil, err
 			}
 		} else {
-			n.wc = witness.NewClient(k, cfg.Stream)
-			n.arb = witness.NewBackend(n.wc, n.sendWitness)
+			n.lease.wc = witness.NewClient(k, cfg.Stream)
+			n.lease.arb = witness.NewBackend(n.lease.wc, n.sendWitness)
 		}
 	}
 	if err := n.recover(); err != nil {
@@ -234,8 +215,8 @@ func New(cfg Config) (*Node, error) {
 }
 
 func (n *Node) closeArbiter() {
-	if n.arb != nil {
-		if err := n.arb.Close(); err != nil {
+	if n.lease.arb != nil {
+		if err := n.lease.arb.Close(); err != nil {
 			n.cfg.Log.Warn("closing the arbiter client", "err", err)
 		}
 	}
@@ -595,7 +576,7 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 }
 
 func (n *Node) afterBatch(now int64) {
-	if n.keeper != nil {
+	if n.lease.keeper != nil {
 		// What the lease replies of this batch decided (promotion,
 		// step-down, a lapse) is carried out here, between batches.
 		n.leaseChanged(now)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/gating"
@@ -37,15 +39,15 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	// Required acks: without a witness, every peer; with one, the in-sync
 	// set the witness granted with our lease (replica.NewPrimary).
 	var lease replica.Lease
-	if n.keeper != nil {
-		lease = n.keeper
+	if n.lease.keeper != nil {
+		lease = n.lease.keeper
 	}
 	prim, err := replica.NewPrimary(n.primaryConfig(epoch), &n.isr, lease, applied, n.j.Durable(), n.nowNs())
 	if err != nil {
 		return err
 	}
 	n.prim = prim
-	n.lastReleased = applied
+	n.rel.last = applied
 	pub, err := gating.NewPublisher[outSlot](n.cfg.PublisherCapacity + outputReserve)
 	if err != nil {
 		return err
@@ -168,7 +170,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		n.applySeq = seq
-		n.assignNs[seq&assignMask] = now
+		n.rel.assignNs[seq&assignMask] = now
 		n.eng.Apply(seq, cmd, &n.emitter)
 		if o := n.cfg.Observer; o != nil {
 			o.Applied(n.cfg.ID, n.epoch, seq, cmd)
@@ -344,37 +346,59 @@ func (n *Node) releaseUpTo(released uint64, now int64) {
 	g := n.prim.Gate()
 	// Reported before the outputs leave, so the observer's time is
 	// never after the client's.
-	if o := n.cfg.Observer; o != nil && released > n.obsReleased {
-		n.obsReleased = released
+	if o := n.cfg.Observer; o != nil && released > n.rel.observed {
+		n.rel.observed = released
 		ack, ok := g.RequiredAck()
 		o.Released(ReleaseEvent{
 			Node: n.cfg.ID, Epoch: n.epoch, Released: released,
 			Applied: n.eng.AppliedSeq(), Durable: n.j.Durable(),
 			RequiredAck: ack, RequiredOK: ok,
-			LeaseHeld: n.keeper == nil || n.keeper.MayLead(now),
+			LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
 		})
 	}
 	if n.pub.Release(released, n.emitReleased) > 0 {
 		n.flushOutputs()
-		if !n.firstReleaseLogged && n.promotedNs != 0 {
-			n.firstReleaseLogged = true
-			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.promotedNs), "released", released)
+		if !n.rel.firstLogged && n.rel.promotedNs != 0 {
+			n.rel.firstLogged = true
+			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.rel.promotedNs), "released", released)
 		}
 	}
 	n.stats.Released = released
 	n.recordReleases(released, now)
 }
 
+// releaseTrack follows what a primary released, for the assign ->
+// release latency histogram, the first release after a promotion and the
+// Observer.
+type releaseTrack struct {
+	// assignNs[seq&assignMask] is when seq was assigned.
+	assignNs    []int64
+	last        uint64 // released as last recorded
+	observed    uint64 // released as last reported to the Observer
+	hist        *hdrhistogram.Histogram
+	promotedNs  int64 // when this node last promoted (0: never)
+	firstLogged bool  // the first release after it was logged
+}
+
+func newReleaseTrack() releaseTrack {
+	return releaseTrack{
+		assignNs: make([]int64, assignMask+1),
+		// µs from 1 to 10 s at 2 significant digits (1%): reading
+		// percentiles walks every bucket under the lock, so it stays small.
+		hist: hdrhistogram.New(1, 10_000_000, 2),
+	}
+}
+
 // recordReleases adds assign -> release latency for every seq released
 // since the last call (at most the ring's worth).
 func (n *Node) recordReleases(r uint64, now int64) {
-	from := max(n.lastReleased+1, r-min(r, assignMask))
-	for s := from; s <= r && s > n.lastReleased; s++ {
-		if at := n.assignNs[s&assignMask]; at > 0 {
-			_ = n.releaseHist.RecordValue(max((now-at)/1000, 1))
+	from := max(n.rel.last+1, r-min(r, assignMask))
+	for s := from; s <= r && s > n.rel.last; s++ {
+		if at := n.rel.assignNs[s&assignMask]; at > 0 {
+			_ = n.rel.hist.RecordValue(max((now-at)/1000, 1))
 		}
 	}
-	n.lastReleased = max(n.lastReleased, r)
+	n.rel.last = max(n.rel.last, r)
 }
 
 func (n *Node) emitReleased(seq uint64, o *outSlot) {

@@ -118,7 +118,7 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		if f.Type == wire.TypeRetransmit {
-			n.naks.OnRetransmit(f.Seq, f.LastSeq(), now)
+			n.nak.sched.OnRetransmit(f.Seq, f.LastSeq(), now)
 			n.stats.RetransmitsReceived++
 		}
 		n.onMessages(f, now)
@@ -166,7 +166,7 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 		if err == nil {
 			continue
 		}
-		n.rejects.Count(err)
+		n.nak.rejects.Count(err)
 		if errors.Is(err, standby.ErrNeedSnapshot) {
 			if n.catchingUp {
 				n.win.ObserveHighest(seq) // NAKed as part of the tail
@@ -213,13 +213,22 @@ func (n *Node) standbyTick(now int64) {
 	n.maybeAck(now, true)
 }
 
+// nakState is the standby's loss repair: the NAK timers, the rejected
+// messages by reason and the scratch the gaps are found in.
+type nakState struct {
+	sched   *standby.NakScheduler
+	rejects standby.Rejects
+	gapBuf  [wire.MaxNakRanges]standby.Range
+	dueBuf  [wire.MaxNakRanges]standby.Range
+}
+
 // nakGaps asks the primary for every gap that is due (one NAK frame).
 func (n *Node) nakGaps(now int64) {
 	if !n.primaryAddr.IsValid() || n.fetch.Active() {
 		return
 	}
-	gaps := n.win.Gaps(n.gapBuf[:0])
-	due := n.naks.Poll(gaps, now, n.nakBuf[:0])
+	gaps := n.win.Gaps(n.nak.gapBuf[:0])
+	due := n.nak.sched.Poll(gaps, now, n.nak.dueBuf[:0])
 	if len(due) == 0 {
 		return
 	}

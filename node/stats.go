@@ -284,7 +284,7 @@ func (n *Node) statusLocked() Status {
 		st.Sequencer = n.seqr.Stats()
 		st.Gate = n.prim.Gate().Stats()
 		st.Standbys = n.standbysLocked(st.UptimeNs)
-		h := n.releaseHist
+		h := n.rel.hist
 		if h.TotalCount() > 0 {
 			st.LatencyUs = map[string]int64{
 				"p50": h.ValueAtQuantile(50), "p99": h.ValueAtQuantile(99),
@@ -294,7 +294,7 @@ func (n *Node) statusLocked() Status {
 	} else {
 		st.Ack = n.follow.AckSent()
 		st.Window = n.win.Stats()
-		st.Naks = n.naks.Stats()
+		st.Naks = n.nak.sched.Stats()
 		st.Fetch = n.fetch.Stats()
 		st.Hashes = n.hashes.Stats()
 	}
