@@ -21,6 +21,38 @@ type leaseLink struct {
 	silent      bool  // logged as unreachable (once per episode)
 }
 
+// openLease builds the keeper and its backend (the UDP witness, or
+// Config.NewArbiter's) when the node runs with a lease.
+func (n *Node) openLease() error {
+	cfg := &n.cfg
+	if !cfg.Witness.IsValid() && cfg.NewArbiter == nil {
+		return nil // a static node
+	}
+	k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
+	if err != nil {
+		return err
+	}
+	// Request IDs start from the wall clock, unique to this process run,
+	// so a grant captured before a restart matches no request of this one
+	// (the keeper matches replies by ID). (A simulated clock gives
+	// simulated runs the same property and keeps them bit-for-bit
+	// replayable.)
+	if cfg.Clock != nil {
+		k.StartRequestIDsAfter(uint64(cfg.Clock.NowNs()) << 20)
+	} else {
+		k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
+	}
+	n.lease.keeper = k
+	n.lease.deliver = n.deliverLease // one func value, not one per tick
+	if cfg.NewArbiter != nil {
+		n.lease.arb, err = cfg.NewArbiter(k)
+		return err
+	}
+	n.lease.wc = witness.NewClient(k, cfg.Stream)
+	n.lease.arb = witness.NewBackend(n.lease.wc, n.sendWitness)
+	return nil
+}
+
 // leaseTick sends the keeper's due request to the witness and acts on the
 // lease: a primary releases only while it may lead; a standby that was
 // granted a newer epoch promotes.
@@ -137,10 +169,7 @@ func (n *Node) promote(epoch uint64, now int64) {
 	drainNs := n.nowNs() - drainStart
 	promoteStart := n.nowNs()
 	applied := n.eng.AppliedSeq()
-	prev, _ := n.j.EpochAt(applied)
-	if applied == 0 || prev >= epoch {
-		prev = 0
-	}
+	prev := replica.ForkEpoch(applied, epoch, n.j)
 	if err := n.becomePrimary(epoch); err != nil {
 		n.cfg.Log.Error("promotion failed", "epoch", epoch, "err", err)
 		n.becomeStandby()

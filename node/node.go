@@ -20,7 +20,6 @@ import (
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // assignMask sizes the ring of assign times (64k seqs in flight).
@@ -162,31 +161,8 @@ func New(cfg Config) (*Node, error) {
 		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
 		n.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
 	}
-	if cfg.Witness.IsValid() || cfg.NewArbiter != nil {
-		k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
-		if err != nil {
-			return nil, err
-		}
-		// Request IDs start from the wall clock, unique to this process
-		// run, so a grant captured before a restart matches no request of
-		// this one (the keeper matches replies by ID).
-		// (A simulated clock gives simulated runs the same property and
-		// keeps them bit-for-bit replayable.)
-		if cfg.Clock != nil {
-			k.StartRequestIDsAfter(uint64(cfg.Clock.NowNs()) << 20)
-		} else {
-			k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
-		}
-		n.lease.keeper = k
-		n.lease.deliver = n.deliverLease // one func value, not one per tick
-		if cfg.NewArbiter != nil {
-			if n.lease.arb, err = cfg.NewArbiter(k); err != nil {
-				return nil, err
-			}
-		} else {
-			n.lease.wc = witness.NewClient(k, cfg.Stream)
-			n.lease.arb = witness.NewBackend(n.lease.wc, n.sendWitness)
-		}
+	if err := n.openLease(); err != nil {
+		return nil, err
 	}
 	if err := n.recover(); err != nil {
 		n.closeArbiter()

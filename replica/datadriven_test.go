@@ -306,7 +306,7 @@ func (h *harness) newPrimary(w *strings.Builder, cfg PrimaryConfig) {
 	}
 	h.p, h.pcfg, h.epoch = p, cfg, cfg.Epoch
 	h.required = fmt.Sprint(p.Gate().InSync(nil))
-	h.hist.Lead(cfg.Epoch, h.log[h.applied], h.applied+1)
+	h.hist.Lead(cfg.Epoch, ForkEpoch(h.applied, cfg.Epoch, mapLog(h.log)), h.applied+1)
 	fmt.Fprintf(w, "leading epoch=%d from=%d required=%v\n", cfg.Epoch, h.applied+1, p.Gate().InSync(nil))
 }
 

@@ -124,6 +124,17 @@ func (h *History) EpochOf(seq, epoch, applied, journalHighest uint64) uint64 {
 	return max(e, journalHighest)
 }
 
+// ForkEpoch is the previous epoch a promotion to epoch announces: that of
+// our last applied record, 0 with none, or when the journal does not hold
+// it or labels it at or above the new epoch (which cannot be history).
+func ForkEpoch(applied, epoch uint64, log Log) uint64 {
+	prev, _ := log.EpochAt(applied)
+	if applied == 0 || prev >= epoch {
+		return 0
+	}
+	return prev
+}
+
 // Log is the read-only view of the journal reconciliation needs.
 type Log interface {
 	// EpochAt returns the epoch of the record at seq; ok is false when
