@@ -97,15 +97,17 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.DropUnknownNode++
 			return
 		}
-		if f.Epoch != n.epoch {
+		switch n.prim.Ack(f.Node, f.Epoch, f.Seq, now) {
+		case replica.AckOlderEpoch:
 			n.stats.DropStaleEpoch++
-			if f.Epoch < n.epoch && n.hist.StaleAck(now) {
-				// A standby still on an older epoch: repeat NEW_EPOCH now.
-				n.announce(now)
+			if n.hist.StaleAck(now) {
+				n.announce(now) // a standby still on an older epoch: repeat NEW_EPOCH now
 			}
 			return
+		case replica.AckOtherEpoch:
+			n.stats.DropStaleEpoch++
+			return
 		}
-		n.prim.Ack(f.Node, f.Seq, now)
 		n.stats.AcksReceived++
 		if n.stages != nil {
 			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, now)

@@ -232,7 +232,16 @@ func (h *harness) run(w *strings.Builder, line string) {
 			h.p.Applied(h.applied)
 		}
 	case "ack":
-		h.p.Ack(uint32(h.u64(a, "from", 0)), h.u64(a, "seq", 0), h.nowNs)
+		switch v := h.p.Ack(uint32(h.u64(a, "from", 0)), h.u64(a, "epoch", h.epoch), h.u64(a, "seq", 0), h.nowNs); v {
+		case AckOlderEpoch:
+			again := h.hist.StaleAck(h.nowNs)
+			if again {
+				h.hist.Announced(h.nowNs) // the runtime announces
+			}
+			fmt.Fprintf(w, "ack dropped: older epoch (repeat NEW_EPOCH: %v)\n", again)
+		case AckOtherEpoch:
+			fmt.Fprintln(w, "ack dropped: newer epoch")
+		}
 	case "durable":
 		// The syncer's path (onDurable): it releases at once, with no
 		// lease decision first, so the release itself checks the lease.

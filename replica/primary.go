@@ -127,8 +127,31 @@ func (p *Primary) Durable(seq uint64) {
 	p.gate.SetDurable(seq)
 }
 
-// Ack records standby from's ack of seq (of our epoch) at nowNs.
-func (p *Primary) Ack(from uint32, seq uint64, nowNs int64) { p.gate.OnAck(from, seq, nowNs) }
+// AckVerdict is what a primary did with an ACK.
+type AckVerdict uint8
+
+const (
+	// AckCounted: an ack of our epoch, given to the gate.
+	AckCounted AckVerdict = iota
+	// AckOlderEpoch: a standby still follows an older epoch: dropped;
+	// the runtime repeats NEW_EPOCH soon (History.StaleAck).
+	AckOlderEpoch
+	// AckOtherEpoch: stamped with a newer epoch than ours: dropped.
+	AckOtherEpoch
+)
+
+// Ack records standby from's ack of seq at nowNs; an ack stamped with
+// another epoch than ours counts for nothing.
+func (p *Primary) Ack(from uint32, epoch, seq uint64, nowNs int64) AckVerdict {
+	switch {
+	case epoch < p.cfg.Epoch:
+		return AckOlderEpoch
+	case epoch > p.cfg.Epoch:
+		return AckOtherEpoch
+	}
+	p.gate.OnAck(from, seq, nowNs)
+	return AckCounted
+}
 
 // SetLease says whether the lease is held (a promotion's first check).
 func (p *Primary) SetLease(held bool) { p.gate.SetLease(held) }

@@ -127,7 +127,7 @@ func (m *propModel) step(b byte) {
 		seq := max(m.acks[id], m.applied-min(m.applied, uint64(arg>>2&3)))
 		m.acks[id] = seq
 		if m.p != nil {
-			m.p.Ack(id, seq, m.nowNs)
+			m.p.Ack(id, m.epoch, seq, m.nowNs)
 		}
 	case 6:
 		m.nowNs += int64(arg) * 10_000_000 // 0..310 ms
