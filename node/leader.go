@@ -251,22 +251,21 @@ func (n *Node) announce(now int64) {
 // we throw our history away and fetch state from the new primary.
 func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	ne, _ := wire.DecodeNewEpoch(f)
-	if ne.Epoch < n.epoch {
+	switch n.follow.OnNewEpoch(ne.Epoch, n.epoch, n.role == RolePrimary) {
+	case replica.NewEpochStale:
 		n.stats.DropStaleEpoch++
 		return
-	}
-	if ne.Epoch == n.epoch {
+	case replica.NewEpochRepeat:
 		n.learnPrimary(f.Node, now)
 		return
+	case replica.NewEpochIgnore:
+		return // UNSAFE: a deposed primary that never steps down
 	}
 	if _, ok := n.cfg.Peers[f.Node]; !ok {
 		n.stats.DropUnknownNode++
 		return
 	}
 	if n.role == RolePrimary {
-		if n.cfg.Unsafe.NoFencing {
-			return // UNSAFE: a deposed primary that never steps down
-		}
 		n.stepDown(ne.Epoch, now)
 	}
 	if err := n.reconcile(&ne); err != nil {

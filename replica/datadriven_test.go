@@ -226,8 +226,10 @@ func (h *harness) run(w *strings.Builder, line string) {
 	case "grant", "deny":
 		h.reply(w, cmd, a)
 	case "command":
-		h.applied += h.u64(a, "n", 1)
-		h.log[h.applied] = h.epoch
+		for range h.u64(a, "n", 1) {
+			h.applied++
+			h.log[h.applied] = h.epoch
+		}
 		if h.p != nil {
 			h.p.Applied(h.applied)
 		}
@@ -438,6 +440,14 @@ func (h *harness) history(w *strings.Builder, cmd string, a args) {
 	case "new-epoch":
 		ne := wire.NewEpoch{PrevEpoch: h.u64(a, "prev", 0), LastSeq: h.u64(a, "last", 0)}
 		ne.Epoch = h.u64(a, "epoch", h.epoch+1)
+		if step := h.sb.OnNewEpoch(ne.Epoch, h.epoch, h.p != nil); step != NewEpochFollow {
+			fmt.Fprintf(w, "new epoch %d at %d: %s\n", ne.Epoch, h.epoch, step)
+			return
+		}
+		if h.p != nil {
+			fmt.Fprintf(w, "step down from %d (queued outputs dropped)\n", h.epoch)
+			h.p = nil
+		}
 		act := h.hist.Reconcile(&ne, h.applied, mapLog(h.log))
 		switch act {
 		case Truncate:

@@ -116,3 +116,44 @@ func (s *Standby) AckDue(ack uint64, nowNs int64, periodic bool) bool {
 
 // Acked records that ack was sent at nowNs.
 func (s *Standby) Acked(ack uint64, nowNs int64) { s.ackSent, s.lastAckNs = ack, nowNs }
+
+// NewEpochStep is what a NEW_EPOCH means to a node at epoch.
+type NewEpochStep uint8
+
+const (
+	// NewEpochStale: older than the epoch we lead or follow: drop it.
+	NewEpochStale NewEpochStep = iota
+	// NewEpochRepeat: the epoch we follow, repeated: its sender leads it.
+	NewEpochRepeat
+	// NewEpochFollow: a newer epoch: a primary steps down first (unless
+	// UNSAFE NoFencing, which keeps leading and ignores it); then
+	// reconcile the history (History.Reconcile), follow (History.Follow)
+	// and note its sender as the primary.
+	NewEpochFollow
+	// NewEpochIgnore: UNSAFE NoFencing on a primary: a deposed primary
+	// that never steps down.
+	NewEpochIgnore
+)
+
+var newEpochStepNames = [...]string{"stale", "repeat", "follow", "ignore"}
+
+func (n NewEpochStep) String() string {
+	if int(n) < len(newEpochStepNames) {
+		return newEpochStepNames[n]
+	}
+	return "new-epoch-step?"
+}
+
+// OnNewEpoch decides what a NEW_EPOCH of neEpoch means to a node at
+// epoch (leading it when primary).
+func (s *Standby) OnNewEpoch(neEpoch, epoch uint64, primary bool) NewEpochStep {
+	switch {
+	case neEpoch < epoch:
+		return NewEpochStale
+	case neEpoch == epoch:
+		return NewEpochRepeat
+	case primary && s.cfg.NoFencing:
+		return NewEpochIgnore
+	}
+	return NewEpochFollow
+}
