@@ -38,4 +38,13 @@
 //  3. A standby acknowledges no further than its own journal is durable.
 //  4. Frames from an epoch older than the highest accepted are dropped and
 //     counted; nothing from them is applied, journaled or acknowledged.
+//
+// The failover decisions are package replica's (pure: no clock, socket,
+// file or lock): the gate, the in-sync set and the lease decisions of a
+// primary (replica.Primary: rule 2 is its Ready's Release), a standby's
+// fence and acks (replica.Standby, replica.Ack: rules 3 and 4), the
+// history epochs and the reconciliation after NEW_EPOCH
+// (replica.History). The node feeds them and carries out what they
+// return; a promotion, a step-down or a lapse of the lease is carried
+// out between batches (afterBatch), never in the middle of one.
 package node

@@ -5,27 +5,63 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/witness"
 )
 
-// newEpochEveryNs: a primary repeats NEW_EPOCH every 100 ms for its whole
-// term, so a node that missed it (lost, paused, restarted) still learns
-// where the new history starts before it accepts any of it.
-const newEpochEveryNs = 100_000_000
+// leaseLink is the node's side of the lease: the keeper (the arbiter
+// core) and the backend that carries its requests, nil for a static node.
+type leaseLink struct {
+	keeper      *arbiter.Keeper
+	wc          *witness.Client // the UDP witness's client (nil otherwise)
+	arb         arbiter.Backend
+	deliver     func(arbiter.Reply)
+	lastReplyNs int64 // last reply from the arbiter
+	silent      bool  // logged as unreachable (once per episode)
+}
+
+// openLease builds the keeper and its backend (the UDP witness, or
+// Config.NewArbiter's) when the node runs with a lease.
+func (n *Node) openLease() error {
+	cfg := &n.cfg
+	if !cfg.Witness.IsValid() && cfg.NewArbiter == nil {
+		return nil // a static node
+	}
+	k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
+	if err != nil {
+		return err
+	}
+	// Request IDs start from the wall clock, unique to this process run,
+	// so a grant captured before a restart matches no request of this one
+	// (the keeper matches replies by ID). (A simulated clock gives
+	// simulated runs the same property and keeps them bit-for-bit
+	// replayable.)
+	if cfg.Clock != nil {
+		k.StartRequestIDsAfter(uint64(cfg.Clock.NowNs()) << 20)
+	} else {
+		k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
+	}
+	n.lease.keeper = k
+	n.lease.deliver = n.deliverLease // one func value, not one per tick
+	if cfg.NewArbiter != nil {
+		n.lease.arb, err = cfg.NewArbiter(k)
+		return err
+	}
+	n.lease.wc = witness.NewClient(k, cfg.Stream)
+	n.lease.arb = witness.NewBackend(n.lease.wc, n.sendWitness)
+	return nil
+}
 
 // leaseTick sends the keeper's due request to the witness and acts on the
 // lease: a primary releases only while it may lead; a standby that was
 // granted a newer epoch promotes.
 func (n *Node) leaseTick(now int64) {
-	if n.arb == nil {
+	if n.lease.arb == nil {
 		return
 	}
-	// Ask to lead only with the whole state at hand.
-	// A node whose journal failed must not hold the lease: let it lapse.
-	// A node rebuilding a journal it set aside as corrupt has no history
-	// to lead with until it caught up.
-	n.keeper.SetWantLead(!n.journalBroken && !n.refetching && (n.role == RolePrimary || !n.fetch.Active()))
-	n.arb.Tick(now, n.deliverFn)
+	n.lease.keeper.SetWantLead(replica.WantLead(n.journalBroken, n.refetching, n.role == RolePrimary, n.fetch.Active()))
+	n.lease.arb.Tick(now, n.lease.deliver)
 	n.checkWitnessSilent(now)
 	n.leaseChanged(now)
 }
@@ -36,18 +72,18 @@ func (n *Node) leaseTick(now int64) {
 // replies from Tick, already given to the keeper.
 func (n *Node) sendWitness(pkt []byte) { n.send(pkt, n.cfg.Witness) }
 
-// deliverLease acts on a reply another backend already gave the keeper.
+// deliverLease acts on a reply another backend already gave the keeper
+// (from leaseTick, which then carries out what the lease decides).
 func (n *Node) deliverLease(r arbiter.Reply) {
 	now := n.nowNs()
 	n.noteLeaseReply(now)
 	n.onWitnessSet(&r, now)
-	n.leaseChanged(now)
 }
 
 func (n *Node) noteLeaseReply(now int64) {
-	n.lastLeaseReplyNs = now
-	if n.witnessSilent {
-		n.witnessSilent = false
+	n.lease.lastReplyNs = now
+	if n.lease.silent {
+		n.lease.silent = false
 		n.cfg.Log.Info("arbiter answering again")
 	}
 }
@@ -56,13 +92,13 @@ func (n *Node) noteLeaseReply(now int64) {
 // answered for three lease durations: an unreachable or misconfigured
 // witness otherwise looks like a node that simply never leads.
 func (n *Node) checkWitnessSilent(now int64) {
-	silentNs := now - n.lastLeaseReplyNs
-	if n.witnessSilent || silentNs < 3*n.cfg.Lease.LeaseDurationNs {
+	silentNs := now - n.lease.lastReplyNs
+	if n.lease.silent || silentNs < 3*n.cfg.Lease.LeaseDurationNs {
 		return
 	}
-	n.witnessSilent = true
+	n.lease.silent = true
 	n.stats.WitnessSilent++
-	if n.wc != nil {
+	if n.lease.wc != nil {
 		n.cfg.Log.Error("witness unreachable: no reply; nobody leads without it (is `seqbus witness` running there, with the same --lease, --stream and --key?)",
 			"witness", n.cfg.Witness, "silent", time.Duration(silentNs))
 		return
@@ -72,62 +108,44 @@ func (n *Node) checkWitnessSilent(now int64) {
 
 // onLease handles a reply from the witness.
 func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
-	if n.wc == nil || from != n.cfg.Witness {
+	if n.lease.wc == nil || from != n.cfg.Witness {
 		n.stats.DropUnexpected++
 		return
 	}
-	r, used, err := n.wc.OnDatagram(pkt)
+	r, used, err := n.lease.wc.OnDatagram(pkt)
 	if err != nil {
 		n.stats.countDrop(err)
 		return
 	}
 	n.noteLeaseReply(now)
 	if used && r.Granted() && n.cfg.Unsafe.LeaseFromReply {
-		n.keeper.UnsafeRestamp(now) // UNSAFE (mutation test)
+		n.lease.keeper.UnsafeRestamp(now) // UNSAFE (mutation test)
 	}
 	n.onWitnessSet(&r, now)
-	n.leaseChanged(now)
+	// What the lease decides is carried out after the batch (afterBatch).
 }
 
+// leaseChanged carries out, between batches, what the lease decides
+// (replica.PrimaryLease, replica.StandbyLease).
 func (n *Node) leaseChanged(now int64) {
-	k := n.keeper
-	if n.role == RolePrimary && n.cfg.Unsafe.NoFencing {
-		return // UNSAFE: keep leading and releasing whatever the lease says
+	if n.role != RolePrimary {
+		if d := replica.StandbyLease(n.lease.keeper, n.epoch, now); d.Do == replica.Promote {
+			n.promote(d.Epoch, now)
+		}
+		return
 	}
-	if n.role == RolePrimary {
-		if k.Epoch() > n.epoch && k.MayLead(now) {
-			// Granted a newer epoch ourselves (our lease lapsed at the
-			// witness and was granted to us again): a new term of this
-			// same process, announced, never a step-down (issue 15 item
-			// 3): nobody else led in between.
-			n.newTerm(k.Epoch(), now)
-			return
-		}
-		// A refusal that names a newer epoch deposes us, unless it names
-		// us as that epoch's holder: then the newer epoch is our own (a
-		// grant that has not reached the keeper yet) and nobody else can
-		// lead; MayLead is false meanwhile, so nothing is released.
-		if holder, denied, _ := k.LastDeny(); denied > n.epoch && holder != arbiter.NodeID(n.cfg.ID) {
-			n.stepDown(denied, now)
-			return
-		}
-		held := k.MayLead(now) && k.Epoch() == n.epoch
-		if held == n.gate.LeaseHeld() {
-			return
-		}
-		n.gate.SetLease(held)
-		if held {
-			n.cfg.Log.Info("lease held again; releasing", "epoch", n.epoch)
-			return
-		}
+	switch d := n.prim.LeaseChanged(now); d.Do {
+	case replica.NewTerm:
+		n.newTerm(d.Epoch, now)
+	case replica.StepDown:
+		n.stepDown(d.Epoch, now)
+	case replica.LeaseRegained:
+		n.cfg.Log.Info("lease held again; releasing", "epoch", n.epoch)
+	case replica.LeaseLost:
 		dropped := n.pub.DropAll()
 		n.stats.LeaseLost++
 		n.stats.OutputsDroppedAtGate += uint64(dropped)
 		n.cfg.Log.Warn("lease not held: releases stop, queued outputs dropped (clients resend)", "epoch", n.epoch, "dropped", dropped)
-		return
-	}
-	if k.MayLead(now) && k.Epoch() > n.epoch {
-		n.promote(k.Epoch(), now)
 	}
 }
 
@@ -136,7 +154,7 @@ func (n *Node) leaseChanged(now int64) {
 // acknowledged, so never released, and is dropped), sequence from
 // applied+1, announce NEW_EPOCH with the fork point.
 func (n *Node) promote(epoch uint64, now int64) {
-	detectNs := now - n.lastPrimaryNs
+	detectNs := now - n.follow.LastPrimaryNs()
 	// Drain: the window applies every contiguous message as it arrives,
 	// so what is left is to make what we applied durable before leading.
 	drainStart := n.nowNs()
@@ -151,27 +169,22 @@ func (n *Node) promote(epoch uint64, now int64) {
 	drainNs := n.nowNs() - drainStart
 	promoteStart := n.nowNs()
 	applied := n.eng.AppliedSeq()
-	prev, _ := n.j.EpochAt(applied)
-	if applied == 0 || prev >= epoch {
-		prev = 0
-	}
+	prev := replica.ForkEpoch(applied, epoch, n.j)
 	if err := n.becomePrimary(epoch); err != nil {
 		n.cfg.Log.Error("promotion failed", "epoch", epoch, "err", err)
 		n.becomeStandby()
 		return
 	}
-	n.gate.SetLease(n.keeper.MayLead(now))
-	n.prevEpoch, n.epochStart = prev, applied+1
-	n.verifiedEpoch = epoch // our own history is this epoch's
-	n.seqr.AnnounceEpoch(prev, applied, now)
-	n.lastNewEpochNs = now
+	n.prim.SetLease(n.lease.keeper.MayLead(now))
+	n.hist.Lead(epoch, prev, applied+1) // our own history is this epoch's
+	n.announce(now)
 	n.stats.Promotions++
-	n.promotedNs = now
-	n.firstReleaseLogged = false
+	n.rel.promotedNs = now
+	n.rel.firstLogged = false
 	n.cfg.Log.Info("PROMOTED",
 		"epoch", epoch, "from_seq", applied+1, "prev_epoch", prev,
 		"since_last_primary_frame", time.Duration(detectNs),
-		"lease_acquired_in", time.Duration(now-n.keeper.View().SentAtNs),
+		"lease_acquired_in", time.Duration(now-n.lease.keeper.View().SentAtNs),
 		"drain", time.Duration(drainNs),
 		"promotion", time.Duration(n.nowNs()-promoteStart))
 }
@@ -203,26 +216,31 @@ func (n *Node) stepDown(higher uint64, now int64) {
 		return
 	}
 	dropped := n.pub.DropAll()
-	n.gate.SetLease(false)
 	n.stats.StepDowns++
 	n.lastStepDown = stepDownRecord{Count: n.stats.StepDowns, From: n.epoch, To: higher}
-	if n.keeper != nil {
-		n.lastStepDown.KeeperEpoch = n.keeper.Epoch()
+	if n.lease.keeper != nil {
+		n.lastStepDown.KeeperEpoch = n.lease.keeper.Epoch()
 	}
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
 	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", n.epoch, "newer", higher, "dropped_outputs", dropped)
-	n.seqr, n.gate, n.pub = nil, nil, nil
+	n.seqr, n.prim, n.pub = nil, nil, nil
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("step-down", "err", err)
 	}
 }
 
-// primaryAnnounce repeats NEW_EPOCH.
+// primaryAnnounce repeats NEW_EPOCH when it is due.
 func (n *Node) primaryAnnounce(now int64) {
-	if now-n.lastNewEpochNs >= newEpochEveryNs {
-		n.seqr.AnnounceEpoch(n.prevEpoch, n.epochStart-1, now)
-		n.lastNewEpochNs = now
+	if n.hist.AnnounceDue(now) {
+		n.announce(now)
 	}
+}
+
+// announce sends NEW_EPOCH: where this epoch's history forks.
+func (n *Node) announce(now int64) {
+	prev, last := n.hist.Announcement()
+	n.seqr.AnnounceEpoch(prev, last, now)
+	n.hist.Announced(now)
 }
 
 // onNewEpoch reconciles this node's history with a new primary's: the
@@ -233,72 +251,55 @@ func (n *Node) primaryAnnounce(now int64) {
 // we throw our history away and fetch state from the new primary.
 func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	ne, _ := wire.DecodeNewEpoch(f)
-	if ne.Epoch < n.epoch {
+	switch n.follow.OnNewEpoch(ne.Epoch, n.epoch, n.role == RolePrimary) {
+	case replica.NewEpochStale:
 		n.stats.DropStaleEpoch++
 		return
-	}
-	if ne.Epoch == n.epoch {
+	case replica.NewEpochRepeat:
 		n.learnPrimary(f.Node, now)
 		return
+	case replica.NewEpochIgnore:
+		return // UNSAFE: a deposed primary that never steps down
 	}
 	if _, ok := n.cfg.Peers[f.Node]; !ok {
 		n.stats.DropUnknownNode++
 		return
 	}
 	if n.role == RolePrimary {
-		if n.cfg.Unsafe.NoFencing {
-			return // UNSAFE: a deposed primary that never steps down
-		}
 		n.stepDown(ne.Epoch, now)
 	}
-	applied := n.eng.AppliedSeq()
-	agree, truncate := true, false
-	switch {
-	case applied == 0:
-	case ne.LastSeq == 0:
-		agree = false
-	case applied >= ne.LastSeq:
-		e, ok := n.j.EpochAt(ne.LastSeq)
-		agree = ok && e == ne.PrevEpoch
-		truncate = agree && applied > ne.LastSeq
-	case ne.PrevEpoch == n.verifiedEpoch:
-		// We followed (or led) PrevEpoch in this process after checking
-		// our history against its primary, so everything we hold is a
-		// prefix of PrevEpoch's history, and so of the new primary's up
-		// to LastSeq (its record there is a PrevEpoch record). Without
-		// this a primary that regains its own lease (a new epoch) would
-		// make every lagging standby discard its history.
-	default:
-		e, ok := n.j.EpochAt(applied)
-		agree = ok && e == ne.PrevEpoch
-	}
-	var err error
-	switch {
-	case !agree:
-		n.cfg.Log.Warn("history not provably shared with the new primary: discarding it, refetching state",
-			"applied", applied, "fork_seq", ne.LastSeq, "prev_epoch", ne.PrevEpoch)
-		n.stats.HistoryDiscarded++
-		err = n.resetHistory(0)
-	case truncate:
-		n.cfg.Log.Warn("discarding our unreplicated suffix", "from", ne.LastSeq+1, "to", applied)
-		n.stats.SuffixDiscarded += applied - ne.LastSeq
-		err = n.resetHistory(ne.LastSeq)
-	}
-	if err != nil {
+	if err := n.reconcile(&ne); err != nil {
 		n.cfg.Log.Error("reconcile with the new primary failed", "err", err)
 		n.stats.JournalErrors++
 		return
 	}
 	n.fence.Accept(ne.Epoch)
-	n.epoch, n.prevEpoch, n.epochStart = ne.Epoch, ne.PrevEpoch, ne.LastSeq+1
-	n.verifiedEpoch = ne.Epoch
-	n.historyEpochs = n.historyEpochs[:0]
+	n.epoch = ne.Epoch
+	n.hist.Follow(&ne)
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("follow new epoch", "err", err)
 		return
 	}
 	n.learnPrimary(f.Node, now)
 	n.cfg.Log.Info("following a new epoch", "epoch", ne.Epoch, "primary", f.Node, "fork_seq", ne.LastSeq, "applied", n.eng.AppliedSeq())
+}
+
+// reconcile carries out what replica.History.Reconcile decides for our
+// history against NEW_EPOCH ne.
+func (n *Node) reconcile(ne *wire.NewEpoch) error {
+	applied := n.eng.AppliedSeq()
+	switch n.hist.Reconcile(ne, applied, n.j) {
+	case replica.Discard:
+		n.cfg.Log.Warn("history not provably shared with the new primary: discarding it, refetching state",
+			"applied", applied, "fork_seq", ne.LastSeq, "prev_epoch", ne.PrevEpoch)
+		n.stats.HistoryDiscarded++
+		return n.resetHistory(0)
+	case replica.Truncate:
+		n.cfg.Log.Warn("discarding our unreplicated suffix", "from", ne.LastSeq+1, "to", applied)
+		n.stats.SuffixDiscarded += applied - ne.LastSeq
+		return n.resetHistory(ne.LastSeq)
+	}
+	return nil
 }
 
 // resetHistory cuts the journal after seq (0: all of it), drops snapshots
@@ -343,33 +344,20 @@ func (n *Node) resetHistory(seq uint64) error {
 	return nil
 }
 
-// epochOf is the epoch a standby journals seq under: the current epoch
-// from its start on; before it, the epoch the RETRANSMIT carrying it was
-// stamped with (the epoch it was sequenced under), else the previous
-// epoch. The journal never goes below its own highest epoch (a node that
-// discarded its history keeps its fence), so in that rare case a record
-// can be labelled too high; a later reconcile that cannot prove agreement
-// refetches state, so a wrong label can cost a snapshot, never a wrong
-// history.
+// epochOf is the epoch a standby journals seq under
+// (replica.History.EpochOf).
 func (n *Node) epochOf(seq uint64) uint64 {
-	e := n.epoch
-	if seq < n.epochStart {
-		e = n.prevEpoch
-		if h, ok := n.historyEpochOf(seq); ok {
-			e = h
-		}
-	}
-	return max(e, n.j.HighestEpoch())
+	return n.hist.EpochOf(seq, n.epoch, n.eng.AppliedSeq(), n.j.HighestEpoch())
 }
 
 // leaseView reports the lease as the node sees it, for status.
 func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64) {
-	if n.keeper == nil {
+	if n.lease.keeper == nil {
 		return n.role == RolePrimary, 0, n.epoch
 	}
-	v := n.keeper.View()
+	v := n.lease.keeper.View()
 	end := v.SentAtNs + v.DurationNs
-	return n.keeper.MayLead(now), max(end-now, 0), v.Epoch
+	return n.lease.keeper.MayLead(now), max(end-now, 0), v.Epoch
 }
 
 // stepDownRecord describes the latest step-down, for checkers: the epoch

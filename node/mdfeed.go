@@ -306,7 +306,7 @@ func (n *Node) mdAfterRelease(now int64) {
 	if n.role != RolePrimary {
 		return
 	}
-	r := n.gate.Released()
+	r := n.prim.Gate().Released()
 	n.mdPublish(r)
 	n.seqr.SetReleased(r, n.md.released)
 	if r != n.md.hbReleased && now-n.md.lastHBNs >= mdHeartbeatEveryNs {

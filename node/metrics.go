@@ -21,7 +21,7 @@ func (n *Node) MetricsSnapshot(boundsUs []float64) (Status, LatencyBuckets) {
 	defer n.mu.Unlock()
 	st := n.statusLocked()
 	lb := LatencyBuckets{BoundsUs: boundsUs, Cumulative: make([]uint64, len(boundsUs))}
-	h := n.releaseHist
+	h := n.rel.hist
 	lb.Count = uint64(h.TotalCount())
 	lb.SumUs = h.Mean() * float64(lb.Count)
 	for _, bar := range h.Distribution() {

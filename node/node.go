@@ -2,7 +2,6 @@ package node
 
 import (
 	"errors"
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"os"
 	"runtime"
 	"strings"
@@ -17,10 +16,10 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/gating"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
-	"github.com/seqbus/seqbus/witness"
 )
 
 // assignMask sizes the ring of assign times (64k seqs in flight).
@@ -62,73 +61,51 @@ type Node struct {
 
 	fence arbiter.Fence
 	epoch uint64 // epoch we lead (primary) or follow (standby)
-	// The current epoch's history starts at epochStart; before it lies
-	// prevEpoch's (from NEW_EPOCH).
-	prevEpoch, epochStart uint64
+	// hist: where the current epoch's history starts, what this process
+	// verified it against, the epochs of older records (replica.History).
+	hist replica.History
 
-	keeper             *arbiter.Keeper // nil without a witness
-	wc                 *witness.Client // the UDP witness's client (nil otherwise)
-	arb                arbiter.Backend // nil for a static node
-	deliverFn          func(arbiter.Reply)
-	lastNewEpochNs     int64
-	stages             StageObserver // Config.Observer, if it implements it
-	trace              *stageTrace   // nil without Config.TraceStages
-	auth               *nodeAuth     // nil without Config.Key
-	sealBuf            []byte
-	lastLeaseReplyNs   int64 // last reply from the witness
-	witnessSilent      bool  // logged as unreachable (once per episode)
-	lastPrimaryNs      int64
-	lastEpochAskNs     int64
-	promotedNs         int64
-	firstReleaseLogged bool
-	isr                inSyncState
-	journalBroken      bool // an append failed: never lead again in this process
+	lease         leaseLink     // keeper and backend (zero without a witness)
+	stages        StageObserver // Config.Observer, if it implements it
+	trace         *stageTrace   // nil without Config.TraceStages
+	auth          *nodeAuth     // nil without Config.Key
+	sealBuf       []byte
+	isr           replica.InSync // kept across roles: a grant's set
+	journalBroken bool           // an append failed: never lead again in this process
 	// refetching: the journal was set aside as corrupt; this node must not
 	// lead until it has caught up with a live primary.
-	refetching bool
-	// verifiedEpoch is the epoch whose history this process has checked
-	// ours against (followed after NEW_EPOCH, or led): 0 after a restart.
-	verifiedEpoch uint64
-	historyEpochs []historyEpoch
-	lastStepDown  stepDownRecord
+	refetching   bool
+	lastStepDown stepDownRecord
 
 	// primary
 	seqr     *sequencer.Sequencer
-	gate     *gating.Gate
+	prim     *replica.Primary // the gate, the in-sync set's upkeep, the lease decisions
 	pub      *gating.Publisher[outSlot]
 	sessions map[uint64]netip.AddrPort
 	outBatch *wire.Batch
 	mdBatch  *wire.Batch
 	outTo    uint64
 	emitter  primaryEmitter
-	applySeq uint64 // seq being applied (for the emitter)
+	applySeq uint64       // seq being applied (for the emitter)
+	rel      releaseTrack // assign -> release latency, first release, observer
 	// Session replay (sessionreplay.go): the output history (nil: off),
 	// a standby's recording emitter, the replay frame and the request
 	// budget.
-	hist        *sessionHistory
+	outHist     *sessionHistory
 	histEmitter historyEmitter
 	replayBatch *wire.Batch
 	replayRate  struct {
 		windowNs int64
 		used     int
 	}
-	// assignNs[seq&assignMask] is when seq was assigned, for the
-	// assign -> release latency histogram.
-	assignNs     []int64
-	lastReleased uint64
-	obsReleased  uint64 // released as last reported to the Observer
-	releaseHist  *hdrhistogram.Histogram
 
 	// standby
 	win         *standby.Window
-	naks        *standby.NakScheduler
+	nak         nakState
 	fetch       *standby.Fetch
 	hashes      standby.HashCheck
-	rejects     standby.Rejects
-	primaryID   uint32
+	follow      replica.Standby // the primary followed, the fence, acks
 	primaryAddr netip.AddrPort
-	lastAckSent uint64
-	lastAckNs   int64
 	snapFile    *snapshotSink
 	snapCache   *snapshotCache
 	pendingSnap *standbySnapshot // encoded at its seq, being written (standby)
@@ -140,8 +117,6 @@ type Node struct {
 	// scratch, reused
 	sendBuf  [1][]byte
 	frameBuf []byte
-	gapBuf   [wire.MaxNakRanges]standby.Range
-	nakBuf   [wire.MaxNakRanges]standby.Range
 
 	// txq batches the sends of one pass (txqueue.go).
 	txq txQueue
@@ -179,15 +154,13 @@ func New(cfg Config) (*Node, error) {
 		syncKick: make(chan struct{}, 1),
 		drainer:  bus.NewDrainer(),
 		stop:     make(chan struct{}),
-		naks:     standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)}),
+		follow:   replica.NewStandby(replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing}),
+		nak:      nakState{sched: standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)})},
 		fetch:    standby.NewFetch(standby.FetchConfig{}),
-		assignNs: make([]int64, assignMask+1),
-		// µs from 1 to 10 s at 2 significant digits (1%): reading
-		// percentiles walks every bucket under the lock, so it stays small.
-		releaseHist: hdrhistogram.New(1, 10_000_000, 2),
+		rel:      newReleaseTrack(),
 	}
 	n.emitter.n = n
-	n.hist = newSessionHistory(cfg.SessionHistory)
+	n.outHist = newSessionHistory(cfg.SessionHistory)
 	n.replayBatch = wire.NewBatch(datagramLen(cfg.Key != nil))
 	n.mdInit()
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
@@ -207,31 +180,8 @@ func New(cfg Config) (*Node, error) {
 		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
 		n.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
 	}
-	if cfg.Witness.IsValid() || cfg.NewArbiter != nil {
-		k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
-		if err != nil {
-			return nil, err
-		}
-		// Request IDs start from the wall clock, unique to this process
-		// run, so a grant captured before a restart matches no request of
-		// this one (the keeper matches replies by ID).
-		// (A simulated clock gives simulated runs the same property and
-		// keeps them bit-for-bit replayable.)
-		if cfg.Clock != nil {
-			k.StartRequestIDsAfter(uint64(cfg.Clock.NowNs()) << 20)
-		} else {
-			k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
-		}
-		n.keeper = k
-		n.deliverFn = n.deliverLease // one func value, not one per tick
-		if cfg.NewArbiter != nil {
-			if n.arb, err = cfg.NewArbiter(k); err != nil {
-				return nil, err
-			}
-		} else {
-			n.wc = witness.NewClient(k, cfg.Stream)
-			n.arb = witness.NewBackend(n.wc, n.sendWitness)
-		}
+	if err := n.openLease(); err != nil {
+		return nil, err
 	}
 	if err := n.recover(); err != nil {
 		n.closeArbiter()
@@ -249,7 +199,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		// A static primary's history is all its own: announce it from 0.
-		n.prevEpoch, n.epochStart = 0, 1
+		n.hist.Reset()
 	} else if err := n.becomeStandby(); err != nil {
 		n.closeSockets()
 		n.j.Close()
@@ -260,8 +210,8 @@ func New(cfg Config) (*Node, error) {
 }
 
 func (n *Node) closeArbiter() {
-	if n.arb != nil {
-		if err := n.arb.Close(); err != nil {
+	if n.lease.arb != nil {
+		if err := n.lease.arb.Close(); err != nil {
 			n.cfg.Log.Warn("closing the arbiter client", "err", err)
 		}
 	}
@@ -320,8 +270,7 @@ func (n *Node) recover() error {
 		return err
 	}
 	n.epoch = n.fence.Highest()
-	n.epochStart = 1
-	n.prevEpoch = 0
+	n.hist.Reset()
 	n.cfg.Log.Info("recovered", "applied", n.eng.AppliedSeq(), "epoch", n.epoch, "journal_first", j.First())
 	return nil
 }
@@ -612,6 +561,11 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 }
 
 func (n *Node) afterBatch(now int64) {
+	if n.lease.keeper != nil {
+		// What the lease replies of this batch decided (promotion,
+		// step-down, a lapse) is carried out here, between batches.
+		n.leaseChanged(now)
+	}
 	if n.role == RolePrimary {
 		n.primaryAfterBatch(now)
 	} else {
@@ -700,7 +654,7 @@ func (n *Node) Released() uint64 {
 	if n.role != RolePrimary {
 		return 0
 	}
-	return n.gate.Released()
+	return n.prim.Gate().Released()
 }
 
 // SocketReports says what the kernel granted each socket (buffers,

@@ -4,11 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/gating"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -31,41 +36,18 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	n.epoch = epoch
 	applied := n.eng.AppliedSeq()
 	n.seqr = sequencer.New(sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()}, epoch, applied, primaryOutput{n}, n.j)
-	gate, err := gating.NewGate(gating.Config{MinInSync: n.cfg.MinInSync})
+	// Required acks: without a witness, every peer; with one, the in-sync
+	// set the witness granted with our lease (replica.NewPrimary).
+	var lease replica.Lease
+	if n.lease.keeper != nil {
+		lease = n.lease.keeper
+	}
+	prim, err := replica.NewPrimary(n.primaryConfig(epoch), &n.isr, lease, applied, n.j.Durable(), n.nowNs())
 	if err != nil {
 		return err
 	}
-	// Required acks: without a witness, every peer; with one, the in-sync
-	// set the witness granted with our lease (see insync.go).
-	members := make([]uint32, 0, len(n.cfg.Peers))
-	if n.keeper == nil {
-		for id := range n.cfg.Peers {
-			members = append(members, id)
-		}
-	} else {
-		for _, m := range n.isr.members {
-			members = append(members, uint32(m))
-		}
-		n.isr.adding, n.isr.proposed = nil, nil
-	}
-	if n.cfg.Unsafe.NoGating {
-		members = nil
-	}
-	if err := gate.SetInSync(1, members, n.nowNs()); err != nil {
-		return err
-	}
-	n.isr.gateVer = 1
-	n.isr.alone = false
-	if len(members) == 0 && n.keeper != nil {
-		n.isr.alone = true
-		n.stats.RunningAlone++
-		n.cfg.Log.Warn("RUNNING ALONE: the in-sync set is empty; releases are durable on this node's disk only until a standby catches up")
-	}
-	gate.SetApplied(applied)
-	gate.SetDurable(n.j.Durable())
-	gate.SetLease(n.keeper == nil) // with a witness, leaseChanged decides
-	n.gate = gate
-	n.lastReleased = applied
+	n.prim = prim
+	n.rel.last = applied
 	pub, err := gating.NewPublisher[outSlot](n.cfg.PublisherCapacity + outputReserve)
 	if err != nil {
 		return err
@@ -76,8 +58,22 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		n.seqr.SetSnapshotSeq(seq)
 	}
 	n.setGroupMember(false) // our own DATA must not wake us
-	n.cfg.Log.Info("leading", "epoch", epoch, "from", applied+1, "standbys", members)
+	n.cfg.Log.Info("leading", "epoch", epoch, "from", applied+1, "standbys", prim.Gate().InSync(nil))
 	return nil
+}
+
+// primaryConfig is the primary core's configuration for a term at epoch.
+func (n *Node) primaryConfig(epoch uint64) replica.PrimaryConfig {
+	peers := make([]uint32, 0, len(n.cfg.Peers))
+	for id := range n.cfg.Peers {
+		peers = append(peers, id)
+	}
+	slices.Sort(peers)
+	return replica.PrimaryConfig{
+		Self: arbiter.NodeID(n.cfg.ID), Epoch: epoch, Peers: peers, MinInSync: n.cfg.MinInSync,
+		InSyncTimeoutNs: n.cfg.InSyncTimeoutNs, RetryNs: n.cfg.Lease.RetryNs,
+		NoGating: n.cfg.Unsafe.NoGating, NoFencing: n.cfg.Unsafe.NoFencing,
+	}
 }
 
 // primaryOutput adapts the node's sockets to the sequencer's Output.
@@ -102,16 +98,17 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.DropUnknownNode++
 			return
 		}
-		if f.Epoch != n.epoch {
+		switch n.prim.Ack(f.Node, f.Epoch, f.Seq, now) {
+		case replica.AckOlderEpoch:
 			n.stats.DropStaleEpoch++
-			if f.Epoch < n.epoch && now-n.lastNewEpochNs > 1_000_000 {
-				// A standby still on an older epoch: repeat NEW_EPOCH now.
-				n.lastNewEpochNs = 0
-				n.primaryAnnounce(now)
+			if n.hist.StaleAck(now) {
+				n.announce(now) // a standby still on an older epoch: repeat NEW_EPOCH now
 			}
 			return
+		case replica.AckOtherEpoch:
+			n.stats.DropStaleEpoch++
+			return
 		}
-		n.gate.OnAck(f.Node, f.Seq, now)
 		n.stats.AcksReceived++
 		if n.stages != nil {
 			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, now)
@@ -151,7 +148,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.BadCommands++
 			continue
 		}
-		if !n.gate.LeaseHeld() || !n.mayLeadNow(now) {
+		if !n.prim.Gate().LeaseHeld() || !n.mayLeadNow(now) {
 			n.stats.NotLeading++
 			continue
 		}
@@ -176,12 +173,12 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		n.applySeq = seq
-		n.assignNs[seq&assignMask] = now
+		n.rel.assignNs[seq&assignMask] = now
 		n.eng.Apply(seq, cmd, &n.emitter)
 		if o := n.cfg.Observer; o != nil {
 			o.Applied(n.cfg.ID, n.epoch, seq, cmd)
 		}
-		n.gate.SetApplied(seq)
+		n.prim.Applied(seq)
 		n.stats.Commands++
 		if seq%n.cfg.HashEvery == 0 {
 			n.seqr.SendHash(seq, n.eng.StateHash(), now)
@@ -239,7 +236,7 @@ func (n *Node) journalFailed(err error) {
 	} else {
 		n.cfg.Log.Error("journal append failed", "err", err)
 	}
-	n.gate.SetLease(false)
+	n.prim.JournalFailed()
 	n.pub.DropAll()
 }
 
@@ -278,16 +275,11 @@ func (n *Node) afterAppend(now int64) {
 
 // setDurable tells the gate how far the journal is durable.
 func (n *Node) setDurable() {
-	if n.cfg.Unsafe.NoGating {
-		// UNSAFE: outputs leave at apply, before any standby or the disk.
-		n.gate.SetDurable(n.eng.AppliedSeq())
-		return
-	}
 	d := n.j.Durable()
-	if n.stages != nil && d > n.gate.Durable() {
+	if n.stages != nil && !n.cfg.Unsafe.NoGating && d > n.prim.Gate().Durable() {
 		n.stages.Durable(n.cfg.ID, d, n.nowNs())
 	}
-	n.gate.SetDurable(d)
+	n.prim.Durable(d) // UNSAFE NoGating: the core counts applied as durable
 }
 
 func (n *Node) primaryTick(now int64) {
@@ -326,50 +318,95 @@ func (e *primaryEmitter) Emit(to uint64, payload []byte) {
 	}
 }
 
-// release hands out every output the gate allows, packed into OUTPUT
+// release carries out the primary core's Ready: the in-sync set's news
+// and proposal, then every output the gate allows, packed into OUTPUT
 // frames per destination.
 func (n *Node) release(now int64) {
-	// The lease is checked at the moment of release, not only on the
-	// ticker: a primary resumed after a pause must not release a batch of
-	// acks that queued up while its lease ran out.
-	if !n.mayLeadNow(now) {
-		return
+	rd := n.prim.Ready(now)
+	n.carryOutInSync(&rd, now)
+	// The lease is checked at the moment of release (Ready's now), not
+	// only on the ticker: a primary resumed after a pause must not release
+	// a batch of acks that queued up while its lease ran out.
+	if rd.Release > 0 && !n.journalBroken {
+		n.releaseUpTo(rd.Release, now)
 	}
+	n.prim.Advance(rd)
+}
+
+// carryOutInSync logs and counts what the core says of the in-sync set
+// and hands its proposal to the arbiter.
+func (n *Node) carryOutInSync(rd *replica.Ready, now int64) {
+	if rd.RunningAlone {
+		n.stats.RunningAlone++
+		n.cfg.Log.Warn("RUNNING ALONE: the in-sync set is empty; releases are durable on this node's disk only until a standby catches up")
+	}
+	if rd.InSyncError != nil {
+		n.cfg.Log.Error("gate in-sync set", "err", rd.InSyncError)
+	}
+	if rd.Propose != nil {
+		n.proposeInSync(rd.ProposeBase, rd.Propose, rd.Lagging, now)
+	}
+}
+
+// releaseUpTo hands out every queued output at or below released.
+func (n *Node) releaseUpTo(released uint64, now int64) {
+	g := n.prim.Gate()
 	// Reported before the outputs leave, so the observer's time is
 	// never after the client's.
-	if o := n.cfg.Observer; o != nil && n.gate.Released() > n.obsReleased {
-		n.obsReleased = n.gate.Released()
-		ack, ok := n.gate.RequiredAck()
+	if o := n.cfg.Observer; o != nil && released > n.rel.observed {
+		n.rel.observed = released
+		ack, ok := g.RequiredAck()
 		o.Released(ReleaseEvent{
-			Node: n.cfg.ID, Epoch: n.epoch, Released: n.gate.Released(),
+			Node: n.cfg.ID, Epoch: n.epoch, Released: released,
 			Applied: n.eng.AppliedSeq(), Durable: n.j.Durable(),
 			RequiredAck: ack, RequiredOK: ok,
-			LeaseHeld: n.keeper == nil || n.keeper.MayLead(now),
+			LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
 		})
 	}
-	if gating.Publish(n.gate, n.pub, n.emitReleased) > 0 {
+	if n.pub.Release(released, n.emitReleased) > 0 {
 		n.flushOutputs()
-		if !n.firstReleaseLogged && n.promotedNs != 0 {
-			n.firstReleaseLogged = true
-			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.promotedNs), "released", n.gate.Released())
+		if !n.rel.firstLogged && n.rel.promotedNs != 0 {
+			n.rel.firstLogged = true
+			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.rel.promotedNs), "released", released)
 		}
 	}
-	n.stats.Released = n.gate.Released()
-	n.recordReleases(now)
+	n.stats.Released = released
+	n.recordReleases(released, now)
 	n.mdAfterRelease(now)
+}
+
+// releaseTrack follows what a primary released, for the assign ->
+// release latency histogram, the first release after a promotion and the
+// Observer.
+type releaseTrack struct {
+	// assignNs[seq&assignMask] is when seq was assigned.
+	assignNs    []int64
+	last        uint64 // released as last recorded
+	observed    uint64 // released as last reported to the Observer
+	hist        *hdrhistogram.Histogram
+	promotedNs  int64 // when this node last promoted (0: never)
+	firstLogged bool  // the first release after it was logged
+}
+
+func newReleaseTrack() releaseTrack {
+	return releaseTrack{
+		assignNs: make([]int64, assignMask+1),
+		// µs from 1 to 10 s at 2 significant digits (1%): reading
+		// percentiles walks every bucket under the lock, so it stays small.
+		hist: hdrhistogram.New(1, 10_000_000, 2),
+	}
 }
 
 // recordReleases adds assign -> release latency for every seq released
 // since the last call (at most the ring's worth).
-func (n *Node) recordReleases(now int64) {
-	r := n.gate.Released()
-	from := max(n.lastReleased+1, r-min(r, assignMask))
-	for s := from; s <= r && s > n.lastReleased; s++ {
-		if at := n.assignNs[s&assignMask]; at > 0 {
-			_ = n.releaseHist.RecordValue(max((now-at)/1000, 1))
+func (n *Node) recordReleases(r uint64, now int64) {
+	from := max(n.rel.last+1, r-min(r, assignMask))
+	for s := from; s <= r && s > n.rel.last; s++ {
+		if at := n.rel.assignNs[s&assignMask]; at > 0 {
+			_ = n.rel.hist.RecordValue(max((now-at)/1000, 1))
 		}
 	}
-	n.lastReleased = max(n.lastReleased, r)
+	n.rel.last = max(n.rel.last, r)
 }
 
 func (n *Node) emitReleased(seq uint64, o *outSlot) {
@@ -421,17 +458,9 @@ func (n *Node) flushMarketData() {
 	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
 }
 
-// mayLeadNow re-checks the lease against the clock now, and updates the
-// gate when it has lapsed (dropping what is queued).
+// mayLeadNow is the pure query before a command is accepted: this node
+// leads, its journal works and the lease holds now. It changes nothing:
+// a lapse is carried out after the batch (primaryAfterBatch).
 func (n *Node) mayLeadNow(now int64) bool {
-	if n.role != RolePrimary || n.journalBroken {
-		return false
-	}
-	if n.keeper == nil || n.cfg.Unsafe.NoFencing {
-		return true
-	}
-	if n.gate.LeaseHeld() && !n.keeper.MayLead(now) {
-		n.leaseChanged(now)
-	}
-	return n.role == RolePrimary && n.gate.LeaseHeld()
+	return n.role == RolePrimary && !n.journalBroken && n.prim.MayRelease(now)
 }

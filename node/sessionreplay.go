@@ -190,7 +190,7 @@ func (e *historyEmitter) Emit(to uint64, payload []byte) {
 // passes market data on to the ring), the ring's alone without a history,
 // or nil without either (then the engine skips encoding its outputs).
 func (n *Node) applyOut(seq uint64) engine.Emitter {
-	if n.hist == nil {
+	if n.outHist == nil {
 		return n.mdStandbyEmitter()
 	}
 	n.histEmitter.n, n.histEmitter.seq, n.histEmitter.mdToo = n, seq, true
@@ -198,7 +198,7 @@ func (n *Node) applyOut(seq uint64) engine.Emitter {
 }
 
 func (n *Node) recordHistory(seq, to uint64, payload []byte) {
-	if n.hist != nil && n.hist.record(seq, to, payload) {
+	if n.outHist != nil && n.outHist.record(seq, to, payload) {
 		n.stats.ReplayRecorded++
 	}
 }
@@ -206,8 +206,8 @@ func (n *Node) recordHistory(seq, to uint64, payload []byte) {
 // resetHistory forgets the history (a snapshot replaced the state: the
 // outputs of the commands it skipped were never seen here).
 func (n *Node) resetSessionHistory() {
-	if n.hist != nil {
-		n.hist.reset()
+	if n.outHist != nil {
+		n.outHist.reset()
 		n.stats.ReplayResets++
 	}
 }
@@ -228,7 +228,7 @@ const historyRebuildMax = 1 << 20
 // (else there is no state to start from below the snapshot; those outputs
 // are TooOld) and holds at most historyRebuildMax commands up to it.
 func (n *Node) historyBelowSnapshot() error {
-	if n.hist == nil {
+	if n.outHist == nil {
 		return nil
 	}
 	snap, _, r, err := n.j.OpenLatestSnapshot()
@@ -279,7 +279,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 		n.send(end.Append(n.frameBuf[:0]), from)
 		return
 	}
-	if n.hist == nil {
+	if n.outHist == nil {
 		// No history: everything the session had is gone for a replay, so
 		// the client skips it rather than waiting for it forever.
 		n.stats.ReplayTooOld++
@@ -295,7 +295,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 	if !n.noteSession(req.Session, from) {
 		n.stats.SessionsFull++
 	}
-	p := n.hist.plan(req.Session, req.From, n.gate.Released(), replayMaxOutputs)
+	p := n.outHist.plan(req.Session, req.From, n.prim.Gate().Released(), replayMaxOutputs)
 	if q, ok := n.eng.(sessionOutSeqer); ok && p.highest == 0 {
 		// Nothing of the session is held: whatever it had left the history.
 		if h := q.SessionOutSeq(req.Session); h >= req.From {
@@ -329,7 +329,7 @@ func (n *Node) replayAllowed(now int64) bool {
 // each frame's seq is its first output's command seq and holds
 // consecutive outputs of the session, as a first release does.
 func (n *Node) sendReplay(session uint64, p replayPlan, to netip.AddrPort) {
-	h := n.hist
+	h := n.outHist
 	c := uint64(len(h.session))
 	b := n.replayBatch
 	flush := func() {

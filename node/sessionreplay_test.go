@@ -177,13 +177,13 @@ func TestReplayAnswer(t *testing.T) {
 	// outputs of sessions 7 and 8).
 	n2 := c.nodes[2]
 	n2.mu.Lock()
-	p := n2.hist.plan(7, 25, n2.eng.AppliedSeq(), 100)
+	p := n2.outHist.plan(7, 25, n2.eng.AppliedSeq(), 100)
 	n2.mu.Unlock()
 	if p.tooOld || p.next != 41 || p.highest != 40 {
 		t.Fatalf("standby history from 25: %+v", p)
 	}
 	n2.mu.Lock()
-	p = n2.hist.plan(7, 1, n2.eng.AppliedSeq(), 100)
+	p = n2.outHist.plan(7, 1, n2.eng.AppliedSeq(), 100)
 	n2.mu.Unlock()
 	if !p.tooOld {
 		t.Fatalf("standby history from 1 (evicted): %+v", p)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -28,7 +29,7 @@ func (n *Node) becomeStandby() error {
 	}
 	n.win = w
 	n.catchingUp = false
-	n.lastAckSent = 0
+	n.follow.Reset()
 	n.hashes.Reset() // hashes of another history must not be compared
 	return nil
 }
@@ -65,16 +66,16 @@ func (n *Node) hashMismatch(seq uint64) {
 	n.cfg.Log.Error("STATE DIVERGENCE: state hash differs from the primary's", "seq", seq)
 }
 
-// acceptEpoch applies the fence to a frame of the replication stream.
-// Older epochs are stale. A newer epoch is accepted only through its
-// NEW_EPOCH (which says where its history forks from ours); until that
-// arrives its frames are dropped, and a primary that sees one steps down.
+// acceptEpoch applies the fence to a frame of the replication stream
+// (replica.Standby.Fence): older epochs are stale; a newer one is accepted
+// only through its NEW_EPOCH, and until that arrives its frames are
+// dropped and its primary asked to repeat it.
 func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
-	if (f.Epoch < n.epoch || n.fence.Refuses(f.Epoch)) && !n.cfg.Unsafe.NoFencing {
+	switch n.follow.Fence(f.Epoch, n.epoch, n.fence.Refuses(f.Epoch)) {
+	case replica.Stale:
 		n.stats.DropStaleEpoch++
 		return false
-	}
-	if f.Epoch > n.epoch {
+	case replica.AwaitNewEpoch:
 		n.stats.DropAwaitingNewEpoch++
 		n.askForNewEpoch(f.Node, now)
 		return false
@@ -84,23 +85,25 @@ func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
 
 // learnPrimary notes which node leads the current epoch.
 func (n *Node) learnPrimary(id uint32, now int64) bool {
-	if id != n.primaryID {
-		addr, ok := n.cfg.Peers[id]
-		if !ok {
-			n.stats.DropUnknownNode++
-			return false
-		}
-		n.primaryID, n.primaryAddr = id, addr
-		if n.fetch.Active() {
-			// The new primary may hold another snapshot, or none cached
-			// at our offset: start the transfer over from it (sim bug F).
-			n.snapFile = nil
-			req := n.fetch.Restart(now)
-			n.sendSnapshotRequest(&req)
-			n.cfg.Log.Info("new primary during a snapshot fetch: restarting it", "primary", id)
-		}
+	if id == n.follow.Primary() {
+		n.follow.SawPrimary(id, now) // the common case: no lookup
+		return true
 	}
-	n.lastPrimaryNs = now
+	addr, ok := n.cfg.Peers[id]
+	if !ok {
+		n.stats.DropUnknownNode++
+		return false
+	}
+	n.follow.SawPrimary(id, now)
+	n.primaryAddr = addr
+	if n.fetch.Active() {
+		// The new primary may hold another snapshot, or none cached at
+		// our offset: start the transfer over from it (sim bug F).
+		n.snapFile = nil
+		req := n.fetch.Restart(now)
+		n.sendSnapshotRequest(&req)
+		n.cfg.Log.Info("new primary during a snapshot fetch: restarting it", "primary", id)
+	}
 	return true
 }
 
@@ -110,12 +113,12 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		if n.isOlderHistory(f) {
 			// Records from before the current epoch, resent by our
 			// primary under the epoch they were sequenced in.
-			n.noteHistoryEpoch(f.Seq, f.LastSeq(), f.Epoch)
+			n.hist.Note(f.Seq, f.LastSeq(), f.Epoch)
 		} else if !n.acceptEpoch(f, now) {
 			return
 		}
 		if f.Type == wire.TypeRetransmit {
-			n.naks.OnRetransmit(f.Seq, f.LastSeq(), now)
+			n.nak.sched.OnRetransmit(f.Seq, f.LastSeq(), now)
 			n.stats.RetransmitsReceived++
 		}
 		n.onMessages(f, now)
@@ -164,7 +167,7 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 		if err == nil {
 			continue
 		}
-		n.rejects.Count(err)
+		n.nak.rejects.Count(err)
 		if errors.Is(err, standby.ErrNeedSnapshot) {
 			if n.catchingUp {
 				n.win.ObserveHighest(seq) // NAKed as part of the tail
@@ -177,7 +180,7 @@ func (n *Node) onMessages(f *wire.Frame, now int64) {
 
 func (n *Node) standbyAfterBatch(now int64) {
 	n.pollSnapshotWrite()
-	if n.refetching && n.primaryID != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
+	if n.refetching && n.follow.Primary() != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
 		n.setRefetching(false)
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.win.Applied())
 	}
@@ -211,13 +214,22 @@ func (n *Node) standbyTick(now int64) {
 	n.maybeAck(now, true)
 }
 
+// nakState is the standby's loss repair: the NAK timers, the rejected
+// messages by reason and the scratch the gaps are found in.
+type nakState struct {
+	sched   *standby.NakScheduler
+	rejects standby.Rejects
+	gapBuf  [wire.MaxNakRanges]standby.Range
+	dueBuf  [wire.MaxNakRanges]standby.Range
+}
+
 // nakGaps asks the primary for every gap that is due (one NAK frame).
 func (n *Node) nakGaps(now int64) {
 	if !n.primaryAddr.IsValid() || n.fetch.Active() {
 		return
 	}
-	gaps := n.win.Gaps(n.gapBuf[:0])
-	due := n.naks.Poll(gaps, now, n.nakBuf[:0])
+	gaps := n.win.Gaps(n.nak.gapBuf[:0])
+	due := n.nak.sched.Poll(gaps, now, n.nak.dueBuf[:0])
 	if len(due) == 0 {
 		return
 	}
@@ -236,65 +248,22 @@ func (n *Node) maybeAck(now int64, periodic bool) {
 	if !n.primaryAddr.IsValid() {
 		return
 	}
-	ack := min(n.win.Ack(), n.j.Durable())
-	if ack == n.lastAckSent && !(periodic && now-n.lastAckNs >= n.cfg.AckIntervalNs) {
+	ack := replica.Ack(n.win.Ack(), n.j.Durable()) // durable before ack
+	if !n.follow.AckDue(ack, now, periodic) {
 		return
-	}
-	if ack != n.lastAckSent && n.cfg.AckDelayNs > 0 && now-n.lastAckNs < n.cfg.AckDelayNs {
-		return // batched: the ticker sends it once the delay has passed
 	}
 	a := wire.Ack{Origin: n.origin(), Seq: ack}
 	n.frameBuf = a.Append(n.frameBuf[:0])
 	n.send(n.frameBuf, n.primaryAddr)
-	n.lastAckSent, n.lastAckNs = ack, now
+	n.follow.Acked(ack, now)
 	n.stats.AcksSent++
 }
 
-// historyEpoch says which epoch a range of seqs before the current epoch
-// was sequenced under, learnt from RETRANSMIT frames.
-type historyEpoch struct{ from, to, epoch uint64 }
-
-// maxHistoryEpochs bounds the table; past it the oldest entry is dropped
-// and its seqs fall back to prevEpoch (a later fork check then refetches
-// state rather than trust the label).
-const maxHistoryEpochs = 64
-
 // isOlderHistory reports whether f is a RETRANSMIT from our current
-// primary of records wholly before the current epoch, stamped with the
-// (older) epoch they were sequenced under. Only the current primary is
-// believed, and only below where its own epoch starts.
+// primary of records wholly before the current epoch
+// (replica.History.IsOlder).
 func (n *Node) isOlderHistory(f *wire.Frame) bool {
-	return f.Type == wire.TypeRetransmit && f.Epoch < n.epoch && f.Epoch <= n.prevEpoch &&
-		f.Node == n.primaryID && n.primaryID != 0 && f.LastSeq() < n.epochStart &&
-		!n.cfg.Unsafe.NoFencing
-}
-
-func (n *Node) noteHistoryEpoch(from, to, epoch uint64) {
-	if k := len(n.historyEpochs); k > 0 {
-		last := &n.historyEpochs[k-1]
-		if last.epoch == epoch && last.to+1 >= from && from >= last.from {
-			last.to = max(last.to, to)
-			return
-		}
-	}
-	if len(n.historyEpochs) == maxHistoryEpochs {
-		n.historyEpochs = n.historyEpochs[1:]
-	}
-	n.historyEpochs = append(n.historyEpochs, historyEpoch{from, to, epoch})
-}
-
-// historyEpochOf looks seq up in the table, forgetting entries already
-// applied past.
-func (n *Node) historyEpochOf(seq uint64) (uint64, bool) {
-	for len(n.historyEpochs) > 0 && n.historyEpochs[0].to < seq && n.historyEpochs[0].to < n.eng.AppliedSeq() {
-		n.historyEpochs = n.historyEpochs[1:]
-	}
-	for _, h := range n.historyEpochs {
-		if h.from <= seq && seq <= h.to {
-			return h.epoch, true
-		}
-	}
-	return 0, false
+	return !n.cfg.Unsafe.NoFencing && n.hist.IsOlder(f, n.epoch, n.follow.Primary())
 }
 
 // askForNewEpoch tells a primary of a newer epoch that we still follow an
@@ -303,10 +272,9 @@ func (n *Node) historyEpochOf(seq uint64) (uint64, bool) {
 // millisecond.
 func (n *Node) askForNewEpoch(id uint32, now int64) {
 	addr, ok := n.cfg.Peers[id]
-	if !ok || now-n.lastEpochAskNs < 1_000_000 {
+	if !ok || !n.follow.AskNewEpoch(now) {
 		return
 	}
-	n.lastEpochAskNs = now
 	a := wire.Ack{Origin: n.origin(), Seq: n.win.Ack()}
 	n.frameBuf = a.Append(n.frameBuf[:0])
 	n.send(n.frameBuf, addr)

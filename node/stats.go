@@ -263,10 +263,10 @@ func (n *Node) statusLocked() Status {
 	}
 	st.MD = n.mdStats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
-	st.Primary = n.primaryID
+	st.Primary = n.follow.Primary()
 	// Copies: the status is marshalled outside the lock, while the node
 	// may change its in-sync set.
-	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.version, slices.Clone(n.isr.members), slices.Clone(n.isr.adding)
+	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.Version(), slices.Clone(n.isr.Members()), slices.Clone(n.isr.Adding())
 	if n.role == RolePrimary {
 		st.Primary = n.cfg.ID
 	}
@@ -290,11 +290,11 @@ func (n *Node) statusLocked() Status {
 		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
 	}
 	if n.role == RolePrimary {
-		st.Released = n.gate.Released()
+		st.Released = n.prim.Gate().Released()
 		st.Sequencer = n.seqr.Stats()
-		st.Gate = n.gate.Stats()
+		st.Gate = n.prim.Gate().Stats()
 		st.Standbys = n.standbysLocked(st.UptimeNs)
-		h := n.releaseHist
+		h := n.rel.hist
 		if h.TotalCount() > 0 {
 			st.LatencyUs = map[string]int64{
 				"p50": h.ValueAtQuantile(50), "p99": h.ValueAtQuantile(99),
@@ -302,9 +302,9 @@ func (n *Node) statusLocked() Status {
 			}
 		}
 	} else {
-		st.Ack = n.lastAckSent
+		st.Ack = n.follow.AckSent()
 		st.Window = n.win.Stats()
-		st.Naks = n.naks.Stats()
+		st.Naks = n.nak.sched.Stats()
 		st.Fetch = n.fetch.Stats()
 		st.Hashes = n.hashes.Stats()
 	}
@@ -356,18 +356,18 @@ func writeFileAtomic(path string, b []byte) error {
 // standbysLocked lists what the gate knows of every configured peer and
 // every in-sync member, in id order.
 func (n *Node) standbysLocked(nowNs int64) []StandbyStatus {
-	ids := make([]uint32, 0, len(n.cfg.Peers)+len(n.isr.members))
+	ids := make([]uint32, 0, len(n.cfg.Peers)+len(n.isr.Members()))
 	for id := range n.cfg.Peers {
 		ids = append(ids, id)
 	}
-	for _, id := range n.isr.members {
+	for _, id := range n.isr.Members() {
 		ids = append(ids, uint32(id))
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	var out []StandbyStatus
 	for _, id := range ids {
-		if g, ok := n.gate.Standby(id); ok {
+		if g, ok := n.prim.Gate().Standby(id); ok {
 			out = append(out, StandbyStatus{ID: id, Acked: g.AckSeq, LastAckAgeNs: max(nowNs-g.LastAckNs, 0), InSync: g.Member})
 		}
 	}

@@ -24,6 +24,7 @@ var mayImport = map[string][]string{
 	"engine":              {},
 	"sequencer":           {"wire"},
 	"standby":             {"wire"},
+	"replica":             {"arbiter", "gating", "wire"},
 	"auth":                {},
 	"bus":                 {},
 	"journal":             {},
@@ -34,7 +35,7 @@ var mayImport = map[string][]string{
 	"internal/pace":       {"internal/monotime"},
 	"witness":             {"arbiter", "auth", "bus", "wire"},
 	"etcdarb":             {"arbiter"},
-	"node": {"arbiter", "auth", "bus", "engine", "gating", "journal", "sequencer", "standby", "wire", "witness",
+	"node": {"arbiter", "auth", "bus", "engine", "gating", "journal", "replica", "sequencer", "standby", "wire", "witness",
 		"internal/monotime", "internal/stagetrace"},
 	"client":           {"arbiter", "auth", "bus", "engine", "wire", "witness", "internal/monotime", "internal/pace"},
 	"internal/verdict": {"client", "engine", "journal"},
@@ -107,6 +108,39 @@ func TestImportsFollowTheLayers(t *testing.T) {
 		for _, dep := range deps {
 			if !slices.Contains(allowed, dep) {
 				t.Errorf("%s imports %s, which docs/architecture.md does not allow", pkg, dep)
+			}
+		}
+	}
+}
+
+// pureStd are the standard packages a pure core must not import: no
+// socket, file, clock, lock or goroutine plumbing (docs/architecture.md).
+var pureStd = []string{"net", "net/netip", "os", "time", "sync", "sync/atomic", "io/fs", "syscall", "runtime"}
+
+// pureCores are checked against pureStd.
+var pureCores = []string{"replica"}
+
+func TestPureCoresImportNoIO(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, pkg := range pureCores {
+		dir := filepath.Join("..", "..", pkg)
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("package %s: no files (%v)", pkg, err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if slices.Contains(pureStd, p) {
+					t.Errorf("%s imports %s: a pure core takes time as nowNs and does no I/O", path, p)
+				}
 			}
 		}
 	}

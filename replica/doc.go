@@ -1,0 +1,72 @@
+// Package replica holds seqbus's failover rules as a pure core, in
+// etcd/raft's shape: it only decides; the sockets, the journal, the clock
+// and the goroutines are the runtime's (package node). It has no clock,
+// socket, file, lock or goroutine: time arrives as an int64 nowNs
+// argument, inputs are method calls, and what to do comes back as a
+// returned value or a Ready, never as a callback into the runtime. It
+// composes the other cores (gating.Gate, arbiter.Keeper through the
+// read-only Lease view) rather than being called back by them.
+//
+// The types:
+//
+//   - Primary: a leading node's gate (what may be released), the in-sync
+//     set's upkeep and the lease decisions of its term.
+//   - Standby: a following node's fence, the primary it follows and when
+//     it acknowledges.
+//   - History: where the current epoch's history starts, which epoch this
+//     process verified it against, the epochs of older records, and the
+//     reconciliation after NEW_EPOCH.
+//   - InSync: the in-sync set as the witness confirmed it and as this
+//     primary proposes it; kept across roles.
+//
+// The usage contract, for a primary (the standby's is the same with
+// Standby's decisions and no Ready):
+//
+//  1. Feed every input as it happens: Applied(seq) after a command is
+//     journaled and applied, Ack(from, epoch, seq, nowNs) for each ACK,
+//     Durable(seq) when the journal's durable watermark rises, Tick(nowNs)
+//     on the ticker, ConfirmInSync(reply, nowNs) for each lease reply.
+//  2. Between batches (never in the middle of one), call
+//     LeaseChanged(nowNs) and carry out the Decision before anything else:
+//     a StepDown or a LeaseLost drops what is queued; a NewTerm promotes
+//     the same history again; a standby asks StandbyLease and promotes.
+//  3. Before accepting a command ask MayRelease(nowNs): a query that
+//     changes nothing.
+//  4. Take Ready(nowNs) at the moment of release and carry it out in the
+//     order of its fields: log RunningAlone, hand Propose to the arbiter
+//     (then Proposed), then release every queued output with seq <=
+//     Release, and only those.
+//  5. Call Advance(rd) once rd was carried out.
+//
+// A runtime's loop, in outline:
+//
+//	for batch := range batches {
+//		for _, msg := range batch {
+//			switch msg.Type {
+//			case ack:
+//				p.Ack(msg.From, msg.Epoch, msg.Seq, now)
+//			case command:
+//				if p.MayRelease(now) {
+//					seq := sequence(msg); journal(seq); apply(seq)
+//					p.Applied(seq)
+//				}
+//			}
+//		}
+//		switch d := p.LeaseChanged(now); d.Do {
+//		case replica.StepDown:
+//			dropQueued(); follow(d.Epoch)
+//			continue
+//		case replica.LeaseLost:
+//			dropQueued()
+//		}
+//		p.Durable(journal.Durable())
+//		rd := p.Ready(now)
+//		propose(rd.Propose)
+//		release(rd.Release)
+//		p.Advance(rd)
+//	}
+//
+// The scenarios in testdata/*.txt are the rules, one file per rule of
+// the README's failover guarantees; go test ./replica -rewrite
+// regenerates their expectations.
+package replica

@@ -1,0 +1,155 @@
+package replica
+
+import (
+	"slices"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/gating"
+)
+
+// The in-sync set (Kafka's ISR) lives at the witness, versioned with the
+// lease: the standbys that may be promoted. The primary requires the acks
+// of every member, so every member holds everything released.
+//
+//   - A member that lags for the in-sync timeout is proposed for removal
+//     with the next renew. It lags when it is silent (no ack at all: dead,
+//     or its acks are lost) or stalled: an output waits above its ack and
+//     its ack has not advanced to cover it (gating.Gate.Lagging). With
+//     nothing waiting, only silence removes. The primary stops waiting for
+//     it only after the witness confirms, so a standby is never dropped
+//     from the required acks while it could still be promoted.
+//   - A non-member whose ack has reached released is proposed for
+//     addition, and its ack is required from that moment (stricter than
+//     the witness), so released cannot run ahead of it while the witness
+//     decides; if the witness refuses, the local requirement is dropped.
+//   - With the set empty the primary runs alone (durable on its own disk
+//     only) and says so loudly; MinInSync > 0 makes it halt instead.
+
+// InSync is a node's view of the in-sync set: what the witness confirmed,
+// what this primary proposed and what it already requires locally. It is
+// kept across roles (a standby learns the set from its grants), so a
+// promoted standby requires the set its lease came with. The zero value
+// is an empty set no witness has confirmed yet.
+type InSync struct {
+	version  uint64           // the witness's version in force (0: none yet)
+	members  []arbiter.NodeID // confirmed by the witness
+	adding   []arbiter.NodeID // proposed additions, already required locally
+	proposed []arbiter.NodeID // last proposal sent (nil: none in flight)
+	sentNs   int64            // when it was sent
+}
+
+// Version is the witness's version in force (0 before any grant).
+func (s *InSync) Version() uint64 { return s.version }
+
+// Members are the members the witness confirmed (read-only; valid until
+// the next call that changes s).
+func (s *InSync) Members() []arbiter.NodeID { return s.members }
+
+// Adding are the additions proposed and already required locally
+// (read-only, like Members).
+func (s *InSync) Adding() []arbiter.NodeID { return s.adding }
+
+// Confirm records the set an arbiter's reply carries. A grant with a
+// version below ours is a resend answered from a cache and is ignored.
+// It reports whether the set in force changed: the runtime then gives
+// the gate the new Required set.
+func (s *InSync) Confirm(r *arbiter.Reply) bool {
+	if !r.Granted() || r.InSyncVersion < s.version {
+		return false
+	}
+	if r.InSyncVersion == s.version && slices.Equal(r.Members.Slice(), s.members) {
+		return false
+	}
+	s.version = r.InSyncVersion
+	s.members = slices.Clone(r.Members.Slice())
+	// Additions the witness now confirms are no longer pending; refused
+	// ones stop being required.
+	s.adding = slices.DeleteFunc(s.adding, func(id arbiter.NodeID) bool {
+		return slices.Contains(s.members, id) || !slices.Contains(s.proposed, id)
+	})
+	s.proposed = nil
+	return true
+}
+
+// StartTerm forgets pending additions and proposals: a new term requires
+// exactly the confirmed set until it proposes anew.
+func (s *InSync) StartTerm() { s.adding, s.proposed = nil, nil }
+
+// Required appends to dst the acks the gate must require: the confirmed
+// members plus pending additions, each once.
+func (s *InSync) Required(dst []uint32) []uint32 {
+	for _, m := range s.members {
+		dst = append(dst, uint32(m))
+	}
+	for _, m := range s.adding {
+		if !slices.Contains(dst, uint32(m)) {
+			dst = append(dst, uint32(m))
+		}
+	}
+	return dst
+}
+
+// Maintenance is what Maintain decided.
+type Maintenance struct {
+	// Added: a caught-up standby is required from now on; the runtime
+	// gives the gate the new Required set before anything is released.
+	Added bool
+	// Propose, when non-nil, is the set to propose to the arbiter (sorted)
+	// with base version Base; the runtime calls Proposed once it is
+	// handed to the arbiter.
+	Propose []arbiter.NodeID
+	Base    uint64
+	// Lagging are the members found lagging (for the log).
+	Lagging []uint32
+}
+
+// MaintainConfig are Maintain's limits.
+type MaintainConfig struct {
+	// Peers are the configured standbys, sorted (candidates for addition).
+	Peers []uint32
+	// TimeoutNs is the in-sync timeout; RetryNs the arbiter's retry (a
+	// proposal is in flight for 2*RetryNs).
+	TimeoutNs, RetryNs int64
+}
+
+// Maintain proposes removals of lagging members (silent or stalled, see
+// gating.Gate.Lagging) and additions of caught-up standbys, against the
+// gate's view at nowNs. A removed standby is re-added once its ack
+// reaches released again. It changes only s (additions are recorded as
+// pending); nothing happens before a witness confirmed a set.
+func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maintenance {
+	var m Maintenance
+	if s.version == 0 || (s.proposed != nil && nowNs-s.sentNs < cfg.RetryNs*2) {
+		return m // no witness set yet, or a proposal is in flight
+	}
+	var buf [gating.MaxStandbys]uint32
+	m.Lagging = g.Lagging(nowNs, cfg.TimeoutNs, buf[:0])
+	desired := slices.Clone(s.members)
+	for _, id := range m.Lagging {
+		desired = slices.DeleteFunc(desired, func(x arbiter.NodeID) bool { return uint32(x) == id })
+	}
+	released := g.Released()
+	for _, id := range cfg.Peers {
+		nid := arbiter.NodeID(id)
+		if slices.Contains(desired, nid) || slices.Contains(m.Lagging, id) {
+			continue
+		}
+		st, ok := g.Standby(id)
+		if !ok || st.AckSeq < released || nowNs-st.LastAckNs >= cfg.TimeoutNs || len(desired) >= arbiter.MaxInSyncMembers {
+			continue
+		}
+		desired = append(desired, nid)
+		if !slices.Contains(s.adding, nid) && !slices.Contains(s.members, nid) {
+			s.adding = append(s.adding, nid)
+			m.Added = true // require its ack from now on
+		}
+	}
+	slices.Sort(desired)
+	if !slices.Equal(desired, s.members) {
+		m.Propose, m.Base = desired, s.version
+	}
+	return m
+}
+
+// Proposed records that proposal p was handed to the arbiter at nowNs.
+func (s *InSync) Proposed(p []arbiter.NodeID, nowNs int64) { s.proposed, s.sentNs = p, nowNs }

@@ -1,0 +1,116 @@
+package replica
+
+import "github.com/seqbus/seqbus/arbiter"
+
+// Lease is the read-only view of the lease keeper the decisions need
+// (*arbiter.Keeper implements it). Decisions query it; they never change
+// it.
+type Lease interface {
+	// MayLead reports whether the lease, as the keeper sees it, may be
+	// used at nowNs.
+	MayLead(nowNs int64) bool
+	// Epoch is the epoch of the keeper's lease view.
+	Epoch() uint64
+	// LastDeny is the latest refusal: the holder it named, the newest
+	// epoch it named.
+	LastDeny() (holder arbiter.NodeID, epoch uint64, remainingNs int64)
+}
+
+var _ Lease = (*arbiter.Keeper)(nil)
+
+// Leadership is what the lease asks of a node, decided between batches
+// and carried out by the runtime in the order of its fields' comments.
+type Leadership uint8
+
+const (
+	// Stay: nothing changes.
+	Stay Leadership = iota
+	// Promote: a standby was granted a newer epoch (Decision.Epoch): it
+	// makes what it applied durable, then leads from applied+1 and
+	// announces NEW_EPOCH.
+	Promote
+	// NewTerm: a primary was granted a newer epoch of its own (its lease
+	// lapsed at the witness and was granted to it again): a new term of
+	// the same process, announced, never a step-down; nobody led in
+	// between, so queued outputs are kept.
+	NewTerm
+	// StepDown: a refusal names a newer epoch (Decision.Epoch) held by
+	// another node: stop sequencing and releasing, drop queued outputs,
+	// follow as a standby.
+	StepDown
+	// LeaseLost: the lease is not held (lapsed or not yet renewed):
+	// releases stop and queued outputs are dropped (clients resend);
+	// the node still leads its epoch and may hold the lease again.
+	LeaseLost
+	// LeaseRegained: the lease is held again; releases resume.
+	LeaseRegained
+)
+
+var leadershipNames = [...]string{"stay", "promote", "new-term", "step-down", "lease-lost", "lease-regained"}
+
+func (l Leadership) String() string {
+	if int(l) < len(leadershipNames) {
+		return leadershipNames[l]
+	}
+	return "leadership?"
+}
+
+// Decision is a leadership change and the epoch it concerns.
+type Decision struct {
+	Do    Leadership
+	Epoch uint64
+}
+
+// PrimaryLease decides what a primary of self leading epoch does with the
+// lease as k sees it at nowNs; held is whether its gate holds the lease
+// now. It changes nothing.
+func PrimaryLease(k Lease, self arbiter.NodeID, epoch uint64, held bool, nowNs int64) Decision {
+	mayLead := k.MayLead(nowNs)
+	if k.Epoch() > epoch && mayLead {
+		return Decision{Do: NewTerm, Epoch: k.Epoch()}
+	}
+	// A refusal that names a newer epoch deposes us, unless it names us as
+	// that epoch's holder: then the newer epoch is our own (a grant that
+	// has not reached the keeper yet) and nobody else can lead; MayLead is
+	// false meanwhile, so nothing is released.
+	if holder, denied, _ := k.LastDeny(); denied > epoch && holder != self {
+		return Decision{Do: StepDown, Epoch: denied}
+	}
+	switch now := mayLead && k.Epoch() == epoch; {
+	case now == held:
+		return Decision{Do: Stay, Epoch: epoch}
+	case now:
+		return Decision{Do: LeaseRegained, Epoch: epoch}
+	default:
+		return Decision{Do: LeaseLost, Epoch: epoch}
+	}
+}
+
+// StandbyLease decides whether a standby following epoch promotes.
+func StandbyLease(k Lease, epoch uint64, nowNs int64) Decision {
+	if k.MayLead(nowNs) && k.Epoch() > epoch {
+		return Decision{Do: Promote, Epoch: k.Epoch()}
+	}
+	return Decision{Do: Stay, Epoch: epoch}
+}
+
+// MayRelease is the query a primary asks before it accepts a command or
+// releases an output: its gate holds the lease and the lease still holds
+// at nowNs (a primary resumed after a pause must not release acks that
+// queued while its lease ran out). It changes nothing: when the lease has
+// lapsed, the runtime carries out PrimaryLease's LeaseLost after the
+// batch. k nil is a static primary (no witness), which always may.
+func MayRelease(k Lease, held bool, nowNs int64) bool {
+	if k == nil {
+		return true
+	}
+	return held && k.MayLead(nowNs)
+}
+
+// WantLead is whether a node asks the arbiter for the lease: only with
+// its whole state at hand. A node whose journal failed must not hold the
+// lease; a node rebuilding a journal it set aside has no history to lead
+// with until it caught up; a standby fetching a snapshot has none either.
+func WantLead(journalBroken, refetching, primary, fetching bool) bool {
+	return !journalBroken && !refetching && (primary || !fetching)
+}
