@@ -36,6 +36,10 @@ type InSync struct {
 	adding   []arbiter.NodeID // proposed additions, already required locally
 	proposed []arbiter.NodeID // last proposal sent (nil: none in flight)
 	sentNs   int64            // when it was sent
+	// Maintain's scratch, so a tick that proposes nothing allocates
+	// nothing (it runs every tick of a primary).
+	lagBuf     [gating.MaxStandbys]uint32
+	desiredBuf [arbiter.MaxInSyncMembers + gating.MaxStandbys]arbiter.NodeID
 }
 
 // Version is the witness's version in force (0 before any grant).
@@ -122,9 +126,8 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 	if s.version == 0 || (s.proposed != nil && nowNs-s.sentNs < cfg.RetryNs*2) {
 		return m // no witness set yet, or a proposal is in flight
 	}
-	var buf [gating.MaxStandbys]uint32
-	m.Lagging = g.Lagging(nowNs, cfg.TimeoutNs, buf[:0])
-	desired := slices.Clone(s.members)
+	m.Lagging = g.Lagging(nowNs, cfg.TimeoutNs, s.lagBuf[:0])
+	desired := append(s.desiredBuf[:0], s.members...)
 	for _, id := range m.Lagging {
 		desired = slices.DeleteFunc(desired, func(x arbiter.NodeID) bool { return uint32(x) == id })
 	}
@@ -146,7 +149,12 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 	}
 	slices.Sort(desired)
 	if !slices.Equal(desired, s.members) {
-		m.Propose, m.Base = desired, s.version
+		// A proposal outlives this call (in flight, in the Ready): its
+		// own copies, allocated only when there is one.
+		m.Propose, m.Base = slices.Clone(desired), s.version
+		m.Lagging = slices.Clone(m.Lagging)
+	} else {
+		m.Lagging = nil
 	}
 	return m
 }
