@@ -189,6 +189,16 @@ var ErrConfig = errors.New("node: bad configuration")
 func (c Config) Validate() error { return c.withDefaults() }
 
 func (c *Config) withDefaults() error {
+	if err := c.checkRequired(); err != nil {
+		return err
+	}
+	c.ioDefaults()
+	return c.protocolDefaults()
+}
+
+// checkRequired refuses a Config that cannot run, and sets the lease
+// defaults of a node with an arbiter.
+func (c *Config) checkRequired() error {
 	if c.ID == 0 {
 		return fmt.Errorf("%w: node id 0 is reserved", ErrConfig)
 	}
@@ -227,6 +237,11 @@ func (c *Config) withDefaults() error {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
+	return nil
+}
+
+// ioDefaults fills the socket, journal and network defaults.
+func (c *Config) ioDefaults() {
 	if c.Tuning.RecvBufferBytes == 0 {
 		c.Tuning.RecvBufferBytes = DefaultRecvBufferBytes
 	}
@@ -243,6 +258,10 @@ func (c *Config) withDefaults() error {
 	if c.Network == nil {
 		c.Network = UDPNetwork{Tuning: c.Tuning}
 	}
+}
+
+// protocolDefaults fills the protocol's defaults and checks its bounds.
+func (c *Config) protocolDefaults() error {
 	if c.InSyncTimeoutNs <= 0 {
 		c.InSyncTimeoutNs = DefaultInSyncTimeoutNs
 	}

@@ -19,18 +19,11 @@ const (
 	funcMax    = 80
 )
 
-// longExempt lists the only functions allowed past funcMax: node/
-// functions the replica/ core (issue 17 item 1, moved by another change)
-// takes apart. Key: package directory and function ("node.New",
+// longExempt lists functions allowed past funcMax, each with its reason
+// (none today). Key: package directory and function ("node.New",
 // "node.Config.withDefaults"). Remove an entry when its function shrinks;
 // the test fails on a stale entry.
-var longExempt = map[string]string{
-	// Wires every role's state into one struct; shrinks as the roles
-	// move into replica/.
-	"node.New": "issue 17 item 2: node.Node shrinks to the runtime",
-	// Defaults of a Config that still mixes every role's knobs.
-	"node.Config.withDefaults": "issue 17 item 3: Config in one unit, unused knobs removed",
-}
+var longExempt = map[string]string{}
 
 // funcLen is one function's name and length.
 type funcLen struct {
