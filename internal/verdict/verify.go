@@ -596,18 +596,21 @@ func checkFromTable(prim *replica, l *received, res *Result) (seq uint64, ok, do
 	}
 	outs := prim.outs[l.Session]
 	original := l.payload[1:] // the original result, after the duplicate kind
-	for j := range outs {
-		if outs[j].seq > l.Seq {
-			break
-		}
+	// A frame's seq is its first output's: the outputs before this one in
+	// its frame (l.Index of them, to this session) may be of later seqs,
+	// and the original may be one of them. So the original may lie at any
+	// seq up to the frame's, or among the next l.Index outputs after it.
+	first := sort.Search(len(outs), func(i int) bool { return outs[i].seq >= l.Seq })
+	end := min(first+l.Index, len(outs))
+	for end < len(outs) && outs[end].seq <= l.Seq {
+		end++
+	}
+	for j := range outs[:end] {
 		if bytes.Equal(outs[j].payload, l.payload) {
 			return 0, false, false // a sequenced duplicate: checked at its seq
 		}
 	}
-	for j := range outs {
-		if outs[j].seq > l.Seq {
-			break
-		}
+	for j := range outs[:end] {
 		if bytes.Equal(outs[j].payload, original) {
 			res.FromTable++
 			return outs[j].seq, true, true

@@ -255,6 +255,38 @@ func TestVerifySyntheticHistories(t *testing.T) {
 					t.Errorf("from table %d, want the duplicate backed by its original", r.FromTable)
 				}
 			}},
+		{name: "answered from the dedup table in the frame of its original, which starts at an earlier seq", primary: full, standby: full,
+			record: func() []client.RecordLine {
+				// The outputs of seqs 2..5 arrive in one frame of seq 2;
+				// in it, after them, the table's duplicate answer of the
+				// order acked at seq 5 (its original lies above the
+				// frame's seq, before it in the frame).
+				var lines []client.RecordLine
+				var dup *client.RecordLine
+				idx := 0
+				for _, l := range clean {
+					if l.Seq >= 2 && l.Seq <= 5 {
+						if l.Kind == "ack" && l.Seq == 5 {
+							d := l
+							dup = &d
+						}
+						l.Seq, l.Index = 2, idx
+						idx++
+					}
+					lines = append(lines, l)
+				}
+				if dup == nil {
+					t.Fatal("no ack at seq 5 in the plan")
+				}
+				dup.Seq, dup.Index, dup.Kind = 2, idx, "duplicate"
+				dup.Payload = "06" + dup.Payload
+				return append(lines, *dup)
+			},
+			check: func(t *testing.T, r *Result) {
+				if r.FromTable != 1 {
+					t.Errorf("from table %d, want the duplicate backed by its original in the same frame", r.FromTable)
+				}
+			}},
 		{name: "lost: a duplicate answer whose original the history never emitted", primary: full, standby: full,
 			record: func() []client.RecordLine {
 				lines := append([]client.RecordLine(nil), clean...)
