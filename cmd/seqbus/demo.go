@@ -38,6 +38,11 @@ type demo struct {
 	// The failover as the demo saw it.
 	killedAt, promotedAt, resumedAt time.Time
 	second                          uint32
+	// The stall watchdog (demo_stall.go): when answers last moved, and
+	// the error that stopped the demo (nil: none).
+	lastAnswered uint64
+	lastMoved    time.Time
+	stall        error
 }
 
 type demoFlags struct {
@@ -206,6 +211,10 @@ func (d *demo) watch(ctx context.Context) (interrupted bool) {
 		case <-tick.C:
 		}
 		st := d.load.Client.Stats()
+		if d.stalled(st.Answered) {
+			d.load.Stop(time.Second)
+			return true
+		}
 		pid, ps := d.Primary()
 		fmt.Println(progressLine(time.Since(loadStart), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, d.load.Latency(99)))
 		prevAnswered = st.Answered
@@ -288,6 +297,8 @@ func (d *demo) finish(interrupted bool) error {
 	d.printSummary(rep, res, final)
 	mt := d.md.Tracker()
 	switch {
+	case d.stall != nil:
+		return d.stall
 	case interrupted:
 		return errInterrupted
 	case loadErr != nil:
