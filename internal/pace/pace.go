@@ -62,6 +62,12 @@ const (
 	// wait spins and yields.
 	ParkAboveNs  = int64(2_000_000)
 	ParkMarginNs = int64(1_000_000)
+	// ParkSpinNsDefault is the spin margin of a Waiter with ParkNs when
+	// SpinNs is 0: it parks until 10 µs before the due time and spins only
+	// for that last stretch, which covers the wake-up of a thread whose
+	// timer fired (a few µs with its timer slack lowered,
+	// SetThreadTimerSlack) and the spin's clock reads.
+	ParkSpinNsDefault = int64(10_000)
 )
 
 // Schedule is a fixed-rate schedule: command i is due at StartNs +
@@ -111,6 +117,17 @@ type WaiterConfig struct {
 	// block for at most timeoutMs milliseconds and return early when there
 	// is input to poll (bus.Parker.Park). Never a Go timer.
 	Park func(timeoutMs int)
+	// ParkNs, if set, replaces the spin-and-yield loop (and Park): every
+	// wait blocks in ParkNs until SpinNs before the due time (SpinNs 0
+	// means ParkSpinNsDefault here) and spins on the clock alone for the
+	// rest. ParkNs must block for at most timeoutNs and return early when
+	// there is input (bus.Parker.ParkNs: epoll_pwait2 on the socket), so
+	// an answer is handled when it arrives, not at the next send. poll is
+	// called once after every park, not on the spin passes: the caller
+	// reads its socket there only when ParkNs said it was readable (so no
+	// receive finds it empty) and runs its timers. One syscall per wait,
+	// plus one per arrival.
+	ParkNs func(timeoutNs int64) (ready bool)
 }
 
 // Waiter waits for intended send times and keeps the lateness accounts. It
@@ -121,14 +138,18 @@ type Waiter struct {
 	now    func() int64
 	yield  func()
 	park   func(timeoutMs int)
+	parkNs func(timeoutNs int64) bool
 	stats  Stats
 	hist   *hdrhistogram.Histogram
 }
 
 // NewWaiter returns a Waiter.
 func NewWaiter(cfg WaiterConfig) *Waiter {
-	w := &Waiter{spinNs: cfg.SpinNs, now: cfg.Now, yield: cfg.Yield, park: cfg.Park}
-	if w.spinNs == 0 {
+	w := &Waiter{spinNs: cfg.SpinNs, now: cfg.Now, yield: cfg.Yield, park: cfg.Park, parkNs: cfg.ParkNs}
+	switch {
+	case w.spinNs == 0 && w.parkNs != nil:
+		w.spinNs = ParkSpinNsDefault
+	case w.spinNs == 0:
 		w.spinNs = SpinNsDefault
 	}
 	if w.now == nil {
@@ -159,6 +180,9 @@ func NewHistogram() *hdrhistogram.Histogram {
 // caller polls after it sends, so a generator that is behind still drains
 // its socket. Never a Go timer; it does not allocate.
 func (w *Waiter) Until(dueNs int64, poll func(nowNs int64) int) (nowNs int64) {
+	if w.parkNs != nil {
+		return w.untilParked(dueNs, poll)
+	}
 	for {
 		nowNs = w.now()
 		if nowNs >= dueNs {
@@ -177,6 +201,34 @@ func (w *Waiter) Until(dueNs int64, poll func(nowNs int64) int) (nowNs int64) {
 			w.yield()
 		}
 	}
+}
+
+// untilParked is Until with WaiterConfig.ParkNs: park until SpinNs before
+// dueNs (waking for input, which poll then handles), then spin on the
+// clock without polling. A due time already past returns at once.
+func (w *Waiter) untilParked(dueNs int64, poll func(nowNs int64) int) (nowNs int64) {
+	margin := max(w.spinNs, 0)
+	for {
+		nowNs = w.now()
+		if nowNs >= dueNs {
+			return nowNs
+		}
+		if dueNs-nowNs <= margin {
+			continue // the last stretch: spin on the clock alone
+		}
+		w.parkNs(dueNs - margin - nowNs)
+		if poll != nil {
+			poll(w.now())
+		}
+	}
+}
+
+// Parks reports whether Until(dueNs) called at nowNs would park (a
+// Waiter with ParkNs and a due time more than its spin margin away), and
+// so poll after the park: a caller that polls after each send anyway can
+// skip that poll when it is true, since the park sees any input.
+func (w *Waiter) Parks(nowNs, dueNs int64) bool {
+	return w.parkNs != nil && dueNs-nowNs > max(w.spinNs, 0)
 }
 
 // Sent records that the command intended for intendedNs left at sentNs.
