@@ -68,20 +68,82 @@ func TestUntilParkWakesOnArrival(t *testing.T) {
 	}
 }
 
-// TestUntilParkShortWaitSpins: a wait within the margin never parks or
-// polls, and a due time already past returns at once.
+// TestUntilParkShortWaitSpins: a wait within the margin never parks;
+// it only checks for input (a zero-timeout ParkNs) every SpinCheckNs, and
+// polls when that finds some. A due time already past returns at once.
 func TestUntilParkShortWaitSpins(t *testing.T) {
 	clk := &fakeClock{nowNs: 0, stepNs: 500}
-	w := NewWaiter(WaiterConfig{Now: clk.now, ParkNs: func(int64) bool { t.Fatal("parked within the margin"); return false }})
-	if w.spinNs != ParkSpinNsDefault {
-		t.Fatalf("spin margin %d, want ParkSpinNsDefault", w.spinNs)
+	checks, polls := 0, 0
+	ready := false
+	w := NewWaiter(WaiterConfig{Now: clk.now, ParkNs: func(ns int64) bool {
+		if ns != 0 {
+			t.Fatalf("parked %d ns within the margin", ns)
+		}
+		checks++
+		return ready
+	}})
+	if w.spinNs != ParkSpinNsDefault || w.checkNs != SpinCheckNsDefault {
+		t.Fatalf("spin margin %d check %d, want the defaults", w.spinNs, w.checkNs)
 	}
-	w.Until(ParkSpinNsDefault, func(int64) int { t.Fatal("polled while spinning"); return 0 })
+	w.Until(ParkSpinNsDefault, func(int64) int { polls++; return 0 })
+	// Readings 0, 500, ..., 9500: checks at 5000 only (from 0, every 5 µs).
+	if checks != 1 || polls != 0 {
+		t.Fatalf("%d checks, %d polls; want 1 check and no poll (nothing readable)", checks, polls)
+	}
+	ready = true
+	w.Until(clk.nowNs+ParkSpinNsDefault, func(int64) int { polls++; return 0 })
+	if polls == 0 {
+		t.Fatal("input found in the margin was not polled")
+	}
 	if w.Parks(0, ParkSpinNsDefault) || !w.Parks(0, ParkSpinNsDefault+1) {
 		t.Fatal("Parks disagrees with Until's margin")
 	}
 	if NewWaiter(WaiterConfig{}).Parks(0, 1e9) {
 		t.Fatal("Parks true without ParkNs")
+	}
+	never := NewWaiter(WaiterConfig{Now: clk.now, SpinCheckNs: -1, ParkNs: func(int64) bool { t.Fatal("checked with SpinCheckNs < 0"); return false }})
+	never.Until(clk.nowNs+ParkSpinNsDefault, func(int64) int { return 0 })
+}
+
+// TestUntilParkLearnsLateWakeups: parks that wake 20 µs late teach the
+// Waiter to end them 20 µs earlier, so after the first the wake-up comes
+// before due − SpinNs; the estimate decays when wake-ups are on time and
+// never exceeds ParkLateMaxNs.
+func TestUntilParkLearnsLateWakeups(t *testing.T) {
+	clk := &fakeClock{stepNs: 100}
+	lateNs := int64(20_000)
+	var wokeEarlyEnough []bool
+	var due int64
+	w := NewWaiter(WaiterConfig{SpinNs: 5_000, SpinCheckNs: -1, Now: clk.now, ParkNs: func(ns int64) bool {
+		clk.nowNs += ns + lateNs
+		wokeEarlyEnough = append(wokeEarlyEnough, clk.nowNs <= due-5_000)
+		return false
+	}})
+	for i := 0; i < 5; i++ {
+		due = clk.nowNs + 100_000
+		if got := w.Until(due, nil); got-due > 1_000 {
+			if i > 0 {
+				t.Fatalf("wait %d: returned %d ns late after learning", i, got-due)
+			}
+		}
+	}
+	if wokeEarlyEnough[0] || !wokeEarlyEnough[len(wokeEarlyEnough)-1] {
+		t.Fatalf("wake-ups early enough: %v; want the first late, the later ones not", wokeEarlyEnough)
+	}
+	if w.parkLateNs < 20_000 || w.parkLateNs > 21_000 {
+		t.Fatalf("learnt lateness %d, want ~20000", w.parkLateNs)
+	}
+	lateNs = 0
+	for i := 0; i < 200; i++ {
+		w.Until(clk.nowNs+100_000, nil)
+	}
+	if w.parkLateNs > 1_000 {
+		t.Fatalf("learnt lateness %d after 200 on-time parks, want it decayed", w.parkLateNs)
+	}
+	lateNs = 10_000_000 // a 10 ms preemption
+	w.Until(clk.nowNs+100_000, nil)
+	if w.parkLateNs != ParkLateMaxNs {
+		t.Fatalf("learnt lateness %d after a preemption, want the cap %d", w.parkLateNs, ParkLateMaxNs)
 	}
 }
 
