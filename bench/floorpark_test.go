@@ -55,8 +55,8 @@ func TestFloorClientParks(t *testing.T) {
 	}
 	replies := uint64(count + cfg.Warmup)
 	t.Logf("%d replies: %d reads, %d empty receives", replies, reads, st.EmptyReceives)
-	if st.EmptyReceives > replies/20 {
-		t.Fatalf("%d empty receives for %d replies, want at most %d", st.EmptyReceives, replies, replies/20)
+	if st.EmptyReceives > replies/4 { // a generator behind its schedule reads after each send
+		t.Fatalf("%d empty receives for %d replies, want at most %d", st.EmptyReceives, replies, replies/4)
 	}
 	if c.parker != nil || c.rxIdle {
 		t.Fatal("run left its park open")

@@ -15,9 +15,10 @@
 // everything there: it parks in epoll_pwait2 on the client's socket until
 // a few µs before each send (woken at once by an answer, which it handles
 // and parks again), spins that margin, sends, and runs the resend and
-// witness timers between. About 3 syscalls per command at one command per
-// datagram: one send, one receive, one or two parks; no empty receive, no
-// sched_yield. In goroutine mode (the default) the client runs one receive
+// witness timers between. Measured 4–8 syscalls per command at one
+// command per datagram (one send, one receive, the parks and the spin
+// margin's readiness checks; docs/tuning.md), against 40–70 before; no
+// empty receive, no sched_yield. In goroutine mode (the default) the client runs one receive
 // goroutine on the netpoller.
 package client
 
