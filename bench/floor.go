@@ -220,6 +220,8 @@ type floorClient struct {
 	received int
 	err      error
 	pollFn   func(int64) int
+	parker   *bus.Parker // parked waits (floorpark.go)
+	rxIdle   bool
 }
 
 func newFloorClient(cfg FloorConfig, u *bus.UDP, to netip.AddrPort) *floorClient {
@@ -242,6 +244,9 @@ func newFloorClient(cfg FloorConfig, u *bus.UDP, to netip.AddrPort) *floorClient
 
 // poll reads every reply waiting, without blocking, and records each.
 func (c *floorClient) poll(int64) int {
+	if !c.readNow() {
+		return 0
+	}
 	n, err := c.u.Receive(c.bufs, c.sizes, c.from, 0)
 	if err != nil {
 		c.err = err
@@ -284,6 +289,11 @@ func (c *floorClient) send(seq uint64) error {
 }
 
 func (c *floorClient) run(ctx context.Context) (*FloorResult, error) {
+	stopParking, err := c.startParking()
+	if err != nil {
+		return nil, err
+	}
+	defer stopParking()
 	c.sched = pace.NewSchedule(monotime.Now()+floorLeadNs, c.cfg.Rate)
 	var recordStartNs int64
 	for seq := uint64(0); seq < c.total; seq++ {
@@ -311,7 +321,9 @@ func (c *floorClient) run(ctx context.Context) (*FloorResult, error) {
 		if c.cfg.Rate == 0 {
 			c.inFlight, c.inFlightSeq, c.inFlightSent = true, seq, nowNs
 		}
-		c.poll(nowNs)
+		if c.cfg.Rate == 0 || !c.w.Parks(nowNs, c.sched.Due(seq+1)) {
+			c.poll(nowNs) // else the next wait parks on the socket
+		}
 		if c.err != nil {
 			return c.result(recordStartNs, seq+1), c.err
 		}

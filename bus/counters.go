@@ -22,6 +22,10 @@ type Counters struct {
 
 	SendBatches    [BatchBuckets]uint64 // per sendmmsg call, by datagrams sent
 	ReceiveBatches [BatchBuckets]uint64 // per recvmmsg call that read ≥ 1, by datagrams read
+	// EmptyReceives counts receive calls that found nothing to read (a
+	// non-blocking poll of an empty socket, or a wait that timed out): the
+	// syscalls an idle strategy wastes.
+	EmptyReceives uint64
 
 	ShortSends    uint64 // sendmmsg calls that sent fewer than asked (then looped)
 	SendErrors    uint64 // Send calls that returned an error
@@ -64,6 +68,7 @@ type counters struct {
 	bytesReceived      atomic.Uint64
 	sendBatches        [BatchBuckets]atomic.Uint64
 	receiveBatches     [BatchBuckets]atomic.Uint64
+	emptyReceives      atomic.Uint64
 	shortSends         atomic.Uint64
 	sendErrors         atomic.Uint64
 	receiveErrors      atomic.Uint64
@@ -78,6 +83,7 @@ func (c *counters) snapshot() Counters {
 		BytesSent:          c.bytesSent.Load(),
 		DatagramsReceived:  c.datagramsReceived.Load(),
 		BytesReceived:      c.bytesReceived.Load(),
+		EmptyReceives:      c.emptyReceives.Load(),
 		ShortSends:         c.shortSends.Load(),
 		SendErrors:         c.sendErrors.Load(),
 		ReceiveErrors:      c.receiveErrors.Load(),
@@ -125,6 +131,7 @@ type rxTally struct {
 
 func (c *counters) addReceive(t *rxTally, read int) {
 	if read == 0 {
+		c.emptyReceives.Add(1)
 		return
 	}
 	c.datagramsReceived.Add(t.datagrams)

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"fmt"
+	"runtime"
 	"syscall"
 	"unsafe"
 
@@ -18,6 +19,11 @@ import (
 type Parker struct {
 	epfd   int
 	events [1]unix.EpollEvent
+	// noPwait2 is set once the kernel refused epoll_pwait2 (before 5.11):
+	// ParkNs then rounds its timeout up to milliseconds.
+	noPwait2 bool
+	// holdP: ParkNs's short parks keep the Go runtime's P (as Poller's).
+	holdP bool
 }
 
 // NewParker returns a Parker for u's socket. Close it before u.
@@ -38,7 +44,7 @@ func NewParker(u *UDP) (*Parker, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("bus: epoll_ctl: %w", err)
 	}
-	return &Parker{epfd: epfd}, nil
+	return &Parker{epfd: epfd, holdP: runtime.GOMAXPROCS(0) >= 2}, nil
 }
 
 // Park waits until the socket is readable or timeoutMs passes (≥ 1; the
@@ -56,6 +62,47 @@ func (p *Parker) Park(timeoutMs int) (bool, error) {
 		}
 		return n > 0, nil
 	}
+}
+
+// ParkNs waits until the socket is readable or timeoutNs passes and
+// reports whether it is readable: one epoll_pwait2 with a nanosecond
+// timeout (epoll_wait with the timeout rounded up to a millisecond on a
+// kernel without it). A timeout ≤ 0 polls without blocking. The wait ends
+// early, reporting false, when a signal interrupts it (EINTR; the Go
+// runtime preempts with one), so a caller recomputes its timeout from the
+// clock and parks again rather than oversleeping. Parks of at most 5 ms
+// keep the thread's P, as Poller's do (no futex hand-off per park). The
+// kernel's timer slack still applies (50 µs by default for a thread;
+// pace.SetThreadTimerSlack lowers it). Use it from one thread at a time;
+// it does not allocate.
+func (p *Parker) ParkNs(timeoutNs int64) (bool, error) {
+	timeoutNs = max(timeoutNs, 0)
+	syscall6 := unix.Syscall6
+	if timeoutNs == 0 || (p.holdP && timeoutNs <= holdPWaitNsMax) {
+		syscall6 = unix.RawSyscall6
+	}
+	events := uintptr(unsafe.Pointer(&p.events[0]))
+	var n uintptr
+	var errno syscall.Errno
+	if !p.noPwait2 {
+		ts := unix.NsecToTimespec(timeoutNs)
+		n, _, errno = syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(p.epfd), events, 1,
+			uintptr(unsafe.Pointer(&ts)), 0, 0)
+		if errno == unix.ENOSYS {
+			p.noPwait2 = true
+		}
+	}
+	if p.noPwait2 {
+		ms := (timeoutNs + 999_999) / 1_000_000
+		n, _, errno = syscall6(unix.SYS_EPOLL_PWAIT, uintptr(p.epfd), events, 1, uintptr(ms), 0, 0)
+	}
+	switch errno {
+	case 0:
+		return n > 0, nil
+	case unix.EINTR:
+		return false, nil
+	}
+	return false, fmt.Errorf("bus: epoll_pwait2: %w", errno)
 }
 
 // Close releases the epoll instance.

@@ -17,5 +17,13 @@ func (p *Parker) Park(timeoutMs int) (bool, error) {
 	return false, nil
 }
 
+// ParkNs sleeps for timeoutNs and reports false: callers poll after it.
+func (p *Parker) ParkNs(timeoutNs int64) (bool, error) {
+	if timeoutNs > 0 {
+		time.Sleep(time.Duration(timeoutNs))
+	}
+	return false, nil
+}
+
 // Close does nothing.
 func (p *Parker) Close() error { return nil }

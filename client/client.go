@@ -81,6 +81,7 @@ type Client struct {
 	rxSizes []int
 	rxFrom  []netip.AddrPort
 	parker  *bus.Parker
+	rxIdle  bool // the last park found the socket empty (agent.go)
 
 	mu      sync.Mutex
 	core    *Core
@@ -434,7 +435,7 @@ const (
 // returns that error.
 func (c *Client) PollIO(nowNs int64) int {
 	work := 0
-	if c.loop == nil && c.ioErr == nil {
+	if c.loop == nil && c.ioErr == nil && c.readNow() {
 		n, err := c.uc.Receive(c.rxBufs, c.rxSizes, c.rxFrom, 0)
 		if err != nil {
 			c.mu.Lock()
@@ -502,8 +503,10 @@ type LoadConfig struct {
 	// Drain bounds the wait for the last answers after the last send.
 	Drain time.Duration
 	// SpinNs is the generator's spin window before each send
-	// (pace.WaiterConfig.SpinNs; 0 means pace.SpinNsDefault, 20 µs).
-	// Outside it the generator yields the CPU. Under CPU contention a
+	// (pace.WaiterConfig.SpinNs; 0 means pace.ParkSpinNsDefault, 10 µs,
+	// in poll mode on UDP, where the generator parks on its socket
+	// outside it, and pace.SpinNsDefault, 20 µs, elsewhere, where it
+	// yields the CPU). Under CPU contention a
 	// sched_yield can cost a scheduler slice; spinning the whole interval
 	// (SpinNs ≥ 1e9/Rate) keeps time better and never gives the CPU away.
 	SpinNs int64
@@ -549,8 +552,8 @@ const (
 //
 // The generator is internal/pace on the calling goroutine: it waits for
 // each intended send time by polling the clock and, in poll mode
-// (Options.Poll), the socket through PollIO (spin within 20 µs of the next
-// send, yield further away), never with a Go timer, which would round
+// (Options.Poll), the socket through PollIO (parked on the socket until
+// SpinNs before the next send, see agent.go), never with a Go timer, which would round
 // sub-millisecond waits up to ~1 ms. In poll mode the goroutine is locked
 // to its OS thread for the run and yields with sched_yield; in goroutine
 // mode it yields with runtime.Gosched, so the receive goroutine gets a P.
@@ -616,7 +619,9 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		}
 		// Read answers after every send too: a generator behind its
 		// schedule never waits, and Until polls only while waiting.
-		poll(now)
+		if queued == 0 || !w.Parks(now, sched.Due(sent)) {
+			poll(now) // else the next wait parks on the socket
+		}
 		if queued == 0 {
 			if err := ctx.Err(); err != nil {
 				return report(), err
@@ -707,12 +712,8 @@ func (c *Client) generatorThread(cfg LoadConfig) (wcfg pace.WaiterConfig, niceEr
 			restoreNice = func() { _, _ = pace.SetThreadNice(prev) }
 		}
 	}
-	if c.parker != nil {
-		// Waits over 2 ms (slow rates) sleep in epoll_wait on the
-		// socket, which wakes for an answer, instead of burning a CPU.
-		wcfg.Park = func(ms int) { _, _ = c.parker.Park(ms) }
-	}
-	return wcfg, niceErr, func() { restoreNice(); runtime.UnlockOSThread() }
+	restorePark := c.parkedWaits(&wcfg) // every wait parks on the socket
+	return wcfg, niceErr, func() { restorePark(); restoreNice(); runtime.UnlockOSThread() }
 }
 
 // drain polls for the last answers until none is in flight, ctx ends or

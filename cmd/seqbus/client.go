@@ -88,7 +88,7 @@ func defineClientFlags(fs *flag.FlagSet) *clientFlags {
 	f.seed = fs.Uint64("seed", 1, "order stream seed")
 	f.drain = fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
 	f.nice = fs.Int("nice", 0, "nice value of the generator's thread for the run (0: leave it; below 0 needs root): keeps node wake-ups on a shared core from preempting it at its send times")
-	f.spin = fs.Duration("spin", 0, "the generator spins this long before each send and yields the CPU before that (0: 20µs; ≥ the interval: never yield)")
+	f.spin = fs.Duration("spin", 0, "the generator spins this long before each send and parks on its socket (epoll_pwait2) before that (0: 10µs; ≥ the interval: never park)")
 	f.out = fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
 	f.idle = fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
 	f.witnessAddr = fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
