@@ -56,6 +56,25 @@ func TestCheckHistory(t *testing.T) {
 	if got := checked(cleanHistory(t, base)); len(got) != 0 {
 		t.Fatalf("clean run: %v", got)
 	}
+	// A primary promoted after a failover publishes again, byte for
+	// byte, what the old one may have sent after its last heartbeat: a
+	// later epoch repeating earlier seqs is no finding; a repeat within
+	// one epoch, or with other content, is.
+	h := cleanHistory(t, base)
+	if len(h.MD) < 4 {
+		t.Fatalf("only %d market-data updates in the plan", len(h.MD))
+	}
+	for _, m := range h.MD[len(h.MD)-3:] {
+		m.Node, m.Epoch = 2, 2
+		h.MD = append(h.MD, m)
+	}
+	if got := checked(h); len(got) != 0 {
+		t.Fatalf("a new epoch's exact republish flagged: %v", got)
+	}
+	h.MD[len(h.MD)-1].O.Qty++
+	if got := checked(h); len(got[CheckMDReuse]) == 0 {
+		t.Fatalf("a republish with other content not caught: %v", got)
+	}
 	for _, tc := range []struct {
 		check   string
 		breakIt func(h *History)
