@@ -56,6 +56,9 @@ type FloorConfig struct {
 	// Nice, when not 0, is the generator thread's nice value for the run,
 	// as client.LoadConfig.Nice (the gated run's generator gets the same).
 	Nice int
+	// Park: the client parks on its socket between sends, as
+	// client.LoadConfig.Park (pass the same to both).
+	Park bool
 	// CPUs pins roles to CPU lists ("0", "1", "0-1"): "client" (the calling
 	// thread), "echo" (the far end) and, for 4 hops, "relay" (A). Hop
 	// processes are started under taskset; empty means no pinning.
@@ -289,11 +292,13 @@ func (c *floorClient) send(seq uint64) error {
 }
 
 func (c *floorClient) run(ctx context.Context) (*FloorResult, error) {
-	stopParking, err := c.startParking()
-	if err != nil {
-		return nil, err
+	if c.cfg.Park {
+		stopParking, err := c.startParking()
+		if err != nil {
+			return nil, err
+		}
+		defer stopParking()
 	}
-	defer stopParking()
 	c.sched = pace.NewSchedule(monotime.Now()+floorLeadNs, c.cfg.Rate)
 	var recordStartNs int64
 	for seq := uint64(0); seq < c.total; seq++ {

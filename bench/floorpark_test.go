@@ -29,7 +29,7 @@ func TestFloorClientParks(t *testing.T) {
 	}()
 	echo := <-addrCh
 	const count = 1000
-	cfg, err := FloorConfig{Binary: "unused", Hops: 2, Idle: "block", Rate: 5000, Count: count}.withDefaults()
+	cfg, err := FloorConfig{Binary: "unused", Hops: 2, Idle: "block", Rate: 5000, Count: count, Park: true}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 )
 
-// TestLoadPollParksOnSocket: a poll-mode Load parks on its socket between
+// TestLoadPollParksOnSocket: a poll-mode Load with Park parks on its socket between
 // sends instead of polling it, so it reads the socket about once per
 // answer: the receive calls (counted by the socket: batches that read
 // something plus the polls that found it empty) stay within a small
@@ -27,7 +27,7 @@ func TestLoadPollParksOnSocket(t *testing.T) {
 	const count = 2_000
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rep, err := cl.Load(ctx, LoadConfig{Rate: 5_000, Count: count, Seed: 1, Drain: 5 * time.Second}, nil)
+	rep, err := cl.Load(ctx, LoadConfig{Rate: 5_000, Count: count, Seed: 1, Drain: 5 * time.Second, Park: true}, nil)
 	if err != nil {
 		t.Fatalf("%v: %+v", err, rep)
 	}

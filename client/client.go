@@ -517,6 +517,13 @@ type LoadConfig struct {
 	// to the bus. LoadReport.NiceErr says when it could not be set; the
 	// run goes on at the thread's own priority.
 	Nice int
+	// Park makes the poll-mode generator park on its socket between sends
+	// (epoll_pwait2 until SpinNs before each send, woken by an answer): a
+	// few syscalls per command instead of tens, and no CPU burnt while it
+	// waits, at the price of a wake-up per answer and per send (on a VM
+	// whose idle vCPUs halt, ~20 µs at p50: docs/tuning.md). Off, the
+	// generator spins then yields, and reads answers as they arrive.
+	Park bool
 }
 
 // LoadReport is what a Load run saw.
@@ -712,7 +719,10 @@ func (c *Client) generatorThread(cfg LoadConfig) (wcfg pace.WaiterConfig, niceEr
 			restoreNice = func() { _, _ = pace.SetThreadNice(prev) }
 		}
 	}
-	restorePark := c.parkedWaits(&wcfg) // every wait parks on the socket
+	restorePark := func() {}
+	if cfg.Park {
+		restorePark = c.parkedWaits(&wcfg) // every wait parks on the socket
+	}
 	return wcfg, niceErr, func() { restorePark(); restoreNice(); runtime.UnlockOSThread() }
 }
 

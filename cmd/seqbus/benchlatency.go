@@ -192,7 +192,7 @@ type floorSet struct {
 	best2, best4 string // idle names
 }
 
-func runFloors(ctx context.Context, size int, rate float64, count int, idles []string, l layout, nice int) (*floorSet, error) {
+func runFloors(ctx context.Context, size int, rate float64, count int, idles []string, l layout, nice int, park bool) (*floorSet, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -202,7 +202,7 @@ func runFloors(ctx context.Context, size int, rate float64, count int, idles []s
 		best := ""
 		for _, idle := range idles {
 			res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: self, Hops: hops, Idle: idle, Size: max(size, bench.MessageBytesDefault),
-				Rate: rate, Count: count, Warmup: 1000, CPUs: l.FloorCPUs(hops), Nice: nice})
+				Rate: rate, Count: count, Warmup: 1000, CPUs: l.FloorCPUs(hops), Nice: nice, Park: park})
 			if err != nil && !errors.Is(err, bench.ErrLost) {
 				return nil, fmt.Errorf("%s: %w", bench.FloorStage(hops, idle), err)
 			}
@@ -225,6 +225,7 @@ func runFloors(ctx context.Context, size int, rate float64, count int, idles []s
 type latencyFlags struct {
 	rate                               *float64
 	count, warmup, floorCount, genNice *int
+	genPark                            *bool
 	floorIdles, authMode, engineName   *string
 	// Parsed: the floor's idle strategies and the auth modes to run.
 	idles []string
@@ -238,6 +239,7 @@ func defineLatencyFlags(fs *flag.FlagSet) *latencyFlags {
 	f.warmup = fs.Int("warmup", 5000, "commands sent first at the same rate and not measured")
 	f.floorCount = fs.Int("floor-count", 50_000, "round trips for each raw UDP floor")
 	f.genNice = fs.Int("generator-nice", -10, "nice value of the load generator's thread, in the floor and the gated run alike (0: leave it; below 0 needs root, else it runs at 0 and says so): the nodes' wake-ups on a shared core otherwise preempt it at its send times")
+	f.genPark = fs.Bool("generator-park", false, "the load generator parks on its socket between sends (seqbus client --park), in the floor and the gated run alike: fewer syscalls, a wake-up per answer")
 	f.floorIdles = fs.String("floor-idles", "block,yield,spin", "idle strategies of the floor's hop processes (the floor is the best at p50): "+strings.Join(bench.FloorIdles, ", "))
 	f.authMode = fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
 	f.engineName = fs.String("engine", "matching", "the nodes' state machine: matching or none")
@@ -302,13 +304,13 @@ func benchLatency(ctx context.Context, args []string) error {
 		machine.text(), *f.count, *f.rate, *f.warmup, *bf.idle, p.layout, p.standbys, nice, niceNote)
 	var runs []latencyRun
 	for _, size := range p.sizes {
-		floors, err := runFloors(ctx, size, *f.rate, *f.floorCount, f.idles, p.layout, nice)
+		floors, err := runFloors(ctx, size, *f.rate, *f.floorCount, f.idles, p.layout, nice, *f.genPark)
 		if err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
 		for _, fsync := range p.fsyncs {
 			cell := clusterConfig{Size: size, Fsync: fsync, Idle: *bf.idle, Engine: *f.engineName, Standbys: p.standbys, Layout: p.layout,
-				Rate: *f.rate, Count: *f.count, Warmup: *f.warmup, Keep: *bf.keep, Out: *bf.out, GeneratorNice: nice}
+				Rate: *f.rate, Count: *f.count, Warmup: *f.warmup, Keep: *bf.keep, Out: *bf.out, GeneratorNice: nice, GeneratorPark: *f.genPark}
 			cellRuns, err := latencyCell(ctx, cell, f.auths, floors, *bf.out)
 			if err != nil {
 				return err

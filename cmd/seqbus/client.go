@@ -76,6 +76,7 @@ type clientFlags struct {
 	nice, size, traceStages                                                 *int
 	nodes                                                                   peerFlags
 	traceWindow                                                             *string
+	park                                                                    *bool
 }
 
 func defineClientFlags(fs *flag.FlagSet) *clientFlags {
@@ -88,7 +89,8 @@ func defineClientFlags(fs *flag.FlagSet) *clientFlags {
 	f.seed = fs.Uint64("seed", 1, "order stream seed")
 	f.drain = fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
 	f.nice = fs.Int("nice", 0, "nice value of the generator's thread for the run (0: leave it; below 0 needs root): keeps node wake-ups on a shared core from preempting it at its send times")
-	f.spin = fs.Duration("spin", 0, "the generator spins this long before each send and parks on its socket (epoll_pwait2) before that (0: 10µs; ≥ the interval: never park)")
+	f.spin = fs.Duration("spin", 0, "the generator spins this long before each send and yields (with --park: parks on its socket) before that (0: 20µs, 10µs with --park; ≥ the interval: spin throughout)")
+	f.park = fs.Bool("park", false, "the generator parks on its socket (epoll_pwait2) between sends: a few syscalls per command and no CPU while waiting, but a wake-up per answer (docs/tuning.md)")
 	f.out = fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
 	f.idle = fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
 	f.witnessAddr = fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
@@ -182,7 +184,7 @@ func (f *clientFlags) runLoad(cl *client.Client) error {
 		}
 	}
 	stopProgress := startProgress(os.Stderr, *f.out != "-" && isTerminal(os.Stderr), cl, lat)
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice},
+	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice, Park: *f.park},
 		func(r client.Result) {
 			lat.record(r)
 			if trace != nil {

@@ -163,6 +163,9 @@ type BenchConfig struct {
 	// GeneratorNice is the load client's generator thread nice value
 	// (seqbus client --nice; 0: leave it).
 	GeneratorNice int
+	// GeneratorPark: the load client parks on its socket between sends
+	// (seqbus client --park).
+	GeneratorPark bool
 }
 
 // ProcessInfo is one process of a run, as summary.json reports it.
@@ -483,6 +486,9 @@ func LoadArgs(cfg BenchConfig) []string {
 	args := []string{"--rate", strconv.FormatFloat(rate, 'f', -1, 64), "--size", strconv.Itoa(cfg.Size)}
 	if cfg.GeneratorNice != 0 {
 		args = append(args, "--nice", strconv.Itoa(cfg.GeneratorNice))
+	}
+	if cfg.GeneratorPark {
+		args = append(args, "--park")
 	}
 	return args
 }
