@@ -55,8 +55,11 @@ func TestFloorClientParks(t *testing.T) {
 	}
 	replies := uint64(count + cfg.Warmup)
 	t.Logf("%d replies: %d reads, %d empty receives", replies, reads, st.EmptyReceives)
-	if st.EmptyReceives > replies/4 { // a generator behind its schedule reads after each send
-		t.Fatalf("%d empty receives for %d replies, want at most %d", st.EmptyReceives, replies, replies/4)
+	// A generator behind its schedule reads after each send and may find
+	// nothing (270 of 1000 once under CI's load); polling every pass, as
+	// before the park, makes hundreds of thousands.
+	if st.EmptyReceives > replies/2 {
+		t.Fatalf("%d empty receives for %d replies, want at most %d", st.EmptyReceives, replies, replies/2)
 	}
 	if c.parker != nil || c.rxIdle {
 		t.Fatal("run left its park open")

@@ -334,7 +334,7 @@ func TestFailoverWitnessDown(t *testing.T) {
 // and is added back.
 func TestFailoverStandbyKilled(t *testing.T) {
 	begin := time.Now()
-	c := newFailoverCluster(t, failoverOptions{})
+	c := newFailoverCluster(t, failoverOptions{flags: []string{"--insync-timeout", "200ms"}})
 	c.startAll()
 	p, pst := c.waitLeader(10*time.Second, 0, 1)
 	sb := c.other(p)

@@ -40,7 +40,7 @@ const (
 // nothing for the whole 3 s.
 func TestInSyncStandbyPartitions(t *testing.T) {
 	begin := time.Now()
-	c := newFailoverCluster(t, failoverOptions{})
+	c := newFailoverCluster(t, failoverOptions{flags: []string{"--insync-timeout", "200ms"}})
 	c.startAll()
 	p, pst := c.waitLeader(10*time.Second, 0, 1)
 	sb := c.other(p)

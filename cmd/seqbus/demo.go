@@ -136,7 +136,13 @@ func (d *demo) startProcesses() error {
 	}
 	for _, id := range d.IDs() {
 		args := append([]string{"node"}, d.NodeArgs(id)...)
-		args = append(args, "--market-data", d.mdGroup.String(), "--fsync", "group")
+		// --insync-timeout 1s: on a shared machine a slow fdatasync (the
+		// standby acks only what is durable) can hold the standby's ack
+		// past the default 200 ms; the primary then rightly removes it
+		// from the in-sync set, and a kill right after halts the market
+		// by design, which is not the failover the demo shows. The drills
+		// and the e2e failover tests run with the same bound.
+		args = append(args, "--market-data", d.mdGroup.String(), "--fsync", "group", "--insync-timeout", "1s")
 		if err := d.Start(cluster.NodeName(id), append(args, d.keyArgs...)...); err != nil {
 			return err
 		}
