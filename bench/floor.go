@@ -223,8 +223,7 @@ type floorClient struct {
 	received int
 	err      error
 	pollFn   func(int64) int
-	parker   *bus.Parker // parked waits (floorpark.go)
-	rxIdle   bool
+	rx       bus.ReadGate // parked waits (floorpark.go)
 }
 
 func newFloorClient(cfg FloorConfig, u *bus.UDP, to netip.AddrPort) *floorClient {
@@ -247,7 +246,7 @@ func newFloorClient(cfg FloorConfig, u *bus.UDP, to netip.AddrPort) *floorClient
 
 // poll reads every reply waiting, without blocking, and records each.
 func (c *floorClient) poll(int64) int {
-	if !c.readNow() {
+	if !c.rx.ReadNow() {
 		return 0
 	}
 	n, err := c.u.Receive(c.bufs, c.sizes, c.from, 0)

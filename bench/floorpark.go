@@ -21,34 +21,13 @@ func (c *floorClient) startParking() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: floor client park: %w", err)
 	}
-	c.parker = p
-	c.w = pace.NewWaiter(pace.WaiterConfig{Histogram: true, SpinNs: c.cfg.SpinNs, ParkNs: c.parkNs})
-	restoreSlack := func() {}
-	if prev, err := pace.SetThreadTimerSlack(pace.ThreadTimerSlackNs); err == nil {
-		restoreSlack = func() { _, _ = pace.SetThreadTimerSlack(prev) }
-	}
+	c.rx.P = p
+	c.w = pace.NewWaiter(pace.WaiterConfig{Histogram: true, SpinNs: c.cfg.SpinNs, ParkNs: c.rx.ParkNs})
+	restoreSlack := pace.LowTimerSlack()
 	return func() {
 		restoreSlack()
-		c.rxIdle = false
+		c.rx.Reset()
 		_ = p.Close()
-		c.parker = nil
+		c.rx.P = nil
 	}, nil
-}
-
-// parkNs is the Waiter's ParkNs: a park that ends with the socket empty
-// tells the poll right after it not to read.
-func (c *floorClient) parkNs(timeoutNs int64) bool {
-	ready, err := c.parker.ParkNs(timeoutNs)
-	c.rxIdle = !ready && err == nil
-	return ready
-}
-
-// readNow reports whether poll should read: always, except once right
-// after a park that found the socket empty.
-func (c *floorClient) readNow() bool {
-	if c.rxIdle {
-		c.rxIdle = false
-		return false
-	}
-	return true
 }

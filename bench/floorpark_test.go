@@ -61,7 +61,7 @@ func TestFloorClientParks(t *testing.T) {
 	if st.EmptyReceives > replies/2 {
 		t.Fatalf("%d empty receives for %d replies, want at most %d", st.EmptyReceives, replies, replies/2)
 	}
-	if c.parker != nil || c.rxIdle {
+	if c.rx.P != nil || c.rx.Closed() {
 		t.Fatal("run left its park open")
 	}
 }

@@ -230,6 +230,17 @@ func nextVlen(vlen, capacity, read, emptiesBefore int) (next, empties int) {
 	return vlen, 0
 }
 
+// setTxBuf points datagram i of the next sendmmsg at b.
+func (s *udpSys) setTxBuf(i int, b []byte) {
+	iov := &s.tx.iov[i]
+	if len(b) > 0 {
+		iov.Base = &b[0]
+	} else {
+		iov.Base = nil
+	}
+	iov.SetLen(len(b))
+}
+
 // send writes bufs to `to`, looping over partial batches.
 func (s *udpSys) send(u *UDP, bufs [][]byte, to netip.AddrPort) error {
 	s.tx.nameLen = encodeSockaddr(&s.tx.name, to, u.is4)
@@ -238,14 +249,7 @@ func (s *udpSys) send(u *UDP, bufs [][]byte, to netip.AddrPort) error {
 		count := min(len(bufs)-off, BatchSizeMax)
 		s.tx.single = count == 1
 		for i := 0; i < count; i++ {
-			b := bufs[off+i]
-			iov := &s.tx.iov[i]
-			if len(b) > 0 {
-				iov.Base = &b[0]
-			} else {
-				iov.Base = nil
-			}
-			iov.SetLen(len(b))
+			s.setTxBuf(i, bufs[off+i])
 			s.tx.hs[i].Hdr.Name = &s.tx.name[0]
 			s.tx.hs[i].Hdr.Namelen = s.tx.nameLen
 		}
@@ -296,14 +300,7 @@ func (s *udpSys) sendEach(u *UDP, bufs [][]byte, to []netip.AddrPort) error {
 		count := min(len(bufs)-off, BatchSizeMax)
 		s.tx.single = count == 1
 		for i := 0; i < count; i++ {
-			b := bufs[off+i]
-			iov := &s.tx.iov[i]
-			if len(b) > 0 {
-				iov.Base = &b[0]
-			} else {
-				iov.Base = nil
-			}
-			iov.SetLen(len(b))
+			s.setTxBuf(i, bufs[off+i])
 			h := &s.tx.hs[i].Hdr
 			h.Name = &s.tx.names[i][0]
 			h.Namelen = encodeSockaddr(&s.tx.names[i], to[off+i], u.is4)

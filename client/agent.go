@@ -23,33 +23,11 @@ func (c *Client) parkedWaits(wcfg *pace.WaiterConfig) (restore func()) {
 	if c.parker == nil {
 		return func() {}
 	}
-	wcfg.ParkNs = c.parkNs
-	restoreSlack := func() {}
-	if prev, err := pace.SetThreadTimerSlack(pace.ThreadTimerSlackNs); err == nil {
-		restoreSlack = func() { _, _ = pace.SetThreadTimerSlack(prev) }
-	}
+	c.rx.P = c.parker
+	wcfg.ParkNs = c.rx.ParkNs
+	restoreSlack := pace.LowTimerSlack()
 	return func() {
 		restoreSlack()
-		c.rxIdle = false
+		c.rx.Reset()
 	}
-}
-
-// parkNs is the generator's pace.WaiterConfig.ParkNs: park on the socket
-// for at most timeoutNs. A park that ends without the socket readable
-// (timeout, signal) tells the PollIO right after it not to read; an error
-// lets it read, so the socket's error surfaces there.
-func (c *Client) parkNs(timeoutNs int64) bool {
-	ready, err := c.parker.ParkNs(timeoutNs)
-	c.rxIdle = !ready && err == nil
-	return ready
-}
-
-// readNow reports whether PollIO should read the socket: always, except
-// once right after a park that found it empty.
-func (c *Client) readNow() bool {
-	if c.rxIdle {
-		c.rxIdle = false
-		return false
-	}
-	return true
 }

@@ -47,7 +47,7 @@ func TestLoadPollParksOnSocket(t *testing.T) {
 	if calls > count+count/2 {
 		t.Fatalf("%d receive calls for %d answers, want at most %d", calls, count, count+count/2)
 	}
-	if cl.rxIdle {
+	if cl.rx.Closed() {
 		t.Fatal("Load left the read gate closed")
 	}
 }

@@ -81,7 +81,7 @@ type Client struct {
 	rxSizes []int
 	rxFrom  []netip.AddrPort
 	parker  *bus.Parker
-	rxIdle  bool // the last park found the socket empty (agent.go)
+	rx      bus.ReadGate // parked waits' read gate (agent.go)
 
 	mu      sync.Mutex
 	core    *Core
@@ -435,7 +435,7 @@ const (
 // returns that error.
 func (c *Client) PollIO(nowNs int64) int {
 	work := 0
-	if c.loop == nil && c.ioErr == nil && c.readNow() {
+	if c.loop == nil && c.ioErr == nil && c.rx.ReadNow() {
 		n, err := c.uc.Receive(c.rxBufs, c.rxSizes, c.rxFrom, 0)
 		if err != nil {
 			c.mu.Lock()

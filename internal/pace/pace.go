@@ -317,3 +317,15 @@ func (w *Waiter) Reset() {
 // without allocating; it is the Waiter's default Yield, exported for the
 // idle loops of benchmark processes.
 func Yield() { schedYield() }
+
+// LowTimerSlack lowers the calling thread's timer slack to
+// ThreadTimerSlackNs (a park's timer then fires when due, not up to 50 µs
+// late) and returns what puts it back (nothing to undo when refused). The
+// caller holds its OS thread.
+func LowTimerSlack() (restore func()) {
+	prev, err := SetThreadTimerSlack(ThreadTimerSlackNs)
+	if err != nil {
+		return func() {}
+	}
+	return func() { _, _ = SetThreadTimerSlack(prev) }
+}
