@@ -214,7 +214,15 @@ func (c *fcluster) stopAll(primary *member) {
 // continue).
 func signal(t *testing.T, p *proc, sig syscall.Signal) time.Time {
 	t.Helper()
-	if err := p.Signal(sig); err != nil {
+	var err error
+	if sig == syscall.SIGSTOP {
+		// Returns once every thread is stopped: what the test does next
+		// (release a held link, resume a peer) must find it stopped.
+		err = p.Pause(5 * time.Second)
+	} else {
+		err = p.Signal(sig)
+	}
+	if err != nil {
 		t.Fatalf("%s: signal %v: %v", p.name, sig, err)
 	}
 	return time.Now()

@@ -352,9 +352,16 @@ func drillPause(r *drillRun) (string, error) {
 	}
 	other := uint32(3 - old)
 	oldName, otherName := "node"+strconv.Itoa(int(old)), "node"+strconv.Itoa(int(other))
-	r.Signal(otherName, syscall.SIGSTOP)
+	if err := r.Pause(otherName, 2*time.Second); err != nil {
+		return "", err
+	}
 	time.Sleep(100 * time.Millisecond)
-	r.Signal(oldName, syscall.SIGSTOP)
+	// The primary must be stopped for real before the standby resumes:
+	// otherwise it reads the standby's acks and releases those answers
+	// before it stops, and nothing is left to release stale.
+	if err := r.Pause(oldName, 2*time.Second); err != nil {
+		return "", err
+	}
 	stoppedAt := time.Now()
 	r.Signal(otherName, syscall.SIGCONT)
 	r.at(">>> SIGSTOP node%d (the primary), %v lease; standby node%d held for the last 100 ms, so acks wait for the primary", old, drillLease, other)
@@ -416,7 +423,9 @@ func drillNoGating(r *drillRun) (string, error) {
 		return "", err
 	}
 	other := uint32(3 - old)
-	r.Signal("node"+strconv.Itoa(int(other)), syscall.SIGSTOP)
+	if err := r.Pause("node"+strconv.Itoa(int(other)), 2*time.Second); err != nil {
+		return "", err
+	}
 	r.at(">>> SIGSTOP node%d (the standby): it stops acking, and its 32 KB receive buffer soon overflows", other)
 	before := r.answered()
 	time.Sleep(300 * time.Millisecond)

@@ -49,9 +49,15 @@ func TestProcsSuperviseByName(t *testing.T) {
 	if c.LogPath != filepath.Join(p.Dir, "polite.log") || p.Pid("polite") != c.Pid() || p.Pid("none") != 0 {
 		t.Fatalf("log %s pid %d/%d", c.LogPath, p.Pid("polite"), c.Pid())
 	}
-	p.Signal("polite", syscall.SIGSTOP)
-	if err := Poll(context.Background(), 5*time.Second, 10*time.Millisecond, func() bool { return procState(t, c.Pid()) == "T" }); err != nil {
-		t.Fatalf("SIGSTOP: state %s", procState(t, c.Pid()))
+	// Pause returns only once the child is stopped, with no polling.
+	if err := p.Pause("polite", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st := procState(t, c.Pid()); st != "T" {
+		t.Fatalf("Pause returned with the child in state %s", st)
+	}
+	if err := p.Pause("none", time.Second); err == nil {
+		t.Fatal("Pause of no child: no error")
 	}
 	p.Signal("polite", syscall.SIGCONT)
 	if err := Poll(context.Background(), 5*time.Second, 10*time.Millisecond, func() bool { return procState(t, c.Pid()) != "T" }); err != nil {

@@ -104,6 +104,54 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	return p.Cmd.Process.Signal(sig)
 }
 
+// Pause sends SIGSTOP and waits up to timeout until every thread of the
+// child is stopped. SIGSTOP is asynchronous: a thread that is running or
+// mid-syscall on another CPU stops only when the kernel next gets to it,
+// so on a loaded machine a "stopped" primary can still read and answer
+// for a while. A fault that must hit a process that is really stopped
+// (acks waiting in its socket, not consumed) pauses it this way.
+func (p *Proc) Pause(timeout time.Duration) error {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		stopped, err := allThreadsStopped(p.Pid())
+		if err != nil || stopped {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s (pid %d): not every thread stopped %v after SIGSTOP", p.Name, p.Pid(), timeout)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// allThreadsStopped reads the state letter of every thread of pid from
+// /proc: T (stopped) or t (traced) for all of them.
+func allThreadsStopped(pid int) (bool, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("pause pid %d: %w", pid, err)
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue // the thread exited
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			return false, fmt.Errorf("pause pid %d: unreadable %s/stat", pid, t.Name())
+		}
+		if c := s[i+2]; c != 'T' && c != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // Kill sends SIGKILL (if still running) and waits for the exit.
 func (p *Proc) Kill() {
 	if !p.Exited() {

@@ -55,6 +55,16 @@ func (p *Procs) Signal(name string, sig syscall.Signal) {
 	}
 }
 
+// Pause stops a running child with SIGSTOP and waits until every one of
+// its threads is stopped (Proc.Pause).
+func (p *Procs) Pause(name string, timeout time.Duration) error {
+	c := p.Get(name)
+	if c == nil {
+		return fmt.Errorf("no process %q", name)
+	}
+	return c.Pause(timeout)
+}
+
 // Exited is closed when that child has exited (nil for no child).
 func (p *Procs) Exited(name string) <-chan struct{} {
 	if c := p.Get(name); c != nil {
