@@ -302,6 +302,10 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 			p.tooOld, p.next, p.highest = true, h+1, h
 		}
 	}
+	if p.tooOld {
+		n.startRecompute(req.Session, req.From, p, from)
+		return
+	}
 	end.Next, end.Highest = p.next, p.highest
 	if p.tooOld {
 		n.stats.ReplayTooOld++
