@@ -59,6 +59,7 @@ type recomputeJob struct {
 	session  uint64
 	from     uint64 // first output seq asked
 	upto     uint64 // released watermark: apply no record above it
+	epoch    uint64 // the node's epoch when it started
 	to       netip.AddrPort
 	tooOld   replayPlan // the history's answer, sent when the journal cannot do better
 	stop     <-chan struct{}
@@ -96,7 +97,7 @@ func (n *Node) startRecompute(session, from uint64, p replayPlan, to netip.AddrP
 	job := &recomputeJob{
 		fs: n.cfg.FS, dir: n.cfg.Dir, newSM: n.cfg.NewStateMachine,
 		session: session, from: from, upto: min(n.prim.Gate().Released(), n.j.Durable()), to: to,
-		tooOld: p, stop: n.stop, hook: n.recompute.hook,
+		epoch: n.epoch, tooOld: p, stop: n.stop, hook: n.recompute.hook,
 	}
 	n.recompute.busy = true
 	if n.agent == nil {
@@ -135,7 +136,8 @@ func (n *Node) finishRecompute(r *recomputeResult) {
 	end := wire.ReplayEnd{Origin: n.origin(), Session: job.session, From: job.from, Next: job.from}
 	n.stats.ReplayRecomputeRecords += r.records
 	switch {
-	case r.err != nil || n.role != RolePrimary || !n.mayLeadNow(n.nowNs()):
+	case r.err != nil || n.role != RolePrimary || n.epoch != job.epoch || !n.mayLeadNow(n.nowNs()):
+		// A change of term meanwhile may have truncated what it read.
 		if r.err != nil && !errors.Is(r.err, errRecomputeStopped) {
 			n.stats.ReplayRecomputeFailed++
 			n.cfg.Log.Warn("replay from the journal failed", "session", job.session, "from", job.from, "err", r.err)
@@ -207,10 +209,6 @@ func (j *recomputeJob) run() *recomputeResult {
 		r.err = err
 		return r
 	}
-	if sm == nil {
-		r.tooOld = true
-		return r
-	}
 	if base >= j.upto {
 		return r // nothing released after the base: nothing to send
 	}
@@ -262,8 +260,7 @@ func (j *recomputeJob) run() *recomputeResult {
 // base returns a scratch state machine and the seq it stands at, below
 // the asked output: the newest snapshot at or below the released watermark
 // whose state has not yet produced output `from` to the session, or the
-// empty state (seq 0). The caller checks the journal continues after it.
-// nil: no state to start from (the caller answers TooOld).
+// empty state (seq 0). run checks the journal continues after it.
 func (j *recomputeJob) base() (engine.StateMachine, uint64, error) {
 	seqs, err := journal.SnapshotSeqs(j.fs, j.dir)
 	if err != nil {

@@ -85,7 +85,9 @@ func recordingClient(t *testing.T, primary netip.AddrPort, session uint64) (*cli
 		OnOutput: func(o *engine.Output) {
 			if o.OutSeq != 0 && o.Kind != engine.KindDuplicate {
 				mu.Lock()
-				seen[o.OutSeq] = engine.AppendOutput(nil, o)
+				if _, again := seen[o.OutSeq]; !again { // the first time only
+					seen[o.OutSeq] = engine.AppendOutput(nil, o)
+				}
 				mu.Unlock()
 			}
 		}})
@@ -110,6 +112,19 @@ func recomputeIdle(t *testing.T, n *Node) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("a recompute never finished")
+}
+
+// waitDelivered polls cl until it delivered output last.
+func waitDelivered(t *testing.T, cl *client.Client, last uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for cl.SessionStats().LastOutSeq < last && time.Now().Before(deadline) {
+		cl.Poll()
+		time.Sleep(time.Millisecond)
+	}
+	if st := cl.SessionStats(); st.LastOutSeq != last {
+		t.Fatalf("client delivered %+v, want up to %d", st, last)
+	}
 }
 
 func submitOrders(t *testing.T, cl *client.Client, side engine.Side, count int) {
@@ -159,9 +174,7 @@ func TestReplayRecomputeFromJournal(t *testing.T) {
 	submitOrders(t, seller, engine.Sell, 20)
 	submitOrders(t, buyer, engine.Buy, 20)
 	c.waitConverged(10 * time.Second)
-	if st := seller.SessionStats(); st.LastOutSeq != 40 {
-		t.Fatalf("seller delivered %+v", st)
-	}
+	waitDelivered(t, seller, 40)
 	recomputeIdle(t, n1)
 	entered, release := make(chan struct{}), make(chan struct{})
 	n1.mu.Lock()
@@ -176,7 +189,8 @@ func TestReplayRecomputeFromJournal(t *testing.T) {
 		close(release)
 		t.Fatal("no recompute started for a request older than the history")
 	}
-	// Held: the agent still answers commands, and a second request.
+	// Held: the agent still answers commands, and refuses a second
+	// request (the clients' own probes may be refused too).
 	b := newReplayConn(t)
 	defer b.uc.Close()
 	b.ask(c.addrs[1], 7, 1)
@@ -192,7 +206,7 @@ func TestReplayRecomputeFromJournal(t *testing.T) {
 	}
 	checkReplayed(t, outs, 1, first)
 	st := n1.Status().Node
-	if st.ReplayRecomputed < 1 || st.ReplayRecomputeBusy != 1 || st.ReplayRecomputeRecords < 40 || st.ReplayRecomputeFailed != 0 {
+	if st.ReplayRecomputed < 1 || st.ReplayRecomputeBusy < 1 || st.ReplayRecomputeRecords < 40 || st.ReplayRecomputeFailed != 0 {
 		t.Fatalf("recompute stats %+v", st)
 	}
 }
@@ -221,9 +235,7 @@ func TestReplayRecomputeSnapshot(t *testing.T) {
 	submitOrders(t, seller, engine.Sell, 100)
 	submitOrders(t, buyer, engine.Buy, 100)
 	c.waitConverged(10 * time.Second)
-	if st := seller.SessionStats(); st.LastOutSeq != 200 {
-		t.Fatalf("seller delivered %+v", st)
-	}
+	waitDelivered(t, seller, 200)
 	n1.mu.Lock()
 	jfirst := n1.j.First()
 	n1.mu.Unlock()
