@@ -2,6 +2,8 @@ package node
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -257,5 +259,83 @@ func TestReplayRecomputeSnapshot(t *testing.T) {
 	checkReplayed(t, outs, 193, first)
 	if st := n1.Status().Node; st.ReplayRecomputed < 1 || st.ReplayTooOld < 1 {
 		t.Fatalf("recompute stats %+v", st)
+	}
+}
+
+// capturedReplay splits what uc sent the client into output payloads
+// (raw; replayed ones must be marked) and the REPLAY_ENDs, and clears it.
+func capturedReplay(t *testing.T, uc *captureEndpoint, replays bool) ([][]byte, []wire.ReplayEnd) {
+	t.Helper()
+	var outs [][]byte
+	var ends []wire.ReplayEnd
+	for _, d := range uc.sent {
+		f, _, err := wire.Parse(d.pkt)
+		if err != nil || d.to != replayClient {
+			continue
+		}
+		switch f.Type {
+		case wire.TypeReplayEnd:
+			end, err := wire.DecodeReplayEnd(&f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ends = append(ends, end)
+		case wire.TypeOutput:
+			if (f.Flags&wire.FlagReplay != 0) != replays {
+				t.Fatalf("OUTPUT frame flags %#x, want replay %v", f.Flags, replays)
+			}
+			it := f.Messages()
+			for {
+				_, msg, ok := it.Next()
+				if !ok {
+					break
+				}
+				outs = append(outs, bytes.Clone(msg))
+			}
+		}
+	}
+	uc.sent = nil
+	return outs, ends
+}
+
+// TestReplayRecomputeWithoutAgent: a node driven by hand (the simulator's
+// way, no agent) recomputes synchronously, inside the request's Deliver.
+func TestReplayRecomputeWithoutAgent(t *testing.T) {
+	clk := &stepClock{ns: 1}
+	nw := &captureNetwork{uc: &captureEndpoint{}}
+	cfg := Config{
+		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nw, Clock: clk,
+		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
+		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
+		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncGroup, SegmentBytes: 1 << 16},
+		PublisherCapacity: 256, MaxSessions: 4, SessionHistory: 4,
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	for i := range uint64(20) {
+		n.Deliver(commandFrame(7, i+1, 100), replayClient)
+	}
+	release(t, n, clk)
+	first, _ := capturedReplay(t, nw.uc, false)
+	if len(first) != 20 {
+		t.Fatalf("%d outputs released, want 20", len(first))
+	}
+	req := wire.ReplayRequest{Origin: wire.Origin{Stream: 9, Node: 5}, Session: 7, From: 3}
+	n.Deliver(req.Append(nil), replayClient)
+	outs, ends := capturedReplay(t, nw.uc, true)
+	if len(ends) != 1 || ends[0].Status != wire.ReplayDone || ends[0].Next != 21 || ends[0].Highest != 20 || len(outs) != 18 {
+		t.Fatalf("replay from 3 (history of 4): %d outputs, ends %+v", len(outs), ends)
+	}
+	for i, o := range outs {
+		if !bytes.Equal(o, first[2+i]) {
+			t.Fatalf("replayed output %d: %x, first sent %x", 3+i, o, first[2+i])
+		}
+	}
+	if st := n.Status().Node; st.ReplayRecomputed != 1 || st.ReplayRecomputeRecords != 20 {
+		t.Fatalf("recompute stats: recomputed %d, records %d", st.ReplayRecomputed, st.ReplayRecomputeRecords)
 	}
 }
