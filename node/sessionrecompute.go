@@ -95,7 +95,7 @@ func (n *Node) startRecompute(session, from uint64, p replayPlan, to netip.AddrP
 		return
 	}
 	job := &recomputeJob{
-		fs: n.cfg.FS, dir: n.cfg.Dir, newSM: n.cfg.NewStateMachine,
+		fs: n.cfg.FS, dir: n.cfg.Dir, newSM: n.cfg.newScratch,
 		session: session, from: from, upto: min(n.prim.Gate().Released(), n.j.Durable()), to: to,
 		epoch: n.epoch, tooOld: p, stop: n.stop, hook: n.recompute.hook,
 	}

@@ -214,6 +214,14 @@ func (n *Node) resetSessionHistory() {
 	}
 }
 
+// newScratch builds a state machine for a recompute (never the node's).
+func (c *Config) newScratch() (engine.StateMachine, error) {
+	if c.NewScratchStateMachine != nil {
+		return c.NewScratchStateMachine()
+	}
+	return c.NewStateMachine()
+}
+
 // sessionOutSeqer is the engine's optional report of a session's last
 // output seq (engine.Engine.SessionOutSeq).
 type sessionOutSeqer interface{ SessionOutSeq(session uint64) uint64 }
@@ -243,7 +251,7 @@ func (n *Node) historyBelowSnapshot() error {
 	if n.j.First() != 1 || upto == 0 || upto < snap || upto > historyRebuildMax {
 		return nil
 	}
-	scratch, err := n.cfg.NewStateMachine()
+	scratch, err := n.cfg.newScratch()
 	if err != nil {
 		return err
 	}
