@@ -227,6 +227,11 @@ func (n *Node) doWork(now int64) int {
 	if ok {
 		ok = n.timerPass(now, &l)
 	}
+	if ok {
+		var w int
+		w, ok = n.recomputePass(&l)
+		work += w
+	}
 	l.unlock()
 	if !ok {
 		return 0
