@@ -453,13 +453,22 @@ func (n *Node) syncLoop() {
 			return
 		case <-n.syncKick:
 		}
-		if err := n.j.Sync(); err != nil && !errors.Is(err, journal.ErrClosed) {
-			a.syncErr.CompareAndSwap(nil, &err)
-			a.syncFailures.Add(1)
-		}
-		if a.parked.Load() && a.poller != nil {
-			_ = a.poller.Wake()
-		}
+		n.syncOnce(a)
+	}
+}
+
+// syncOnce is one group commit of the fsync thread: sync, publish a
+// failure, wake a parked agent. It allocates nothing.
+func (n *Node) syncOnce(a *agent) {
+	if err := n.j.Sync(); err != nil && !errors.Is(err, journal.ErrClosed) {
+		// A copy only here: taking err's own address would move it to
+		// the heap on every sync (one malloc per group commit).
+		failed := err
+		a.syncErr.CompareAndSwap(nil, &failed)
+		a.syncFailures.Add(1)
+	}
+	if a.parked.Load() && a.poller != nil {
+		_ = a.poller.Wake()
 	}
 }
 
