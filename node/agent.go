@@ -186,12 +186,13 @@ func (n *Node) runAgent(a *agent, started chan<- error) {
 	defer unlock()
 	started <- nil
 	parkAtOnce := a.idle.AgentPhase(1) == bus.PhasePark
+	lastWork := n.nowNs()
 	for !a.stop.Load() {
 		now := n.nowNs()
 		a.passes.Add(1)
 		n.pollReady(a)
 		if n.doWork(now) > 0 {
-			a.empty = 0
+			a.empty, lastWork = 0, now
 			if parkAtOnce {
 				// block: back to epoll_wait at once. It is level-triggered,
 				// so it returns at once when more arrived, for the cost of
@@ -201,7 +202,7 @@ func (n *Node) runAgent(a *agent, started chan<- error) {
 			continue
 		}
 		a.empty++
-		switch a.idle.AgentPhase(a.empty) {
+		switch a.idle.AgentPhaseAt(a.empty, now-lastWork) {
 		case bus.PhaseYield:
 			bus.Yield()
 		case bus.PhasePark:
