@@ -203,6 +203,15 @@ func TestReplayRecomputeFromJournal(t *testing.T) {
 	submitOrders(t, buyer, engine.Buy, 1)
 	close(release)
 	outs, end := a.answer()
+	if end.Status == wire.ReplayRefused {
+		// Refused is an answer the protocol allows (the client asks
+		// again): once in a full -race run under load. A failed read
+		// would count ReplayRecomputeFailed, checked below.
+		t.Logf("recompute refused once (stats %+v); asking again", n1.Status().Node)
+		recomputeIdle(t, n1)
+		a.ask(c.addrs[1], 7, 1)
+		outs, end = a.answer()
+	}
 	if end.Status != wire.ReplayDone || end.Next != 41 || end.Highest != 40 || len(outs) != 40 {
 		t.Fatalf("recomputed replay from 1: %d outputs, end %+v", len(outs), end)
 	}
