@@ -64,12 +64,17 @@ func (s *InSync) Confirm(r *arbiter.Reply) bool {
 	if r.InSyncVersion == s.version && slices.Equal(r.Members.Slice(), s.members) {
 		return false
 	}
+	moved := r.InSyncVersion > s.version
 	s.version = r.InSyncVersion
 	s.members = slices.Clone(r.Members.Slice())
 	// Additions the witness now confirms are no longer pending; refused
-	// ones stop being required.
+	// ones stop being required. A new version without a pending addition
+	// refuses it too: every proposal in flight was based on an older
+	// version (the witness compares and sets on it), so none can add it
+	// any more. Keeping it required would wait for a standby the witness
+	// will never list: if it then died, nothing would be released again.
 	s.adding = slices.DeleteFunc(s.adding, func(id arbiter.NodeID) bool {
-		return slices.Contains(s.members, id) || !slices.Contains(s.proposed, id)
+		return slices.Contains(s.members, id) || !slices.Contains(s.proposed, id) || moved
 	})
 	s.proposed = nil
 	return true
