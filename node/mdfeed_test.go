@@ -13,6 +13,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -671,5 +672,58 @@ func TestMDHeartbeatWhileReleasesMove(t *testing.T) {
 	}
 	if len(hbs) != 1 || hbs[0].MDSeq != md || md == 0 {
 		t.Fatalf("heartbeats %+v, md published %d", hbs, md)
+	}
+}
+
+// TestMDRingRefilledBelowTheSnapshot: a node restarted with two snapshots
+// refills its ring from the older one on, not only from the newest (the
+// journal is kept back to the older, journal.Compact): the updates a
+// crashed primary applied below its newest snapshot but never released
+// are in its ring to publish again when it is promoted (sim seed 1281,
+// which lost 51 of them).
+func TestMDRingRefilledBelowTheSnapshot(t *testing.T) {
+	n, _ := mdStandby(t, 4096, 100, func(c *Config) { c.SnapshotEvery = 40 })
+	cfg := mdConfigs[n]
+	fs := cfg.FS
+	if fs == nil {
+		fs = journal.OSFS{}
+	}
+	n.mu.Lock()
+	n.writePendingSnapshot()
+	n.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		seqs, err := journal.SnapshotSeqs(fs, cfg.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seqs) == 2 && seqs[0] == 80 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshots %v, want 80 and 40", seqs)
+		}
+		n.mu.Lock()
+		n.pollSnapshotWrite()
+		n.writePendingSnapshot()
+		n.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	before := n.Status().MD
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	after := m.Status().MD
+	m.mu.Lock()
+	firstCmd := m.md.slot(after.RingFirst).cmd
+	m.mu.Unlock()
+	if after.RingLast != before.RingLast || firstCmd > 41 {
+		t.Fatalf("ring %d..%d before the restart, %d..%d after, starting at command %d (want at most 41: from snapshot 40 on)",
+			before.RingFirst, before.RingLast, after.RingFirst, after.RingLast, firstCmd)
 	}
 }

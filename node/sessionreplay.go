@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -168,9 +169,9 @@ func (h *sessionHistory) plan(session, from, released uint64, max int) replayPla
 
 // historyEmitter records a standby's (or a rebuilding node's) outputs:
 // those to sessions in the history, market data in the market-data ring
-// (mdfeed.go) when there is one; seq is the command being applied.
-// mdToo is false for the scratch state machine of historyBelowSnapshot,
-// whose market data is older than the ring's.
+// (mdfeed.go) when there is one; seq is the command being applied (the
+// scratch state machine of historyBelowSnapshot is not the node's, so the
+// seq comes from here, not from the node's engine).
 type historyEmitter struct {
 	n     *Node
 	seq   uint64
@@ -179,8 +180,8 @@ type historyEmitter struct {
 
 func (e *historyEmitter) Emit(to uint64, payload []byte) {
 	if to == engine.MarketData {
-		if md := e.n.mdStandbyEmitter(); md != nil && e.mdToo {
-			md.Emit(to, payload)
+		if e.mdToo {
+			e.n.md.add(e.seq, payload) // false without a ring: dropped
 		}
 		return
 	}
@@ -230,15 +231,18 @@ type sessionOutSeqer interface{ SessionOutSeq(session uint64) uint64 }
 // fill the history below its snapshot: 1M, a fraction of a second.
 const historyRebuildMax = 1 << 20
 
-// historyBelowSnapshot fills the history with the outputs of the journal's
-// commands at and below the latest snapshot (which the rebuild that
-// follows restores rather than replays), recomputed in a scratch state
-// machine: outputs are deterministic. It runs before the rebuild creates
-// its own state machine, and only when the journal still starts at seq 1
-// (else there is no state to start from below the snapshot; those outputs
-// are TooOld) and holds at most historyRebuildMax commands up to it.
+// historyBelowSnapshot fills the history and the market-data ring with
+// the outputs of the journal's commands at and below the latest snapshot
+// (which the rebuild that follows restores rather than replays),
+// recomputed in a scratch state machine: outputs are deterministic. It
+// starts from the older kept snapshot when the journal continues right
+// after it (the journal keeps that much, journal.Compact), else from the
+// empty state when the journal starts at seq 1, else not at all (those
+// outputs are TooOld), and replays at most historyRebuildMax commands. It
+// runs before the rebuild creates its own state machine, so the ring
+// holds the updates in MD-seq order.
 func (n *Node) historyBelowSnapshot() error {
-	if n.outHist == nil {
+	if n.outHist == nil && n.md.ring == nil {
 		return nil
 	}
 	snap, _, r, err := n.j.OpenLatestSnapshot()
@@ -248,15 +252,15 @@ func (n *Node) historyBelowSnapshot() error {
 	r.Close()
 	_, last := n.j.Last()
 	upto := min(snap, last)
-	if n.j.First() != 1 || upto == 0 || upto < snap || upto > historyRebuildMax {
+	if upto == 0 || upto < snap {
 		return nil
 	}
-	scratch, err := n.cfg.newScratch()
-	if err != nil {
+	scratch, base, err := n.belowSnapshotBase(snap)
+	if err != nil || scratch == nil || upto-base > historyRebuildMax {
 		return err
 	}
-	em := &historyEmitter{n: n} // sessions only: this market data is older than the ring's
-	err = n.j.ReadFrom(1, func(_, seq uint64, payload []byte) bool {
+	em := &historyEmitter{n: n, mdToo: true}
+	err = n.j.ReadFrom(base+1, func(_, seq uint64, payload []byte) bool {
 		if seq > upto {
 			return false
 		}
@@ -268,6 +272,42 @@ func (n *Node) historyBelowSnapshot() error {
 		return fmt.Errorf("node: history from the journal: %w", err)
 	}
 	return nil
+}
+
+// belowSnapshotBase is the state historyBelowSnapshot replays from: the
+// newest snapshot below snap that the journal continues from, restored in
+// a scratch state machine, or the empty state when the journal starts at
+// seq 1; nil when neither.
+func (n *Node) belowSnapshotBase(snap uint64) (engine.StateMachine, uint64, error) {
+	first := n.j.First()
+	seqs, err := journal.SnapshotSeqs(n.cfg.FS, n.cfg.Dir)
+	if err != nil {
+		return nil, 0, nil
+	}
+	for _, s := range seqs {
+		if s >= snap || first > s+1 {
+			continue
+		}
+		_, sr, err := journal.OpenSnapshotReadOnly(n.cfg.FS, n.cfg.Dir, s)
+		if err != nil {
+			continue // damaged: an older one, or the empty state
+		}
+		sm, err := n.cfg.newScratch()
+		if err != nil {
+			sr.Close()
+			return nil, 0, err
+		}
+		err = sm.Restore(sr)
+		sr.Close()
+		if err == nil {
+			return sm, s, nil
+		}
+	}
+	if first != 1 {
+		return nil, 0, nil
+	}
+	sm, err := n.cfg.newScratch()
+	return sm, 0, err
 }
 
 // onReplayRequest answers a REPLAY_REQUEST (MAC already verified with the
