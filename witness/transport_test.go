@@ -201,3 +201,94 @@ func TestServeRestartQuarantine(t *testing.T) {
 		})
 	}
 }
+
+// slowStore is the real file store whose writes of an in-sync version of
+// at least slowFrom wait until release is closed: a disk that takes its
+// time over one fsync, as a loaded machine's does.
+type slowStore struct {
+	inner    fileStore
+	slowFrom uint64
+	entered  chan struct{} // receives once per slow write, when it starts
+	release  chan struct{}
+}
+
+func (s *slowStore) Load() (arbiter.PersistentState, bool, error) { return s.inner.Load() }
+
+func (s *slowStore) Save(state arbiter.PersistentState) error {
+	if state.InSyncVersion >= s.slowFrom {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	return s.inner.Save(state)
+}
+
+// TestServeAnswersWhileTheDiskIsSlow: while the holder's in-sync proposal
+// is being written (and held there), the witness goes on answering: the
+// holder's next renew is granted (same epoch, the durable set) and a
+// query is answered; the proposal's grant follows its write. Before, the
+// receive loop did the write itself, so a slow fsync silenced the witness
+// for as long as it took and the primary lost its lease (a 3 s fsync under
+// CI's load in TestInSyncStandbyPartitions): this test got no reply.
+func TestServeAnswersWhileTheDiskIsSlow(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := genTestPair(t, tr.real, "")
+			slow := &slowStore{inner: fileStore{dir: p.dir}, slowFrom: 2, entered: make(chan struct{}, 1), release: make(chan struct{})}
+			var released bool
+			release := func() {
+				if !released {
+					released = true
+					close(slow.release)
+				}
+			}
+			t.Cleanup(release) // before the pair's cleanup closes the server
+			p.server.mu.Lock()
+			p.server.store = slow
+			p.server.mu.Unlock()
+			if g := p.roundTrip(t, acquireFrame(t, 1, 1)); !g.Granted() || g.Epoch != 1 || g.InSyncVersion != 1 {
+				t.Fatalf("acquire: %+v", g)
+			}
+			if err := p.node.Send([][]byte{renewInSyncFrame(t, 1, 2, 1, 1, 2)}, p.witness); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-slow.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the proposal's write never started")
+			}
+			// The write is held: a generous bound, far above any
+			// scheduling stall, and far below "until the write ends".
+			if err := p.node.Send([][]byte{renewFrame(t, 1, 3, 1)}, p.witness); err != nil {
+				t.Fatal(err)
+			}
+			g, ok := p.receive(t, 10*time.Second)
+			if !ok {
+				t.Fatal("no reply to the holder's renew while a write was under way: the witness is silent until its disk answers")
+			}
+			if !g.Granted() || g.RequestID != 3 || g.Epoch != 1 || g.InSyncVersion != 1 || g.Members.N != 0 {
+				t.Fatalf("renew while writing: %+v, want a grant of epoch 1 with the durable set (version 1, empty)", g)
+			}
+			if err := p.node.Send([][]byte{queryFrame(7)}, p.witness); err != nil {
+				t.Fatal(err)
+			}
+			if info, ok := p.receive(t, 10*time.Second); !ok || info.Holder != 1 || info.InSyncVersion != 1 {
+				t.Fatalf("query while writing: %+v (reply %v)", info, ok)
+			}
+			if st, found, err := slow.inner.Load(); err != nil || !found || st.InSyncVersion != 1 {
+				t.Fatalf("state file while writing: %+v %v %v, want version 1", st, found, err)
+			}
+
+			release()
+			g, ok = p.receive(t, 10*time.Second)
+			if !ok || !g.Granted() || g.RequestID != 2 || g.InSyncVersion != 2 || g.Members != inSync(2) {
+				t.Fatalf("proposal after its write: %+v (reply %v), want a grant of version 2 with member 2", g, ok)
+			}
+			if st, found, err := slow.inner.Load(); err != nil || !found || st.InSyncVersion != 2 {
+				t.Fatalf("state file after the write: %+v %v %v, want version 2", st, found, err)
+			}
+			if st := p.server.Stats(); st.GrantsWhilePersisting != 1 || st.Persists != 2 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
