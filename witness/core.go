@@ -32,9 +32,10 @@ import (
 // another goroutine and go on stepping datagrams, as Server does, so a
 // slow disk never silences the witness. While a write is outstanding the
 // Core asks for no other (requests that would need one are dropped as
-// DropPersistPending and retried by their senders), and it answers an
-// extension of a durable epoch at once, with the durable in-sync set: the
-// lease needs no disk, only a new epoch or set does.
+// DropPersistPending and retried by their senders, acquires among them,
+// undecided), and it answers an extension of a durable epoch at once,
+// with the durable in-sync set: the lease needs no disk, only a new epoch
+// or set does.
 //
 // A Core is not safe for concurrent use: one goroutine at a time (Server
 // holds a mutex around it).
@@ -307,6 +308,14 @@ func (c *Core) request(f *wire.Frame, nowNs int64) []byte {
 		c.stats.Drops[DropPersistPending]++
 		return nil
 	}
+	if c.pending.active && f.Type == wire.TypeLeaseAcquire {
+		// An acquire is a new term (a write) or a deny: it waits for the
+		// write under way, undecided, so the arbiter never runs ahead of
+		// the disk and the requester's resend of the same request ID is
+		// still fresh to the replay check.
+		c.stats.Drops[DropPersistPending]++
+		return nil
+	}
 	if c.auth != nil && !c.auth.fresh(node, req.RequestID) {
 		// A captured request replayed: deciding it afresh could extend a
 		// dead primary's lease.
@@ -353,10 +362,11 @@ func (c *Core) request(f *wire.Frame, nowNs int64) []byte {
 	}
 	if d.Granted && (d.Persist || d.Epoch > c.durableEpoch || d.InSyncVersion > c.durableInSyncVersion) {
 		if c.pending.active {
-			// One write at a time: this grant (a new term, or a new set
-			// while another is being written) is not sent; the arbiter
-			// counts it in force and a later grant persists it first, as
-			// after a failed write. The requester retries.
+			// One write at a time: this grant (a new set proposed on a
+			// version no reply has carried yet, so no well-behaved
+			// holder sends it) is not sent; the arbiter counts it in
+			// force and a later grant persists it first, as after a
+			// failed write. The requester retries.
 			c.stats.Drops[DropPersistPending]++
 			return nil
 		}

@@ -136,11 +136,13 @@ func TestCoreAnswersWhileAWriteIsOutstanding(t *testing.T) {
 	if rd := c.Step(renewInSyncFrame(t, 1, 2, 1, 1, 2), nodeAddr, 40*ms); rd.MustPersist || rd.Reply != nil {
 		t.Fatalf("resend of the pending proposal: %+v, want nothing yet", rd)
 	}
-	if r := mustReply(t, c.Step(acquireFrame(t, 2, 1), nodeAddr, 50*ms).Reply); r.Granted() {
-		t.Fatalf("node 2 acquires while node 1 holds: %+v", r)
+	// An acquire waits for the write, undecided (here it would be
+	// denied: node 1 holds).
+	if rd := c.Step(acquireFrame(t, 2, 1), nodeAddr, 50*ms); rd.MustPersist || rd.Reply != nil {
+		t.Fatalf("node 2's acquire while writing: %+v, want nothing yet", rd)
 	}
 	st := c.Stats()
-	if st.Drops[DropPersistPending] != 1 || st.GrantsWhilePersisting != 2 || st.Persists != 1 || st.DurableInSyncVersion != 1 {
+	if st.Drops[DropPersistPending] != 2 || st.GrantsWhilePersisting != 2 || st.Persists != 1 || st.DurableInSyncVersion != 1 || st.Decisions != 4 {
 		t.Fatalf("while writing: %+v", st)
 	}
 
@@ -156,16 +158,21 @@ func TestCoreAnswersWhileAWriteIsOutstanding(t *testing.T) {
 	if st := c.Stats(); st.ResendsAnswered != 1 || st.DurableInSyncVersion != 2 {
 		t.Fatalf("after the write: %+v", st)
 	}
+	// Node 2's retry of its acquire is decided now: denied, node 1 holds.
+	if r := mustReply(t, c.Step(acquireFrame(t, 2, 1), nodeAddr, 65*ms).Reply); r.Granted() || r.Holder != 1 {
+		t.Fatalf("node 2's acquire after the write: %+v", r)
+	}
 	// A renew now carries the durable new set.
 	if r := mustReply(t, c.Step(renewFrame(t, 1, 5, 1), nodeAddr, 70*ms).Reply); !r.Granted() || r.InSyncVersion != 2 || r.Members != inSync(2) {
 		t.Fatalf("renew after the write: %+v", r)
 	}
 }
 
-// TestCoreNewTermWaitsForTheWriteUnderWay: an acquire that starts a new
-// term while another write is outstanding is not granted (no second
-// write at once); the requester's retry after the first write persists
-// and grants it, so no epoch is ever granted before it is durable.
+// TestCoreNewTermWaitsForTheWriteUnderWay: an acquire that would start a
+// new term while another write is outstanding is not decided (no second
+// write at once, the arbiter untouched); the requester's retry after the
+// first write persists and grants it, so no epoch is ever granted before
+// it is durable.
 func TestCoreNewTermWaitsForTheWriteUnderWay(t *testing.T) {
 	c := mustCore(t)
 	c.Step(acquireFrame(t, 1, 1), nodeAddr, 0)
@@ -176,6 +183,9 @@ func TestCoreNewTermWaitsForTheWriteUnderWay(t *testing.T) {
 	// Node 1's process restarted: a new term, epoch 2, needs its write.
 	if rd := c.Step(acquireFrame(t, 1, 100), nodeAddr, 20); rd.MustPersist || rd.Reply != nil {
 		t.Fatalf("new term while writing: %+v, want nothing", rd)
+	}
+	if st := c.Status(20); st.Epoch != 1 {
+		t.Fatalf("the arbiter decided the waiting acquire: epoch %d", st.Epoch)
 	}
 	mustReply(t, c.Persisted(nil)) // the proposal's grant, epoch 1
 	rd := c.Step(acquireFrame(t, 1, 100), nodeAddr, 30)

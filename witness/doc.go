@@ -40,7 +40,8 @@
 //     succeeds. The Server writes on a goroutine of its own and goes on
 //     answering meanwhile: an extension of a durable epoch (the holder's
 //     renew) is granted at once with the durable in-sync set, a query is
-//     answered, and a request that needs another write waits (dropped as
+//     answered, and a request that may need another write (an acquire, a
+//     resend of the one being written) waits (dropped as
 //     DropPersistPending; its sender retries), so a slow disk delays a
 //     new epoch or set, never the lease of the holder.
 //  2. Restart quarantine. New reads the persisted state (format 2, or the

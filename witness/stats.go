@@ -49,9 +49,9 @@ const (
 	// DropReplay: a verified request whose request ID was already decided
 	// (a captured request replayed).
 	DropReplay
-	// DropPersistPending: a request whose grant needs a state write while
+	// DropPersistPending: a request that may need a state write while
 	// another write is still under way (the request that started it, sent
-	// again, or an acquire of a new term). It is answered by no one; the
+	// again, or an acquire, left undecided). It is not answered; the
 	// requester's retry finds the write done.
 	DropPersistPending
 
