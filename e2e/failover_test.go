@@ -249,10 +249,15 @@ func promLogAt(m *member, after time.Time) time.Time {
 // standby does not promote, the market halts; when the witness is back
 // the primary, still running, renews its epoch at once (the restarted
 // witness lets its persisted holder go on: issue 15 item 2) and releases
-// resume, with no new epoch and no failover.
+// resume, with no new epoch and no failover. It runs with the lease of
+// TestWitnessRestartKeepsTheLeader for the same reason: the running
+// primary's renew must reach the restarted witness within its quarantine
+// (one lease) for the epoch to be kept, and a 1 s window is one stall of a
+// loaded machine.
 func TestFailoverWitnessDown(t *testing.T) {
 	begin := time.Now()
-	c := newFailoverCluster(t, failoverOptions{})
+	lease := witnessRestartLease
+	c := newFailoverCluster(t, failoverOptions{lease: lease})
 	c.startAll()
 	p, pst := c.waitLeader(10*time.Second, 0, 1)
 	md := c.observeMarketData()
@@ -263,7 +268,7 @@ func TestFailoverWitnessDown(t *testing.T) {
 	witLog := c.wit.p.log()
 
 	var halted status
-	waitFor(t, 2*leaseDuration, "the primary to lose its lease", func() bool {
+	waitFor(t, 2*lease, "the primary to lose its lease", func() bool {
 		s, ok := readStatus(p.dir)
 		halted = s
 		return ok && !s.Lease.Held
@@ -295,7 +300,7 @@ func TestFailoverWitnessDown(t *testing.T) {
 	}
 
 	c.startWitness()
-	nw, nst := c.waitLeader(5*leaseDuration, 0, pst.Epoch)
+	nw, nst := c.waitLeader(5*lease, 0, pst.Epoch)
 	if nw != p || nst.Epoch != pst.Epoch {
 		t.Errorf("after the witness restart node %d leads at epoch %d; want node %d at epoch %d", nw.id, nst.Epoch, p.id, pst.Epoch)
 	}
@@ -317,7 +322,7 @@ func TestFailoverWitnessDown(t *testing.T) {
 		"  node %d leads at epoch %d; lease held again (log) %s\n"+
 		"  first output at the client after        %s\n"+
 		"  market halted for                      %s; wall %v",
-		leaseDuration, leaseMargin, strings.Count(witLog, "\n"),
+		lease, leaseMargin, strings.Count(witLog, "\n"),
 		rel(lastBefore(seen, lost.at.Add(2*time.Millisecond)), witKilledAt),
 		p.id, rel(lost.at, witKilledAt), time.Duration(halted.Lease.RemainingNs), s2.Node["NotLeading"], s2.Node["OutputsDroppedAtGate"],
 		rel(restartAt, witKilledAt),
