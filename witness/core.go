@@ -302,17 +302,7 @@ func (c *Core) request(f *wire.Frame, nowNs int64) []byte {
 		e.usedAtNs = nowNs
 		return c.resend(e, f.Stream, nowNs)
 	}
-	if p := &c.pending; p.active && p.entry.node == node && p.entry.matches(req.RequestID, f.Type, reqEpoch) {
-		// A resend of the request whose grant waits for the write: its
-		// reply goes out when the write is done.
-		c.stats.Drops[DropPersistPending]++
-		return nil
-	}
-	if c.pending.active && f.Type == wire.TypeLeaseAcquire {
-		// An acquire is a new term (a write) or a deny: it waits for the
-		// write under way, undecided, so the arbiter never runs ahead of
-		// the disk and the requester's resend of the same request ID is
-		// still fresh to the replay check.
+	if c.waitsForWrite(f.Type, node, req.RequestID, reqEpoch) {
 		c.stats.Drops[DropPersistPending]++
 		return nil
 	}
@@ -322,11 +312,34 @@ func (c *Core) request(f *wire.Frame, nowNs int64) []byte {
 		c.stats.Drops[DropReplay]++
 		return nil
 	}
+	d := c.decide(f.Type, node, reqEpoch, &req, nowNs)
+	entry := cacheEntry{
+		node: node, requestID: req.RequestID, reqType: f.Type, reqEpoch: reqEpoch,
+		decision: d, decidedAtNs: nowNs, usedAtNs: nowNs,
+	}
+	return c.outcome(entry, f.Stream, f.Node)
+}
 
-	var d arbiter.Decision
+// waitsForWrite reports whether a request must wait, undecided, for the
+// write under way: a resend of the request whose grant waits for it (its
+// reply goes out when the write is done), or an acquire, which is a new
+// term (a write) or a deny. Leaving an acquire undecided keeps the arbiter
+// from running ahead of the disk, and the requester's resend of the same
+// request ID still fresh to the replay check.
+func (c *Core) waitsForWrite(t wire.Type, node arbiter.NodeID, requestID, reqEpoch uint64) bool {
+	p := &c.pending
+	if !p.active {
+		return false
+	}
+	return t == wire.TypeLeaseAcquire || (p.entry.node == node && p.entry.matches(requestID, t, reqEpoch))
+}
+
+// decide asks the arbiter about a request and counts the decision.
+func (c *Core) decide(t wire.Type, node arbiter.NodeID, reqEpoch uint64, req *wire.Lease, nowNs int64) arbiter.Decision {
+	c.stats.Decisions++
 	switch {
-	case f.Type == wire.TypeLeaseAcquire:
-		d = c.arb.AcquireRequest(node, req.RequestID, nowNs)
+	case t == wire.TypeLeaseAcquire:
+		return c.arb.AcquireRequest(node, req.RequestID, nowNs)
 	case req.InSyncVersion != 0:
 		// A renew carrying a proposal: InSyncVersion is the base version,
 		// Members the proposed set. A fixed array converts it without
@@ -335,19 +348,21 @@ func (c *Core) request(f *wire.Frame, nowNs int64) []byte {
 		for i, m := range req.Members[:req.NMembers] {
 			members[i] = arbiter.NodeID(m)
 		}
-		d = c.arb.RenewWithInSync(node, reqEpoch, req.InSyncVersion, members[:req.NMembers], nowNs)
+		d := c.arb.RenewWithInSync(node, reqEpoch, req.InSyncVersion, members[:req.NMembers], nowNs)
 		c.stats.InSyncProposals++
 		if d.Granted && d.InSyncReason != arbiter.ReasonNone {
 			c.stats.InSyncRefused++
 		}
+		return d
 	default:
-		d = c.arb.Renew(node, reqEpoch, nowNs)
+		return c.arb.Renew(node, reqEpoch, nowNs)
 	}
-	c.stats.Decisions++
-	entry := cacheEntry{
-		node: node, requestID: req.RequestID, reqType: f.Type, reqEpoch: reqEpoch,
-		decision: d, decidedAtNs: nowNs, usedAtNs: nowNs,
-	}
+}
+
+// outcome carries out a fresh decision: its reply now, or nothing while
+// its state is written first (pending), or nothing at all.
+func (c *Core) outcome(entry cacheEntry, stream uint16, sealNode uint32) []byte {
+	d := entry.decision
 	if d.Granted && c.pending.active && !d.Persist && d.Epoch <= c.durableEpoch {
 		// A write is under way and this is an extension of a durable
 		// epoch (most often the holder's next renew while its in-sync
@@ -355,34 +370,33 @@ func (c *Core) request(f *wire.Frame, nowNs int64) []byte {
 		// now, with the durable set, so a slow write cannot cost the
 		// holder its lease. The set in force (the one being written, or
 		// one whose write failed) is reported once it is durable.
-		d.InSyncVersion, d.Members = c.durableInSyncVersion, c.durableInSync
-		entry.decision = d
+		entry.decision.InSyncVersion, entry.decision.Members = c.durableInSyncVersion, c.durableInSync
 		c.stats.GrantsWhilePersisting++
-		return c.decided(entry, f.Stream)
+		return c.decided(entry, stream)
 	}
-	if d.Granted && (d.Persist || d.Epoch > c.durableEpoch || d.InSyncVersion > c.durableInSyncVersion) {
-		if c.pending.active {
-			// One write at a time: this grant (a new set proposed on a
-			// version no reply has carried yet, so no well-behaved
-			// holder sends it) is not sent; the arbiter counts it in
-			// force and a later grant persists it first, as after a
-			// failed write. The requester retries.
-			c.stats.Drops[DropPersistPending]++
-			return nil
-		}
-		// Persist BEFORE granting (arbiter.Decision.Persist). The other
-		// conditions also cover an extension after a new epoch or set
-		// whose first grant failed to persist: the arbiter counts it as
-		// in force, but it was never sent, and must not be until it is
-		// durable. Nothing is cached until then either, so a resend after
-		// a failed write retries it.
-		c.pending = pendingGrant{
-			active: true, state: d.PersistentState(), entry: entry, stream: f.Stream,
-			sealNode: f.Node, isAcquire: f.Type == wire.TypeLeaseAcquire,
-		}
+	if !d.Granted || !(d.Persist || d.Epoch > c.durableEpoch || d.InSyncVersion > c.durableInSyncVersion) {
+		return c.decided(entry, stream)
+	}
+	if c.pending.active {
+		// One write at a time: this grant (a new set proposed on a version
+		// no reply has carried yet, so no well-behaved holder sends it) is
+		// not sent; the arbiter counts it in force and a later grant
+		// persists it first, as after a failed write. The requester
+		// retries.
+		c.stats.Drops[DropPersistPending]++
 		return nil
 	}
-	return c.decided(entry, f.Stream)
+	// Persist BEFORE granting (arbiter.Decision.Persist). The other
+	// conditions also cover an extension after a new epoch or set whose
+	// first grant failed to persist: the arbiter counts it as in force, but
+	// it was never sent, and must not be until it is durable. Nothing is
+	// cached until then either, so a resend after a failed write retries
+	// it.
+	c.pending = pendingGrant{
+		active: true, state: d.PersistentState(), entry: entry, stream: stream,
+		sealNode: sealNode, isAcquire: entry.reqType == wire.TypeLeaseAcquire,
+	}
+	return nil
 }
 
 // decided caches a fresh decision (durable if it needed to be) and
