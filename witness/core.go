@@ -340,10 +340,13 @@ func (c *Core) decide(t wire.Type, node arbiter.NodeID, reqEpoch uint64, req *wi
 	switch {
 	case t == wire.TypeLeaseAcquire:
 		return c.arb.AcquireRequest(node, req.RequestID, nowNs)
-	case req.InSyncVersion != 0:
+	case req.InSyncVersion != 0 && !c.pending.active:
 		// A renew carrying a proposal: InSyncVersion is the base version,
 		// Members the proposed set. A fixed array converts it without
-		// allocating.
+		// allocating. While a write is under way the proposal is not
+		// considered (the renew is decided alone): accepting it would
+		// need a second write, and the holder proposes again with its
+		// next renew, whose reply carries the set in force.
 		var members [wire.MaxMembers]arbiter.NodeID
 		for i, m := range req.Members[:req.NMembers] {
 			members[i] = arbiter.NodeID(m)
@@ -378,11 +381,9 @@ func (c *Core) outcome(entry cacheEntry, stream uint16, sealNode uint32) []byte 
 		return c.decided(entry, stream)
 	}
 	if c.pending.active {
-		// One write at a time: this grant (a new set proposed on a version
-		// no reply has carried yet, so no well-behaved holder sends it) is
-		// not sent; the arbiter counts it in force and a later grant
-		// persists it first, as after a failed write. The requester
-		// retries.
+		// One write at a time: this grant (a renew of the epoch being
+		// written, which no well-behaved holder sends before its grant)
+		// is not sent; the requester retries.
 		c.stats.Drops[DropPersistPending]++
 		return nil
 	}
