@@ -39,7 +39,8 @@
 //     cached, and no later grant of that state is sent until a write
 //     succeeds. The Server writes on a goroutine of its own and goes on
 //     answering meanwhile: an extension of a durable epoch (the holder's
-//     renew) is granted at once with the durable in-sync set, a query is
+//     renew, decided without the proposal it may carry) is granted at
+//     once with the durable in-sync set, a query is
 //     answered, and a request that may need another write (an acquire, a
 //     resend of the one being written) waits (dropped as
 //     DropPersistPending; its sender retries), so a slow disk delays a
