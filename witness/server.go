@@ -21,11 +21,12 @@ const receiveErrorBackoff = time.Millisecond
 
 // Server is the witness process's runtime around a Core: it owns the UDP
 // socket, the state file (written and fsynced before any reply that needs
-// it, as the Core asks, on a goroutine of its own so that the receive loop
-// goes on answering while the disk is slow), the status file writer and
-// the monotonic clock, and feeds each datagram to the Core. It answers LEASE_ACQUIRE and
-// LEASE_RENEW with LEASE_GRANT or LEASE_DENY and LEASE_QUERY with
-// LEASE_INFO. See the package documentation for the rules.
+// it, as the Core asks, on a goroutine of its own so that the receive
+// loop goes on answering while the disk is slow), the status file writer
+// and the monotonic clock, and feeds each datagram to the Core. It
+// answers LEASE_ACQUIRE and LEASE_RENEW with LEASE_GRANT or LEASE_DENY
+// and LEASE_QUERY with LEASE_INFO. See the package documentation for the
+// rules.
 type Server struct {
 	conn  bus.Conn
 	store Store
@@ -61,9 +62,11 @@ type Server struct {
 	persistDone chan struct{}
 
 	// Receive-loop state, touched only by the loop goroutine.
-	bufs     [][]byte
-	sizes    []int
-	from     []netip.AddrPort
+	bufs  [][]byte
+	sizes []int
+	from  []netip.AddrPort
+	// sendBufs is the send call's argument, used under mu by the loop and
+	// the persister.
 	sendBufs [1][]byte
 }
 
