@@ -151,7 +151,7 @@ func RunFloor(ctx context.Context, cfg FloorConfig) (*FloorResult, error) {
 			return nil, err
 		}
 	}
-	u, err := bus.ListenUnicast(bus.UnicastConfig{Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+	u, err := listenFloorClient()
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +283,22 @@ func (c *floorClient) poll(int64) int {
 		}
 	}
 	return n
+}
+
+// floorClientRecvBufferBytes is the floor client's socket receive
+// buffer: room for every reply of a run at the largest message (a few
+// thousand datagrams of a few kilobytes of kernel memory each), so a
+// client thread descheduled for a while on a loaded machine finds its
+// replies queued rather than dropped by the kernel. The default buffer
+// (about 200 KB) holds only a couple of hundred small datagrams, 50 ms at
+// 5,000/s.
+const floorClientRecvBufferBytes = 4 << 20
+
+// listenFloorClient opens the floor client's socket on 127.0.0.1 (an
+// ephemeral port) with its receive buffer. The floor and its tests use it,
+// so a test measures the socket the floor runs.
+func listenFloorClient() (*bus.UDP, error) {
+	return bus.ListenUnicast(bus.UnicastConfig{Tuning: bus.Tuning{RecvBufferBytes: floorClientRecvBufferBytes}})
 }
 
 func (c *floorClient) send(seq uint64) error {

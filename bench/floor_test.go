@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/seqbus/seqbus/bus"
 )
 
 // TestRunFloor: for 2 and 4 hops and every idle strategy, the hops run as
@@ -182,7 +180,7 @@ func TestFloorClientZeroAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := bus.ListenUnicast(bus.UnicastConfig{})
+	u, err := listenFloorClient()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,10 +48,11 @@ const (
 // witnessProc is the witness process and its state directory (kept across
 // restarts, so a restarted witness quarantines and raises the epoch).
 type witnessProc struct {
-	host *netns.Host
-	dir  string
-	p    *proc
-	runs int
+	host  *netns.Host
+	dir   string
+	p     *proc
+	runs  int
+	lease time.Duration
 }
 
 func (w *witnessProc) addr() netip.AddrPort { return netip.AddrPortFrom(w.host.Addr, witnessPort) }
@@ -69,6 +70,9 @@ type failoverOptions struct {
 	// flags every node gets besides the common ones (--unsafe-no-gating,
 	// --unsafe-no-fencing, --min-insync N).
 	flags []string
+	// lease is the lease (and the witness's restart quarantine) of the
+	// nodes and the witness; 0 is leaseDuration.
+	lease time.Duration
 }
 
 // newFailoverCluster builds the LAN and the configuration; nothing runs
@@ -78,8 +82,12 @@ func newFailoverCluster(t *testing.T, o failoverOptions) *fcluster {
 	netns.Require(t)
 	netns.RequireTool(t, "nft")
 	lan := netns.NewLAN(t, 4)
+	lease := o.lease
+	if lease == 0 {
+		lease = leaseDuration
+	}
 	c := &fcluster{t: t, lan: lan, client: lan.Hosts[3],
-		wit: &witnessProc{host: lan.Hosts[2], dir: filepath.Join(t.TempDir(), "witness")}}
+		wit: &witnessProc{host: lan.Hosts[2], dir: filepath.Join(t.TempDir(), "witness"), lease: lease}}
 	for i := range c.nodes {
 		id := uint32(i + 1)
 		c.nodes[i] = &member{id: id, host: lan.Hosts[i], dir: filepath.Join(t.TempDir(), fmt.Sprintf("node%d", id)), role: "witness"}
@@ -95,7 +103,7 @@ func newFailoverCluster(t *testing.T, o failoverOptions) *fcluster {
 			"--fsync", "group",
 			"--snapshot-every", strconv.Itoa(failoverSnapshotEvery),
 			"--witness", c.wit.addr().String(),
-			"--lease", leaseDuration.String(), "--renew", "250ms", "--margin", leaseMargin.String(), "--retry", "50ms",
+			"--lease", lease.String(), "--renew", "250ms", "--margin", leaseMargin.String(), "--retry", "50ms",
 			// A standby's ack waits for its fdatasync, which the shared
 			// CI machine can hold past the default 200 ms: the primary then
 			// rightly removes it, and a kill right after halts by design
@@ -131,7 +139,7 @@ func (c *fcluster) startWitness() {
 	w := c.wit
 	w.runs++
 	w.p = startProc(c.t, w.host, fmt.Sprintf("witness-run%d", w.runs), "witness",
-		"--listen", w.addr().String(), "--dir", w.dir, "--lease", leaseDuration.String())
+		"--listen", w.addr().String(), "--dir", w.dir, "--lease", w.lease.String())
 	waitFor(c.t, 10*time.Second, "the witness to serve", func() bool {
 		if w.p.exited() {
 			c.t.Fatalf("witness exited at start: %v\n%s", w.p.err, w.p.log())

@@ -249,10 +249,15 @@ func promLogAt(m *member, after time.Time) time.Time {
 // standby does not promote, the market halts; when the witness is back
 // the primary, still running, renews its epoch at once (the restarted
 // witness lets its persisted holder go on: issue 15 item 2) and releases
-// resume, with no new epoch and no failover.
+// resume, with no new epoch and no failover. It runs with the lease of
+// TestWitnessRestartKeepsTheLeader for the same reason: the running
+// primary's renew must reach the restarted witness within its quarantine
+// (one lease) for the epoch to be kept, and a 1 s window is one stall of a
+// loaded machine.
 func TestFailoverWitnessDown(t *testing.T) {
 	begin := time.Now()
-	c := newFailoverCluster(t, failoverOptions{})
+	lease := witnessRestartLease
+	c := newFailoverCluster(t, failoverOptions{lease: lease})
 	c.startAll()
 	p, pst := c.waitLeader(10*time.Second, 0, 1)
 	md := c.observeMarketData()
@@ -263,7 +268,7 @@ func TestFailoverWitnessDown(t *testing.T) {
 	witLog := c.wit.p.log()
 
 	var halted status
-	waitFor(t, 2*leaseDuration, "the primary to lose its lease", func() bool {
+	waitFor(t, 2*lease, "the primary to lose its lease", func() bool {
 		s, ok := readStatus(p.dir)
 		halted = s
 		return ok && !s.Lease.Held
@@ -295,7 +300,7 @@ func TestFailoverWitnessDown(t *testing.T) {
 	}
 
 	c.startWitness()
-	nw, nst := c.waitLeader(5*leaseDuration, 0, pst.Epoch)
+	nw, nst := c.waitLeader(5*lease, 0, pst.Epoch)
 	if nw != p || nst.Epoch != pst.Epoch {
 		t.Errorf("after the witness restart node %d leads at epoch %d; want node %d at epoch %d", nw.id, nst.Epoch, p.id, pst.Epoch)
 	}
@@ -317,7 +322,7 @@ func TestFailoverWitnessDown(t *testing.T) {
 		"  node %d leads at epoch %d; lease held again (log) %s\n"+
 		"  first output at the client after        %s\n"+
 		"  market halted for                      %s; wall %v",
-		leaseDuration, leaseMargin, strings.Count(witLog, "\n"),
+		lease, leaseMargin, strings.Count(witLog, "\n"),
 		rel(lastBefore(seen, lost.at.Add(2*time.Millisecond)), witKilledAt),
 		p.id, rel(lost.at, witKilledAt), time.Duration(halted.Lease.RemainingNs), s2.Node["NotLeading"], s2.Node["OutputsDroppedAtGate"],
 		rel(restartAt, witKilledAt),
@@ -358,6 +363,18 @@ func TestFailoverStandbyKilled(t *testing.T) {
 	if s2.Role != "primary" || !s2.Lease.Held || s2.Epoch != pst.Epoch || s2.Node["StepDowns"] != 0 || s2.Node["LeaseLost"] != 0 {
 		t.Errorf("node %d with the standby down: role %s lease held %v epoch %d (was %d) StepDowns %d LeaseLost %d; want it to keep leading",
 			p.id, s2.Role, s2.Lease.Held, s2.Epoch, pst.Epoch, s2.Node["StepDowns"], s2.Node["LeaseLost"])
+	}
+	if s2.Released <= s1.Released {
+		// A loaded machine may hold the primary or the client off the
+		// CPU for the whole second: releases must go on, but a wall-clock
+		// window for them is not the check. Wait for them (bounded).
+		waitFor(t, 20*time.Second, "releases to go on while running alone", func() bool {
+			s, ok := readStatus(p.dir)
+			if ok && s.Released > s1.Released {
+				s2 = s
+			}
+			return ok && s.Released > s1.Released
+		})
 	}
 	if s2.Released <= s1.Released || s2.Node["InSyncMembers"] != 0 {
 		t.Errorf("node %d running alone: released %d -> %d, InSyncMembers %d; want releases to go on without the standby",
@@ -402,19 +419,22 @@ func TestFailoverStandbyKilledMinInSync(t *testing.T) {
 	lc.waitAnswered(t, failoverWarmup, 30*time.Second)
 	sb := c.other(p)
 	killedAt := killProc(t, sb.p)
-	time.Sleep(300 * time.Millisecond)
-	s1 := statusAfter(t, p, time.Now())
-	time.Sleep(leaseDuration + 200*time.Millisecond) // past a whole lease
+	// What the dead standby holds bounds what may be released: it acked
+	// no more than its journal has. (Comparing two statuses 300 ms and
+	// 1.5 s after the kill flaked under load: acks it sent before dying
+	// may reach a descheduled primary late and rightly release more.)
+	sbLast := readJournal(t, sb.dir).last
+	time.Sleep(leaseDuration + 500*time.Millisecond) // past a whole lease
 	s2 := statusAfter(t, p, time.Now())
 	seen := lc.tap.snapshot()
-	during, _ := releasedAbove(seen, p.id, pst.Epoch, s1.Released)
+	during, _ := releasedAbove(seen, p.id, pst.Epoch, sbLast)
 	if s2.Role != "primary" || !s2.Lease.Held || s2.Epoch != pst.Epoch || s2.Node["StepDowns"] != 0 || s2.Node["LeaseLost"] != 0 {
 		t.Errorf("node %d with the standby down: role %s lease held %v epoch %d (was %d) StepDowns %d LeaseLost %d; want it to keep leading",
 			p.id, s2.Role, s2.Lease.Held, s2.Epoch, pst.Epoch, s2.Node["StepDowns"], s2.Node["LeaseLost"])
 	}
-	if s2.Released != s1.Released || during > 0 {
-		t.Errorf("node %d released %d -> %d and the client got %d outputs above it while the standby was down; want none (--min-insync 1)",
-			p.id, s1.Released, s2.Released, during)
+	if s2.Released > sbLast || during > 0 {
+		t.Errorf("node %d released up to %d (applied %d) and the client got %d outputs above %d, the dead standby's last journaled seq; want none (--min-insync 1)",
+			p.id, s2.Released, s2.Applied, during, sbLast)
 	}
 	if !lc.running() {
 		t.Fatalf("the load finished while the standby was down")
@@ -429,9 +449,9 @@ func TestFailoverStandbyKilledMinInSync(t *testing.T) {
 	c.stopAll(final)
 	requireClean(t, c.verify(final, lc, md))
 	seen = lc.tap.snapshot()
-	after, firstAfter := releasedAbove(seen, p.id, pst.Epoch, s1.Released)
-	t.Logf("standby %d killed (--min-insync 1): releases stopped at %d; restarted %s after the kill; first output above it at the client %s after the restart (%d outputs); wall %v",
-		sb.id, s1.Released, ms(restartAt.Sub(killedAt)), rel(firstAfter.at, restartAt), after, time.Since(begin).Round(time.Millisecond))
+	after, firstAfter := releasedAbove(seen, p.id, pst.Epoch, s2.Released)
+	t.Logf("standby %d killed (--min-insync 1), its journal ending at %d, the primary at %d: releases stopped at %d; restarted %s after the kill; first output above it at the client %s after the restart (%d outputs); wall %v",
+		sb.id, sbLast, s2.Applied, s2.Released, ms(restartAt.Sub(killedAt)), rel(firstAfter.at, restartAt), after, time.Since(begin).Round(time.Millisecond))
 }
 
 // longestGap is the longest time between consecutive outputs arriving

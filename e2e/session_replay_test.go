@@ -135,9 +135,20 @@ func sessionReplayRun(t *testing.T, lossMod int) {
 	lc.finish(t, 60*time.Second)
 	// Let the probes and replays settle (a replay is asked for at most
 	// every 50 ms, a probe every second): the client's timers run in Poll,
-	// which Load called while it ran.
-	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	// which Load called while it ran. Settled is 2.5 s (two probes) with
+	// nothing new delivered, within a 30 s bound; a fixed 2.5 s could end
+	// while a loaded machine still held the replays back.
+	deliveredCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered)
+	}
+	quietSince, lastCount := time.Now(), deliveredCount()
+	for bound := time.Now().Add(30 * time.Second); time.Since(quietSince) < 2500*time.Millisecond && time.Now().Before(bound); time.Sleep(10 * time.Millisecond) {
 		lc.cl.Poll()
+		if n := deliveredCount(); n != lastCount {
+			quietSince, lastCount = time.Now(), n
+		}
 	}
 	startMember(t, old)
 	final := c.waitConverged(20 * time.Second)

@@ -72,8 +72,9 @@ type Client struct {
 }
 
 // New connects to cfg.Endpoints and starts the worker. It checks that the
-// cluster answers (a linearizable read of the stream's keys) within
-// DialTimeoutNs and returns ErrUnreachable naming the endpoints otherwise.
+// cluster answers (a linearizable read of the stream's keys, retried
+// through an election) within DialTimeoutNs and returns ErrUnreachable
+// naming the endpoints otherwise.
 // keeper must be the node's keeper, built with the same LeaseDurationNs.
 func New(cfg Config, keeper *arbiter.Keeper) (*Client, error) {
 	cfg, err := cfg.withDefaults()
@@ -103,10 +104,7 @@ func New(cfg Config, keeper *arbiter.Keeper) (*Client, error) {
 		done:   make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	probe, cancel := context.WithTimeout(c.ctx, time.Duration(cfg.DialTimeoutNs))
-	_, err = c.read(probe)
-	cancel()
-	if err != nil && !errors.Is(err, ErrCorruptValue) {
+	if err := c.probe(); err != nil {
 		c.cancel()
 		_ = etcd.Close()
 		return nil, fmt.Errorf("%w: endpoints %s did not answer within %v: %v",
@@ -114,6 +112,35 @@ func New(cfg Config, keeper *arbiter.Keeper) (*Client, error) {
 	}
 	go c.work()
 	return c, nil
+}
+
+// probeRetry is the pause between New's reads of the stream's keys while
+// the cluster does not answer: a few tries in an election timeout.
+const probeRetry = 50 * time.Millisecond
+
+// probe reads the stream's keys until the cluster answers or DialTimeoutNs
+// ends, and returns the last error then. An election (a read fails at
+// once with "leader changed" or "no leader") is over within an election
+// timeout, and must not fail a node that starts during one, as it did
+// when a fresh cluster changed leaders as a node started. A corrupt value
+// is an answer: the worker reports it.
+func (c *Client) probe() error {
+	ctx, cancel := context.WithTimeout(c.ctx, time.Duration(c.cfg.DialTimeoutNs))
+	defer cancel()
+	retry := time.NewTimer(probeRetry)
+	defer retry.Stop()
+	for {
+		_, err := c.read(ctx)
+		if err == nil || errors.Is(err, ErrCorruptValue) {
+			return nil
+		}
+		retry.Reset(probeRetry)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-retry.C:
+		}
+	}
 }
 
 // Keeper returns the wrapped keeper.

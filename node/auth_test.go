@@ -137,12 +137,17 @@ func TestAuthenticatedLease(t *testing.T) {
 	defer c.closeAll()
 	// Node 2 alone first, with the wrong key: nothing is granted.
 	c.start(2, func(cfg *Config) { cfg.Witness, cfg.Lease, cfg.Key = waddr, lease, &other })
-	time.Sleep(300 * time.Millisecond)
+	// Wait (bounded) until the witness has refused its requests: a fixed
+	// 300 ms could pass on a loaded machine before node 2 sent any.
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Stats().Drops[witness.DropBadMAC] < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the witness counted %d bad MACs from the wrong-key node in 10 s", w.Stats().Drops[witness.DropBadMAC])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if c.nodes[2].Role() == RolePrimary {
 		t.Fatal("a node with the wrong key became primary")
-	}
-	if d := w.Stats().Drops[witness.DropBadMAC]; d == 0 {
-		t.Fatal("the witness counted no bad MAC from the wrong-key node")
 	}
 	c.start(1, func(cfg *Config) { cfg.Witness, cfg.Lease, cfg.Key = waddr, lease, &key })
 	if p := c.waitPrimary(5*time.Second, 0); p != 1 {

@@ -28,6 +28,15 @@ import (
 //	}
 //	if reply != nil { send(reply, from) }
 //
+// The write need not finish before the next Step: a caller may run it on
+// another goroutine and go on stepping datagrams, as Server does, so a
+// slow disk never silences the witness. While a write is outstanding the
+// Core asks for no other (requests that would need one are dropped as
+// DropPersistPending and retried by their senders, acquires among them,
+// undecided), and it answers an extension of a durable epoch at once,
+// with the durable in-sync set: the lease needs no disk, only a new epoch
+// or set does.
+//
 // A Core is not safe for concurrent use: one goroutine at a time (Server
 // holds a mutex around it).
 type Core struct {
@@ -74,8 +83,10 @@ type Ready struct {
 	// MustPersist says a grant is withheld until State is durable: the
 	// caller writes State (Store.Save: a crash at any later moment must
 	// still load it), and only then calls Persisted with the outcome,
-	// which returns the reply. Nothing is sent before Persisted, and Step
-	// must not be called in between.
+	// which returns the reply. Nothing of that grant is sent before
+	// Persisted. Step may be called in between (the write running on
+	// another goroutine); it never sets MustPersist again until
+	// Persisted.
 	MustPersist bool
 	State       arbiter.PersistentState
 }
@@ -89,6 +100,10 @@ type pendingGrant struct {
 	stream    uint16
 	sealNode  uint32 // the requester, whose key seals the reply
 	isAcquire bool
+	// superseded is set when a later request of the same node was
+	// decided and cached while the write ran: the cache keeps that one
+	// (the node's last request), and this grant is sent uncached.
+	superseded bool
 }
 
 // NewCore builds a witness core at nowNs (the caller's monotonic clock)
@@ -165,14 +180,12 @@ func (c *Core) observe(nowNs int64) int64 {
 
 // Step takes one datagram received from `from` at nowNs and says what to
 // do: send Ready.Reply, or persist Ready.State and then call Persisted.
-// Bad input is dropped and counted, never a panic. Calling Step while a
-// persist is outstanding is a programmer error and panics.
+// Bad input is dropped and counted, never a panic. While a persist is
+// outstanding Step still answers (see Core), and never asks for another.
 func (c *Core) Step(pkt []byte, from netip.AddrPort, nowNs int64) Ready {
-	if c.pending.active {
-		panic("witness: Core.Step called before Persisted")
-	}
+	wasPending := c.pending.active
 	reply := c.step(pkt, from, nowNs)
-	if c.pending.active {
+	if c.pending.active && !wasPending {
 		return Ready{MustPersist: true, State: c.pending.state}
 	}
 	if reply != nil && c.auth != nil {
@@ -201,7 +214,12 @@ func (c *Core) Persisted(err error) []byte {
 		c.stats.GrantsNewEpoch++
 	}
 	grantsBefore := c.stats.Grants
-	reply := c.decided(p.entry, p.stream)
+	var reply []byte
+	if p.superseded {
+		reply = c.answer(p.entry.decision, p.entry.requestID, p.stream, p.entry.decision.RemainingNs)
+	} else {
+		reply = c.decided(p.entry, p.stream)
+	}
 	if c.stats.Grants > grantsBefore {
 		c.countGrant(p.isAcquire)
 	}
@@ -284,57 +302,110 @@ func (c *Core) request(f *wire.Frame, nowNs int64) []byte {
 		e.usedAtNs = nowNs
 		return c.resend(e, f.Stream, nowNs)
 	}
+	if c.waitsForWrite(f.Type, node, req.RequestID, reqEpoch) {
+		c.stats.Drops[DropPersistPending]++
+		return nil
+	}
 	if c.auth != nil && !c.auth.fresh(node, req.RequestID) {
 		// A captured request replayed: deciding it afresh could extend a
 		// dead primary's lease.
 		c.stats.Drops[DropReplay]++
 		return nil
 	}
-
-	var d arbiter.Decision
-	switch {
-	case f.Type == wire.TypeLeaseAcquire:
-		d = c.arb.AcquireRequest(node, req.RequestID, nowNs)
-	case req.InSyncVersion != 0:
-		// A renew carrying a proposal: InSyncVersion is the base version,
-		// Members the proposed set. A fixed array converts it without
-		// allocating.
-		var members [wire.MaxMembers]arbiter.NodeID
-		for i, m := range req.Members[:req.NMembers] {
-			members[i] = arbiter.NodeID(m)
-		}
-		d = c.arb.RenewWithInSync(node, reqEpoch, req.InSyncVersion, members[:req.NMembers], nowNs)
-		c.stats.InSyncProposals++
-		if d.Granted && d.InSyncReason != arbiter.ReasonNone {
-			c.stats.InSyncRefused++
-		}
-	default:
-		d = c.arb.Renew(node, reqEpoch, nowNs)
-	}
-	c.stats.Decisions++
+	d := c.decide(f.Type, node, reqEpoch, &req, nowNs)
 	entry := cacheEntry{
 		node: node, requestID: req.RequestID, reqType: f.Type, reqEpoch: reqEpoch,
 		decision: d, decidedAtNs: nowNs, usedAtNs: nowNs,
 	}
-	if d.Granted && (d.Persist || d.Epoch > c.durableEpoch || d.InSyncVersion > c.durableInSyncVersion) {
-		// Persist BEFORE granting (arbiter.Decision.Persist). The other
-		// conditions also cover an extension after a new epoch or set
-		// whose first grant failed to persist: the arbiter counts it as
-		// in force, but it was never sent, and must not be until it is
-		// durable. Nothing is cached until then either, so a resend after
-		// a failed write retries it.
-		c.pending = pendingGrant{
-			active: true, state: d.PersistentState(), entry: entry, stream: f.Stream,
-			sealNode: f.Node, isAcquire: f.Type == wire.TypeLeaseAcquire,
+	return c.outcome(entry, f.Stream, f.Node)
+}
+
+// waitsForWrite reports whether a request must wait, undecided, for the
+// write under way: a resend of the request whose grant waits for it (its
+// reply goes out when the write is done), or an acquire, which is a new
+// term (a write) or a deny. Leaving an acquire undecided keeps the arbiter
+// from running ahead of the disk, and the requester's resend of the same
+// request ID still fresh to the replay check.
+func (c *Core) waitsForWrite(t wire.Type, node arbiter.NodeID, requestID, reqEpoch uint64) bool {
+	p := &c.pending
+	if !p.active {
+		return false
+	}
+	return t == wire.TypeLeaseAcquire || (p.entry.node == node && p.entry.matches(requestID, t, reqEpoch))
+}
+
+// decide asks the arbiter about a request and counts the decision.
+func (c *Core) decide(t wire.Type, node arbiter.NodeID, reqEpoch uint64, req *wire.Lease, nowNs int64) arbiter.Decision {
+	c.stats.Decisions++
+	switch {
+	case t == wire.TypeLeaseAcquire:
+		return c.arb.AcquireRequest(node, req.RequestID, nowNs)
+	case req.InSyncVersion != 0 && !c.pending.active:
+		// A renew carrying a proposal: InSyncVersion is the base version,
+		// Members the proposed set. A fixed array converts it without
+		// allocating. While a write is under way the proposal is not
+		// considered (the renew is decided alone): accepting it would
+		// need a second write, and the holder proposes again with its
+		// next renew, whose reply carries the set in force.
+		var members [wire.MaxMembers]arbiter.NodeID
+		for i, m := range req.Members[:req.NMembers] {
+			members[i] = arbiter.NodeID(m)
 		}
+		d := c.arb.RenewWithInSync(node, reqEpoch, req.InSyncVersion, members[:req.NMembers], nowNs)
+		c.stats.InSyncProposals++
+		if d.Granted && d.InSyncReason != arbiter.ReasonNone {
+			c.stats.InSyncRefused++
+		}
+		return d
+	default:
+		return c.arb.Renew(node, reqEpoch, nowNs)
+	}
+}
+
+// outcome carries out a fresh decision: its reply now, or nothing while
+// its state is written first (pending), or nothing at all.
+func (c *Core) outcome(entry cacheEntry, stream uint16, sealNode uint32) []byte {
+	d := entry.decision
+	if d.Granted && c.pending.active && !d.Persist && d.Epoch <= c.durableEpoch {
+		// A write is under way and this is an extension of a durable
+		// epoch (most often the holder's next renew while its in-sync
+		// proposal is being written). The lease needs no disk: grant it
+		// now, with the durable set, so a slow write cannot cost the
+		// holder its lease. The set in force (the one being written, or
+		// one whose write failed) is reported once it is durable.
+		entry.decision.InSyncVersion, entry.decision.Members = c.durableInSyncVersion, c.durableInSync
+		c.stats.GrantsWhilePersisting++
+		return c.decided(entry, stream)
+	}
+	if !d.Granted || !(d.Persist || d.Epoch > c.durableEpoch || d.InSyncVersion > c.durableInSyncVersion) {
+		return c.decided(entry, stream)
+	}
+	if c.pending.active {
+		// One write at a time: this grant (a renew of the epoch being
+		// written, which no well-behaved holder sends before its grant)
+		// is not sent; the requester retries.
+		c.stats.Drops[DropPersistPending]++
 		return nil
 	}
-	return c.decided(entry, f.Stream)
+	// Persist BEFORE granting (arbiter.Decision.Persist). The other
+	// conditions also cover an extension after a new epoch or set whose
+	// first grant failed to persist: the arbiter counts it as in force, but
+	// it was never sent, and must not be until it is durable. Nothing is
+	// cached until then either, so a resend after a failed write retries
+	// it.
+	c.pending = pendingGrant{
+		active: true, state: d.PersistentState(), entry: entry, stream: stream,
+		sealNode: sealNode, isAcquire: entry.reqType == wire.TypeLeaseAcquire,
+	}
+	return nil
 }
 
 // decided caches a fresh decision (durable if it needed to be) and
 // returns its reply.
 func (c *Core) decided(e cacheEntry, stream uint16) []byte {
+	if c.pending.active && c.pending.entry.node == e.node {
+		c.pending.superseded = true
+	}
 	if c.cache.put(e) {
 		c.stats.CacheEvictions++
 	}
@@ -489,7 +560,7 @@ func (c *Core) Report(nowNs int64) StatusReport {
 		InSyncVersion: q.InSyncVersion, InSync: []uint32{}, DurableEpoch: c.durableEpoch,
 		Requests: map[string]uint64{"acquire": st.Acquires, "renew": st.Renews, "query": st.Queries},
 		Grants: map[string]uint64{"acquire": st.AcquireGrants, "renew": st.RenewGrants,
-			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered},
+			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered, "while_persisting": st.GrantsWhilePersisting},
 		Denies: map[string]uint64{}, Drops: map[string]uint64{},
 		Persists: st.Persists, PersistFailures: st.PersistFailures,
 	}

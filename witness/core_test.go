@@ -79,8 +79,8 @@ func TestCorePersistFailureWithholdsTheGrant(t *testing.T) {
 	}
 }
 
-// TestCoreMisuse: Step with a persist outstanding, or Persisted with none,
-// is a programmer error in the caller's loop and panics.
+// TestCoreMisuse: Persisted with no persist outstanding is a programmer
+// error in the caller's loop and panics.
 func TestCoreMisuse(t *testing.T) {
 	mustPanic := func(name string, f func()) {
 		t.Helper()
@@ -94,7 +94,107 @@ func TestCoreMisuse(t *testing.T) {
 	c := mustCore(t)
 	mustPanic("Persisted with nothing outstanding", func() { c.Persisted(nil) })
 	c.Step(acquireFrame(t, 1, 1), nodeAddr, 0)
-	mustPanic("Step before Persisted", func() { c.Step(acquireFrame(t, 2, 1), nodeAddr, 1) })
+	c.Persisted(nil)
+	mustPanic("Persisted twice", func() { c.Persisted(nil) })
+}
+
+// TestCoreAnswersWhileAWriteIsOutstanding: a slow disk must not silence
+// the witness. While the holder's in-sync proposal is being written, its
+// next renews are granted at once (the epoch is durable; the lease needs
+// no disk) with the durable set, queries are answered, and nothing asks
+// for a second write: a resend of the pending request and a new term
+// wait (dropped, retried by the requester). Before, Step panicked with a
+// write outstanding, so the Server wrote on its receive loop and a
+// 3 s fsync under CI's load cost the primary its lease
+// (TestInSyncStandbyPartitions).
+func TestCoreAnswersWhileAWriteIsOutstanding(t *testing.T) {
+	c := mustCore(t)
+	if rd := c.Step(acquireFrame(t, 1, 1), nodeAddr, 0); !rd.MustPersist {
+		t.Fatalf("acquire: %+v", rd)
+	}
+	mustReply(t, c.Persisted(nil)) // epoch 1, in-sync version 1, empty set
+	ms := int64(time.Millisecond)
+
+	rd := c.Step(renewInSyncFrame(t, 1, 2, 1, 1, 2), nodeAddr, 10*ms)
+	if !rd.MustPersist || rd.State != stateOf(1, 2, 1, 2) {
+		t.Fatalf("proposal: %+v, want a write of version 2 with member 2", rd)
+	}
+	// The write runs; the holder renews again and again.
+	for i, id := range []uint64{3, 4} {
+		rd := c.Step(renewFrame(t, 1, id, 1), nodeAddr, int64(20+i)*ms)
+		if rd.MustPersist || rd.Reply == nil {
+			t.Fatalf("renew %d while writing: %+v, want a grant now", id, rd)
+		}
+		r := mustReply(t, rd.Reply)
+		if !r.Granted() || r.Epoch != 1 || r.RequestID != id || r.InSyncVersion != 1 || r.Members.N != 0 {
+			t.Fatalf("renew %d while writing: %+v, want a grant of epoch 1 with the durable set (version 1, empty)", id, r)
+		}
+	}
+	if r := mustReply(t, c.Step(queryFrame(9), nodeAddr, 30*ms).Reply); r.Holder != 1 || r.InSyncVersion != 1 {
+		t.Fatalf("query while writing: %+v", r)
+	}
+	if rd := c.Step(renewInSyncFrame(t, 1, 2, 1, 1, 2), nodeAddr, 40*ms); rd.MustPersist || rd.Reply != nil {
+		t.Fatalf("resend of the pending proposal: %+v, want nothing yet", rd)
+	}
+	// An acquire waits for the write, undecided (here it would be
+	// denied: node 1 holds).
+	if rd := c.Step(acquireFrame(t, 2, 1), nodeAddr, 50*ms); rd.MustPersist || rd.Reply != nil {
+		t.Fatalf("node 2's acquire while writing: %+v, want nothing yet", rd)
+	}
+	st := c.Stats()
+	if st.Drops[DropPersistPending] != 2 || st.GrantsWhilePersisting != 2 || st.Persists != 1 || st.DurableInSyncVersion != 1 || st.Decisions != 4 {
+		t.Fatalf("while writing: %+v", st)
+	}
+
+	// The write is done: the proposal's grant goes out with the new set.
+	r := mustReply(t, c.Persisted(nil))
+	if !r.Granted() || r.RequestID != 2 || r.InSyncVersion != 2 || r.Members != inSync(2) {
+		t.Fatalf("proposal after its write: %+v", r)
+	}
+	// The cache kept node 1's last request (4), not the older proposal.
+	if r := mustReply(t, c.Step(renewFrame(t, 1, 4, 1), nodeAddr, 60*ms).Reply); !r.Granted() || r.RequestID != 4 {
+		t.Fatalf("resend of renew 4: %+v", r)
+	}
+	if st := c.Stats(); st.ResendsAnswered != 1 || st.DurableInSyncVersion != 2 {
+		t.Fatalf("after the write: %+v", st)
+	}
+	// Node 2's retry of its acquire is decided now: denied, node 1 holds.
+	if r := mustReply(t, c.Step(acquireFrame(t, 2, 1), nodeAddr, 65*ms).Reply); r.Granted() || r.Holder != 1 {
+		t.Fatalf("node 2's acquire after the write: %+v", r)
+	}
+	// A renew now carries the durable new set.
+	if r := mustReply(t, c.Step(renewFrame(t, 1, 5, 1), nodeAddr, 70*ms).Reply); !r.Granted() || r.InSyncVersion != 2 || r.Members != inSync(2) {
+		t.Fatalf("renew after the write: %+v", r)
+	}
+}
+
+// TestCoreNewTermWaitsForTheWriteUnderWay: an acquire that would start a
+// new term while another write is outstanding is not decided (no second
+// write at once, the arbiter untouched); the requester's retry after the
+// first write persists and grants it, so no epoch is ever granted before
+// it is durable.
+func TestCoreNewTermWaitsForTheWriteUnderWay(t *testing.T) {
+	c := mustCore(t)
+	c.Step(acquireFrame(t, 1, 1), nodeAddr, 0)
+	mustReply(t, c.Persisted(nil))
+	if rd := c.Step(renewInSyncFrame(t, 1, 2, 1, 1, 2), nodeAddr, 10); !rd.MustPersist {
+		t.Fatalf("proposal: %+v", rd)
+	}
+	// Node 1's process restarted: a new term, epoch 2, needs its write.
+	if rd := c.Step(acquireFrame(t, 1, 100), nodeAddr, 20); rd.MustPersist || rd.Reply != nil {
+		t.Fatalf("new term while writing: %+v, want nothing", rd)
+	}
+	if st := c.Status(20); st.Epoch != 1 {
+		t.Fatalf("the arbiter decided the waiting acquire: epoch %d", st.Epoch)
+	}
+	mustReply(t, c.Persisted(nil)) // the proposal's grant, epoch 1
+	rd := c.Step(acquireFrame(t, 1, 100), nodeAddr, 30)
+	if !rd.MustPersist || rd.State.Epoch != 2 {
+		t.Fatalf("retried acquire: %+v, want a write of epoch 2", rd)
+	}
+	if r := mustReply(t, c.Persisted(nil)); !r.Granted() || r.Epoch != 2 || c.Stats().DurableEpoch != 2 {
+		t.Fatalf("retried acquire after its write: %+v", r)
+	}
 }
 
 // TestCoreRestoresQuarantined: a core built from a loaded state starts in

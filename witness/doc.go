@@ -37,7 +37,14 @@
 //     and set, last holder) is durable (temp file, fsync, rename,
 //     directory fsync). If the write fails the grant is not sent and not
 //     cached, and no later grant of that state is sent until a write
-//     succeeds.
+//     succeeds. The Server writes on a goroutine of its own and goes on
+//     answering meanwhile: an extension of a durable epoch (the holder's
+//     renew, decided without the proposal it may carry) is granted at
+//     once with the durable in-sync set, a query is
+//     answered, and a request that may need another write (an acquire, a
+//     resend of the one being written) waits (dropped as
+//     DropPersistPending; its sender retries), so a slow disk delays a
+//     new epoch or set, never the lease of the holder.
 //  2. Restart quarantine. New reads the persisted state (format 2, or the
 //     epoch-only format 1 of older witnesses) and builds the Core from it
 //     (NewCore takes what a caller's own store loaded); if there is one, the

@@ -21,10 +21,12 @@ const receiveErrorBackoff = time.Millisecond
 
 // Server is the witness process's runtime around a Core: it owns the UDP
 // socket, the state file (written and fsynced before any reply that needs
-// it, as the Core asks), the status file writer and the monotonic clock,
-// and feeds each datagram to the Core. It answers LEASE_ACQUIRE and
-// LEASE_RENEW with LEASE_GRANT or LEASE_DENY and LEASE_QUERY with
-// LEASE_INFO. See the package documentation for the rules.
+// it, as the Core asks, on a goroutine of its own so that the receive
+// loop goes on answering while the disk is slow), the status file writer
+// and the monotonic clock, and feeds each datagram to the Core. It
+// answers LEASE_ACQUIRE and LEASE_RENEW with LEASE_GRANT or LEASE_DENY
+// and LEASE_QUERY with LEASE_INFO. See the package documentation for the
+// rules.
 type Server struct {
 	conn  bus.Conn
 	store Store
@@ -52,10 +54,19 @@ type Server struct {
 	closing atomic.Bool
 	done    chan struct{}
 
+	// persistJobs carries the one state write the Core may have
+	// outstanding to the persister goroutine (capacity 1: the Core never
+	// asks for a second before the first is Persisted); persistDone is
+	// closed when the persister returns.
+	persistJobs chan persistJob
+	persistDone chan struct{}
+
 	// Receive-loop state, touched only by the loop goroutine.
-	bufs     [][]byte
-	sizes    []int
-	from     []netip.AddrPort
+	bufs  [][]byte
+	sizes []int
+	from  []netip.AddrPort
+	// sendBufs is the send call's argument, used under mu by the loop and
+	// the persister.
 	sendBufs [1][]byte
 }
 
@@ -98,18 +109,69 @@ func New(cfg Config, conn bus.Conn, dir string) (*Server, error) {
 	}, nil
 }
 
+// persistJob is a state write the Core asked for, the store to write it
+// to and the requester that gets the grant once it is durable.
+type persistJob struct {
+	store Store
+	state arbiter.PersistentState
+	to    netip.AddrPort
+}
+
 // nowNs is the witness's monotonic clock: nanoseconds since New.
 func (s *Server) nowNs() int64 { return int64(time.Since(s.start)) }
 
 // handle answers one datagram received from `from` at nowNs: it steps the
 // core and, when the core withholds a grant until its state is durable,
-// writes the state file first. The reply aliases a buffer the next call
-// reuses, so handle is called by one goroutine at a time (the loop, or a
-// test) and the reply sent before the next call.
+// writes the state file first, synchronously (the receive loop uses serve,
+// which writes on the persister). The reply aliases a buffer the next
+// call reuses, so handle is called by one goroutine at a time (a test)
+// and the reply used before the next call.
 func (s *Server) handle(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return stepAndPersist(s.core, s.store, pkt, from, nowNs)
+}
+
+// serve answers one datagram for the receive loop: it steps the core and
+// sends the reply, or, when the core withholds a grant until its state is
+// durable, hands the write to the persister and returns at once, so the
+// next datagrams (the holder's renews above all) are answered while the
+// disk works. Replies are sent under mu: the core's reply buffer is
+// shared with the persister's Persisted.
+func (s *Server) serve(pkt []byte, from netip.AddrPort) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rd := s.core.Step(pkt, from, s.nowNs())
+	if rd.MustPersist {
+		s.persistJobs <- persistJob{store: s.store, state: rd.State, to: from}
+		return
+	}
+	s.sendLocked(rd.Reply, from)
+}
+
+// sendLocked sends reply (if any) to `to`; s.mu is held.
+func (s *Server) sendLocked(reply []byte, to netip.AddrPort) {
+	if reply == nil {
+		return
+	}
+	s.sendBufs[0] = reply
+	if err := s.conn.Send(s.sendBufs[:], to); err != nil {
+		s.sendErrors++
+	}
+	s.sendBufs[0] = nil
+}
+
+// persister makes each requested state durable, outside mu, and then
+// sends the grant that waited for it (persist BEFORE the reply), until
+// jobs is closed.
+func (s *Server) persister(jobs <-chan persistJob, done chan<- struct{}) {
+	defer close(done)
+	for job := range jobs {
+		err := job.store.Save(job.state)
+		s.mu.Lock()
+		s.sendLocked(s.core.Persisted(err), job.to)
+		s.mu.Unlock()
+	}
 }
 
 // stepAndPersist is the Core's loop body over a store: Step, and if the
@@ -138,6 +200,8 @@ func (s *Server) Start() error {
 	}
 	s.sizes = make([]int, receiveBatch)
 	s.from = make([]netip.AddrPort, receiveBatch)
+	s.persistJobs, s.persistDone = make(chan persistJob, 1), make(chan struct{})
+	go s.persister(s.persistJobs, s.persistDone)
 	go s.run()
 	s.statusStop, s.statusDone = make(chan struct{}), make(chan struct{})
 	go s.statusLoop(s.statusStop, s.statusDone)
@@ -161,6 +225,10 @@ func (s *Server) Close() error {
 	}
 	if s.started {
 		<-s.done
+		// The loop sends no more jobs; a write under way finishes (its
+		// grant fails to send on the closed socket, harmlessly).
+		close(s.persistJobs)
+		<-s.persistDone
 	}
 	if s.statusStop != nil {
 		close(s.statusStop)
@@ -185,16 +253,7 @@ func (s *Server) run() {
 			continue
 		}
 		for i := range n {
-			reply := s.handle(s.bufs[i][:s.sizes[i]], s.from[i], s.nowNs())
-			if reply == nil {
-				continue
-			}
-			s.sendBufs[0] = reply
-			if err := s.conn.Send(s.sendBufs[:], s.from[i]); err != nil {
-				s.mu.Lock()
-				s.sendErrors++
-				s.mu.Unlock()
-			}
+			s.serve(s.bufs[i][:s.sizes[i]], s.from[i])
 		}
 	}
 }

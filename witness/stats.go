@@ -49,6 +49,11 @@ const (
 	// DropReplay: a verified request whose request ID was already decided
 	// (a captured request replayed).
 	DropReplay
+	// DropPersistPending: a request that may need a state write while
+	// another write is still under way (the request that started it, sent
+	// again, or an acquire, left undecided). It is not answered; the
+	// requester's retry finds the write done.
+	DropPersistPending
 
 	// DropReasonsMax bounds the drop counter array.
 	DropReasonsMax
@@ -57,7 +62,7 @@ const (
 var dropReasonNames = [DropReasonsMax]string{
 	"short", "magic", "version", "type", "flags", "length", "count", "checksum", "seq", "parse-other",
 	"not-request", "trailing-bytes", "no-address", "persist-failed", "resend-expired",
-	"no-mac", "bad-mac", "unknown-node", "replay",
+	"no-mac", "bad-mac", "unknown-node", "replay", "persist-pending",
 }
 
 func (r DropReason) String() string {
@@ -117,6 +122,10 @@ type Stats struct {
 	// arbiter; InSyncRefused those granted with the proposal refused
 	// (stale version or invalid set).
 	InSyncProposals, InSyncRefused uint64
+	// GrantsWhilePersisting counts extensions of a durable epoch granted
+	// while a state write was under way, with the durable in-sync set
+	// (also counted in Grants).
+	GrantsWhilePersisting uint64
 	// Drops by reason.
 	Drops [DropReasonsMax]uint64
 	// ReceiveErrors and SendErrors count transport failures of the loop.

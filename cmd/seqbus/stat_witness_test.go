@@ -48,7 +48,11 @@ func TestStatWitness(t *testing.T) {
 		conn.Write(acq)
 		conn.Write([]byte("not a frame"))
 		out, err = exec.Command(bin, "stat", "--dir", dir, "--once").Output()
-		if err == nil && strings.Contains(string(out), "epoch 1  time left") && strings.Contains(string(out), "last holder 1") && strings.Contains(string(out), "short=") {
+		if err == nil && strings.Contains(string(out), "epoch 1  time left") && strings.Contains(string(out), "last holder 1") && strings.Contains(string(out), "short=") &&
+			// The status may show the lease decided while its epoch is
+			// still being written (the witness answers meanwhile); wait
+			// for the grant.
+			strings.Contains(string(out), "grants: acquire=") {
 			break
 		}
 		if time.Now().After(deadline) {
