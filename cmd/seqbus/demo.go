@@ -330,7 +330,7 @@ func (d *demo) printSummary(rep client.LoadReport, res *verdict.Result, final ui
 		fmt.Printf("  session %d: delivered %d of its %d outputs in node%d's history (missing %d, duplicated %d, out of order %d, not yet received at the end %d), %d by replay, of them %d executions recovered\n",
 			s.Session, s.Delivered-s.Duplicated, s.History, final, s.Missing, s.Duplicated, s.OutOfOrder, s.Tail, s.Replayed, s.ReplayedExecutions)
 	}
-	printVerdict(d.record, d.Local, res)
+	cluster.WriteVerdict(os.Stdout, d.record, d.Local, res)
 	fst, _ := d.Status(final)
 	fmt.Println("  " + d.md.Tracker().Summary(fst.MD.Republished))
 	epochs, _ := epochSummary(d.Dir, d.IDs())
@@ -342,19 +342,11 @@ func (d *demo) printSummary(rep client.LoadReport, res *verdict.Result, final ui
 			fmt.Printf("  answers resumed %v after the kill\n", d.resumedAt.Sub(d.killedAt).Round(time.Millisecond))
 		}
 		fmt.Printf("  timeline by step (from node%d's log%s):\n", d.second, logNote(d.flags.keep, d.NodeLog(d.second)))
-		printTimeline(d.NodeLog(d.second))
+		cluster.WriteTimeline(os.Stdout, d.NodeLog(d.second))
 	}
 	l := d.load
 	fmt.Printf("  client round trip (from intended send time, HDR): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		us(l.Latency(50)), us(l.Latency(90)), us(l.Latency(99)), us(l.Latency(99.9)), us(l.Latency(101)))
-}
-
-// printVerdict prints the verifier's lines as seqbus verify would.
-func printVerdict(record string, l *cluster.Local, res *verdict.Result) {
-	fmt.Printf("  seqbus verify --record %s %s %s:\n", record, l.NodeDir(1), l.NodeDir(2))
-	for _, line := range res.Lines() {
-		fmt.Printf("    %s\n", line)
-	}
 }
 
 // checkDemoFlags: the load must have a rate, a duration and at least one
