@@ -42,6 +42,7 @@ var mayImport = map[string][]string{
 	"internal/metrics": {"arbiter", "node", "witness"},
 	"internal/cluster": {"auth", "bus", "client", "engine", "journal", "node", "wire", "internal/stagetrace", "internal/verdict"},
 	"internal/drill":   {"client", "engine", "internal/cluster", "internal/verdict"},
+	"internal/demo":    {"auth", "client", "engine", "internal/cluster", "internal/verdict"},
 	"bench":            {"bus", "internal/monotime", "internal/pace"},
 	"sim":              {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
 	"cmd/seqbus":       {"*"},

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func (d *demo) stalled(answered uint64) bool {
 		return false
 	}
 	d.stall = fmt.Errorf("no answer for %v (%d answered): the cluster stalled; see the process states above", demoStallMax, answered)
-	fmt.Printf("\n>>> no answer for %v: stopping; the processes:\n", demoStallMax)
+	fmt.Fprintf(d.out, "\n>>> no answer for %v: stopping; the processes:\n", demoStallMax)
 	names := []string{"witness"}
 	for _, id := range d.IDs() {
 		names = append(names, cluster.NodeName(id))
@@ -39,9 +39,9 @@ func (d *demo) stalled(answered uint64) bool {
 		} else if p.Exited() {
 			state = "exited: " + p.Cmd.ProcessState.String()
 		}
-		fmt.Printf("  %s: %s; the end of its log:\n", name, state)
+		fmt.Fprintf(d.out, "  %s: %s; the end of its log:\n", name, state)
 		for _, l := range logTail(d.Dir+"/"+name+".log", 8) {
-			fmt.Printf("    %s\n", l)
+			fmt.Fprintf(d.out, "    %s\n", l)
 		}
 	}
 	return true
