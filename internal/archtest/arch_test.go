@@ -44,6 +44,7 @@ var mayImport = map[string][]string{
 	"internal/drill":   {"client", "engine", "internal/cluster", "internal/verdict"},
 	"internal/demo":    {"auth", "client", "engine", "internal/cluster", "internal/verdict"},
 	"bench":            {"bus", "internal/monotime", "internal/pace"},
+	"bench/suite":      {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 	"sim":              {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
 	"cmd/seqbus":       {"*"},
 }
