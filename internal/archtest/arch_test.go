@@ -37,17 +37,20 @@ var mayImport = map[string][]string{
 	"etcdarb":             {"arbiter"},
 	"node": {"arbiter", "auth", "bus", "engine", "gating", "journal", "replica", "sequencer", "standby", "wire", "witness",
 		"internal/monotime", "internal/stagetrace"},
-	"client":            {"arbiter", "auth", "bus", "engine", "wire", "witness", "internal/monotime", "internal/pace"},
-	"internal/verdict":  {"client", "engine", "journal"},
-	"internal/metrics":  {"arbiter", "node", "witness"},
-	"internal/statview": {},
-	"internal/cluster":  {"auth", "bus", "client", "engine", "journal", "node", "wire", "internal/stagetrace", "internal/verdict"},
-	"internal/drill":    {"client", "engine", "internal/cluster", "internal/verdict"},
+	"client":           {"arbiter", "auth", "bus", "engine", "wire", "witness", "internal/monotime", "internal/pace"},
+	"internal/verdict": {"client", "engine", "journal"},
+	"internal/metrics": {"arbiter", "node", "witness"},
+	"internal/cluster": {"auth", "bus", "client", "engine", "journal", "node", "wire", "internal/stagetrace", "internal/verdict"},
+	"bench":            {"bus", "internal/monotime", "internal/pace"},
+	"sim":              {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
+	"cmd/seqbus":       {"*"},
+
+	// Under the command layer: what `seqbus demo`, `drill`, `stat` and
+	// `bench latency|throughput` run (cmd/seqbus keeps flags and printing).
 	"internal/demo":     {"auth", "client", "engine", "internal/cluster", "internal/verdict"},
-	"bench":             {"bus", "internal/monotime", "internal/pace"},
+	"internal/drill":    {"client", "engine", "internal/cluster", "internal/verdict"},
+	"internal/statview": {},
 	"bench/suite":       {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
-	"sim":               {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
-	"cmd/seqbus":        {"*"},
 }
 
 // imports returns, per package directory under root, the module packages
