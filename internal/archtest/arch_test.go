@@ -47,10 +47,11 @@ var mayImport = map[string][]string{
 
 	// Under the command layer: what `seqbus demo`, `drill`, `stat` and
 	// `bench latency|throughput` run (cmd/seqbus keeps flags and printing).
-	"internal/demo":     {"auth", "client", "engine", "internal/cluster", "internal/verdict"},
-	"internal/drill":    {"client", "engine", "internal/cluster", "internal/verdict"},
-	"internal/statview": {},
-	"bench/suite":       {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
+	"internal/demo":        {"auth", "client", "engine", "internal/cluster", "internal/verdict"},
+	"internal/drill":       {"client", "engine", "internal/cluster", "internal/verdict"},
+	"internal/statview":    {},
+	"internal/journalview": {"engine", "journal"},
+	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 
 // imports returns, per package directory under root, the module packages
