@@ -51,6 +51,7 @@ var mayImport = map[string][]string{
 	"internal/drill":       {"client", "engine", "internal/cluster", "internal/verdict"},
 	"internal/statview":    {},
 	"internal/journalview": {"engine", "journal"},
+	"internal/flagcheck":   {"bus"},
 	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 
