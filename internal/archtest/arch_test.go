@@ -41,7 +41,7 @@ var mayImport = map[string][]string{
 	"internal/verdict": {"client", "engine", "journal"},
 	"internal/metrics": {"arbiter", "node", "witness"},
 	"internal/cluster": {"auth", "bus", "client", "engine", "journal", "node", "wire", "internal/stagetrace", "internal/verdict"},
-	"bench":            {"bus", "internal/monotime", "internal/pace"},
+	"bench":            {"bus", "internal/cluster", "internal/monotime", "internal/pace"},
 	"sim":              {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
 	"cmd/seqbus":       {"*"},
 
