@@ -52,6 +52,7 @@ var mayImport = map[string][]string{
 	"internal/statview":    {},
 	"internal/journalview": {"engine", "journal"},
 	"internal/flagcheck":   {"bus"},
+	"internal/loadclient":  {"arbiter", "bus", "client", "etcdarb", "internal/cluster", "internal/stagetrace"},
 	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 
