@@ -134,28 +134,15 @@ func benchFloor(ctx context.Context, args []string) error {
 	}
 	machine := bench.Machine()
 	fmt.Printf("seqbus bench floor on %s: %d-byte raw UDP ping-pong, %d hops in separate processes, %d round trips at %.0f/s\n", suite.MachineText(machine), *size, *hops, *count, *rate)
-	var series []bench.Named
-	var sums []bench.Summary
+	var names []string
 	for _, name := range strings.Split(*idles, ",") {
-		name = strings.TrimSpace(name)
-		res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: self, Hops: *hops, Idle: name, Size: *size, Rate: *rate, Count: *count, Warmup: 1000})
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		stage := bench.FloorStage(*hops, name)
-		if _, err := suite.WriteHGRM(*c.out, stage, res.Hist); err != nil {
-			return err
-		}
-		fmt.Printf("  %s: intended->sent p50 %.1f µs p99 %.1f µs max %.1f µs, %d of %d sent > 10 µs late\n", stage,
-			float64(res.IntendedToSent.ValueAtQuantile(50))/suite.NsPerUs, float64(res.IntendedToSent.ValueAtQuantile(99))/suite.NsPerUs,
-			float64(res.Pace.MaxLateNs)/suite.NsPerUs, res.Pace.Late10us, res.Pace.Sent)
-		series = append(series, bench.Named{Name: name, Dist: bench.FromHistogram(res.Hist, suite.NsPerUs)})
-		sums = append(sums, bench.NewSummary(name, res.Hist, suite.NsPerUs))
+		names = append(names, strings.TrimSpace(name))
 	}
-	t, err := bench.Compare(series)
+	res, err := suite.RunFloorSuite(ctx, suite.FloorConfig{Bin: self, Hops: *hops, Size: *size, Count: *count, Rate: *rate, Idles: names, Dir: *c.out, Out: os.Stdout})
 	if err != nil {
 		return err
 	}
+	t, sums := res.Table, res.Summaries
 	if err := t.WriteText(os.Stdout); err != nil {
 		return err
 	}
@@ -179,22 +166,9 @@ func benchCompare(args []string) error {
 	if ext := filepath.Ext(*plotPath); *plotPath != "" && ext != ".png" && ext != ".svg" {
 		return usagef("--plot must name a .png or .svg file, got %q", *plotPath)
 	}
-	var series []bench.Named
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		d, err := bench.ReadHGRM(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		name := strings.TrimSuffix(filepath.Base(path), ".hgrm")
-		if parent := filepath.Base(filepath.Dir(path)); parent != "." && parent != "/" {
-			name = parent + "/" + name
-		}
-		series = append(series, bench.Named{Name: name, Dist: d})
+	series, err := suite.ReadHGRMs(files)
+	if err != nil {
+		return err
 	}
 	t, err := bench.Compare(series)
 	if err != nil {
