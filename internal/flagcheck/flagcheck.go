@@ -1,7 +1,8 @@
 // Package flagcheck holds the checks every seqbus command runs on its
 // flags right after parsing them, before it starts anything (a child, a
 // socket, a file). A failed check is a UsageError naming the flag: the
-// command prints it as one line and exits with status 2.
+// command prints it as one line and exits with status 2. ApplyFile reads
+// a command's --config file into its flags.
 package flagcheck
 
 import (
