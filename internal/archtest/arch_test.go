@@ -53,6 +53,7 @@ var mayImport = map[string][]string{
 	"internal/journalview": {"engine", "journal"},
 	"internal/flagcheck":   {"bus"},
 	"internal/loadclient":  {"arbiter", "bus", "client", "etcdarb", "internal/cluster", "internal/stagetrace"},
+	"internal/serve":       {"bus", "internal/metrics", "internal/stagetrace", "node", "witness"},
 	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 
