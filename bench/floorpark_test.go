@@ -56,10 +56,12 @@ func TestFloorClientParks(t *testing.T) {
 	replies := uint64(count + cfg.Warmup)
 	t.Logf("%d replies: %d reads, %d empty receives", replies, reads, st.EmptyReceives)
 	// A generator behind its schedule reads after each send and may find
-	// nothing (270 of 1000 once under CI's load); polling every pass, as
-	// before the park, makes hundreds of thousands.
-	if st.EmptyReceives > replies/2 {
-		t.Fatalf("%d empty receives for %d replies, want at most %d", st.EmptyReceives, replies, replies/2)
+	// nothing: about once per reply at worst (765 of 1000 under CI's
+	// load). Polling every pass, as before the park, makes one every
+	// microsecond or so: about 200,000 over this run's 0.2 s. The bound
+	// sits between the two, far from both.
+	if max := 10 * replies; st.EmptyReceives > max {
+		t.Fatalf("%d empty receives for %d replies, want at most %d: the generator polls instead of parking", st.EmptyReceives, replies, max)
 	}
 	if c.rx.P != nil || c.rx.Closed() {
 		t.Fatal("run left its park open")

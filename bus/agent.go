@@ -76,6 +76,31 @@ func (i Idle) AgentPhase(empty int) IdlePhase {
 	return PhasePark
 }
 
+// AgentPhaseAt is AgentPhase for an agent that knows how long it has
+// been without work (idleNs, since its last pass that did some): with a
+// back-off Window, the agent spins its first Spins empty passes, then
+// yields until Window has passed since its last work, and only then
+// parks. Under a steady stream (a command every 100 µs at 10k/s) a
+// window longer than the gap never parks, so no hop pays a wake-up; an
+// idle node parks a Window after its last work and costs what block
+// costs. Without a Window it is AgentPhase.
+func (i Idle) AgentPhaseAt(empty int, idleNs int64) IdlePhase {
+	if i.Kind != IdleBackoff || i.Window <= 0 {
+		return i.AgentPhase(empty)
+	}
+	spins := i.Spins
+	if spins <= 0 {
+		spins = AgentSpinsDefault
+	}
+	switch {
+	case empty <= min(spins, PollsPerCallMax):
+		return PhaseSpin
+	case idleNs < int64(i.Window):
+		return PhaseYield
+	}
+	return PhasePark
+}
+
 // Yield gives the CPU to any other runnable thread (sched_yield).
 func Yield() { osYield() }
 

@@ -1,6 +1,9 @@
 package bus
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The agent's idle phases: block parks at once, busy-spin never parks,
 // yield always yields, back-off spins, yields, then parks, with its
@@ -28,6 +31,48 @@ func TestAgentPhase(t *testing.T) {
 	for _, c := range cases {
 		if got := c.idle.AgentPhase(c.empty); got != c.want {
 			t.Errorf("%v spins %d yields %d, empty pass %d: %v, want %v", c.idle.Kind, c.idle.Spins, c.idle.Yields, c.empty, got, c.want)
+		}
+	}
+}
+
+// A back-off window: spin the first passes, yield while the last work is
+// younger than the window, park after it; no window: the counts.
+func TestAgentPhaseAtWindow(t *testing.T) {
+	w := Idle{Kind: IdleBackoff, Window: 250 * time.Microsecond}
+	cases := []struct {
+		idle   Idle
+		empty  int
+		idleNs int64
+		want   IdlePhase
+	}{
+		{w, 1, 0, PhaseSpin},
+		{w, AgentSpinsDefault, 1_000_000, PhaseSpin},
+		{w, AgentSpinsDefault + 1, 0, PhaseYield},
+		{w, 1_000_000, 249_999, PhaseYield},
+		{w, AgentSpinsDefault + 1, 250_000, PhasePark},
+		{Idle{Kind: IdleBackoff}, AgentSpinsDefault + AgentYieldsDefault + 1, 0, PhasePark},
+		{Idle{Kind: IdleBlock, Window: time.Second}, 1, 0, PhasePark},
+		{Idle{Kind: IdleYield, Window: time.Nanosecond}, 1 << 20, 1 << 40, PhaseYield},
+	}
+	for _, c := range cases {
+		if got := c.idle.AgentPhaseAt(c.empty, c.idleNs); got != c.want {
+			t.Errorf("%v window %v, empty pass %d, idle %d ns: %v, want %v", c.idle.Kind, c.idle.Window, c.empty, c.idleNs, got, c.want)
+		}
+	}
+}
+
+func TestParseIdle(t *testing.T) {
+	for in, want := range map[string]Idle{
+		"block": {Kind: IdleBlock}, "backoff": {Kind: IdleBackoff}, "spin": {Kind: IdleBusySpin}, "yield": {Kind: IdleYield},
+		"backoff:250us": {Kind: IdleBackoff, Window: 250 * time.Microsecond}, "backoff:1s": {Kind: IdleBackoff, Window: time.Second},
+	} {
+		if got, err := ParseIdle(in); err != nil || got != want {
+			t.Errorf("ParseIdle(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "Block", "backoff:", "backoff:0s", "backoff:-1ms", "backoff:2s", "backoff:fast", "yield:1ms"} {
+		if _, err := ParseIdle(bad); err == nil {
+			t.Errorf("ParseIdle(%q): no error", bad)
 		}
 	}
 }

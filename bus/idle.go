@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -70,6 +71,37 @@ type Idle struct {
 	Spins, Yields int
 	// Park is how long one park may wait (0 means ParkDefault).
 	Park time.Duration
+	// Window, for a node's agent under IdleBackoff: how long after its
+	// last work it keeps polling (yielding between passes) before it
+	// parks (AgentPhaseAt). 0: the pass counts alone decide.
+	Window time.Duration
+}
+
+// IdleWindowMax bounds Idle.Window: past a second, back-off is yield.
+const IdleWindowMax = time.Second
+
+// ParseIdle reads an idle strategy's name: block, backoff, spin, yield,
+// or backoff:DURATION (a back-off whose agent keeps polling DURATION
+// after its last work before it parks, e.g. backoff:250us).
+func ParseIdle(s string) (Idle, error) {
+	switch s {
+	case "backoff":
+		return Idle{Kind: IdleBackoff}, nil
+	case "spin":
+		return Idle{Kind: IdleBusySpin}, nil
+	case "yield":
+		return Idle{Kind: IdleYield}, nil
+	case "block":
+		return Idle{Kind: IdleBlock}, nil
+	}
+	if w, ok := strings.CutPrefix(s, "backoff:"); ok {
+		d, err := time.ParseDuration(w)
+		if err != nil || d <= 0 || d > IdleWindowMax {
+			return Idle{}, fmt.Errorf("idle strategy %q: the back-off window must be a duration in (0, %v], like backoff:250us", s, IdleWindowMax)
+		}
+		return Idle{Kind: IdleBackoff, Window: d}, nil
+	}
+	return Idle{}, fmt.Errorf("unknown idle strategy %q (backoff, backoff:DURATION, spin, yield, block)", s)
 }
 
 // DefaultIdle is block. A node runs one agent thread (bus.Idle.AgentPhase;

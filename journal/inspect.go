@@ -504,3 +504,13 @@ func inspectSnapshots(fsys FS, dir string, snaps []segRef, d *Description) error
 	}
 	return nil
 }
+
+// SnapshotSeqs lists the seqs of the snapshot files in dir (live set),
+// newest first, without opening them. Read-only.
+func SnapshotSeqs(fsys FS, dir string) ([]uint64, error) {
+	names, err := ReadOnly(fsys).ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return snapshotSeqs(names), nil
+}

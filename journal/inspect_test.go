@@ -295,6 +295,14 @@ func TestInspectSnapshotProblems(t *testing.T) {
 	t.Run("broken chain", func(t *testing.T) {
 		dir, _ := buildInspectJournal(t)
 		j, _ := mustOpen(t, OSFS{}, dir, Options{SegmentBytes: inspectSegmentBytes})
+		// A second snapshot, so Compact may remove what lies below the
+		// first (it keeps the journal after the older kept snapshot).
+		if err := j.WriteSnapshot(101, 2, func(w io.Writer) error {
+			_, err := w.Write(bytes.Repeat([]byte("state"), 100))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
 		if n, err := j.Compact(); err != nil || n != 1 {
 			t.Fatalf("Compact: %d, %v", n, err)
 		}
@@ -306,8 +314,10 @@ func TestInspectSnapshotProblems(t *testing.T) {
 		if p := d.FirstProblem(true); p != nil {
 			t.Fatalf("compacted journal with its snapshot: %v", p)
 		}
-		if err := os.Remove(filepath.Join(dir, snapshotName(100))); err != nil {
-			t.Fatal(err)
+		for _, seq := range []uint64{100, 101} {
+			if err := os.Remove(filepath.Join(dir, snapshotName(seq))); err != nil {
+				t.Fatal(err)
+			}
 		}
 		d, err = Inspect(OSFS{}, dir, InspectOptions{})
 		if err != nil {

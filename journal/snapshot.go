@@ -318,10 +318,16 @@ func (j *Journal) latestSnapshotSeq() (uint64, error) {
 	return seq, r.Close()
 }
 
-// Compact removes the segments whose records all lie at or below the newest
-// valid snapshot's seq, oldest first (a crash part-way leaves a contiguous
-// log). The segment being written is never removed. It returns how many
-// segments it removed; with no snapshot it removes nothing. Owner goroutine.
+// Compact removes the segments whose records all lie at or below the
+// oldest kept snapshot's seq (of the SnapshotsKept, the one the newest
+// valid snapshot falls back to; with a single snapshot, the empty state
+// before seq 1, so nothing is removed), oldest first (a crash part-way leaves a
+// contiguous log). So the journal always continues from an older state
+// than the newest: recovery restores the newest and skips what lies
+// below it, while a recompute of past outputs (session replay) can start
+// from the older one, one snapshot interval further back. The segment
+// being written is never removed. It returns how many segments it
+// removed; with no snapshot it removes nothing. Owner goroutine.
 func (j *Journal) Compact() (removed int, err error) {
 	if j.closed {
 		return 0, ErrClosed
@@ -332,6 +338,22 @@ func (j *Journal) Compact() (removed int, err error) {
 	}
 	if err != nil {
 		return 0, err
+	}
+	names, err := j.fs.ReadDir(j.dir)
+	if err != nil {
+		return 0, err
+	}
+	older := false
+	for _, s := range snapshotSeqs(names) {
+		if s < snapSeq {
+			snapSeq, older = s, true // newest first: the next older kept one
+			break
+		}
+	}
+	if !older {
+		// One snapshot: the older state is the empty one, which the
+		// journal reaches only from its start.
+		return 0, nil
 	}
 	for len(j.segs) > 1 && j.segs[0].lastSeq <= snapSeq {
 		if err := j.fs.Remove(j.path(j.segs[0].name)); err != nil {

@@ -114,7 +114,17 @@ func TestCompact(t *testing.T) {
 	}
 	segs := len(j.segs)
 	snapSeq := j.segs[2].lastSeq + 5 // inside segment 3
+	// One snapshot: the state before it is the empty one, from seq 1.
+	writeSnap(t, j, 10, 1)
+	if n, err := j.Compact(); n != 0 || err != nil || j.First() != 1 {
+		t.Fatalf("compact with one snapshot: %d %v, first %d", n, err, j.First())
+	}
 	writeSnap(t, j, snapSeq, 1)
+	// Two: the journal continues from the older (10), so nothing goes.
+	if n, err := j.Compact(); n != 0 || err != nil {
+		t.Fatalf("compact below snapshot 10: %d %v", n, err)
+	}
+	writeSnap(t, j, snapSeq+1, 1) // prunes 10: snapSeq is the older now
 	n, err := j.Compact()
 	if err != nil || n != 3 {
 		t.Fatalf("Compact = %d, %v; want 3 of %d", n, err, segs)
@@ -134,8 +144,16 @@ func TestCompact(t *testing.T) {
 		t.Fatalf("recovery after compaction %+v", rec)
 	}
 	checkRecords(t, readAll(t, j), want[first-1:])
-	// The segment being written is never removed.
+	// The journal keeps everything after the older snapshot: what it
+	// removes is bounded by snapSeq+1, not by the newest.
 	writeSnap(t, j, 10_000, 1)
+	if n, err := j.Compact(); err != nil || n != 0 || j.First() != first {
+		t.Fatalf("compact with an older snapshot kept: removed %d, %v, first %d want %d", n, err, j.First(), first)
+	}
+	// A third snapshot prunes snapSeq's; the older kept one is then
+	// 10,000, past everything, and the segment being written is never
+	// removed.
+	writeSnap(t, j, 10_001, 1)
 	if _, err := j.Compact(); err != nil || len(j.segs) != 1 {
 		t.Fatalf("compact all: %v, %d segments", err, len(j.segs))
 	}

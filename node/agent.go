@@ -186,12 +186,13 @@ func (n *Node) runAgent(a *agent, started chan<- error) {
 	defer unlock()
 	started <- nil
 	parkAtOnce := a.idle.AgentPhase(1) == bus.PhasePark
+	lastWork := n.nowNs()
 	for !a.stop.Load() {
 		now := n.nowNs()
 		a.passes.Add(1)
 		n.pollReady(a)
 		if n.doWork(now) > 0 {
-			a.empty = 0
+			a.empty, lastWork = 0, now
 			if parkAtOnce {
 				// block: back to epoll_wait at once. It is level-triggered,
 				// so it returns at once when more arrived, for the cost of
@@ -201,7 +202,7 @@ func (n *Node) runAgent(a *agent, started chan<- error) {
 			continue
 		}
 		a.empty++
-		switch a.idle.AgentPhase(a.empty) {
+		switch a.idle.AgentPhaseAt(a.empty, now-lastWork) {
 		case bus.PhaseYield:
 			bus.Yield()
 		case bus.PhasePark:
@@ -226,6 +227,11 @@ func (n *Node) doWork(now int64) int {
 	}
 	if ok {
 		ok = n.timerPass(now, &l)
+	}
+	if ok {
+		var w int
+		w, ok = n.recomputePass(&l)
+		work += w
 	}
 	l.unlock()
 	if !ok {
@@ -448,13 +454,22 @@ func (n *Node) syncLoop() {
 			return
 		case <-n.syncKick:
 		}
-		if err := n.j.Sync(); err != nil && !errors.Is(err, journal.ErrClosed) {
-			a.syncErr.CompareAndSwap(nil, &err)
-			a.syncFailures.Add(1)
-		}
-		if a.parked.Load() && a.poller != nil {
-			_ = a.poller.Wake()
-		}
+		n.syncOnce(a)
+	}
+}
+
+// syncOnce is one group commit of the fsync thread: sync, publish a
+// failure, wake a parked agent. It allocates nothing.
+func (n *Node) syncOnce(a *agent) {
+	if err := n.j.Sync(); err != nil && !errors.Is(err, journal.ErrClosed) {
+		// A copy only here: taking err's own address would move it to
+		// the heap on every sync (one malloc per group commit).
+		failed := err
+		a.syncErr.CompareAndSwap(nil, &failed)
+		a.syncFailures.Add(1)
+	}
+	if a.parked.Load() && a.poller != nil {
+		_ = a.poller.Wake()
 	}
 }
 

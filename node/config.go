@@ -155,6 +155,11 @@ type Config struct {
 	// NewStateMachine builds the replicated state machine (the bus knows it
 	// only through engine.StateMachine).
 	NewStateMachine func() (engine.StateMachine, error)
+	// NewScratchStateMachine builds a state machine that is not the
+	// node's: the recomputes of outputs for session replay apply journal
+	// records to it (nil: NewStateMachine). A harness that watches the
+	// node's own state machine gives a separate one here.
+	NewScratchStateMachine func() (engine.StateMachine, error)
 
 	// StatusFile, if set, is rewritten (atomically) every 100 ms and on
 	// Close with the node's Status as JSON.

@@ -92,6 +92,7 @@ type Node struct {
 	// a standby's recording emitter, the replay frame and the request
 	// budget.
 	outHist     *sessionHistory
+	recompute   replayRecompute // the journal fallback (sessionrecompute.go)
 	histEmitter historyEmitter
 	replayBatch *wire.Batch
 	replayRate  struct {

@@ -26,10 +26,12 @@ import (
 //
 // Bounds: the history holds Config.SessionHistory outputs over all
 // sessions (default 65536, about 10 MB), oldest dropped first; a request
-// for outputs older than that is answered TooOld with the oldest it could
-// replay. A node rebuilding from its disk recomputes the outputs below
-// its snapshot from the journal (historyBelowSnapshot), so a restart does
-// not shorten the history while the journal reaches back.
+// for outputs older than that is recomputed from the journal
+// (sessionrecompute.go), and answered TooOld with the oldest it could
+// replay when the journal and its snapshots no longer reach back. A node
+// rebuilding from its disk recomputes the outputs below its snapshot from
+// the journal (historyBelowSnapshot), so a restart does not shorten the
+// history while the journal reaches back.
 // One request sends at most replayMaxOutputs outputs (the client asks on
 // from where it stopped) and the node answers at most replayBudget
 // requests per replayBudgetNs (over that: Refused, counted), so a flood
@@ -212,6 +214,14 @@ func (n *Node) resetSessionHistory() {
 	}
 }
 
+// newScratch builds a state machine for a recompute (never the node's).
+func (c *Config) newScratch() (engine.StateMachine, error) {
+	if c.NewScratchStateMachine != nil {
+		return c.NewScratchStateMachine()
+	}
+	return c.NewStateMachine()
+}
+
 // sessionOutSeqer is the engine's optional report of a session's last
 // output seq (engine.Engine.SessionOutSeq).
 type sessionOutSeqer interface{ SessionOutSeq(session uint64) uint64 }
@@ -241,7 +251,7 @@ func (n *Node) historyBelowSnapshot() error {
 	if n.j.First() != 1 || upto == 0 || upto < snap || upto > historyRebuildMax {
 		return nil
 	}
-	scratch, err := n.cfg.NewStateMachine()
+	scratch, err := n.cfg.newScratch()
 	if err != nil {
 		return err
 	}
@@ -301,6 +311,10 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 		if h := q.SessionOutSeq(req.Session); h >= req.From {
 			p.tooOld, p.next, p.highest = true, h+1, h
 		}
+	}
+	if p.tooOld {
+		n.startRecompute(req.Session, req.From, p, from)
+		return
 	}
 	end.Next, end.Highest = p.next, p.highest
 	if p.tooOld {

@@ -138,6 +138,11 @@ type Stats struct {
 	// holds numbers only.
 	ReplayRequests, ReplayServed, ReplayTooOld, ReplayRefused uint64
 	ReplayRecorded, ReplayResets                              uint64
+	// Requests older than the history answered by recomputing from the
+	// journal, the records those recomputes applied, requests refused
+	// because one was already running, and recomputes that failed (an
+	// unreadable journal or snapshot: the client is refused and retries).
+	ReplayRecomputed, ReplayRecomputeRecords, ReplayRecomputeBusy, ReplayRecomputeFailed uint64
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	// NewTerms counts newer epochs granted to this node while it led

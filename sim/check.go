@@ -237,6 +237,13 @@ func (c *checker) newStateMachine(id int) func() (engine.StateMachine, error) {
 	}
 }
 
+// newScratchStateMachine is every node's NewScratchStateMachine: an
+// engine the checker does not watch (a recompute for session replay is
+// not the node's state).
+func newScratchStateMachine() (engine.StateMachine, error) {
+	return engine.New(engineConfig())
+}
+
 const maxViolations = 8
 
 func (c *checker) violate(inv int, format string, args ...any) {

@@ -62,19 +62,7 @@ func checkPeers(peers peerFlags, id uint) error {
 	return nil
 }
 
-func parseIdle(s string) (bus.Idle, error) {
-	switch s {
-	case "backoff":
-		return bus.Idle{Kind: bus.IdleBackoff}, nil
-	case "spin":
-		return bus.Idle{Kind: bus.IdleBusySpin}, nil
-	case "yield":
-		return bus.Idle{Kind: bus.IdleYield}, nil
-	case "block":
-		return bus.Idle{Kind: bus.IdleBlock}, nil
-	}
-	return bus.Idle{}, fmt.Errorf("unknown idle strategy %q (backoff, spin, yield, block)", s)
-}
+func parseIdle(s string) (bus.Idle, error) { return bus.ParseIdle(s) }
 
 func parseFsync(s string) (journal.SyncPolicy, error) {
 	switch s {

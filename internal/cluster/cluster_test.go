@@ -49,12 +49,18 @@ func TestProcsSuperviseByName(t *testing.T) {
 	if c.LogPath != filepath.Join(p.Dir, "polite.log") || p.Pid("polite") != c.Pid() || p.Pid("none") != 0 {
 		t.Fatalf("log %s pid %d/%d", c.LogPath, p.Pid("polite"), c.Pid())
 	}
+	if th := c.Threads(); !strings.HasPrefix(th, "1 threads:") {
+		t.Fatalf("Threads of a running shell: %q", th)
+	}
 	// Pause returns only once the child is stopped, with no polling.
 	if err := p.Pause("polite", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if st := procState(t, c.Pid()); st != "T" {
 		t.Fatalf("Pause returned with the child in state %s", st)
+	}
+	if th := c.Threads(); th != "1 threads: 1 T" && !strings.HasPrefix(th, "1 threads: 1 T (") {
+		t.Fatalf("Threads of a stopped shell: %q", th)
 	}
 	if err := p.Pause("none", time.Second); err == nil {
 		t.Fatal("Pause of no child: no error")

@@ -174,6 +174,55 @@ func allThreadsStopped(pid int) (bool, error) {
 	return true, nil
 }
 
+// Threads summarises the child's threads by scheduler state, naming the
+// kernel function each one not sleeping interruptibly waits in
+// (e.g. "9 threads: 8 S, 1 D (jbd2_log_wait_commit)"): what a stall
+// report needs to tell a process waiting on the disk from one that is
+// stuck or spinning. "" when /proc cannot say.
+func (p *Proc) Threads() string {
+	dir := fmt.Sprintf("/proc/%d/task", p.Pid())
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	counts := map[byte]int{}
+	var order []byte
+	var waits []string
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			continue
+		}
+		c := s[i+2]
+		if counts[c] == 0 {
+			order = append(order, c)
+		}
+		counts[c]++
+		if c != 'S' {
+			if w, err := os.ReadFile(dir + "/" + t.Name() + "/wchan"); err == nil && len(w) > 0 && string(w) != "0" {
+				waits = append(waits, string(c)+" in "+string(w))
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d threads:", len(tasks))
+	for k, c := range order {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %d %c", counts[c], c)
+	}
+	if len(waits) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(waits, ", "))
+	}
+	return b.String()
+}
+
 // Kill sends SIGKILL (if still running) and waits for the exit.
 func (p *Proc) Kill() {
 	if !p.Exited() {

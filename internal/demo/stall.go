@@ -28,6 +28,11 @@ func (d *demo) stalled(answered uint64) bool {
 	}
 	d.stall = fmt.Errorf("no answer for %v (%d answered): the cluster stalled; see the process states above", demoStallMax, answered)
 	fmt.Fprintf(d.out, "\n>>> no answer for %v: stopping; the processes:\n", demoStallMax)
+	if b, err := os.ReadFile("/proc/pressure/io"); err == nil {
+		// A disk that stalls every fsync stalls the witness's grants and
+		// the nodes' durability alike: say so beside the processes.
+		fmt.Fprintf(d.out, "  io pressure: %s\n", bytes.ReplaceAll(bytes.TrimSpace(b), []byte("\n"), []byte("; ")))
+	}
 	names := []string{"witness"}
 	for _, id := range d.IDs() {
 		names = append(names, cluster.NodeName(id))
@@ -38,6 +43,8 @@ func (d *demo) stalled(answered uint64) bool {
 			state = "never started"
 		} else if p.Exited() {
 			state = "exited: " + p.Cmd.ProcessState.String()
+		} else if t := p.Threads(); t != "" {
+			state += ", " + t
 		}
 		fmt.Fprintf(d.out, "  %s: %s; the end of its log:\n", name, state)
 		for _, l := range logTail(d.Dir+"/"+name+".log", 8) {
