@@ -355,7 +355,20 @@ func (j *Journal) Compact() (removed int, err error) {
 		// journal reaches only from its start.
 		return 0, nil
 	}
-	for len(j.segs) > 1 && j.segs[0].lastSeq <= snapSeq {
+	return j.CompactBehind(snapSeq)
+}
+
+// CompactBehind removes the segments whose records all lie at or below
+// seq, oldest first; the segment being written is never removed. Compact
+// applies the retention policy and calls it; tools that must shape a
+// journal (a test's compacted history) call it directly. The caller must
+// hold a valid snapshot at or above seq, or recovery will find a journal
+// that starts past its state. Owner goroutine.
+func (j *Journal) CompactBehind(seq uint64) (removed int, err error) {
+	if j.closed {
+		return 0, ErrClosed
+	}
+	for len(j.segs) > 1 && j.segs[0].lastSeq <= seq {
 		if err := j.fs.Remove(j.path(j.segs[0].name)); err != nil {
 			return removed, err
 		}

@@ -328,18 +328,10 @@ func drillPause(r *drillRun) (string, error) {
 	}
 	other := uint32(3 - old)
 	oldName, otherName := "node"+strconv.Itoa(int(old)), "node"+strconv.Itoa(int(other))
-	if err := r.Pause(otherName, 2*time.Second); err != nil {
+	stoppedAt, err := r.pauseHoldingStandby(oldName, otherName)
+	if err != nil {
 		return "", err
 	}
-	time.Sleep(100 * time.Millisecond)
-	// The primary must be stopped for real before the standby resumes:
-	// otherwise it reads the standby's acks and releases those answers
-	// before it stops, and nothing is left to release stale.
-	if err := r.Pause(oldName, 2*time.Second); err != nil {
-		return "", err
-	}
-	stoppedAt := time.Now()
-	r.Signal(otherName, syscall.SIGCONT)
 	r.at(">>> SIGSTOP node%d (the primary), %v lease; standby node%d held for the last 100 ms, so acks wait for the primary", old, drillLease, other)
 	nw, nst, err := r.waitPrimary(old, ost.Epoch+1, 10*time.Second)
 	if err != nil {
@@ -387,6 +379,26 @@ func drillPause(r *drillRun) (string, error) {
 		anomaly = join(anomaly, "the old primary did not step down")
 	}
 	return anomaly, nil
+}
+
+// pauseHoldingStandby stops the standby for 100 ms, then the primary, and
+// resumes the standby: the primary pauses with answers applied but not
+// released, whose acks reach its socket while it is stopped. It returns
+// when the primary stopped.
+func (r *drillRun) pauseHoldingStandby(primary, standby string) (time.Time, error) {
+	if err := r.Pause(standby, 2*time.Second); err != nil {
+		return time.Time{}, err
+	}
+	time.Sleep(100 * time.Millisecond)
+	// The primary must be stopped for real before the standby resumes:
+	// otherwise it reads the standby's acks and releases those answers
+	// before it stops, and nothing is left to release stale.
+	if err := r.Pause(primary, 2*time.Second); err != nil {
+		return time.Time{}, err
+	}
+	stoppedAt := time.Now()
+	r.Signal(standby, syscall.SIGCONT)
+	return stoppedAt, nil
 }
 
 // drillNoGating: stop the standby (its small receive buffer overflows, so
