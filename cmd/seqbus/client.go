@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -125,36 +126,25 @@ func runClient(args []string) error {
 	return f.runLoad(cl)
 }
 
-// runLoad runs the load on cl and prints (or writes) its summary.
+// runLoad runs the load on cl (internal/loadclient) and prints (or
+// writes) its summary.
 func (f *clientFlags) runLoad(cl *client.Client) error {
-	lat := loadclient.NewLatency()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var trace *loadclient.Trace
-	if *f.traceStages > 0 {
-		var err error
-		if trace, err = loadclient.NewTrace(*f.traceStages, *f.traceWindow, cl); err != nil {
-			return err
-		}
+	var progress io.Writer
+	if *f.out != "-" && isTerminal(os.Stderr) {
+		progress = os.Stderr
 	}
-	stopProgress := loadclient.StartProgress(os.Stderr, *f.out != "-" && isTerminal(os.Stderr), cl, lat)
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice, Park: *f.park},
-		func(r client.Result) {
-			lat.Record(r)
-			if trace != nil {
-				trace.Record(r)
-			}
-		})
-	stopProgress()
-	if rep.NiceErr != nil {
-		fmt.Fprintf(os.Stderr, "seqbus client: --nice %d not applied (the generator ran at its own priority): %v\n", *f.nice, rep.NiceErr)
+	res, err := loadclient.Run(ctx, cl, loadclient.RunConfig{Progress: progress, Session: *f.session,
+		TraceStages: *f.traceStages, TraceWindow: *f.traceWindow, TraceFile: *f.traceFile,
+		Load: client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice, Park: *f.park}})
+	if res != nil && res.Report.NiceErr != nil {
+		fmt.Fprintf(os.Stderr, "seqbus client: --nice %d not applied (the generator ran at its own priority): %v\n", *f.nice, res.Report.NiceErr)
 	}
-	if trace != nil {
-		if err := trace.Write(*f.traceFile, *f.session, rep.Sent, cl.Counters()); err != nil {
-			return fmt.Errorf("--trace-file: %w", err)
-		}
+	if err != nil {
+		return err
 	}
-	sum := loadclient.Summarize(rep, cl.Failovers(), lat)
+	sum := res.Summary
 	b, _ := json.MarshalIndent(sum, "", "  ")
 	if *f.out == "-" {
 		fmt.Println(string(b))
@@ -166,7 +156,7 @@ func (f *clientFlags) runLoad(cl *client.Client) error {
 			return err
 		}
 	}
-	return loadErr
+	return res.LoadErr
 }
 
 // checkFollow: following the lease holder (--witness or --arbiter) needs

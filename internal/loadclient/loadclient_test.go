@@ -1,9 +1,11 @@
 package loadclient
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +71,35 @@ func TestTrace(t *testing.T) {
 	in, sent, recv := got.Col(stagetrace.ColIntended), got.Col(stagetrace.ColSent), got.Col(stagetrace.ColReceived)
 	if len(in) < 4 || in[2] != 10 || sent[2] != 11 || recv[3] != 50 || in[3] != 20 {
 		t.Fatalf("columns %v %v %v", in, sent, recv)
+	}
+}
+
+// TestRun: the load's summary counts what was sent, and the trace is
+// written with the session and the commands sent; a trace that cannot
+// be written is the error, the load's report still returned.
+func TestRun(t *testing.T) {
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: 5}, Primary: netip.MustParseAddrPort("127.0.0.1:9")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	path := filepath.Join(t.TempDir(), "client.trace")
+	cfg := RunConfig{Load: client.LoadConfig{Rate: 1000, Count: 3, Instruments: 1, Seed: 1, Drain: 50 * time.Millisecond},
+		TraceStages: 8, TraceFile: path, Session: 5}
+	res, err := Run(context.Background(), cl, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.Sent != 3 || res.Summary.Answered != 0 || res.Summary.Unanswered != 3 {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+	tr, err := stagetrace.ReadFile(path)
+	if err != nil || tr.ID != 5 || tr.Commands != 3 {
+		t.Fatalf("trace %+v, %v", tr, err)
+	}
+	cfg.TraceFile = filepath.Join(t.TempDir(), "missing", "dir", "client.trace")
+	res, err = Run(context.Background(), cl, cfg)
+	if err == nil || !strings.HasPrefix(err.Error(), "--trace-file: ") || res == nil || res.Report.Sent != 3 {
+		t.Fatalf("unwritable trace: %v, %+v", err, res)
 	}
 }
