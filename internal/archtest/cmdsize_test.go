@@ -16,7 +16,7 @@ import (
 // wants well under 1,000 lines of logic there; before the harness moved
 // out (internal/demo, internal/drill, bench/suite, internal/statview,
 // internal/journalview, internal/loadclient, internal/serve,
-// internal/flagcheck) the layer had 3,720 code lines, after it 1,634.
+// internal/flagcheck) the layer had 3,720 code lines, after it 1,623.
 // Lower the cap as the layer shrinks; do not raise it to fit new logic:
 // put the logic in a library and call it.
 const cmdCodeMax = 1700
