@@ -117,6 +117,9 @@ type FloorSet struct {
 	best2, best4 string // idle names
 }
 
+// RunFloors measures the floors of one size (bench.RunFloor with bin's
+// hop processes): every idle strategy at 2 and 4 hops, and the best at
+// p50 of each as "floor-2hop" and "floor-4hop". A lossy floor is kept.
 func RunFloors(ctx context.Context, bin string, size int, rate float64, count int, idles []string, l cluster.Layout, nice int, park bool) (*FloorSet, error) {
 	fl := &FloorSet{hist: map[string]*hdrhistogram.Histogram{}}
 	for _, hops := range []int{2, 4} {
@@ -142,8 +145,8 @@ func RunFloors(ctx context.Context, bin string, size int, rate float64, count in
 	return fl, nil
 }
 
-// LatencyCell runs one size and fsync policy once per auth mode, printing
-// each run and the MAC's cost as a ratio.
+// LatencyCell runs one size and fsync policy once per auth mode, writing
+// each run's table and the MAC's cost as a ratio to w.
 func LatencyCell(ctx context.Context, w io.Writer, bin string, cell cluster.BenchConfig, auths []bool, floors *FloorSet, out string) ([]LatencyRun, error) {
 	var runs []LatencyRun
 	var plain *LatencyRun
@@ -241,6 +244,8 @@ func latencyRows(run LatencyRun) []string {
 	return append(rows, stagetrace.Stages...)
 }
 
+// WriteLatencyRun writes a run's table: each stage's percentiles in µs
+// next to the floors, the ratios to them and the processes.
 func WriteLatencyRun(w io.Writer, run LatencyRun) {
 	fmt.Fprintf(w, "\nsize %s B, fsync %s, auth %s, engine %s: %.0f cmd/s achieved; %d of %d sent > 10 µs late (generator); %d unanswered\n",
 		SizeName(run.Size), run.Fsync, run.Auth, run.Engine, run.Achieved, run.Generator.Late10us, run.Generator.Sent, run.Unanswered)
@@ -270,6 +275,8 @@ func WriteLatencyRun(w io.Writer, run LatencyRun) {
 	WriteProcesses(w, run.Processes)
 }
 
+// WriteProcesses writes the per-process table (CPU, allocations and
+// socket calls per command).
 func WriteProcesses(w io.Writer, ps []cluster.ProcessInfo) {
 	fmt.Fprint(w, processWindowNote)
 	fmt.Fprintf(w, "  %-10s %8s %6s %6s %10s %14s %14s %14s %14s\n", "process", "pid", "cpus", "procs", "cpu s", "cpu s/1M cmd",
