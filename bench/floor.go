@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -372,11 +371,11 @@ func (c *floorClient) result(recordStartNs int64, sentTotal uint64) *FloorResult
 		Sent: sent, Received: c.received, Elapsed: elapsed}
 }
 
-// hopProcs are the running hop processes: children of cfg.Binary,
-// started and supervised by internal/cluster, each logging to a file in
-// dir (removed by stop).
+// hopProcs are the running hop processes: children of cfg.Binary under
+// a cluster.Procs, each logging to <role>.log in a temporary directory
+// (removed by stop).
 type hopProcs struct {
-	dir   string
+	sup   *cluster.Procs
 	procs []*hopProc
 }
 
@@ -397,18 +396,21 @@ func (p *hopProcs) start(ctx context.Context, cfg FloorConfig, role string, rela
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	if p.dir == "" {
-		if p.dir, err = os.MkdirTemp("", "seqbus-floor-"); err != nil {
+	if p.sup == nil {
+		dir, err := os.MkdirTemp("", "seqbus-floor-")
+		if err != nil {
 			return netip.AddrPort{}, err
 		}
+		p.sup = &cluster.Procs{Bin: cfg.Binary, Dir: dir}
 	}
 	// Pinned from the first instruction (the fork inherits the forking
 	// thread's affinity), as taskset does; stdin held open: the hop stops
-	// at EOF.
-	proc, err := cluster.Start(cluster.Spec{Name: role, Bin: cfg.Binary, Args: args, Log: filepath.Join(p.dir, role+".log"), CPUs: pin, Stdin: true})
-	if err != nil {
+	// at EOF. No death signal: it fires when the forking thread exits,
+	// and the pinned client thread is discarded at its end.
+	if err := p.sup.StartSpec(cluster.Spec{Name: role, Args: args, CPUs: pin, Stdin: true}); err != nil {
 		return netip.AddrPort{}, fmt.Errorf("bench: start %s: %w", role, err)
 	}
+	proc := p.sup.Get(role)
 	p.procs = append(p.procs, &hopProc{role: role, cpus: cpus, proc: proc})
 	var addr netip.AddrPort
 	var lerr error
@@ -482,9 +484,9 @@ func (p *hopProcs) stop() []ProcessInfo {
 		}
 		infos = append(infos, *hp.info)
 	}
-	if p.dir != "" {
-		os.RemoveAll(p.dir)
-		p.dir = ""
+	if p.sup != nil {
+		os.RemoveAll(p.sup.Dir)
+		p.sup = nil
 	}
 	return infos
 }

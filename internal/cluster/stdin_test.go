@@ -37,3 +37,24 @@ func TestStdinPipe(t *testing.T) {
 		t.Fatalf("log %q", held.Log())
 	}
 }
+
+// TestProcsStartSpec: a child started from a whole Spec is supervised by
+// name, with Bin and the log defaulted from the Procs.
+func TestProcsStartSpec(t *testing.T) {
+	p := &Procs{Bin: "/bin/sh", Dir: t.TempDir()}
+	defer p.StopAll()
+	if err := p.StartSpec(Spec{Name: "reader", Args: []string{"-c", "cat >/dev/null; echo done"}, Stdin: true}); err != nil {
+		t.Fatal(err)
+	}
+	c := p.Get("reader")
+	if c == nil || c.LogPath != filepath.Join(p.Dir, "reader.log") {
+		t.Fatalf("child %+v", c)
+	}
+	c.CloseStdin()
+	if _, err := p.Wait("reader", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(c.Log(), "done") {
+		t.Fatalf("log %q", c.Log())
+	}
+}
