@@ -113,10 +113,10 @@ func runClient(args []string) error {
 	}
 	defer cl.Close()
 	if *f.arbiterURL != "" {
-		if _, err := parseEtcdURL(*f.arbiterURL); err != nil {
+		eps, err := parseEtcdURL(*f.arbiterURL)
+		if err != nil {
 			return asUsage(err)
 		}
-		eps, _ := parseEtcdURL(*f.arbiterURL) // checked above
 		stop, err := loadclient.FollowEtcd(eps, uint16(*f.stream), f.nodes, cl)
 		if err != nil {
 			return err
