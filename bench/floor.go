@@ -6,10 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/internal/pace"
 )
@@ -61,7 +60,8 @@ type FloorConfig struct {
 	Park bool
 	// CPUs pins roles to CPU lists ("0", "1", "0-1"): "client" (the calling
 	// thread), "echo" (the far end) and, for 4 hops, "relay" (A). Hop
-	// processes are started under taskset; empty means no pinning.
+	// processes are pinned from their first instruction (internal/cluster,
+	// as taskset would); empty means no pinning.
 	CPUs map[string]string
 }
 
@@ -116,7 +116,8 @@ func (c FloorConfig) withDefaults() (FloorConfig, error) {
 }
 
 // RunFloor measures the raw UDP floor with the hops in separate processes
-// (children of cfg.Binary, killed by pid on return) and the client end on
+// (children of cfg.Binary started by internal/cluster, killed by pid on
+// return) and the client end on
 // the calling goroutine, locked to its OS thread, paced by the same
 // generator as the gated run (internal/pace) and polling its socket
 // without blocking (bus recvmmsg, no allocation). It is bounded in time by
@@ -386,17 +387,19 @@ func (c *floorClient) result(recordStartNs int64, sentTotal uint64) *FloorResult
 		Sent: sent, Received: c.received, Elapsed: elapsed}
 }
 
-// hopProcs are the running hop processes.
+// hopProcs are the running hop processes: children of cfg.Binary under
+// a cluster.Procs, each logging to <role>.log in a temporary directory
+// (removed by stop).
 type hopProcs struct {
+	sup   *cluster.Procs
 	procs []*hopProc
 }
 
 type hopProc struct {
-	role  string
-	cpus  string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	info  *ProcessInfo
+	role string
+	cpus string
+	proc *cluster.Proc
+	info *ProcessInfo
 }
 
 func (p *hopProcs) start(ctx context.Context, cfg FloorConfig, role string, relayTo netip.AddrPort, bound time.Duration) (netip.AddrPort, error) {
@@ -404,84 +407,102 @@ func (p *hopProcs) start(ctx context.Context, cfg FloorConfig, role string, rela
 	if relayTo.IsValid() {
 		args = append(args, "--relay-to", relayTo.String())
 	}
-	name := cfg.Binary
 	cpus := cfg.CPUs[role]
-	if cpus != "" {
-		taskset, err := exec.LookPath("taskset")
+	pin, err := cpuSlice(cpus)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if p.sup == nil {
+		dir, err := os.MkdirTemp("", "seqbus-floor-")
 		if err != nil {
-			return netip.AddrPort{}, fmt.Errorf("bench: pinning %s needs taskset: %w", role, err)
+			return netip.AddrPort{}, err
 		}
-		args = append([]string{"-c", cpus, name}, args...)
-		name = taskset
+		p.sup = &cluster.Procs{Bin: cfg.Binary, Dir: dir}
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	if err := cmd.Start(); err != nil {
+	// Pinned from the first instruction (the fork inherits the forking
+	// thread's affinity), as taskset does; stdin held open: the hop stops
+	// at EOF. No death signal: it fires when the forking thread exits,
+	// and the pinned client thread is discarded at its end.
+	if err := p.sup.StartSpec(cluster.Spec{Name: role, Args: args, CPUs: pin, Stdin: true}); err != nil {
 		return netip.AddrPort{}, fmt.Errorf("bench: start %s: %w", role, err)
 	}
-	hp := &hopProc{role: role, cpus: cpus, cmd: cmd, stdin: stdin}
-	p.procs = append(p.procs, hp)
-	type line struct {
-		addr netip.AddrPort
-		err  error
-	}
-	ch := make(chan line, 1)
-	go func() {
-		addr, err := readListening(bufio.NewReader(stdout))
-		ch <- line{addr, err}
-		// Keep draining, so a chatty child never blocks on a full pipe.
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	timer := time.NewTimer(floorStartTimeout)
-	defer timer.Stop()
-	select {
-	case l := <-ch:
-		if l.err != nil {
-			return netip.AddrPort{}, fmt.Errorf("%s: %w", role, l.err)
-		}
-		return l.addr, nil
-	case <-timer.C:
+	proc := p.sup.Get(role)
+	p.procs = append(p.procs, &hopProc{role: role, cpus: cpus, proc: proc})
+	var addr netip.AddrPort
+	var lerr error
+	err = cluster.Poll(ctx, floorStartTimeout, time.Millisecond, func() bool {
+		var ok bool
+		addr, ok, lerr = listeningIn(proc.Log())
+		return ok || lerr != nil || proc.Exited()
+	})
+	switch {
+	case errors.Is(err, cluster.ErrTimeout):
 		return netip.AddrPort{}, fmt.Errorf("bench: %s did not start within %v", role, floorStartTimeout)
-	case <-ctx.Done():
-		return netip.AddrPort{}, ctx.Err()
+	case err != nil:
+		return netip.AddrPort{}, err
+	case lerr != nil:
+		return netip.AddrPort{}, fmt.Errorf("%s: %w", role, lerr)
+	case !addr.IsValid():
+		// Exited before it said where it listens.
+		return netip.AddrPort{}, fmt.Errorf("%s: bench: echo process exited (%v): %s", role, proc.Err(), proc.LogTail(8))
 	}
+	return addr, nil
+}
+
+// listeningIn finds the "listening ADDR" line in an echo process's log
+// (ok false while there is none yet). Only whole lines count: the text
+// after the last newline may be a write still under way.
+func listeningIn(log string) (netip.AddrPort, bool, error) {
+	lines := strings.Split(log, "\n")
+	for _, line := range lines[:len(lines)-1] {
+		if strings.HasPrefix(line, "listening ") {
+			addr, err := readListening(bufio.NewReader(strings.NewReader(line + "\n")))
+			return addr, err == nil, err
+		}
+	}
+	return netip.AddrPort{}, false, nil
+}
+
+// cpuSlice is a CPU list ("0", "1,3", "0-1") as CPU numbers (nil for "").
+func cpuSlice(list string) ([]int, error) {
+	if list == "" {
+		return nil, nil
+	}
+	set, err := parseCPUList(list)
+	if err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for cpu := 0; cpu < runtime.NumCPU(); cpu++ {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus, nil
 }
 
 // stop ends every hop process (stdin closed, then SIGKILL by pid after a
-// second), waits for each and returns what they used. Safe to call twice.
+// second), waits for each, removes the logs and returns what they used.
+// Safe to call twice.
 func (p *hopProcs) stop() []ProcessInfo {
 	var infos []ProcessInfo
 	for _, hp := range p.procs {
 		if hp.info == nil {
-			hp.stdin.Close()
-			done := make(chan struct{})
-			go func() {
-				_ = hp.cmd.Wait()
-				close(done)
-			}()
-			t := time.NewTimer(time.Second)
-			select {
-			case <-done:
-			case <-t.C:
-				_ = hp.cmd.Process.Kill()
-				<-done
+			hp.proc.CloseStdin()
+			if _, err := hp.proc.Wait(time.Second); err != nil {
+				hp.proc.Kill()
 			}
-			t.Stop()
-			info := ProcessInfo{Role: hp.role, Pid: hp.cmd.Process.Pid, CPUs: hp.cpus}
-			if st := hp.cmd.ProcessState; st != nil {
+			info := ProcessInfo{Role: hp.role, Pid: hp.proc.Pid(), CPUs: hp.cpus}
+			if st := hp.proc.State(); st != nil {
 				info.CPUSeconds = (st.UserTime() + st.SystemTime()).Seconds()
 			}
 			hp.info = &info
 		}
 		infos = append(infos, *hp.info)
+	}
+	if p.sup != nil {
+		os.RemoveAll(p.sup.Dir)
+		p.sup = nil
 	}
 	return infos
 }

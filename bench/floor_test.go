@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"testing"
@@ -120,6 +119,34 @@ func TestEchoRefusesNonLoopback(t *testing.T) {
 	}
 }
 
+// TestListeningIn: the hop's address is read from a whole line of its
+// log only.
+func TestListeningIn(t *testing.T) {
+	for _, c := range []struct {
+		log  string
+		want string
+		ok   bool
+		bad  bool
+	}{
+		{"", "", false, false},
+		{"listening 127.0.0.1:4", "", false, false}, // not yet a whole line
+		{"listening 127.0.0.1:4000\n", "127.0.0.1:4000", true, false},
+		{"warming up\nlistening 127.0.0.1:4000\nmore", "127.0.0.1:4000", true, false},
+		{"listening nowhere\n", "", false, true},
+	} {
+		addr, ok, err := listeningIn(c.log)
+		if ok != c.ok || (err != nil) != c.bad || (ok && addr.String() != c.want) {
+			t.Errorf("%q: %v %v %v, want %q %v bad=%v", c.log, addr, ok, err, c.want, c.ok, c.bad)
+		}
+	}
+	if cpus, err := cpuSlice("0"); err != nil || len(cpus) != 1 || cpus[0] != 0 {
+		t.Errorf("cpuSlice(0) = %v, %v", cpus, err)
+	}
+	if cpus, err := cpuSlice(""); err != nil || cpus != nil {
+		t.Errorf("cpuSlice(\"\") = %v, %v", cpus, err)
+	}
+}
+
 func TestParseCPUList(t *testing.T) {
 	set, err := parseCPUList("0")
 	if err != nil || !set.IsSet(0) || set.Count() != 1 {
@@ -132,12 +159,9 @@ func TestParseCPUList(t *testing.T) {
 	}
 }
 
-// TestRunFloorPinned: with a CPU layout the hops start under taskset and
-// the client thread is pinned; the report states the layout per role.
+// TestRunFloorPinned: with a CPU layout the hops start pinned and the
+// client thread is pinned; the report states the layout per role.
 func TestRunFloorPinned(t *testing.T) {
-	if _, err := exec.LookPath("taskset"); err != nil {
-		t.Skip("no taskset")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cpus := map[string]string{"client": "0", "relay": "0", "echo": strconv.Itoa(runtime.NumCPU() - 1)}

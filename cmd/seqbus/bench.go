@@ -14,14 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/seqbus/seqbus/bench"
+	"github.com/seqbus/seqbus/bench/suite"
 	"github.com/seqbus/seqbus/bus"
 )
-
-// nsPerUs: histograms record nanoseconds; .hgrm files are in µs.
-const nsPerUs = 1000.0
 
 func runBench(args []string) error {
 	usage := func() {
@@ -74,27 +70,6 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
-func sizeName(size int) string {
-	if size == 0 {
-		return "order39"
-	}
-	return strconv.Itoa(size)
-}
-
-// writeHGRM writes h (ns) as dir/name.hgrm in µs.
-func writeHGRM(dir, name string, h *hdrhistogram.Histogram) (string, error) {
-	path := filepath.Join(dir, name+".hgrm")
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	if err := bench.WriteHGRM(f, h, nsPerUs); err != nil {
-		f.Close()
-		return "", err
-	}
-	return path, f.Close()
-}
-
 type benchCommon struct {
 	out      *string
 	idle     *string
@@ -132,36 +107,6 @@ func (c benchCommon) setup() (bus.Idle, bus.Tuning, error) {
 	return idle, bus.Tuning{BusyPollUs: int(*c.busyPoll / time.Microsecond)}, nil
 }
 
-var benchQuantiles = []float64{50, 90, 99, 99.9, 99.99, 100}
-
-func quantName(q float64) string {
-	if q == 100 {
-		return "max"
-	}
-	return "p" + strconv.FormatFloat(q, 'f', -1, 64)
-}
-
-func pcts(h *hdrhistogram.Histogram) map[string]float64 {
-	m := map[string]float64{}
-	for _, q := range benchQuantiles {
-		m[quantName(q)] = float64(h.ValueAtQuantile(q)) / nsPerUs
-	}
-	return m
-}
-
-func writeSummary(dir string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, "summary.json")
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	fmt.Printf("\nwrote %s and the .hgrm files beside it (compare them with `seqbus bench compare --plot out.png A.hgrm B.hgrm`)\n", path)
-	return nil
-}
-
 func benchFloor(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench floor", flag.ContinueOnError)
 	size := fs.Int("size", 32, "message bytes")
@@ -188,33 +133,20 @@ func benchFloor(ctx context.Context, args []string) error {
 		return err
 	}
 	machine := bench.Machine()
-	fmt.Printf("seqbus bench floor on %s: %d-byte raw UDP ping-pong, %d hops in separate processes, %d round trips at %.0f/s\n", machineText(machine), *size, *hops, *count, *rate)
-	var series []bench.Named
-	var sums []bench.Summary
+	fmt.Printf("seqbus bench floor on %s: %d-byte raw UDP ping-pong, %d hops in separate processes, %d round trips at %.0f/s\n", suite.MachineText(machine), *size, *hops, *count, *rate)
+	var names []string
 	for _, name := range strings.Split(*idles, ",") {
-		name = strings.TrimSpace(name)
-		res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: self, Hops: *hops, Idle: name, Size: *size, Rate: *rate, Count: *count, Warmup: 1000})
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		stage := bench.FloorStage(*hops, name)
-		if _, err := writeHGRM(*c.out, stage, res.Hist); err != nil {
-			return err
-		}
-		fmt.Printf("  %s: intended->sent p50 %.1f µs p99 %.1f µs max %.1f µs, %d of %d sent > 10 µs late\n", stage,
-			float64(res.IntendedToSent.ValueAtQuantile(50))/nsPerUs, float64(res.IntendedToSent.ValueAtQuantile(99))/nsPerUs,
-			float64(res.Pace.MaxLateNs)/nsPerUs, res.Pace.Late10us, res.Pace.Sent)
-		series = append(series, bench.Named{Name: name, Dist: bench.FromHistogram(res.Hist, nsPerUs)})
-		sums = append(sums, bench.NewSummary(name, res.Hist, nsPerUs))
+		names = append(names, strings.TrimSpace(name))
 	}
-	t, err := bench.Compare(series)
+	res, err := suite.RunFloorSuite(ctx, suite.FloorConfig{Bin: self, Hops: *hops, Size: *size, Count: *count, Rate: *rate, Idles: names, Dir: *c.out, Out: os.Stdout})
 	if err != nil {
 		return err
 	}
+	t, sums := res.Table, res.Summaries
 	if err := t.WriteText(os.Stdout); err != nil {
 		return err
 	}
-	return writeSummary(*c.out, map[string]any{"command": "floor", "machine": machine, "hops": *hops, "table": t, "summaries": sums})
+	return suite.WriteSummary(os.Stdout, *c.out, map[string]any{"command": "floor", "machine": machine, "hops": *hops, "table": t, "summaries": sums})
 }
 
 func benchCompare(args []string) error {
@@ -234,22 +166,9 @@ func benchCompare(args []string) error {
 	if ext := filepath.Ext(*plotPath); *plotPath != "" && ext != ".png" && ext != ".svg" {
 		return usagef("--plot must name a .png or .svg file, got %q", *plotPath)
 	}
-	var series []bench.Named
-	for _, path := range files {
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		d, err := bench.ReadHGRM(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		name := strings.TrimSuffix(filepath.Base(path), ".hgrm")
-		if parent := filepath.Base(filepath.Dir(path)); parent != "." && parent != "/" {
-			name = parent + "/" + name
-		}
-		series = append(series, bench.Named{Name: name, Dist: d})
+	series, err := suite.ReadHGRMs(files)
+	if err != nil {
+		return err
 	}
 	t, err := bench.Compare(series)
 	if err != nil {
@@ -271,12 +190,4 @@ func benchCompare(args []string) error {
 		fmt.Printf("plot: %s\n", *plotPath)
 	}
 	return nil
-}
-
-func machineText(m bench.MachineInfo) string {
-	cpu := m.CPUModel
-	if cpu == "" {
-		cpu = m.GOARCH
-	}
-	return fmt.Sprintf("%s, %d CPUs, %s, %s", cpu, m.NumCPU, m.Kernel, m.GoVersion)
 }

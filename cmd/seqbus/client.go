@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/etcdarb"
-	"github.com/seqbus/seqbus/internal/cluster"
+	"io"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -15,53 +13,9 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/loadclient"
 )
-
-// followEtcd asks the etcd arbiter who holds the lease every 100 ms (the
-// client's witness query interval) and points the client at a new holder,
-// resending what is in flight there. It returns a function that stops it.
-func followEtcd(url string, stream uint16, nodes map[uint32]netip.AddrPort, cl *client.Client) (func(), error) {
-	eps, err := parseEtcdURL(url)
-	if err != nil {
-		return nil, err
-	}
-	if len(nodes) == 0 {
-		return nil, fmt.Errorf("--arbiter needs --node id=host:port for every node")
-	}
-	q, err := etcdarb.NewQuerier(etcdarb.Config{Endpoints: eps, Stream: stream})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var holder arbiter.NodeID
-		var epoch uint64
-		t := time.NewTicker(client.DefaultQueryEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			qctx, qcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-			h, e, _, err := q.Query(qctx)
-			qcancel()
-			if err != nil || h == arbiter.NodeNone || (h == holder && e == epoch) || e < epoch {
-				continue
-			}
-			if addr, ok := nodes[uint32(h)]; ok {
-				holder, epoch = h, e
-				if addr != cl.Primary() {
-					cl.SetPrimary(addr)
-				}
-			}
-		}
-	}()
-	return func() { cancel(); <-done; q.Close() }, nil
-}
 
 // clientSummary is what `seqbus client` prints (and writes with --json).
 type clientSummary = cluster.ClientSummary
@@ -159,10 +113,11 @@ func runClient(args []string) error {
 	}
 	defer cl.Close()
 	if *f.arbiterURL != "" {
-		if _, err := parseEtcdURL(*f.arbiterURL); err != nil {
+		eps, err := parseEtcdURL(*f.arbiterURL)
+		if err != nil {
 			return asUsage(err)
 		}
-		stop, err := followEtcd(*f.arbiterURL, uint16(*f.stream), f.nodes, cl)
+		stop, err := loadclient.FollowEtcd(eps, uint16(*f.stream), f.nodes, cl)
 		if err != nil {
 			return err
 		}
@@ -171,67 +126,37 @@ func runClient(args []string) error {
 	return f.runLoad(cl)
 }
 
-// runLoad runs the load on cl and prints (or writes) its summary.
+// runLoad runs the load on cl (internal/loadclient) and prints (or
+// writes) its summary.
 func (f *clientFlags) runLoad(cl *client.Client) error {
-	lat := newClientLatency()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var trace *clientTrace
-	if *f.traceStages > 0 {
-		var err error
-		if trace, err = newClientTrace(*f.traceStages, *f.traceWindow, cl); err != nil {
-			return err
-		}
+	var progress io.Writer
+	if *f.out != "-" && isTerminal(os.Stderr) {
+		progress = os.Stderr
 	}
-	stopProgress := startProgress(os.Stderr, *f.out != "-" && isTerminal(os.Stderr), cl, lat)
-	rep, loadErr := cl.Load(ctx, client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice, Park: *f.park},
-		func(r client.Result) {
-			lat.record(r)
-			if trace != nil {
-				trace.record(r)
-			}
-		})
-	stopProgress()
-	if rep.NiceErr != nil {
-		fmt.Fprintf(os.Stderr, "seqbus client: --nice %d not applied (the generator ran at its own priority): %v\n", *f.nice, rep.NiceErr)
+	res, err := loadclient.Run(ctx, cl, loadclient.RunConfig{Progress: progress, Session: *f.session,
+		TraceStages: *f.traceStages, TraceWindow: *f.traceWindow, TraceFile: *f.traceFile,
+		Load: client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice, Park: *f.park}})
+	if res != nil && res.Report.NiceErr != nil {
+		fmt.Fprintf(os.Stderr, "seqbus client: --nice %d not applied (the generator ran at its own priority): %v\n", *f.nice, res.Report.NiceErr)
 	}
-	if trace != nil {
-		if err := trace.write(*f.traceFile, *f.session, rep.Sent, cl.Counters()); err != nil {
-			return fmt.Errorf("--trace-file: %w", err)
-		}
+	if err != nil {
+		return err
 	}
-	sum := summarize(rep, cl.Failovers(), lat)
+	sum := res.Summary
 	b, _ := json.MarshalIndent(sum, "", "  ")
 	if *f.out == "-" {
 		fmt.Println(string(b))
 	} else {
-		printClientSummary(os.Stdout, &sum)
+		loadclient.WriteSummary(os.Stdout, &sum)
 	}
 	if *f.out != "" && *f.out != "-" {
 		if err := os.WriteFile(*f.out, b, 0o644); err != nil {
 			return err
 		}
 	}
-	return loadErr
-}
-
-// summarize is the load's report as `seqbus client --json` writes it.
-func summarize(rep client.LoadReport, failovers uint64, lat *clientLatency) clientSummary {
-	st := rep.Stats
-	sum := clientSummary{
-		Sent: rep.Sent, Answered: st.Answered, Acks: st.Acks, Rejects: st.Rejects, Duplicates: st.Duplicates,
-		Resent: st.Resent, Unanswered: rep.Sent - st.Answered, Executions: st.Executions, Failovers: failovers,
-		ElapsedSec: rep.Elapsed.Seconds(), RatePerSec: float64(st.Answered) / max(rep.Elapsed.Seconds(), 1e-9),
-		LatencyUs: map[string]float64{},
-	}
-	sum.SentLate10us, sum.IntendedToSentUs = rep.Pace.Late10us, map[string]float64{}
-	for _, q := range []float64{50, 90, 99, 99.9, 99.99, 100} {
-		if rep.IntendedToSent != nil {
-			sum.IntendedToSentUs[fmt.Sprintf("p%g", q)] = float64(rep.IntendedToSent.ValueAtQuantile(q)) / 1000
-		}
-		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(lat.quantile(q) / time.Microsecond)
-	}
-	return sum
+	return res.LoadErr
 }
 
 // checkFollow: following the lease holder (--witness or --arbiter) needs

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"os"
-	"strings"
+
+	"github.com/seqbus/seqbus/internal/flagcheck"
 )
 
 // parseFlags parses args with an added --config flag. A config file holds
@@ -29,7 +27,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return asUsage(applyConfigFile(fs, *path, set))
+	return asUsage(flagcheck.ApplyFile(fs, *path, set))
 }
 
 // parseQuiet parses args without the flag package's own printing: a bad
@@ -46,47 +44,6 @@ func parseQuiet(fs *flag.FlagSet, args []string) error {
 	}
 	if err != nil {
 		return usagef("%v (see seqbus %s --help)", err, fs.Name())
-	}
-	return nil
-}
-
-// applyConfigFile sets every flag named in the file that is not in skip.
-func applyConfigFile(fs *flag.FlagSet, path string, skip map[string]bool) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("--config: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if i := strings.IndexByte(text, '#'); i >= 0 {
-			text = strings.TrimSpace(text[:i])
-		}
-		if text == "" {
-			continue
-		}
-		name, value, ok := strings.Cut(text, "=")
-		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-		if !ok || name == "" {
-			return fmt.Errorf("%s:%d: want `name = value`, got %q", path, line, text)
-		}
-		name = strings.TrimLeft(name, "-")
-		if name == "config" {
-			return fmt.Errorf("%s:%d: a config file cannot include another", path, line)
-		}
-		if fs.Lookup(name) == nil {
-			return fmt.Errorf("%s:%d: unknown setting %q for `seqbus %s` (see --help)", path, line, name, fs.Name())
-		}
-		if skip[name] {
-			continue
-		}
-		if err := fs.Set(name, strings.Trim(value, `"`)); err != nil {
-			return fmt.Errorf("%s:%d: %s: %w", path, line, name, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("--config %s: %w", path, err)
 	}
 	return nil
 }

@@ -2,60 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"syscall"
-	"time"
 
-	"github.com/seqbus/seqbus/client"
-	"github.com/seqbus/seqbus/internal/cluster"
-	"github.com/seqbus/seqbus/internal/verdict"
+	"github.com/seqbus/seqbus/internal/drill"
 )
 
-// The drills: three failure lessons on loopback, each a scenario with a
-// timeline and a verdict. The first is the product working; the other two
-// switch a safety mechanism off (the only place the unsafe switches exist)
-// and show the anomaly it prevents, detected from what the client saw.
-
-// drillScenario is one lesson.
-type drillScenario struct {
-	name, title, lesson string
-	// unsafe is the switch the nodes run with ("" for none).
-	unsafe string
-	run    func(r *drillRun) (anomaly string, err error)
-}
-
-var drillScenarios = []drillScenario{
-	{
-		name:  "pause",
-		title: "primary paused past its lease (SIGSTOP), then resumed",
-		lesson: "The lease and the fence: the paused primary's lease runs out, the standby is granted the next epoch and promotes; " +
-			"resumed, the old primary finds its lease gone, releases nothing and steps down.",
-		run: drillPause,
-	},
-	{
-		name:   "no-fencing",
-		title:  "the same pause with fencing switched off",
-		unsafe: "--unsafe-no-fencing",
-		lesson: "Without fencing the resumed primary does not check its lease: it releases answers from its old epoch after the new " +
-			"primary has started answering. Two primaries have been heard: the stale one's answers may contradict the new history.",
-		run: drillPause,
-	},
-	{
-		name:   "no-gating",
-		title:  "gating switched off, primary crashed (SIGKILL) while the standby lags",
-		unsafe: "--unsafe-no-gating",
-		lesson: "Without gating the primary answers as soon as it applies, before the standby has the command. " +
-			"It dies; the standby promotes without those commands; orders the client saw acknowledged are gone.",
-		run: drillNoGating,
-	},
-}
-
+// runDrill parses the drill's flags and runs the scenarios of
+// internal/drill, printing their timelines and verdicts.
 func runDrill(args []string) error {
 	if len(args) > 0 && args[0] == "node" {
 		// A node with the drill's unsafe switches, started by the drill.
@@ -64,8 +21,8 @@ func runDrill(args []string) error {
 	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: seqbus drill [--scenario NAME|all] [flags]\n\nscenarios:\n")
-		for _, s := range drillScenarios {
-			fmt.Fprintf(fs.Output(), "  %-11s %s\n", s.name, s.title)
+		for _, s := range drill.Scenarios {
+			fmt.Fprintf(fs.Output(), "  %-11s %s\n", s.Name, s.Title)
 		}
 		fmt.Fprintf(fs.Output(), "\nThe unsafe switches (--unsafe-no-fencing, --unsafe-no-gating) exist only here, on the nodes\n"+
 			"a drill starts (`seqbus drill node ...`); `seqbus node` has none.\n\nflags:\n")
@@ -80,23 +37,27 @@ func runDrill(args []string) error {
 	if err := checkPositive("rate", *rate); err != nil {
 		return err
 	}
-	var run []drillScenario
-	for _, s := range drillScenarios {
-		if *which == "all" || *which == s.name {
-			run = append(run, s)
-		}
-	}
+	run := drill.Select(*which)
 	if len(run) == 0 {
 		return usagef("--scenario: unknown %q (pause, no-fencing, no-gating, all)", *which)
 	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return runDrills(ctx, run, drill.Config{Bin: bin, Rate: *rate, Keep: *keep, Engine: engineConfig(), Out: os.Stdout})
+}
+
+// runDrills runs each scenario in turn and prints a failed drill's error.
+func runDrills(ctx context.Context, run []drill.Scenario, cfg drill.Config) error {
 	var failed []string
 	for i, s := range run {
 		if i > 0 {
 			fmt.Println()
 		}
-		ok, err := runScenario(ctx, s, *rate, *keep)
+		ok, err := drill.Run(ctx, s, cfg)
 		if ctx.Err() != nil {
 			fmt.Println("\ninterrupted: every process stopped")
 			return ctx.Err()
@@ -105,385 +66,11 @@ func runDrill(args []string) error {
 			fmt.Printf("  verdict: DRILL FAILED: %v\n", err)
 		}
 		if err != nil || !ok {
-			failed = append(failed, s.name)
+			failed = append(failed, s.Name)
 		}
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("drills that did not reach their expected verdict: %v", failed)
 	}
 	return nil
-}
-
-// runScenario runs one drill and reports whether it reached the verdict
-// expected of it: no anomaly for a safe drill, its anomaly detected for an
-// unsafe one.
-func runScenario(ctx context.Context, s drillScenario, rate float64, keep bool) (bool, error) {
-	fmt.Printf("=== drill %s: %s\n", s.name, s.title)
-	fmt.Printf("    %s\n", s.lesson)
-	if s.unsafe != "" {
-		fmt.Printf("    UNSAFE: both nodes run with %s (drills only)\n", s.unsafe)
-	}
-	r, err := newDrillRun(ctx, s, rate, keep)
-	if err != nil {
-		return false, err
-	}
-	defer r.close()
-	anomaly, err := s.run(r)
-	if err != nil {
-		return false, err
-	}
-	switch {
-	case s.unsafe == "" && anomaly == "":
-		fmt.Println("  verdict: PASS, nothing stale reached the client and nothing acknowledged was lost")
-		return true, nil
-	case s.unsafe == "":
-		fmt.Printf("  verdict: FAIL, %s\n", anomaly)
-		return false, nil
-	case anomaly != "":
-		fmt.Printf("  verdict: ANOMALY DETECTED (expected with %s): %s\n", s.unsafe, anomaly)
-		return true, nil
-	default:
-		fmt.Printf("  verdict: NOT REPRODUCED: with %s the drill expected an anomaly and saw none\n", s.unsafe)
-		return false, nil
-	}
-}
-
-// drillRun is one drill's cluster (internal/cluster): a witness, two
-// nodes, a load client whose record keeps every output with the epoch and
-// node that sent it.
-type drillRun struct {
-	*cluster.Local
-	ctx      context.Context
-	start    time.Time
-	load     *cluster.Load
-	rec      *client.Recorder
-	rate     float64
-	session  uint64
-	keep     bool
-	verdict  *verdict.Result
-	clean    func()
-	scenario drillScenario
-}
-
-const (
-	drillLease   = time.Second
-	drillSession = 42
-)
-
-func newDrillRun(ctx context.Context, s drillScenario, rate float64, keep bool) (*drillRun, error) {
-	bin, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "seqbus-drill-"+s.name+"-")
-	if err != nil {
-		return nil, err
-	}
-	local, err := cluster.NewLocal(bin, dir, 2, 79)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	r := &drillRun{Local: local, ctx: ctx, scenario: s, rate: rate, session: drillSession, keep: keep}
-	r.clean = func() {
-		r.StopAll()
-		if keep {
-			fmt.Printf("  files kept in %s\n", dir)
-		} else {
-			os.RemoveAll(dir)
-		}
-	}
-	if err := r.startCluster(s); err != nil {
-		r.clean()
-		return nil, err
-	}
-	return r, nil
-}
-
-func (r *drillRun) close() {
-	if r.load != nil {
-		r.load.Client.Close()
-	}
-	r.clean()
-}
-
-func (r *drillRun) startCluster(s drillScenario) error {
-	if err := r.StartWitness(nil, "--lease", drillLease.String()); err != nil {
-		return err
-	}
-	for _, id := range r.IDs() {
-		args := append([]string{"drill", "node"}, r.NodeArgs(id)...)
-		args = append(args, "--lease", drillLease.String(), "--fsync", "group",
-			// Long enough that the drills' short pauses of a standby do not
-			// remove it from the in-sync set.
-			"--insync-timeout", "1s",
-			// A small receive buffer: a stopped standby loses what does not
-			// fit, as a real one behind a congested switch would.
-			"--recv-buffer", "32768")
-		if s.unsafe != "" {
-			args = append(args, s.unsafe)
-		}
-		if err := r.Start(cluster.NodeName(id), args...); err != nil {
-			return err
-		}
-	}
-	r.start = time.Now()
-	return nil
-}
-
-// at prints one timeline line, relative to the drill's start.
-func (r *drillRun) at(format string, args ...any) {
-	fmt.Printf("  %6.2fs  %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
-}
-
-// waitPrimary waits (bounded) for a live node other than not that is
-// primary at epoch >= minEpoch.
-func (r *drillRun) waitPrimary(not uint32, minEpoch uint64, timeout time.Duration) (uint32, nodeStatus, error) {
-	id, st, err := r.WaitPrimary(r.ctx, not, minEpoch, timeout)
-	if errors.Is(err, cluster.ErrNoPrimary) {
-		err = fmt.Errorf("no node became primary (epoch >= %d) within %v; logs in %s (use --keep)", minEpoch, timeout, r.Dir)
-	}
-	return id, st, err
-}
-
-// startLoad dials the client at primary and starts a fixed-rate load.
-func (r *drillRun) startLoad(primary uint32) error {
-	var err error
-	if r.rec, err = client.CreateRecorder(r.recordPath()); err != nil {
-		return err
-	}
-	count := uint64(r.rate * 60) // a minute at most: the drill stops it sooner
-	// The record keeps every output with the node and epoch of the frame
-	// that carried it: the verifier's stale check reads it.
-	r.load, err = cluster.StartLoad(r.ctx, client.Options{
-		Core: client.Config{Session: r.session}, Primary: r.Nodes[primary],
-		Witness: r.Witness, Nodes: r.Nodes, Recorder: r.rec,
-	}, client.LoadConfig{Rate: r.rate, Count: count, Instruments: 4, Seed: 11, Drain: 10 * time.Second})
-	if err != nil {
-		r.rec.Close()
-		r.rec = nil
-	}
-	return err
-}
-
-// answered is how many answers the client has.
-func (r *drillRun) answered() uint64 { return r.load.Client.Stats().Answered }
-
-// waitAnswered waits (bounded) until the client has n answers.
-func (r *drillRun) waitAnswered(n uint64, timeout time.Duration) error {
-	err := cluster.Poll(r.ctx, timeout, 10*time.Millisecond, func() bool { return r.answered() >= n })
-	if errors.Is(err, cluster.ErrTimeout) {
-		return fmt.Errorf("only %d of %d answers within %v", r.answered(), n, timeout)
-	}
-	return err
-}
-
-// watch prints the cluster once a second for d: every node's role and
-// epoch and the client's answers.
-func (r *drillRun) watch(d time.Duration) {
-	end := time.Now().Add(d)
-	for time.Now().Before(end) && r.ctx.Err() == nil {
-		time.Sleep(min(time.Second, time.Until(end)))
-		line := ""
-		for _, id := range r.IDs() {
-			if r.Dead[id] {
-				line += fmt.Sprintf("node%d dead  ", id)
-				continue
-			}
-			s, err := r.Status(id)
-			if err != nil {
-				line += fmt.Sprintf("node%d ?  ", id)
-				continue
-			}
-			line += fmt.Sprintf("node%d %s e%d released %d  ", id, s.Role, s.Epoch, s.Released)
-		}
-		r.at("%sclient answered %d", line, r.answered())
-	}
-}
-
-func (r *drillRun) recordPath() string { return filepath.Join(r.Dir, "client.jsonl") }
-
-// lostAcks runs the verifier (seqbus verify's) on the client's record and
-// both nodes, final the primary, and returns how many outputs the client
-// received are not in the final history, and how many orders it saw
-// acknowledged. Call after stopLoad and StopAll.
-func (r *drillRun) lostAcks(final uint32) (lost, acked int, err error) {
-	res, err := r.Verdict(r.recordPath(), final, engineConfig())
-	if err != nil {
-		return 0, 0, err
-	}
-	r.verdict = res
-	printVerdict(r.recordPath(), r.Local, res)
-	return int(res.Lost), r.load.Acked(), nil
-}
-
-// stopLoad ends the load: the client stops and its error is collected.
-func (r *drillRun) stopLoad() {
-	r.load.Stop(5 * time.Second)
-	if r.rec != nil {
-		if err := r.rec.Close(); err != nil {
-			fmt.Printf("  client record: %v\n", err)
-		}
-	}
-}
-
-// loadOnFirstPrimary waits for the first primary, starts the load on it
-// and waits for a second of answers.
-func (r *drillRun) loadOnFirstPrimary() (uint32, nodeStatus, error) {
-	old, ost, err := r.waitPrimary(0, 1, 10*time.Second)
-	if err != nil {
-		return 0, ost, err
-	}
-	r.at("node%d holds the lease at epoch %d; client load %.0f cmd/s starts", old, ost.Epoch, r.rate)
-	if err := r.startLoad(old); err != nil {
-		return 0, ost, err
-	}
-	return old, ost, r.waitAnswered(uint64(r.rate), 20*time.Second)
-}
-
-// drillPause: SIGSTOP the primary past its lease (after holding the
-// standby for 100 ms, so acks for answers the primary has not yet released
-// are waiting in its socket when it resumes), wait for the promotion,
-// SIGCONT, and watch what reaches the client.
-func drillPause(r *drillRun) (string, error) {
-	old, ost, err := r.loadOnFirstPrimary()
-	if err != nil {
-		return "", err
-	}
-	other := uint32(3 - old)
-	oldName, otherName := "node"+strconv.Itoa(int(old)), "node"+strconv.Itoa(int(other))
-	stoppedAt, err := r.pauseHoldingStandby(oldName, otherName)
-	if err != nil {
-		return "", err
-	}
-	r.at(">>> SIGSTOP node%d (the primary), %v lease; standby node%d held for the last 100 ms, so acks wait for the primary", old, drillLease, other)
-	nw, nst, err := r.waitPrimary(old, ost.Epoch+1, 10*time.Second)
-	if err != nil {
-		return "", err
-	}
-	r.at(">>> node%d PROMOTED at epoch %d (%v after the SIGSTOP)", nw, nst.Epoch, time.Since(stoppedAt).Round(time.Millisecond))
-	time.Sleep(time.Until(stoppedAt.Add(2 * drillLease)))
-	r.Signal(oldName, syscall.SIGCONT)
-	contAt := time.Now()
-	r.at(">>> SIGCONT node%d (paused %v, twice its lease)", old, contAt.Sub(stoppedAt).Round(time.Millisecond))
-	stepped := false
-	deadline := contAt.Add(5 * time.Second)
-	for time.Now().Before(deadline) && !stepped {
-		time.Sleep(20 * time.Millisecond)
-		if s, err := r.Status(old); err == nil && s.Role == "standby" && s.Epoch >= nst.Epoch {
-			stepped = true
-			r.at(">>> node%d stepped down: standby at epoch %d (%v after SIGCONT)", old, s.Epoch, time.Since(contAt).Round(time.Millisecond))
-		}
-	}
-	r.watch(3 * time.Second)
-	if !stepped {
-		r.at("node%d did not step down (still leading at epoch %d in its own eyes)", old, ost.Epoch)
-	}
-	r.stopLoad()
-	r.StopAll()
-	printTimeline(r.NodeLog(old))
-	printTimeline(r.NodeLog(nw))
-	lost, acked, err := r.lostAcks(nw)
-	if err != nil {
-		return "", err
-	}
-	stale, first := r.verdict.Stale, r.verdict.FirstStale
-	fmt.Printf("  client: %d orders acknowledged; %d outputs received are not in the final history; outputs of an older epoch after a newer one's: %d\n",
-		acked, lost, stale)
-	var anomaly string
-	if stale > 0 && first != nil {
-		anomaly = fmt.Sprintf("the deposed primary node%d's answers (epoch %d) reached the client %d times after the new primary (epoch %d) began answering; the first arrived %v after SIGCONT (order %d, %s)",
-			first.Node, first.Epoch, stale, nst.Epoch, time.Unix(0, first.WallNs).Sub(contAt).Round(time.Millisecond), first.ClientOrderID, first.Kind)
-	}
-	if lost > 0 {
-		anomaly = join(anomaly, fmt.Sprintf("%d outputs the client received are missing from the final history", lost))
-	}
-	anomaly = join(anomaly, r.otherFindings())
-	if !stepped && r.scenario.unsafe == "" {
-		anomaly = join(anomaly, "the old primary did not step down")
-	}
-	return anomaly, nil
-}
-
-// pauseHoldingStandby stops the standby for 100 ms, then the primary, and
-// resumes the standby: the primary pauses with answers applied but not
-// released, whose acks reach its socket while it is stopped. It returns
-// when the primary stopped.
-func (r *drillRun) pauseHoldingStandby(primary, standby string) (time.Time, error) {
-	if err := r.Pause(standby, 2*time.Second); err != nil {
-		return time.Time{}, err
-	}
-	time.Sleep(100 * time.Millisecond)
-	// The primary must be stopped for real before the standby resumes:
-	// otherwise it reads the standby's acks and releases those answers
-	// before it stops, and nothing is left to release stale.
-	if err := r.Pause(primary, 2*time.Second); err != nil {
-		return time.Time{}, err
-	}
-	stoppedAt := time.Now()
-	r.Signal(standby, syscall.SIGCONT)
-	return stoppedAt, nil
-}
-
-// drillNoGating: stop the standby (its small receive buffer overflows, so
-// it loses what the primary multicasts meanwhile), SIGKILL the primary,
-// resume the standby, let it promote, and count acknowledged orders missing
-// from the final history.
-func drillNoGating(r *drillRun) (string, error) {
-	old, ost, err := r.loadOnFirstPrimary()
-	if err != nil {
-		return "", err
-	}
-	other := uint32(3 - old)
-	if err := r.Pause("node"+strconv.Itoa(int(other)), 2*time.Second); err != nil {
-		return "", err
-	}
-	r.at(">>> SIGSTOP node%d (the standby): it stops acking, and its 32 KB receive buffer soon overflows", other)
-	before := r.answered()
-	time.Sleep(300 * time.Millisecond)
-	during := r.answered() - before
-	r.Kill(old)
-	killedAt := time.Now()
-	r.Signal("node"+strconv.Itoa(int(other)), syscall.SIGCONT)
-	r.at(">>> SIGKILL node%d (the primary); it answered %d commands while the standby was stopped; SIGCONT node%d", old, during, other)
-	nw, nst, err := r.waitPrimary(old, ost.Epoch+1, 10*time.Second)
-	if err != nil {
-		return "", err
-	}
-	r.at(">>> node%d PROMOTED at epoch %d (%v after the kill)", nw, nst.Epoch, time.Since(killedAt).Round(time.Millisecond))
-	r.watch(2 * time.Second)
-	r.stopLoad()
-	r.StopAll()
-	printTimeline(r.NodeLog(nw))
-	lost, acked, err := r.lostAcks(nw)
-	if err != nil {
-		return "", err
-	}
-	fmt.Printf("  client: %d orders acknowledged; %d outputs it received are not in node%d's history\n", acked, lost, nw)
-	stale := ""
-	if r.verdict.Stale > 0 {
-		stale = fmt.Sprintf("%d outputs of an older epoch arrived after a newer one's", r.verdict.Stale)
-	}
-	if lost > 0 {
-		return join(join(fmt.Sprintf("%d outputs the client received (acks, executions) vanished in the failover (the dead primary answered before the standby had them)", lost),
-			stale), r.otherFindings()), nil
-	}
-	return join(stale, r.otherFindings()), nil
-}
-
-// otherFindings names what the verifier found besides lost outputs ("" for
-// nothing).
-func (r *drillRun) otherFindings() string {
-	v := r.verdict
-	if v == nil || v.Duplicates+v.Conflicts+v.HashMismatches == 0 {
-		return ""
-	}
-	return fmt.Sprintf("seqbus verify: duplicates %d, conflicts %d, hash mismatches %d", v.Duplicates, v.Conflicts, v.HashMismatches)
-}
-
-func join(a, b string) string {
-	if a == "" || b == "" {
-		return a + b
-	}
-	return a + "; " + b
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/journalview"
 	"github.com/seqbus/seqbus/journal"
 )
 
@@ -66,7 +67,7 @@ func dumpSeqs(t *testing.T, out string) []uint64 {
 	var seqs []uint64
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		var r dumpRecord
+		var r journalview.DumpRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("dump line %q: %v", sc.Text(), err)
 		}

@@ -36,7 +36,7 @@ func loadKey(path string) (*auth.MasterKey, error) {
 	}
 	k, err := auth.LoadKeyFile(path)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--key: %w", err)}
+		return nil, usageError{Err: fmt.Errorf("--key: %w", err)}
 	}
 	return &k, nil
 }

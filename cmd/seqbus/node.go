@@ -16,13 +16,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/internal/metrics"
-	"github.com/seqbus/seqbus/internal/stagetrace"
+	"github.com/seqbus/seqbus/internal/serve"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
 )
@@ -188,7 +185,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	if err := checkNodeConfig(cfg); err != nil {
 		return err
 	}
-	return runNodeConfig(cfg, metricsAddr, f)
+	return serve.Node(cfg, serve.NodeOptions{MetricsAddr: metricsAddr, TraceWindow: *f.traceWindow, TraceFile: *f.traceFile}, waitSignal)
 }
 
 // config turns the flags into the node's Config.
@@ -292,66 +289,6 @@ func (f *nodeFlags) leaseConfig(cfg *node.Config) error {
 		}
 	}
 	return nil
-}
-
-// runNodeConfig starts the node (and its metrics) and runs it until
-// SIGINT or SIGTERM.
-func runNodeConfig(cfg node.Config, metricsAddr string, f *nodeFlags) error {
-	// Listen for metrics before the node opens anything, so a taken port
-	// fails the start instead of leaving a node running without them.
-	var reg *prometheus.Registry
-	if metricsAddr != "" {
-		reg = metrics.NewRegistry()
-		ms, err := metrics.Serve(metricsAddr, reg, cfg.Log)
-		if err != nil {
-			return err
-		}
-		defer ms.Close()
-		cfg.Log.Info("metrics", "url", "http://"+ms.Addr()+"/metrics")
-	}
-	n, err := node.New(cfg)
-	if err != nil {
-		return err
-	}
-	if reg != nil {
-		reg.MustRegister(metrics.NodeCollector{N: n})
-	}
-	if w, _ := stagetrace.ParseWindow(*f.traceWindow, nil); w != nil {
-		if err := n.TraceWindow(w.From, w.To); err != nil {
-			return err
-		}
-	}
-	warnSockets(cfg.Log, n)
-	if err := n.Start(); err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	<-ctx.Done()
-	cfg.Log.Info("stopping")
-	err = n.Close()
-	if cfg.TraceStages > 0 {
-		path := *f.traceFile
-		if path == "" {
-			path = filepath.Join(*f.dir, "stages.trace")
-		}
-		if werr := n.WriteTrace(path, os.Getpid()); werr != nil && err == nil {
-			err = fmt.Errorf("--trace-file: %w", werr)
-		}
-	}
-	return err
-}
-
-// warnSockets logs the socket options the kernel did not grant.
-func warnSockets(log *slog.Logger, n *node.Node) {
-	for _, r := range n.SocketReports() {
-		if r.RecvBufferBytesGranted < r.RecvBufferBytesRequested {
-			log.Warn("receive buffer smaller than asked (raise net.core.rmem_max or run as root)", "socket", r.Local, "asked", r.RecvBufferBytesRequested, "granted", r.RecvBufferBytesGranted)
-		}
-		if r.BusyPollErr != nil {
-			log.Warn("SO_BUSY_POLL refused", "socket", r.Local, "err", r.BusyPollErr)
-		}
-	}
 }
 
 // parseEtcdURL turns etcd://h1:2379,h2:2379 into client endpoints.

@@ -7,11 +7,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/bus"
-	"github.com/seqbus/seqbus/internal/metrics"
+	"github.com/seqbus/seqbus/internal/serve"
 	"github.com/seqbus/seqbus/witness"
 )
 
@@ -51,42 +48,7 @@ func runWitness(args []string) error {
 		cfg.Nodes, _ = parseIDs(*nodesFlag) // checked above
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
-	return serveWitness(cfg, addr, *dir, metricsAddr, *lease)
-}
-
-// serveWitness runs the witness (and its metrics) until SIGINT or
-// SIGTERM.
-func serveWitness(cfg witness.Config, addr netip.AddrPort, dir, metricsAddr string, lease time.Duration) error {
-	var reg *prometheus.Registry
-	if metricsAddr != "" {
-		reg = metrics.NewRegistry()
-		ms, err := metrics.Serve(metricsAddr, reg, cfg.Logger)
-		if err != nil {
-			return err
-		}
-		defer ms.Close()
-		cfg.Logger.Info("metrics", "url", "http://"+ms.Addr()+"/metrics")
-	}
-	// 8 MB of receive buffer, as a node has: a burst or a flood of requests
-	// queues instead of dropping the holder's renewals with it.
-	conn, err := bus.ListenUnicast(bus.UnicastConfig{Addr: addr, Tuning: bus.Tuning{RecvBufferBytes: 8 << 20}})
-	if err != nil {
-		return err
-	}
-	srv, err := witness.New(cfg, conn, dir)
-	if err != nil {
-		conn.Close()
-		return err
-	}
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	if reg != nil {
-		reg.MustRegister(metrics.WitnessCollector{S: srv})
-	}
-	cfg.Logger.Info("serving", "lease", lease, "epoch", srv.Status().Epoch)
-	waitSignal()
-	return srv.Close()
+	return serve.Witness(cfg, addr, *dir, metricsAddr, *lease, waitSignal)
 }
 
 // checkNodes: --nodes, when given, is a list of node ids.

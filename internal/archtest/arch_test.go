@@ -41,9 +41,20 @@ var mayImport = map[string][]string{
 	"internal/verdict": {"client", "engine", "journal"},
 	"internal/metrics": {"arbiter", "node", "witness"},
 	"internal/cluster": {"auth", "bus", "client", "engine", "journal", "node", "wire", "internal/stagetrace", "internal/verdict"},
-	"bench":            {"bus", "internal/monotime", "internal/pace"},
+	"bench":            {"bus", "internal/cluster", "internal/monotime", "internal/pace"},
 	"sim":              {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
 	"cmd/seqbus":       {"*"},
+
+	// Under the command layer: what `seqbus demo`, `drill`, `stat` and
+	// `bench latency|throughput` run (cmd/seqbus keeps flags and printing).
+	"internal/demo":        {"auth", "client", "engine", "internal/cluster", "internal/verdict"},
+	"internal/drill":       {"client", "engine", "internal/cluster", "internal/verdict"},
+	"internal/statview":    {},
+	"internal/journalview": {"engine", "journal"},
+	"internal/flagcheck":   {"bus"},
+	"internal/loadclient":  {"arbiter", "bus", "client", "etcdarb", "internal/cluster", "internal/stagetrace"},
+	"internal/serve":       {"bus", "internal/metrics", "internal/stagetrace", "node", "witness"},
+	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 
 // imports returns, per package directory under root, the module packages

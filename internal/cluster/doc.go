@@ -7,8 +7,9 @@
 // client received against the nodes' journals (internal/verdict for
 // recorded runs, ReadJournal for digests and replays).
 //
-// The demo, the drills and the benchmarks' process harness (cmd/seqbus)
-// and the end-to-end tests (e2e) all run their clusters through it.
+// The demo (internal/demo), the drills (internal/drill), the benchmarks
+// (bench/suite, and bench's floor hops) and the end-to-end tests (e2e)
+// all run their processes through it.
 // Every socket it opens is on 127.0.0.0/8 or inside a namespace the
 // caller created; every loop in it is bounded in time.
 package cluster

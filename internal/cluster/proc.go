@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -29,6 +30,10 @@ type Spec struct {
 	// Pdeathsig fires when the forking OS thread exits, so only set it
 	// where no goroutine that locks its thread forks children.
 	DieWithParent bool
+	// Stdin gives the child a stdin pipe that this process holds open
+	// until Proc.CloseStdin (or the child's exit), for a child that stops
+	// at EOF on its stdin (bench-echo). Without it stdin is /dev/null.
+	Stdin bool
 }
 
 // Proc is one started child.
@@ -37,6 +42,7 @@ type Proc struct {
 	LogPath string
 	Cmd     *exec.Cmd
 	cancel  context.CancelFunc
+	stdin   io.WriteCloser // nil unless Spec.Stdin
 	done    chan struct{}
 	err     error // valid once done is closed
 }
@@ -60,18 +66,34 @@ func Start(spec Spec) (*Proc, error) {
 	if spec.DieWithParent {
 		DieWithParent(cmd)
 	}
+	var stdin io.WriteCloser
+	if spec.Stdin {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			cancel()
+			logf.Close()
+			return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+		}
+	}
 	if err := startPinned(cmd, spec.CPUs); err != nil {
 		cancel()
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
 	}
-	p := &Proc{Name: spec.Name, LogPath: spec.Log, Cmd: cmd, cancel: cancel, done: make(chan struct{})}
+	p := &Proc{Name: spec.Name, LogPath: spec.Log, Cmd: cmd, cancel: cancel, stdin: stdin, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logf.Close()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// CloseStdin closes the child's stdin pipe (Spec.Stdin): a child that
+// stops at EOF stops. A no-op without the pipe; safe to call twice.
+func (p *Proc) CloseStdin() {
+	if p.stdin != nil {
+		_ = p.stdin.Close()
+	}
 }
 
 // Done is closed when the child has exited.

@@ -28,10 +28,25 @@ func (p *Procs) Start(name string, args ...string) error { return p.StartOn(name
 // process is pinned from its first instruction: the child inherits the
 // affinity of the thread that forks it.
 func (p *Procs) StartOn(name string, cpus []int, args ...string) error {
-	c, err := Start(Spec{Name: name, Bin: p.Bin, Args: args, Log: filepath.Join(p.Dir, name+".log"), CPUs: cpus, DieWithParent: true})
+	return p.StartSpec(Spec{Name: name, Args: args, CPUs: cpus, DieWithParent: true})
+}
+
+// StartSpec starts a child as spec says, supervised by name
+// (spec.Name): spec.Bin defaults to Bin and spec.Log to Dir/<name>.log.
+// For a child that needs what StartOn does not give (a stdin pipe, no
+// death signal).
+func (p *Procs) StartSpec(spec Spec) error {
+	if spec.Bin == "" {
+		spec.Bin = p.Bin
+	}
+	if spec.Log == "" {
+		spec.Log = filepath.Join(p.Dir, spec.Name+".log")
+	}
+	c, err := Start(spec)
 	if err != nil {
 		return err
 	}
+	name := spec.Name
 	p.mu.Lock()
 	if p.procs == nil {
 		p.procs = map[string]*Proc{}

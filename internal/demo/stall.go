@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -27,11 +27,11 @@ func (d *demo) stalled(answered uint64) bool {
 		return false
 	}
 	d.stall = fmt.Errorf("no answer for %v (%d answered): the cluster stalled; see the process states above", demoStallMax, answered)
-	fmt.Printf("\n>>> no answer for %v: stopping; the processes:\n", demoStallMax)
+	fmt.Fprintf(d.out, "\n>>> no answer for %v: stopping; the processes:\n", demoStallMax)
 	if b, err := os.ReadFile("/proc/pressure/io"); err == nil {
 		// A disk that stalls every fsync stalls the witness's grants and
 		// the nodes' durability alike: say so beside the processes.
-		fmt.Printf("  io pressure: %s\n", bytes.ReplaceAll(bytes.TrimSpace(b), []byte("\n"), []byte("; ")))
+		fmt.Fprintf(d.out, "  io pressure: %s\n", bytes.ReplaceAll(bytes.TrimSpace(b), []byte("\n"), []byte("; ")))
 	}
 	names := []string{"witness"}
 	for _, id := range d.IDs() {
@@ -46,9 +46,9 @@ func (d *demo) stalled(answered uint64) bool {
 		} else if t := p.Threads(); t != "" {
 			state += ", " + t
 		}
-		fmt.Printf("  %s: %s; the end of its log:\n", name, state)
+		fmt.Fprintf(d.out, "  %s: %s; the end of its log:\n", name, state)
 		for _, l := range logTail(d.Dir+"/"+name+".log", 8) {
-			fmt.Printf("    %s\n", l)
+			fmt.Fprintf(d.out, "    %s\n", l)
 		}
 	}
 	return true

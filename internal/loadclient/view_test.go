@@ -1,18 +1,39 @@
-package main
+package loadclient
 
 import (
 	"bytes"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/internal/cluster"
 )
+
+// lockedBuffer is a bytes.Buffer the progress goroutine and the test
+// share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 func TestClientSummaryTable(t *testing.T) {
 	var b bytes.Buffer
-	printClientSummary(&b, &clientSummary{Sent: 1200, Answered: 1199, Unanswered: 1, Acks: 1100, Rejects: 99, Resent: 7, Failovers: 1,
+	WriteSummary(&b, &cluster.ClientSummary{Sent: 1200, Answered: 1199, Unanswered: 1, Acks: 1100, Rejects: 99, Resent: 7, Failovers: 1,
 		ElapsedSec: 2, RatePerSec: 599.5, LatencyUs: map[string]float64{"p50": 40, "p90": 60, "p99": 120, "p99.9": 300, "p99.99": 400, "p100": 500}})
 	text := b.String()
 	for _, want := range []string{"sent", "answered", "unanswered", "failovers", "1200", "1199", "600/s", "p99.9", "120", "500"} {
@@ -33,12 +54,12 @@ func TestClientProgressLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	lat := newClientLatency()
-	lat.record(client.Result{LatencyNs: 250_000, Epoch: 3})
+	lat := NewLatency()
+	lat.Record(client.Result{LatencyNs: 250_000, Epoch: 3})
 	var off lockedBuffer
-	startProgress(&off, false, cl, lat)()
+	StartProgress(&off, false, cl, lat)()
 	var on lockedBuffer
-	stop := startProgress(&on, true, cl, lat)
+	stop := StartProgress(&on, true, cl, lat)
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(on.String(), "\n") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)

@@ -1,0 +1,133 @@
+package suite
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seqbus/seqbus/bench"
+	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/stagetrace"
+)
+
+func hist(t *testing.T, valuesNs ...int64) *hdrhistogram.Histogram {
+	t.Helper()
+	h := hdrhistogram.New(1, 10_000_000_000, 3)
+	for _, v := range valuesNs {
+		if err := h.RecordValue(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+func TestNames(t *testing.T) {
+	for q, want := range map[float64]string{50: "p50", 99.9: "p99.9", 99.99: "p99.99", 100: "max"} {
+		if got := QuantName(q); got != want {
+			t.Errorf("QuantName(%v) = %q, want %q", q, got, want)
+		}
+	}
+	if SizeName(0) != "order39" || SizeName(256) != "256" {
+		t.Errorf("SizeName: %q %q", SizeName(0), SizeName(256))
+	}
+	p := Pcts(hist(t, 10_000, 20_000, 30_000, 40_000))
+	if len(p) != len(Quantiles) || p["max"] < 39.9 || p["max"] > 40.1 || p["p50"] < 19.9 || p["p50"] > 20.1 {
+		t.Errorf("Pcts in µs: %v", p)
+	}
+}
+
+// TestGeneratorOf counts the sends more than 10 µs late.
+func TestGeneratorOf(t *testing.T) {
+	m := &stagetrace.Merged{Hist: map[string]*hdrhistogram.Histogram{
+		stagetrace.StageIntendedToSent: hist(t, 500, 9_000, 10_000, 12_000, 50_000),
+	}}
+	g := generatorOf(m)
+	if g.Sent != 5 || g.Late10us != 2 || g.MaxLate < 49.9 || g.MaxLate > 50.1 {
+		t.Fatalf("generatorOf = %+v, want 5 sent, 2 late, max 50 µs", g)
+	}
+}
+
+// TestLatencyRunReport: a run's report has every stage's percentiles
+// and files, the floors' ratios, and its table names the best floors.
+func TestLatencyRunReport(t *testing.T) {
+	m := &stagetrace.Merged{Hist: map[string]*hdrhistogram.Histogram{}}
+	for _, s := range stagetrace.Stages {
+		m.Hist[s] = hist(t, 20_000, 40_000)
+	}
+	m.Intervals = []*hdrhistogram.Histogram{hist(t, 20_000), hist(t)}
+	floors := &FloorSet{hist: map[string]*hdrhistogram.Histogram{
+		"floor-2hop-block": hist(t, 10_000), "floor-4hop-block": hist(t, 20_000),
+	}, best2: "block", best4: "block"}
+	floors.hist["floor-2hop"], floors.hist["floor-4hop"] = floors.hist["floor-2hop-block"], floors.hist["floor-4hop-block"]
+	out := t.TempDir()
+	cfg := cluster.BenchConfig{Size: 32, Fsync: "none", Engine: "matching", Idle: "block", Standbys: 1, Rate: 1000, Count: 2}
+	run, err := latencyRunOf(cfg, &cluster.BenchResult{Merged: m, AchievedPerSec: 999,
+		Processes: []cluster.ProcessInfo{{Role: "client", Pid: 7, Window: true}}}, floors, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(out, "latency-size32-fsync-none-auth-off")
+	for _, f := range []string{"end-to-end.hgrm", "floor-2hop.hgrm", "floor-4hop-block.hgrm", "end-to-end.hlog", "intended-sent.hgrm"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	if r := run.RatioTo2Hop["p50"]; r < 1.9 || r > 2.1 {
+		t.Errorf("end-to-end p50 over the 2-hop floor = %v, want 2", r)
+	}
+	if run.Floor2HopFrom != "block" || run.Auth != "off" || len(run.Files) != len(stagetrace.Stages)+5 {
+		t.Errorf("run %+v", run)
+	}
+	rows := latencyRows(run)
+	if rows[0] != "floor-2hop-block" || rows[1] != "floor-4hop-block" || rows[2] != "floor-2hop" || rows[4] != stagetrace.Stages[0] {
+		t.Errorf("rows %v", rows)
+	}
+	var buf bytes.Buffer
+	WriteLatencyRun(&buf, run)
+	for _, want := range []string{"size 32 B, fsync none, auth off, engine matching: 999 cmd/s achieved", "floor-2hop (block)",
+		"end-to-end / floor-4hop", "syscalls/cmd", "client"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, "end-to-end.hlog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	merged, intervals, _, err := bench.SliceIntervalLog(f, 0, 1e9)
+	if err != nil || intervals != 1 || merged.TotalCount() != 1 {
+		t.Fatalf("interval log: %v, %d intervals, %d values", err, intervals, merged.TotalCount())
+	}
+}
+
+func TestWriteSummary(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	if err := WriteSummary(&buf, dir, map[string]any{"command": "latency", "machine": NewMachine()}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Machine map[string]any `json:"machine"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"load_before", "gomaxprocs", "num_cpu"} {
+		if _, ok := got.Machine[k]; !ok {
+			t.Errorf("machine lacks %s: %s", k, b)
+		}
+	}
+	if !strings.Contains(buf.String(), "wrote "+filepath.Join(dir, "summary.json")) {
+		t.Errorf("no note: %q", buf.String())
+	}
+}

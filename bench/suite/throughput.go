@@ -1,0 +1,141 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/stagetrace"
+)
+
+// ThroughputConfig is one `bench throughput`: every size × fsync cell,
+// each with the matching engine and with none, flat out and then at
+// throughputPercents of the maximum.
+type ThroughputConfig struct {
+	Bin string // the seqbus binary (the cluster's processes)
+	// Base is every run's configuration but its Size, Fsync, Engine,
+	// Rate, Count and Warmup.
+	Base   cluster.BenchConfig
+	Sizes  []int
+	Fsyncs []string
+	// Count is the commands of each flat-out run; LatencySeconds the
+	// length of each run at a fraction of the maximum.
+	Count          int
+	LatencySeconds float64
+	// Out receives the tables; the files go under Base.Out.
+	Out io.Writer
+}
+
+// RunThroughput runs the cells in order and returns their reports; it
+// stops at the first error (ctx's included).
+func RunThroughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRun, error) {
+	var runs []ThroughputRun
+	b := cfg.Base
+	for _, size := range cfg.Sizes {
+		for _, fsync := range cfg.Fsyncs {
+			run := ThroughputRun{Size: size, Fsync: fsync, Idle: b.Idle, Layout: b.Layout.String()}
+			for _, eng := range []string{"matching", "none"} {
+				base := b
+				base.Size, base.Fsync, base.Engine = size, fsync, eng
+				if err := throughputEngine(ctx, cfg.Out, cfg.Bin, &run, base, cfg.Count, cfg.LatencySeconds, b.Out); err != nil {
+					return nil, err
+				}
+			}
+			runs = append(runs, run)
+		}
+	}
+	return runs, nil
+}
+
+// ThroughputRun is one (size, fsync) cell of `bench throughput`.
+type ThroughputRun struct {
+	Size   int    `json:"size_bytes"`
+	Fsync  string `json:"fsync"`
+	Idle   string `json:"idle"`
+	Layout string `json:"layout"`
+	// MaxReleasedPerSec: answers the client received per second, flat out,
+	// with the matching engine (released through the gate).
+	MaxReleasedPerSec float64 `json:"max_released_per_second"`
+	// MaxReplicatedPerSec: commands per second the in-sync standbys
+	// acknowledged, flat out, with the no-op state machine (--engine none).
+	MaxReplicatedPerSec float64               `json:"max_replicated_per_second"`
+	Processes           []cluster.ProcessInfo `json:"processes"`            // the flat-out matching run
+	ProcessesReplicated []cluster.ProcessInfo `json:"processes_replicated"` // the flat-out engine-none run
+	Levels              []ThroughputLevel     `json:"levels"`
+}
+
+// ThroughputLevel is a fixed-rate run at a fraction of a maximum.
+type ThroughputLevel struct {
+	Engine   string  `json:"engine"`
+	Percent  int     `json:"percent"`
+	Rate     float64 `json:"rate_per_second"`
+	Achieved float64 `json:"achieved_per_second"`
+	// EndToEnd is from each intended send time; IntendedToSent the
+	// generator's lateness, so a reader sees which of the two it is.
+	EndToEnd       map[string]float64    `json:"end_to_end_us"`
+	IntendedToSent map[string]float64    `json:"intended_to_sent_us"`
+	Processes      []cluster.ProcessInfo `json:"processes"`
+}
+
+var throughputPercents = []int{25, 50, 90}
+
+// throughputEngine runs one engine's flat-out run, then the runs at
+// throughputPercents of its maximum, into run.
+func throughputEngine(ctx context.Context, w io.Writer, bin string, run *ThroughputRun, base cluster.BenchConfig, count int, latSeconds float64, out string) error {
+	eng, size, fsync := base.Engine, base.Size, base.Fsync
+	flat := base
+	flat.Count, flat.Warmup = count, count/10
+	res, err := cluster.RunBench(ctx, bin, flat)
+	if err != nil {
+		return fmt.Errorf("flat out, engine %s, size %s: %w", eng, SizeName(size), err)
+	}
+	maxRate := res.AchievedPerSec
+	if eng == "matching" {
+		run.MaxReleasedPerSec, run.Processes = res.AchievedPerSec, res.Processes
+	} else {
+		run.MaxReplicatedPerSec, run.ProcessesReplicated = res.ReplicatedPerSec, res.Processes
+		maxRate = res.ReplicatedPerSec
+	}
+	fmt.Fprintf(w, "\nsize %s B, fsync %s, engine %s: flat out %.0f answered/s, %.0f replicated/s\n", SizeName(size), fsync, eng, res.AchievedPerSec, res.ReplicatedPerSec)
+	WriteProcesses(w, res.Processes)
+	fmt.Fprintf(w, "  %-8s %10s %10s | %-32s | %s\n", "load", "rate/s", "achieved", "end-to-end p50 / p99 / p99.9 µs", "intended->sent p99 µs")
+	for _, pct := range throughputPercents {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := throughputLevelRun(ctx, w, bin, run, base, pct, maxRate, latSeconds, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// throughputLevelRun runs base at pct% of maxRate and prints the line.
+func throughputLevelRun(ctx context.Context, w io.Writer, bin string, run *ThroughputRun, base cluster.BenchConfig, pct int, maxRate, latSeconds float64, out string) error {
+	eng, size, fsync := base.Engine, base.Size, base.Fsync
+	lv := base
+	lv.Rate = maxRate * float64(pct) / 100
+	lv.Count = max(int(lv.Rate*latSeconds), 1000)
+	lv.Warmup = lv.Count / 5
+	r, err := cluster.RunBench(ctx, bin, lv)
+	if err != nil {
+		return fmt.Errorf("%d%%, engine %s, size %s: %w", pct, eng, SizeName(size), err)
+	}
+	e2e, gen := Pcts(r.Merged.Hist[stagetrace.StageEndToEnd]), Pcts(r.Merged.Hist[stagetrace.StageIntendedToSent])
+	run.Levels = append(run.Levels, ThroughputLevel{Engine: eng, Percent: pct, Rate: lv.Rate, Achieved: r.AchievedPerSec,
+		EndToEnd: e2e, IntendedToSent: gen, Processes: r.Processes})
+	dir := filepath.Join(out, fmt.Sprintf("throughput-size%s-fsync-%s-engine-%s", SizeName(size), fsync, eng))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if _, err := WriteHGRM(dir, "end-to-end-at-"+strconv.Itoa(pct)+"pct", r.Merged.Hist[stagetrace.StageEndToEnd]); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  %-8s %10.0f %10.0f | %8.1f / %8.1f / %8.1f      | %8.1f\n", strconv.Itoa(pct)+"%", lv.Rate, r.AchievedPerSec,
+		e2e["p50"], e2e["p99"], e2e["p99.9"], gen["p99"])
+	return nil
+}

@@ -1,0 +1,366 @@
+// Package demo runs `seqbus demo`: the whole product on loopback over
+// internal/cluster. A witness and two nodes run as child processes of
+// the seqbus binary, a load client in this process follows the lease
+// holder; partway through the demo SIGKILLs the primary and shows the
+// failover, then checks (internal/verdict) that nothing a client saw was
+// lost. A stall watchdog stops it, showing each process's state, when
+// answers stop moving. Everything it prints goes to Config.Out.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/seqbus/seqbus/auth"
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/verdict"
+)
+
+// demo runs the whole product on loopback: a witness and two nodes as
+// child processes of this binary (internal/cluster), and a load client in
+// this process that follows the lease holder. Partway through it SIGKILLs
+// the primary and shows the failover, then checks that nothing a client
+// saw was lost.
+type demo struct {
+	*cluster.Local
+	flags   Config
+	key     *auth.MasterKey
+	keyArgs []string
+	mdGroup netip.AddrPort
+	rec     *client.Recorder
+	record  string
+	first   uint32
+	load    *cluster.Load
+	md      *client.MarketData
+	// The failover as the demo saw it.
+	killedAt, promotedAt, resumedAt time.Time
+	second                          uint32
+	// The stall watchdog (stall.go): when answers last moved, and
+	// the error that stopped the demo (nil: none).
+	lastAnswered uint64
+	lastMoved    time.Time
+	stall        error
+	out          io.Writer
+}
+
+// Config is the demo's flags.
+type Config struct {
+	Bin string // the seqbus binary: the witness and nodes are its subcommands
+	// Rate, Duration: the load client's commands per second, for this long.
+	Rate     float64
+	Duration time.Duration
+	// KillAfter: SIGKILL the primary this long into the load (0: never).
+	KillAfter time.Duration
+	Keep      bool   // keep the demo's directory (logs, journals)
+	NoAuth    bool   // run without frame authentication
+	Record    string // the client's record ("": client.jsonl in the directory)
+	// Engine is the nodes' engine configuration, for the verifier.
+	Engine engine.Config
+	// Out receives the progress, the summary and the verdict.
+	Out io.Writer
+}
+
+// ErrInterrupted is Run's error when ctx ended it (after it printed the
+// summary so far).
+var ErrInterrupted = errors.New("interrupted")
+
+// killWaitMax bounds how long past --kill-after the demo waits for the
+// standby to be in the in-sync set before it kills the primary anyway.
+const killWaitMax = 3 * time.Second
+
+// Run runs the demo: a witness and two nodes as children of cfg.Bin on
+// loopback, a load client in this process, the primary killed at
+// cfg.KillAfter; it prints as it goes and ends with the verdict. The
+// error is the verdict's (lost or conflicting outputs, a stall), a setup
+// failure, or ErrInterrupted.
+func Run(ctx context.Context, cfg Config) error {
+	dir, err := os.MkdirTemp("", "seqbus-demo-")
+	if err != nil {
+		return err
+	}
+	if !cfg.Keep {
+		defer os.RemoveAll(dir)
+	}
+	local, err := cluster.NewLocal(cfg.Bin, dir, 2, 77)
+	if err != nil {
+		return err
+	}
+	d := &demo{Local: local, flags: cfg, out: cfg.Out}
+	defer d.StopAll()
+	if err := d.startProcesses(); err != nil {
+		return err
+	}
+	if err := d.waitFirstPrimary(ctx); err != nil {
+		return err
+	}
+	if err := d.startLoad(ctx); err != nil {
+		return err
+	}
+	defer d.md.Close()
+	defer d.load.Client.Close()
+	interrupted := d.watch(ctx)
+	return d.finish(interrupted)
+}
+
+// startProcesses makes the key (unless --no-auth) and starts the witness
+// and both nodes.
+func (d *demo) startProcesses() error {
+	mdPort, err := cluster.FreeLoopbackPort()
+	if err != nil {
+		return err
+	}
+	d.mdGroup = cluster.RandomGroup(78, mdPort)
+	fmt.Fprintf(d.out, "seqbus demo on loopback (multicast %s pinned to lo, TTL 0); files in %s%s\n", d.Group, d.Dir, keepNote(d.flags.Keep))
+	if !d.flags.NoAuth {
+		keyPath := filepath.Join(d.Dir, "seqbus.key")
+		k, err := auth.Keygen(keyPath)
+		if err != nil {
+			return err
+		}
+		d.key, d.keyArgs = &k, []string{"--key", keyPath}
+		fmt.Fprintf(d.out, "every frame is authenticated (HMAC-SHA256, key %s; --no-auth to compare)\n", keyPath)
+	}
+	if err := d.StartWitness(nil, append([]string{"--nodes", "1,2"}, d.keyArgs...)...); err != nil {
+		return err
+	}
+	for _, id := range d.IDs() {
+		args := append([]string{"node"}, d.NodeArgs(id)...)
+		// --insync-timeout 1s: on a shared machine a slow fdatasync (the
+		// standby acks only what is durable) can hold the standby's ack
+		// past the default 200 ms; the primary then rightly removes it
+		// from the in-sync set, and a kill right after halts the market
+		// by design, which is not the failover the demo shows. The drills
+		// and the e2e failover tests run with the same bound.
+		args = append(args, "--market-data", d.mdGroup.String(), "--fsync", "group", "--insync-timeout", "1s")
+		if err := d.Start(cluster.NodeName(id), append(args, d.keyArgs...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *demo) waitFirstPrimary(ctx context.Context) error {
+	start := time.Now()
+	first, _, err := d.WaitPrimary(ctx, 0, 0, 10*time.Second)
+	switch {
+	case errors.Is(err, cluster.ErrNoPrimary):
+		return errors.New("no node became primary within 10 s (see the logs with --keep)")
+	case err != nil:
+		fmt.Fprintln(d.out, "\ninterrupted before the load started: stopping every process")
+		return ErrInterrupted
+	}
+	d.first = first
+	fmt.Fprintf(d.out, "witness up; node %d holds the lease (%v)\n", first, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// startLoad subscribes to the market data and starts the client's load,
+// recording every output it receives.
+func (d *demo) startLoad(ctx context.Context) error {
+	md, err := client.OpenMarketData(client.MDOptions{Group: d.mdGroup, Iface: "lo", Key: d.key, Stream: 1, Recovery: demoNodeAddrs(d)})
+	if err != nil {
+		return err
+	}
+	d.record = d.flags.Record
+	if d.record == "" {
+		d.record = filepath.Join(d.Dir, "client.jsonl")
+	}
+	rec, err := client.CreateRecorder(d.record)
+	if err != nil {
+		md.Close()
+		return fmt.Errorf("--record: %v", err)
+	}
+	const session = 42
+	count := uint64(d.flags.Rate * d.flags.Duration.Seconds())
+	d.load, err = cluster.StartLoad(ctx, client.Options{Core: client.Config{Session: session}, Primary: d.Nodes[d.first],
+		Witness: d.Witness, Nodes: d.Nodes, Key: d.key, Recorder: rec,
+		Poll: true}, // Load's paced generator reads the answers itself
+		client.LoadConfig{Rate: d.flags.Rate, Count: count, Instruments: 4, Seed: 7, Drain: 20 * time.Second})
+	if err != nil {
+		rec.Close()
+		md.Close()
+		return err
+	}
+	d.md, d.rec = md, rec
+	return nil
+}
+
+// watch prints the cluster every 500 ms while the load runs, kills the
+// primary at --kill-after and times the failover. It reports whether the
+// demo was interrupted.
+func (d *demo) watch(ctx context.Context) (interrupted bool) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	loadStart := time.Now()
+	var prevAnswered uint64
+	for {
+		select {
+		case <-d.load.Done():
+			return false
+		case <-ctx.Done():
+			// The load sees the same context and stops at once; wait
+			// for its report, then print the summary so far.
+			fmt.Fprintf(d.out, "\ninterrupted after %v: stopping every process; the summary so far:\n", time.Since(loadStart).Round(time.Millisecond))
+			<-d.load.Done()
+			return true
+		case <-tick.C:
+		}
+		st := d.load.Client.Stats()
+		if d.stalled(st.Answered) {
+			d.load.Stop(time.Second)
+			return true
+		}
+		pid, ps := d.Primary()
+		fmt.Fprintln(d.out, progressLine(time.Since(loadStart), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, d.load.Latency(99)))
+		prevAnswered = st.Answered
+		if d.flags.KillAfter > 0 && d.killedAt.IsZero() && time.Since(loadStart) >= d.flags.KillAfter {
+			if !d.maybeKill(pid, ps, time.Since(loadStart)) {
+				continue
+			}
+		}
+		d.notePromotion()
+	}
+}
+
+// progressLine is the demo's line every half second. p99 is whole
+// microseconds whatever its size (a Duration's %v switches to "1.2ms"
+// above a millisecond, and the steady state is read in µs).
+func progressLine(elapsed time.Duration, answeredPerSec float64, primary uint32, epoch, released uint64, p99 time.Duration) string {
+	return fmt.Sprintf("%5.1fs  %6.0f cmd/s answered  primary=node%d epoch=%d released=%-7d p99=%dµs",
+		elapsed.Seconds(), answeredPerSec, primary, epoch, released, p99.Round(time.Microsecond).Microseconds())
+}
+
+// maybeKill kills the first primary, unless it should wait for the
+// standby to be back in the in-sync set (it reports whether it killed).
+func (d *demo) maybeKill(pid uint32, ps cluster.Status, into time.Duration) bool {
+	// The failover the demo shows needs a standby the witness may
+	// promote: one in the in-sync set. On a loaded machine the primary
+	// may have just removed a standby that stalled; a kill then halts the
+	// market by design (nobody may lead), so wait for it to be added
+	// back, within a bound.
+	other := 3 - d.first
+	inSync := pid == d.first && slices.Contains(ps.InSync.Members, other)
+	if !inSync && into < d.flags.KillAfter+killWaitMax {
+		fmt.Fprintf(d.out, ">>> waiting for node%d to be back in the in-sync set before the kill\n", other)
+		return false
+	}
+	if !inSync {
+		fmt.Fprintf(d.out, ">>> node%d is not in the in-sync set: the witness will not promote it, so this kill halts the market (by design)\n", other)
+	}
+	fmt.Fprintf(d.out, ">>> SIGKILL node%d (the primary)\n", d.first)
+	d.Kill(d.first)
+	d.killedAt = time.Now()
+	return true
+}
+
+// notePromotion times the promotion and the first answers after it.
+func (d *demo) notePromotion() {
+	if !d.killedAt.IsZero() && d.promotedAt.IsZero() {
+		if id, _ := d.Primary(); id != 0 && id != d.first {
+			d.second, d.promotedAt = id, time.Now()
+			fmt.Fprintf(d.out, ">>> node%d promoted\n", d.second)
+		}
+	}
+	if !d.promotedAt.IsZero() && d.resumedAt.IsZero() {
+		if last := d.load.LastAnswer(); last.After(d.promotedAt.Add(-500 * time.Millisecond)) {
+			d.resumedAt = last
+		}
+	}
+}
+
+// finish stops everything, verifies the history and prints the summary
+// and the verdict.
+func (d *demo) finish(interrupted bool) error {
+	fmt.Fprintln(d.out)
+	final, _ := d.Primary()
+	if final == 0 {
+		final = d.first
+	}
+	mdCatchUp(d.md, func() uint64 { s, _ := d.Status(final); return s.MD.Released }, 3*time.Second)
+	d.StopAll()
+	// Nothing a client saw may be missing from the final primary's
+	// history, nor differ from it: seqbus verify's check, on the record.
+	d.load.Client.Close()
+	if err := d.rec.Close(); err != nil {
+		return err
+	}
+	res, err := d.Verdict(d.record, final, d.flags.Engine)
+	if err != nil {
+		return err
+	}
+	rep, loadErr := d.load.Result()
+	d.printSummary(rep, res, final)
+	mt := d.md.Tracker()
+	switch {
+	case d.stall != nil:
+		return d.stall
+	case interrupted:
+		return ErrInterrupted
+	case loadErr != nil:
+		return loadErr
+	case res.Lost > 0:
+		return fmt.Errorf("%d outputs the client received are lost", res.Lost)
+	case !res.OK():
+		return fmt.Errorf("the history breaks the promise (duplicates %d, conflicts %d, hash mismatches %d, stale %d)",
+			res.Duplicates, res.Conflicts, res.HashMismatches, res.Stale)
+	case mt.Conflicts > 0 || mt.Gaps > 0:
+		return fmt.Errorf("market data: %d seqs reused with other content, %d gaps", mt.Conflicts, mt.Gaps)
+	}
+	fmt.Fprintln(d.out, "  verdict: OK, nothing a client saw was lost")
+	return nil
+}
+
+func (d *demo) printSummary(rep client.LoadReport, res *verdict.Result, final uint32) {
+	st := rep.Stats
+	fmt.Fprintf(d.out, "\nsummary\n  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n",
+		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates)
+	fmt.Fprintf(d.out, "  lost (received but not in node%d's history): %d\n", final, res.Lost)
+	for _, s := range res.Sessions {
+		fmt.Fprintf(d.out, "  session %d: delivered %d of its %d outputs in node%d's history (missing %d, duplicated %d, out of order %d, not yet received at the end %d), %d by replay, of them %d executions recovered\n",
+			s.Session, s.Delivered-s.Duplicated, s.History, final, s.Missing, s.Duplicated, s.OutOfOrder, s.Tail, s.Replayed, s.ReplayedExecutions)
+	}
+	cluster.WriteVerdict(d.out, d.record, d.Local, res)
+	fst, _ := d.Status(final)
+	fmt.Fprintln(d.out, "  "+d.md.Tracker().Summary(fst.MD.Republished))
+	epochs, _ := epochSummary(d.Dir, d.IDs())
+	fmt.Fprintln(d.out, "  "+epochs)
+	if !d.killedAt.IsZero() {
+		fmt.Fprintf(d.out, "  failover: primary killed -> node%d promoted in %v (lease %v; status polled every 500 ms)\n",
+			d.second, d.promotedAt.Sub(d.killedAt).Round(time.Millisecond), time.Second)
+		if !d.resumedAt.IsZero() {
+			fmt.Fprintf(d.out, "  answers resumed %v after the kill\n", d.resumedAt.Sub(d.killedAt).Round(time.Millisecond))
+		}
+		fmt.Fprintf(d.out, "  timeline by step (from node%d's log%s):\n", d.second, logNote(d.flags.Keep, d.NodeLog(d.second)))
+		cluster.WriteTimeline(d.out, d.NodeLog(d.second))
+	}
+	l := d.load
+	fmt.Fprintf(d.out, "  client round trip (from intended send time, HDR): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
+		us(l.Latency(50)), us(l.Latency(90)), us(l.Latency(99)), us(l.Latency(99.9)), us(l.Latency(101)))
+}
+
+// keepNote and logNote say where the files are only while they exist:
+// without --keep the demo deletes its directory when it ends.
+func keepNote(keep bool) string {
+	if keep {
+		return " (kept: --keep)"
+	}
+	return " (deleted at the end; --keep keeps them)"
+}
+
+func logNote(keep bool, path string) string {
+	if keep {
+		return ", kept in " + path
+	}
+	return "; --keep keeps the logs"
+}
+
+func us(d time.Duration) time.Duration { return d.Round(time.Microsecond) }

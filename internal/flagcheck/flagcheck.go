@@ -1,0 +1,178 @@
+// Package flagcheck holds the checks every seqbus command runs on its
+// flags right after parsing them, before it starts anything (a child, a
+// socket, a file). A failed check is a UsageError naming the flag: the
+// command prints it as one line and exits with status 2. ApplyFile reads
+// a command's --config file into its flags.
+package flagcheck
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+)
+
+// UsageError is a bad flag, setting or config file.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef is a UsageError with a message.
+func Usagef(format string, args ...any) error { return UsageError{fmt.Errorf(format, args...)} }
+
+// AsUsage marks err (if not nil) as a usage error.
+func AsUsage(err error) error {
+	if err == nil || IsUsage(err) {
+		return err
+	}
+	return UsageError{err}
+}
+
+// IsUsage says whether err is (or wraps) a UsageError.
+func IsUsage(err error) bool { return errors.As(err, new(UsageError)) }
+
+// First returns the first non-nil error: a command lists its checks in
+// the order of its flags.
+func First(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Second drops a parse result, keeping its error, for First.
+func Second[T any](_ T, err error) error { return err }
+
+// Prefixed names the flag in err, if err is not nil.
+func Prefixed(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("--%s: %w", name, err)
+}
+
+// Number is what the numeric checks take.
+type Number interface {
+	~int | ~int64 | ~uint | ~uint64 | ~float64
+}
+
+// Positive: --name must be > 0.
+func Positive[T Number](name string, v T) error {
+	if v <= 0 {
+		return Usagef("--%s must be > 0, got %v", name, v)
+	}
+	return nil
+}
+
+// NonNegative: --name must be >= 0.
+func NonNegative[T Number](name string, v T) error {
+	if v < 0 {
+		return Usagef("--%s must be >= 0, got %v", name, v)
+	}
+	return nil
+}
+
+// Range: --name must be in lo..hi.
+func Range[T Number](name string, v, lo, hi T) error {
+	if v < lo || v > hi {
+		return Usagef("--%s must be %v..%v, got %v", name, lo, hi, v)
+	}
+	return nil
+}
+
+// Required: --name must be given.
+func Required(name, v string) error {
+	if v == "" {
+		return Usagef("--%s is required", name)
+	}
+	return nil
+}
+
+// OneOf: --name must be one of the allowed values.
+func OneOf(name, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return Usagef("--%s must be one of %s, got %q", name, strings.Join(allowed, ", "), v)
+}
+
+// Each applies check to every comma-separated element of a list flag.
+func Each(name, list string, check func(string) error) error {
+	for _, f := range strings.Split(list, ",") {
+		if err := check(strings.TrimSpace(f)); err != nil {
+			return Usagef("--%s: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// Addr: --name must be ip:port (empty is allowed when optional).
+func Addr(name, v string, optional bool) error {
+	if v == "" && optional {
+		return nil
+	}
+	if _, err := netip.ParseAddrPort(v); err != nil {
+		return Usagef("--%s must be ip:port, got %q", name, v)
+	}
+	return nil
+}
+
+// Group: --name must be an IPv4 multicast ip:port (empty when optional).
+func Group(name, v string, optional bool) error {
+	if v == "" && optional {
+		return nil
+	}
+	a, err := netip.ParseAddrPort(v)
+	if err != nil || !a.Addr().Is4() || !a.Addr().IsMulticast() || a.Port() == 0 {
+		return Usagef("--%s must be an IPv4 multicast group ip:port (e.g. 239.77.0.1:7100), got %q", name, v)
+	}
+	return nil
+}
+
+// Interface: --name must be an interface of this host that is up.
+func Interface(name, v string) error {
+	var ie *bus.InterfaceError
+	if err := bus.CheckInterface(v); errors.As(err, &ie) {
+		what := "no such interface"
+		if ie.Down {
+			what = "the interface is down"
+		}
+		return Usagef("--%s %s: %s (this host has: %s)", name, ie.Name, what, strings.Join(ie.Have, ", "))
+	} else if err != nil {
+		return Usagef("--%s %s: %v", name, v, err)
+	}
+	return nil
+}
+
+// NodeID: an id a node may have.
+func NodeID(name string, v uint) error {
+	if v == 0 || v > 1<<32-1 {
+		return Usagef("--%s must be a node id 1..%d, unique in the cluster, got %d", name, uint64(1<<32-1), v)
+	}
+	return nil
+}
+
+// Lease: the lease flags' relations (arbiter.Config.Validate's rule, in
+// flag names): every one positive, margin < lease, and renew + retry fit
+// in what the margin leaves of the lease.
+func Lease(lease, renew, margin, retry time.Duration) error {
+	if err := First(Positive("lease", lease), Positive("renew", renew),
+		NonNegative("margin", margin), Positive("retry", retry)); err != nil {
+		return err
+	}
+	if margin >= lease {
+		return Usagef("--margin must be < --lease (%v), got %v", lease, margin)
+	}
+	if renew+retry >= lease-margin {
+		return Usagef("--renew (%v) + --retry (%v) must be < --lease - --margin (%v)", renew, retry, lease-margin)
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package flagcheck
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string // "" for no error; else a part of the message
+	}{
+		{"positive ok", Positive("rate", 1.5), ""},
+		{"positive zero", Positive("rate", 0), "--rate must be > 0, got 0"},
+		{"non-negative ok", NonNegative("kill-after", time.Duration(0)), ""},
+		{"non-negative", NonNegative("kill-after", -time.Second), "--kill-after must be >= 0, got -1s"},
+		{"range ok", Range("stream", uint(1), 1, 65535), ""},
+		{"range", Range("cpu", 9, -1, 3), "--cpu must be -1..3, got 9"},
+		{"required", Required("dir", ""), "--dir is required"},
+		{"one of ok", OneOf("hops", "4", "2", "4"), ""},
+		{"one of", OneOf("hops", "3", "2", "4"), `--hops must be one of 2, 4, got "3"`},
+		{"each", Each("idles", "block, fast", func(v string) error {
+			if v != "block" {
+				return fmt.Errorf("unknown %q", v)
+			}
+			return nil
+		}), `--idles: unknown "fast"`},
+		{"addr optional", Addr("witness", "", true), ""},
+		{"addr", Addr("witness", "localhost:80", false), `--witness must be ip:port, got "localhost:80"`},
+		{"group ok", Group("group", "239.77.0.1:7100", false), ""},
+		{"group unicast", Group("group", "127.0.0.1:7100", false), "IPv4 multicast group"},
+		{"group no port", Group("group", "239.77.0.1:0", false), "IPv4 multicast group"},
+		{"node id", NodeID("id", 0), "--id must be a node id 1..4294967295"},
+		{"interface", Interface("iface", "no-such-if0"), "--iface no-such-if0: no such interface"},
+		{"lease ok", Lease(time.Second, 250*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond), ""},
+		{"lease margin", Lease(time.Second, 100*time.Millisecond, time.Second, 50*time.Millisecond), "--margin must be < --lease"},
+		{"lease renew", Lease(time.Second, 800*time.Millisecond, 100*time.Millisecond, 200*time.Millisecond), "--renew (800ms) + --retry (200ms) must be < --lease - --margin (900ms)"},
+		{"lease retry", Lease(time.Second, 100*time.Millisecond, 0, 0), "--retry must be > 0"},
+	} {
+		switch {
+		case tc.want == "" && tc.err != nil:
+			t.Errorf("%s: %v", tc.name, tc.err)
+		case tc.want != "" && (tc.err == nil || !strings.Contains(tc.err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.name, tc.err, tc.want)
+		case tc.err != nil && !IsUsage(tc.err):
+			t.Errorf("%s: %v is not a usage error", tc.name, tc.err)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	base := errors.New("boom")
+	if err := AsUsage(base); !IsUsage(err) || !errors.Is(err, base) {
+		t.Fatalf("AsUsage: %v", err)
+	}
+	if AsUsage(nil) != nil || Prefixed("x", nil) != nil || First(nil, nil) != nil {
+		t.Fatal("nil in, non-nil out")
+	}
+	u := Usagef("first")
+	if AsUsage(u) != u {
+		t.Fatal("AsUsage wrapped a usage error twice")
+	}
+	if err := First(nil, u, base); err != u {
+		t.Fatalf("First = %v", err)
+	}
+	if err := Prefixed("size", base); err.Error() != "--size: boom" || !errors.Is(err, base) || IsUsage(err) {
+		t.Fatalf("Prefixed = %v", err)
+	}
+	if err := Second(3, base); err != base {
+		t.Fatalf("Second = %v", err)
+	}
+}

@@ -1,0 +1,114 @@
+package statview
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// statusAt is a node's status in today's form, written at at.
+func statusAt(id int, role string, at time.Time) string {
+	return fmt.Sprintf(`{"id":%d,"role":%q,"epoch":3,"applied":10,"durable":10,"released":9,"ack":0,"primary":1,
+"lease":{"held":true,"epoch":3,"remaining_ns":500000000},"state_hash":"ffffffffffffff01",
+"standbys":[{"id":2,"acked":9,"last_ack_age_ns":1000,"in_sync":true},{"id":3,"acked":4,"in_sync":false}],
+"unicast":{"DatagramsReceived":9900,"drops":{"wrong_group":0,"bad_header":9806,"unknown_sender":0,"other":0}},
+"multicast":{"Drops":[0,0,3,0,0,0,0,0]},
+"node":{"NaksSent":4,"StepDowns":1},
+"written_at":%q,"pid":0,"write_interval_ns":100000000}`, id, role, at.UTC().Format(time.RFC3339Nano))
+}
+
+func writeStatus(t *testing.T, name, body string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "status.json"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestRenderOne: a status older than 3 write intervals is STALE; the
+// socket drops in both forms (named, and the old unnamed array), each
+// standby's ack and the state hash are shown.
+func TestRenderOne(t *testing.T) {
+	now := time.Now()
+	dir := writeStatus(t, "node1", statusAt(1, "primary", now.Add(-301*time.Millisecond)))
+	var buf bytes.Buffer
+	if err := Render(&buf, []string{dir}, now); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	if !strings.HasPrefix(text, "STALE: written 301ms ago (more than 3× its 100ms write interval)") {
+		t.Fatalf("not STALE:\n%s", text)
+	}
+	for _, want := range []string{"unicast socket drops: bad_header=9806", "multicast socket drops: bad_header=3",
+		"acked by standby 2:9 3:4 (not in sync)", "state hash ffffffffffffff01", "node: NaksSent=4 StepDowns=1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("lacks %q:\n%s", want, text)
+		}
+	}
+	buf.Reset()
+	if err := Render(&buf, []string{dir}, now.Add(-301*time.Millisecond)); err != nil || strings.Contains(buf.String(), "STALE") {
+		t.Fatalf("a status 0 ms old is STALE: %v\n%s", err, buf.String())
+	}
+	if err := Render(&buf, []string{filepath.Join(dir, "missing")}, now); err == nil || !strings.Contains(err.Error(), "is the node running") {
+		t.Fatalf("missing status: %v", err)
+	}
+}
+
+// TestRenderSideBySide: one column per directory; an unreadable one is
+// named, not fatal.
+func TestRenderSideBySide(t *testing.T) {
+	now := time.Now()
+	a := writeStatus(t, "node1", statusAt(1, "primary", now.Add(-time.Minute)))
+	b := writeStatus(t, "node2", statusAt(2, "standby", now))
+	c := writeStatus(t, "node3", "{not json")
+	var buf bytes.Buffer
+	if err := Render(&buf, []string{a, b, c}, now); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{}
+	for _, l := range strings.Split(buf.String(), "\n") {
+		for _, label := range []string{"role", "written ago", "acked", "socket drops"} {
+			if strings.HasPrefix(l, label+" ") {
+				rows[label] = strings.Fields(strings.TrimPrefix(l, label))
+			}
+		}
+	}
+	if r := rows["role"]; len(r) != 2 || r[0] != "primary" || r[1] != "standby" {
+		t.Errorf("role row %q:\n%s", r, buf.String())
+	}
+	if r := rows["written ago"]; len(r) < 3 || r[0] != "STALE" || r[2] != "0s" || r[3] != "unreadable" {
+		t.Errorf("written row %q:\n%s", r, buf.String())
+	}
+	if r := rows["socket drops"]; len(r) < 2 || r[0] != "u:bad_header=9806" {
+		t.Errorf("drops row %q:\n%s", r, buf.String())
+	}
+	if !strings.Contains(buf.String(), "node3: parse ") {
+		t.Errorf("the unreadable status is not named:\n%s", buf.String())
+	}
+}
+
+// TestRenderWitness: a witness's status has its own view.
+func TestRenderWitness(t *testing.T) {
+	now := time.Now()
+	dir := writeStatus(t, "witness", fmt.Sprintf(`{"role":"witness","id":9,"holder":0,"epoch":4,"lease_remaining_ns":0,
+"quarantine_remaining_ns":250000000,"in_sync":[1,2],"in_sync_version":2,"requests":{"acquire":0,"renew":5},"grants":{"renew":5},
+"written_at":%q,"write_interval_ns":100000000}`, now.UTC().Format(time.RFC3339Nano)))
+	var buf bytes.Buffer
+	if err := Render(&buf, []string{dir}, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"witness 9", "lease holder none  epoch 4", "RESTART QUARANTINE: 250 ms left", "in-sync set v2: [1 2]",
+		"requests: acquire=0 renew=5", "grants: renew=5"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
