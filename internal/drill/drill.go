@@ -90,12 +90,35 @@ type Config struct {
 // expected of it: no anomaly for a safe drill, its anomaly detected for an
 // unsafe one. The error is the drill's own failure (a process that did
 // not start, no primary in time); the verdict line is written to cfg.Out.
+//
+// An unsafe drill's anomaly depends on timing (what was in flight at the
+// fault), so one that is not reproduced runs again, up to unsafeAttempts
+// times in all, each attempt printed; a safe drill runs once and must
+// pass that once.
 func Run(ctx context.Context, s Scenario, cfg Config) (bool, error) {
 	fmt.Fprintf(cfg.Out, "=== drill %s: %s\n", s.Name, s.Title)
 	fmt.Fprintf(cfg.Out, "    %s\n", s.Lesson)
 	if s.Unsafe != "" {
 		fmt.Fprintf(cfg.Out, "    UNSAFE: both nodes run with %s (drills only)\n", s.Unsafe)
 	}
+	attempts := 1
+	if s.Unsafe != "" {
+		attempts = unsafeAttempts
+	}
+	for a := 1; ; a++ {
+		ok, err := runOnce(ctx, s, cfg)
+		if ok || err != nil || a == attempts || ctx.Err() != nil {
+			return ok, err
+		}
+		fmt.Fprintf(cfg.Out, "  (attempt %d of %d did not reproduce it; again)\n", a, attempts)
+	}
+}
+
+// unsafeAttempts bounds the runs of an unsafe drill that does not
+// reproduce its anomaly.
+const unsafeAttempts = 3
+
+func runOnce(ctx context.Context, s Scenario, cfg Config) (bool, error) {
 	r, err := newDrillRun(ctx, s, cfg)
 	if err != nil {
 		return false, err
