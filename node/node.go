@@ -39,19 +39,10 @@ type outSlot struct {
 
 // Node is one seqbus process.
 type Node struct {
-	cfg   Config
-	start time.Time
+	cfg Config
 
 	mu   sync.Mutex
 	role Role
-
-	uc     Endpoint // unicast endpoint
-	mcRecv Endpoint // replication group receiver
-	mcSend Endpoint // replication group sender
-	mdSend Endpoint // market-data sender (nil when not configured)
-	// agent runs the duty cycle (agent.go); nil until Start, and always
-	// for a node the simulator drives by hand.
-	agent *agent
 
 	j   *journal.Journal
 	eng engine.StateMachine
@@ -59,38 +50,76 @@ type Node struct {
 	// whenever eng is replaced.
 	dedup engine.Deduper
 
+	// The node's state, grouped by who owns it (each group's fields are
+	// promoted, so methods name them directly):
+	transport    // sockets, the pass's send queue, frame scratch, MACs
+	term         // the epoch, its fence and history, lease, in-sync set
+	primaryState // the sequencer, the gate's core, the publisher
+	replayState  // session replay: the output history and its budget
+	standbyState // the window, NAKs, snapshot fetch and cache, acks
+	lifecycle    // the agent, the fsync thread's kick, stop, status writer
+
+	stages StageObserver // Config.Observer, if it implements it
+	trace  *stageTrace   // nil without Config.TraceStages
+	stats  Stats
+	md     mdFeed // market-data ring and recovery (mdfeed.go)
+}
+
+// transport is how the node talks: its endpoints and what one pass
+// sends.
+type transport struct {
+	uc     Endpoint  // unicast endpoint
+	mcRecv Endpoint  // replication group receiver
+	mcSend Endpoint  // replication group sender
+	mdSend Endpoint  // market-data sender (nil when not configured)
+	auth   *nodeAuth // nil without Config.Key
+	// scratch, reused
+	sealBuf  []byte
+	sendBuf  [1][]byte
+	frameBuf []byte
+	// txq batches the sends of one pass (txqueue.go).
+	txq txQueue
+	// drainer empties the send-only sockets (mcSend, mdSend) at tick
+	// cadence, outside the lock; only the agent uses it.
+	drainer *bus.Drainer
+}
+
+// term is what the node knows of its term and whether it may lead:
+// kept across roles.
+type term struct {
 	fence arbiter.Fence
 	epoch uint64 // epoch we lead (primary) or follow (standby)
 	// hist: where the current epoch's history starts, what this process
 	// verified it against, the epochs of older records (replica.History).
-	hist replica.History
-
-	lease         leaseLink     // keeper and backend (zero without a witness)
-	stages        StageObserver // Config.Observer, if it implements it
-	trace         *stageTrace   // nil without Config.TraceStages
-	auth          *nodeAuth     // nil without Config.Key
-	sealBuf       []byte
+	hist          replica.History
+	lease         leaseLink      // keeper and backend (zero without a witness)
 	isr           replica.InSync // kept across roles: a grant's set
 	journalBroken bool           // an append failed: never lead again in this process
 	// refetching: the journal was set aside as corrupt; this node must not
 	// lead until it has caught up with a live primary.
 	refetching   bool
 	lastStepDown stepDownRecord
+}
 
-	// primary
-	seqr     *sequencer.Sequencer
-	prim     *replica.Primary // the gate, the in-sync set's upkeep, the lease decisions
-	pub      *gating.Publisher[outSlot]
-	sessions map[uint64]netip.AddrPort
-	outBatch *wire.Batch
-	mdBatch  *wire.Batch
-	outTo    uint64
-	emitter  primaryEmitter
-	applySeq uint64       // seq being applied (for the emitter)
-	rel      releaseTrack // assign -> release latency, first release, observer
-	// Session replay (sessionreplay.go): the output history (nil: off),
-	// a standby's recording emitter, the replay frame and the request
-	// budget.
+// primaryState is the leading role's (nil or idle while a standby).
+type primaryState struct {
+	seqr       *sequencer.Sequencer
+	prim       *replica.Primary // the gate, the in-sync set's upkeep, the lease decisions
+	pub        *gating.Publisher[outSlot]
+	sessions   map[uint64]netip.AddrPort
+	outBatch   *wire.Batch
+	mdBatch    *wire.Batch
+	outTo      uint64
+	emitter    primaryEmitter
+	applySeq   uint64                    // seq being applied (for the emitter)
+	rel        releaseTrack              // assign -> release latency, first release, observer
+	snapBudget *sequencer.SnapshotBudget // chunks served per standby
+}
+
+// replayState is session replay's (sessionreplay.go): the output history
+// (nil: off), a standby's recording emitter, the replay frame and the
+// request budget. Every role keeps it.
+type replayState struct {
 	outHist     *sessionHistory
 	recompute   replayRecompute // the journal fallback (sessionrecompute.go)
 	histEmitter historyEmitter
@@ -99,8 +128,10 @@ type Node struct {
 		windowNs int64
 		used     int
 	}
+}
 
-	// standby
+// standbyState is the following role's.
+type standbyState struct {
 	win         *standby.Window
 	nak         nakState
 	fetch       *standby.Fetch
@@ -113,30 +144,21 @@ type Node struct {
 	// catchingUp: repairing by retransmit after a snapshot (see
 	// startCatchUp); a full window does not start another fetch.
 	catchingUp bool
-	snapBudget *sequencer.SnapshotBudget // primary: chunks served per standby
+}
 
-	// scratch, reused
-	sendBuf  [1][]byte
-	frameBuf []byte
-
-	// txq batches the sends of one pass (txqueue.go).
-	txq txQueue
-
-	// drainer empties the send-only sockets (mcSend, mdSend) at tick
-	// cadence, outside the lock; only the agent uses it.
-	drainer *bus.Drainer
-
+// lifecycle is the node's threads and their signals.
+type lifecycle struct {
+	start time.Time
+	// agent runs the duty cycle (agent.go); nil until Start, and always
+	// for a node the simulator drives by hand.
+	agent *agent
 	// statusWrite writes the status file (nil: writeFileAtomic); tests
 	// replace it to see what holds the lock while it runs.
 	statusWrite func(path string, b []byte) error
-
-	syncKick chan struct{}
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closed   bool
-
-	stats Stats
-	md    mdFeed // market-data ring and recovery (mdfeed.go)
+	syncKick    chan struct{}
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closed      bool
 }
 
 // New opens the journal, recovers the state machine from the latest
@@ -145,24 +167,33 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
+	dlen := datagramLen(cfg.Key != nil)
 	n := &Node{
-		cfg:      cfg,
-		start:    time.Now(),
-		sessions: make(map[uint64]netip.AddrPort),
-		outBatch: wire.NewBatch(datagramLen(cfg.Key != nil)),
-		mdBatch:  wire.NewBatch(datagramLen(cfg.Key != nil)),
-		frameBuf: make([]byte, 0, wire.MaxFrameLen),
-		syncKick: make(chan struct{}, 1),
-		drainer:  bus.NewDrainer(),
-		stop:     make(chan struct{}),
-		follow:   replica.NewStandby(replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing}),
-		nak:      nakState{sched: standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)})},
-		fetch:    standby.NewFetch(standby.FetchConfig{}),
-		rel:      newReleaseTrack(),
+		cfg: cfg,
+		transport: transport{
+			frameBuf: make([]byte, 0, wire.MaxFrameLen),
+			drainer:  bus.NewDrainer(),
+		},
+		primaryState: primaryState{
+			sessions: make(map[uint64]netip.AddrPort),
+			outBatch: wire.NewBatch(dlen),
+			mdBatch:  wire.NewBatch(dlen),
+			rel:      newReleaseTrack(),
+		},
+		standbyState: standbyState{
+			follow: replica.NewStandby(replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing}),
+			nak:    nakState{sched: standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)})},
+			fetch:  standby.NewFetch(standby.FetchConfig{}),
+		},
+		lifecycle: lifecycle{
+			start:    time.Now(),
+			syncKick: make(chan struct{}, 1),
+			stop:     make(chan struct{}),
+		},
 	}
 	n.emitter.n = n
 	n.outHist = newSessionHistory(cfg.SessionHistory)
-	n.replayBatch = wire.NewBatch(datagramLen(cfg.Key != nil))
+	n.replayBatch = wire.NewBatch(dlen)
 	n.mdInit()
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	if cfg.TraceStages > 0 {
