@@ -2,9 +2,13 @@ package node
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
+	"net/netip"
 	"testing"
 
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -107,4 +111,67 @@ func TestPassSendsDataBeforeItsJournalWrite(t *testing.T) {
 	if n.j.Durable() != 10 {
 		t.Fatalf("durable %d after the write, want 10", n.j.Durable())
 	}
+}
+
+// A pass of commands of two clients, its DATA frames through the pass's
+// queue, and the release of their outputs allocate nothing in steady
+// state.
+func TestPassAndReleaseDoNotAllocate(t *testing.T) {
+	// A real directory: the in-memory FS records every write it is given.
+	n, clk := sessionsPrimary(t, nopNetwork{}, nil, t.TempDir(), 4)
+	a, b := netip.MustParseAddrPort("10.0.0.9:7"), netip.MustParseAddrPort("10.0.0.10:7")
+	const runs = 200
+	var cmds [2 * (runs + 2)][]byte
+	for i := range runs + 2 {
+		cmds[2*i], cmds[2*i+1] = commandFrame(7, uint64(i+1), 100), commandFrame(8, uint64(i+1), 100)
+	}
+	var acks [runs + 2][]byte
+	for i := range acks {
+		ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: replayStandby, Epoch: 1}, Seq: uint64(2 * (i + 1))}
+		acks[i] = ack.Append(nil)
+	}
+	i := 0
+	step := func() {
+		n.mu.Lock()
+		now := n.nowNs()
+		n.beginPass()
+		n.onDatagram(cmds[2*i], a, now)
+		n.onDatagram(cmds[2*i+1], b, now)
+		n.afterBatch(now)
+		n.endPass()
+		n.mu.Unlock()
+		clk.ns += 1000
+		n.Deliver(acks[i], n.cfg.Peers[replayStandby])
+		i++
+	}
+	step()
+	if allocs := testing.AllocsPerRun(runs-10, step); allocs != 0 {
+		t.Fatalf("%.1f allocations per pass and release, want 0", allocs)
+	}
+	if r := n.Released(); r != uint64(2*i) {
+		t.Fatalf("released %d, want %d", r, 2*i)
+	}
+}
+
+// sessionsPrimary is a primary driven by hand whose engine and session
+// table hold sessions clients.
+func sessionsPrimary(t *testing.T, nw Network, fs journal.FS, dir string, sessions int) (*Node, *stepClock) {
+	t.Helper()
+	clk := &stepClock{ns: 1}
+	n, err := New(Config{
+		ID: 1, Stream: 9, Dir: dir, FS: fs, Network: nw, Clock: clk,
+		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
+		Peers: map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
+		NewStateMachine: func() (engine.StateMachine, error) {
+			return engine.New(engine.Config{MaxInstruments: 4, MaxOrders: 64, MaxSessions: uint32(sessions), DedupWindow: 64, MaxOrderQty: 1 << 20})
+		},
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
+		PublisherCapacity: 256, MaxSessions: sessions,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n, clk
 }
