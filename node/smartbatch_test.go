@@ -175,3 +175,59 @@ func sessionsPrimary(t *testing.T, nw Network, fs journal.FS, dir string, sessio
 	t.Cleanup(func() { n.Close() })
 	return n, clk
 }
+
+// A standby acknowledges once per pass (issue 18 item 7): a pass that
+// received several DATA frames sends one ACK, of the highest contiguous
+// seq it journaled, not one per frame. A guard: the standby already acked
+// after the pass (standbyAfterBatch).
+func TestStandbyAcksOncePerPass(t *testing.T) {
+	var log []sendCall
+	uc := &multiEndpoint{recordingEndpoint{name: "unicast", log: &log}}
+	nw := recordingNetwork{uc: uc, mc: &recordingEndpoint{name: "multicast", log: &log}}
+	primary := netip.MustParseAddrPort("10.0.0.1:1")
+	n, err := New(Config{
+		ID: 2, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nw, Clock: &stepClock{ns: 1},
+		Listen: netip.MustParseAddrPort("10.0.0.3:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
+		Peers:           map[uint32]netip.AddrPort{1: primary},
+		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Role: RoleStandby, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ne := wire.NewEpoch{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}}
+	n.Deliver(ne.Append(nil), primary) // follow epoch 1
+	log = log[:0]
+	const frames, perFrame = 4, 5
+	var pkts [][]byte
+	for f := range uint64(frames) {
+		b := wire.NewBatch(0)
+		b.Reset(wire.TypeData, wire.Origin{Stream: 9, Node: 1, Epoch: 1}, 1+f*perFrame)
+		for i := range uint64(perFrame) {
+			b.Add(engine.AppendRequest(nil, 7, 1+f*perFrame+i, &engine.Request{
+				Op: engine.OpNewOrder, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 100, Qty: 1}))
+		}
+		pkts = append(pkts, bytes.Clone(b.Bytes()))
+	}
+	n.mu.Lock()
+	now := n.nowNs()
+	n.beginPass()
+	for _, p := range pkts {
+		n.onDatagram(p, primary, now)
+	}
+	n.afterBatch(now)
+	n.endPass()
+	n.mu.Unlock()
+	var acks []uint64
+	for _, c := range log {
+		for i, ty := range c.types {
+			if ty == wire.TypeAck {
+				acks = append(acks, c.seqs[i])
+			}
+		}
+	}
+	if len(acks) != 1 || acks[0] != frames*perFrame {
+		t.Fatalf("acks sent by the pass: %v, want one of %d", acks, frames*perFrame)
+	}
+}
