@@ -638,6 +638,9 @@ func (n *Node) send(frame []byte, to netip.AddrPort) {
 func (n *Node) multicast(frame []byte) {
 	sealed := n.seal(frame)
 	if n.queueFrame(n.mcSend, sealed, n.cfg.Group) {
+		if n.txq.n >= dataFramesPerSend {
+			n.flushTx() // a long pass: the frames filled so far need not wait for the rest
+		}
 		return
 	}
 	n.flushTx()

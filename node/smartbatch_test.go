@@ -170,7 +170,7 @@ func sessionsPrimary(t *testing.T, nw Network, fs journal.FS, dir string, sessio
 		},
 		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
-		PublisherCapacity: 256, MaxSessions: sessions,
+		PublisherCapacity: 4096, MaxSessions: sessions,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -232,5 +232,41 @@ func TestStandbyAcksOncePerPass(t *testing.T) {
 	}
 	if len(acks) != 1 || acks[0] != frames*perFrame {
 		t.Fatalf("acks sent by the pass: %v, want one of %d", acks, frames*perFrame)
+	}
+}
+
+// A pass that fills more DATA frames than dataFramesPerSend sends them in
+// calls of that many as they fill, not all at the end of the pass: the
+// first frames do not wait for hundreds more commands.
+func TestLongPassSendsDataInBoundedCalls(t *testing.T) {
+	var log []sendCall
+	nw := recordingNetwork{uc: &multiEndpoint{recordingEndpoint{name: "unicast", log: &log}}, mc: &recordingEndpoint{name: "multicast", log: &log}}
+	n, _ := sessionsPrimary(t, nw, journal.NewMemFS(), "/j", 4)
+	var pkts [][]byte
+	for i := range uint64(24) {
+		pkts = append(pkts, commandsFrame(7, 1+i*25, 25))
+	}
+	log = log[:0]
+	onePass(n, pkts...)
+	frames := int(n.seqr.Stats().Frames)
+	if frames <= dataFramesPerSend {
+		t.Fatalf("the pass filled %d DATA frames; the test needs more than %d", frames, dataFramesPerSend)
+	}
+	var sizes []int
+	total := 0
+	for _, c := range log {
+		if c.socket == "multicast" {
+			sizes = append(sizes, len(c.types))
+			total += len(c.types)
+		}
+	}
+	want := (frames + dataFramesPerSend - 1) / dataFramesPerSend
+	if total != frames || len(sizes) != want {
+		t.Fatalf("%d DATA frames went out in calls of %v, want %d calls of at most %d", frames, sizes, want, dataFramesPerSend)
+	}
+	for _, k := range sizes[:len(sizes)-1] {
+		if k != dataFramesPerSend {
+			t.Fatalf("calls of %v: every call but the last should carry %d", sizes, dataFramesPerSend)
+		}
 	}
 }

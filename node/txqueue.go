@@ -22,6 +22,13 @@ import (
 // was without the queue (the simulator sees the same sequence); only the
 // syscalls are fewer.
 
+// dataFramesPerSend bounds how many multicast frames wait in the queue: a
+// pass that fills more (hundreds of commands) sends them in calls of this
+// many as they fill, so the first frame's wait for the rest of the pass
+// stays short (~8 frames of commands sequenced) while the syscalls stay
+// one per 8 frames.
+const dataFramesPerSend = 8
+
 // Bounds of one queue: a full queue is flushed and refilled.
 const (
 	txFramesMax  = bus.BatchSizeMax
