@@ -661,13 +661,22 @@ func (n *Node) send(frame []byte, to netip.AddrPort) {
 	n.sendBuf[0] = nil
 }
 
-// multicast sends one frame to the replication group, at once: DATA
-// must not wait for the rest of the pass (the journal write, the
-// releases). What the pass queued for unicast goes first, to keep the
-// order (txqueue.go).
+// multicast sends one frame to the replication group. During a pass it is
+// queued behind what the pass queued before it (txqueue.go), so the DATA
+// frames a pass sealed leave together, with one sendmmsg, when the
+// primary flushes the queue after sequencing the pass (flushData: before
+// the journal write and the releases, which the standby's ack waits
+// for). Outside a pass it leaves at once.
 func (n *Node) multicast(frame []byte) {
+	sealed := n.seal(frame)
+	if n.queueFrame(n.mcSend, sealed, n.cfg.Group) {
+		if n.txq.n >= dataFramesPerSend {
+			n.flushTx() // a long pass: the frames filled so far need not wait for the rest
+		}
+		return
+	}
 	n.flushTx()
-	n.sendBuf[0] = n.seal(frame)
+	n.sendBuf[0] = sealed
 	if err := n.mcSend.Send(n.sendBuf[:], n.cfg.Group); err != nil {
 		n.stats.SendErrors++
 	}

@@ -184,6 +184,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.seqr.SendHash(seq, n.eng.StateHash(), now)
 		}
 		if seq%n.cfg.SnapshotEvery == 0 {
+			n.flushData() // the encoding must not hold back the frames sealed so far
 			n.takeSnapshot(seq)
 		}
 	}
@@ -258,9 +259,18 @@ func (n *Node) noteSession(session uint64, from netip.AddrPort) bool {
 
 func (n *Node) primaryAfterBatch(now int64) {
 	n.seqr.Flush(now)
+	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
 }
+
+// flushData sends the DATA (and HEARTBEAT, HASH) frames the pass has
+// sealed so far, with one sendmmsg, and whatever the pass queued before
+// them (smart batching, issue 18 item 7): everything that arrived in the
+// pass went into the same frames, and they leave together, before the
+// journal write and the releases. A pass of one command sends its one
+// frame here at once; nothing waits for more work.
+func (n *Node) flushData() { n.flushTx() }
 
 // afterAppend lets durability follow the appends: with fsync none the
 // journal calls them durable at once; otherwise the syncer is woken.
@@ -290,6 +300,7 @@ func (n *Node) primaryTick(now int64) {
 	}
 	n.seqr.Flush(now)
 	n.seqr.Tick(now)
+	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
 }

@@ -7,17 +7,27 @@ import (
 )
 
 // Per-pass send batching (issue 18, item 7). Inside a pass (the agent's
-// doWork, or Deliver/Tick/SyncStep), the unicast frames the node sends
-// (outputs to clients, acks, NAKs, retransmits, lease requests) are copied
-// into a queue and leave when the pass ends, so a pass that released the
-// outputs of many commands sends them with one sendmmsg (SendEach, each
-// datagram to its own address), not one sendto each. DATA to the group is
-// not queued: it leaves at once, ahead of the pass's journal write and
-// releases, which the standby's ack (and so every release) waits for. The
-// order of every datagram is kept exactly: a multicast frame flushes the
+// doWork, or Deliver/Tick/SyncStep), the frames the node sends are copied
+// into a queue: the unicast ones (outputs to clients, acks, NAKs,
+// retransmits, lease requests) leave when the pass ends, so a pass that
+// released the outputs of many commands sends them with one sendmmsg
+// (SendEach, each datagram to its own address), not one sendto each; the
+// multicast ones (DATA, HEARTBEAT, HASH) leave when the primary has
+// sequenced what the pass received (flushData), ahead of the pass's
+// journal write and releases, which the standby's ack (and so every
+// release) waits for: every DATA frame the pass filled goes out with one
+// sendmmsg. Nothing waits for more work than the pass holds. The order of
+// every datagram is kept exactly: a frame for another socket flushes the
 // queue first, so what leaves the node, and in which order, is what it
 // was without the queue (the simulator sees the same sequence); only the
 // syscalls are fewer.
+
+// dataFramesPerSend bounds how many multicast frames wait in the queue: a
+// pass that fills more (hundreds of commands) sends them in calls of this
+// many as they fill, so the first frame's wait for the rest of the pass
+// stays short (~8 frames of commands sequenced) while the syscalls stay
+// one per 8 frames.
+const dataFramesPerSend = 8
 
 // Bounds of one queue: a full queue is flushed and refilled.
 const (

@@ -15,6 +15,7 @@ type sendCall struct {
 	socket string
 	to     []netip.AddrPort
 	types  []wire.Type
+	seqs   []uint64 // each frame's header seq
 }
 
 // recordingEndpoint records every send call, in one log shared by the
@@ -33,6 +34,7 @@ func (e *recordingEndpoint) record(bufs [][]byte, to []netip.AddrPort) {
 			panic(err)
 		}
 		c.types = append(c.types, h.Type)
+		c.seqs = append(c.seqs, h.Seq)
 	}
 	*e.log = append(*e.log, c)
 }
