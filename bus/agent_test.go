@@ -36,7 +36,7 @@ func TestAgentPhase(t *testing.T) {
 }
 
 // A back-off window: spin the first passes, yield while the last work is
-// younger than the window, park after it; no window: the counts.
+// younger than the window, park after it; no window: the default one.
 func TestAgentPhaseAtWindow(t *testing.T) {
 	w := Idle{Kind: IdleBackoff, Window: 250 * time.Microsecond}
 	cases := []struct {
@@ -50,7 +50,9 @@ func TestAgentPhaseAtWindow(t *testing.T) {
 		{w, AgentSpinsDefault + 1, 0, PhaseYield},
 		{w, 1_000_000, 249_999, PhaseYield},
 		{w, AgentSpinsDefault + 1, 250_000, PhasePark},
-		{Idle{Kind: IdleBackoff}, AgentSpinsDefault + AgentYieldsDefault + 1, 0, PhasePark},
+		{Idle{Kind: IdleBackoff}, AgentSpinsDefault + AgentYieldsDefault + 1, 0, PhaseYield},
+		{Idle{Kind: IdleBackoff}, AgentSpinsDefault + 1, int64(AgentWindowDefault) - 1, PhaseYield},
+		{Idle{Kind: IdleBackoff}, AgentSpinsDefault + 1, int64(AgentWindowDefault), PhasePark},
 		{Idle{Kind: IdleBlock, Window: time.Second}, 1, 0, PhasePark},
 		{Idle{Kind: IdleYield, Window: time.Nanosecond}, 1 << 20, 1 << 40, PhaseYield},
 	}

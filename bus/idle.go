@@ -112,6 +112,14 @@ func ParseIdle(s string) (Idle, error) {
 // can own a core (--idle spin --cpu N).
 var DefaultIdle = Idle{Kind: IdleBlock}
 
+// AgentIdleDefault is a node's agent's default (`seqbus node`, the
+// bench): back-off with its 1 ms window. Measured on the 2-core machine
+// (docs/tuning.md), it halves the gated round trip's p50 against block
+// with the same tails and the same idle cost; a node under a steady
+// stream spends up to half a core more yielding. A receive loop (a
+// client's) keeps DefaultIdle.
+var AgentIdleDefault = Idle{Kind: IdleBackoff}
+
 func (i Idle) spins() int {
 	if i.Spins <= 0 {
 		return BackoffSpinsDefault

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"math"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -186,12 +187,17 @@ func (n *Node) runAgent(a *agent, started chan<- error) {
 	defer unlock()
 	started <- nil
 	parkAtOnce := a.idle.AgentPhase(1) == bus.PhasePark
-	lastWork := n.nowNs()
+	// A back-off window polls on only while traffic is dense: two passes
+	// with work within the window. A lone heartbeat or liveness ack every
+	// few milliseconds then parks at once, so an idle node costs what
+	// block costs; a stream of commands never parks (bus.AgentPhaseAt).
+	lastWork, hot := n.nowNs(), false
 	for !a.stop.Load() {
 		now := n.nowNs()
 		a.passes.Add(1)
 		n.pollReady(a)
 		if n.doWork(now) > 0 {
+			hot = now-lastWork < int64(a.idle.AgentWindow())
 			a.empty, lastWork = 0, now
 			if parkAtOnce {
 				// block: back to epoll_wait at once. It is level-triggered,
@@ -202,7 +208,11 @@ func (n *Node) runAgent(a *agent, started chan<- error) {
 			continue
 		}
 		a.empty++
-		switch a.idle.AgentPhaseAt(a.empty, now-lastWork) {
+		idleNs := now - lastWork
+		if !hot {
+			idleNs = math.MaxInt64
+		}
+		switch a.idle.AgentPhaseAt(a.empty, idleNs) {
 		case bus.PhaseYield:
 			bus.Yield()
 		case bus.PhasePark:

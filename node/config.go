@@ -122,8 +122,11 @@ type Config struct {
 	// journal.MemFS to fail or crash the disk).
 	FS journal.FS
 	// Idle is what the node's agent thread does after a pass that found
-	// nothing (bus.Idle.AgentPhase): block parks in epoll_wait at once,
-	// backoff spins and yields a few passes first, spin never parks.
+	// nothing (bus.Idle.AgentPhaseAt): block (the zero value) parks in
+	// epoll_wait at once; backoff spins a few passes, then yields while
+	// commands keep arriving within its window (1 ms by default), and
+	// parks otherwise; spin never parks. `seqbus node` defaults to
+	// backoff (AgentIdleDefault).
 	Idle   bus.Idle
 	Tuning bus.Tuning
 	// PinCPU pins the agent's thread to CPU.

@@ -116,7 +116,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.role = fs.String("role", "standby", "standby, or primary (a static primary: no witness)")
 	f.epoch = fs.Uint64("epoch", 1, "epoch of a static primary")
 	f.fsync = fs.String("fsync", "group", "journal fsync policy: none, group, always")
-	f.idle = fs.String("idle", "block", "idle strategy of the node's agent thread: block (epoll_wait at once), backoff (spin, yield, then epoll_wait), spin, yield (see docs/tuning.md)")
+	f.idle = fs.String("idle", "backoff", "idle strategy of the node's agent thread: backoff (spin, then yield while commands arrive within 1 ms, then epoll_wait; backoff:250us sets the window), block (epoll_wait at once), spin, yield (see docs/tuning.md)")
 	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	f.snapEvery = fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
 	f.mdRing = fs.Int("md-ring", node.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
