@@ -182,6 +182,7 @@ func (n *Node) standbyAfterBatch(now int64) {
 	n.pollSnapshotWrite()
 	if n.refetching && n.follow.Primary() != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
 		n.setRefetching(false)
+		n.stats.RefetchesDone++
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.win.Applied())
 	}
 	n.catchUpDone()

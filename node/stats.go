@@ -127,6 +127,9 @@ type Stats struct {
 	HashMismatches                          uint64
 	JournalErrors, SyncErrors, SendErrors   uint64
 	JournalsSetAside, TornTailBytes         uint64
+	// RefetchesDone: times a node that set its journal aside caught up
+	// with a live primary and may lead again.
+	RefetchesDone uint64
 	// GroupMembershipErrors: leaving the replication group on promotion,
 	// or rejoining it on step-down, failed (logged).
 	GroupMembershipErrors uint64
