@@ -30,9 +30,10 @@ import (
 // for outputs older than that is recomputed from the journal
 // (sessionrecompute.go), and answered TooOld with the oldest it could
 // replay when the journal and its snapshots no longer reach back. A node
-// rebuilding from its disk recomputes the outputs below its snapshot from
-// the journal (historyBelowSnapshot), so a restart does not shorten the
-// history while the journal reaches back.
+// rebuilding from its disk recomputes the outputs below its newest
+// snapshot from the older one and the journal after it
+// (historyBelowSnapshot), so a restart does not shorten the history while
+// the journal reaches back.
 // One request sends at most replayMaxOutputs outputs (the client asks on
 // from where it stopped) and the node answers at most replayBudget
 // requests per replayBudgetNs (over that: Refused, counted), so a flood
