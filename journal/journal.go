@@ -23,7 +23,11 @@ const (
 	// SyncNone never asks for an fsync, and Durable() follows the appended
 	// seq as soon as the write returns. It is NOT crash safe: a power loss
 	// can drop records Durable() reported. Use it only where another
-	// replica's copy is the durability (or for benchmarks).
+	// replica's copy is the durability (or for benchmarks). It makes no
+	// durability syscall at all, not even at a segment roll: after a power
+	// loss an older segment may then be torn too, which recovery reports
+	// as corruption (a node sets the journal aside and catches up from
+	// the primary); a process crash loses nothing written.
 	SyncNone
 )
 
@@ -317,11 +321,12 @@ func (j *Journal) published(seq uint64, count int, firstNs int64) {
 // roll starts a new segment whose first record is firstSeq. The closing
 // segment is fsynced first so that only the last segment can ever have a
 // torn tail, which is what lets recovery call damage anywhere else
-// corruption rather than a crash.
+// corruption rather than a crash. Under SyncNone it is not (see SyncNone):
+// the appender, a node's agent, then never waits for a disk.
 func (j *Journal) roll(firstSeq uint64) error {
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
-	if j.curFile != nil {
+	if j.curFile != nil && j.opts.Policy != SyncNone {
 		if err := j.curFile.Sync(); err != nil {
 			return j.fail(err)
 		}
@@ -341,7 +346,7 @@ func (j *Journal) roll(firstSeq uint64) error {
 	j.dirDirty = true
 	j.mu.Unlock()
 	if j.curFile != nil {
-		_ = j.curFile.Close() // already fsynced; a close error loses nothing
+		_ = j.curFile.Close() // fsynced (or SyncNone): a close error loses nothing
 	}
 	j.curFile = f
 	j.segs = append(j.segs, seg)

@@ -475,3 +475,25 @@ func TestClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Under SyncNone a segment roll makes no durability syscall (issue 18:
+// none does no syscall at all for durability): with every fsync failing,
+// appends across several rolls still succeed. Before, the roll fsynced
+// the closing segment on the appender and failed the journal here.
+func TestSyncNoneRollsWithoutFsync(t *testing.T) {
+	fsys := NewMemFS()
+	j, _ := mustOpen(t, fsys, testDir, Options{Policy: SyncNone, SegmentBytes: MinSegmentBytes})
+	defer j.Close()
+	fsys.SetSyncError(errors.New("no fsync expected"))
+	for seq := uint64(1); seq <= 400; seq++ {
+		if err := j.Append(1, seq, make([]byte, 64), 0); err != nil {
+			t.Fatalf("append %d: %v", seq, err)
+		}
+		if err := j.Flush(); err != nil {
+			t.Fatalf("flush %d: %v", seq, err)
+		}
+	}
+	if len(j.segs) < 3 || j.Durable() != 400 {
+		t.Fatalf("%d segments, durable %d: want several rolls and everything durable", len(j.segs), j.Durable())
+	}
+}
