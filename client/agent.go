@@ -23,7 +23,6 @@ func (c *Client) parkedWaits(wcfg *pace.WaiterConfig) (restore func()) {
 	if c.parker == nil {
 		return func() {}
 	}
-	c.rx.P = c.parker
 	wcfg.ParkNs = c.rx.ParkNs
 	restoreSlack := pace.LowTimerSlack()
 	return func() {

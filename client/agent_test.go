@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
+	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -49,5 +52,49 @@ func TestLoadPollParksOnSocket(t *testing.T) {
 	}
 	if cl.rx.Closed() {
 		t.Fatal("Load left the read gate closed")
+	}
+}
+
+// TestLoadWindowFullParks: with the in-flight window full and no answer
+// coming, a poll-mode Load parks on its socket (bounded, so it still sees
+// ctx and runs its timers) instead of polling it in a loop. The receive
+// calls are counted by the socket, over two waits of different lengths
+// (the difference leaves out the start, when Load polls until its first
+// send time): 300 ms more of a full window make about one receive per
+// millisecond parked. The old back-pressure loop polled the empty socket
+// every few microseconds, tens of thousands of receives in that time.
+func TestLoadWindowFullParks(t *testing.T) {
+	silent, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close() // receives the commands, never answers
+	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), silent.LocalAddr().(*net.UDPAddr).AddrPort().Port())
+	calls := func(wait time.Duration) uint64 {
+		cl, err := Dial(Options{Core: Config{Session: 3, MaxInFlight: 16}, Primary: to, Poll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		rep, err := cl.Load(ctx, LoadConfig{Rate: 1e9, Count: 1_000, Drain: time.Second}, nil)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want the context's deadline (report %+v)", err, rep)
+		}
+		if rep.Sent != 16 {
+			t.Fatalf("sent %d, want the window of 16", rep.Sent)
+		}
+		c := cl.uc.(*bus.UDP).Counters()
+		n := c.EmptyReceives
+		for _, b := range c.ReceiveBatches {
+			n += b
+		}
+		t.Logf("window full for %v: %d receive calls (%d empty)", wait, n, c.EmptyReceives)
+		return n
+	}
+	short, long := calls(100*time.Millisecond), calls(400*time.Millisecond)
+	if long > short && long-short > 1_500 {
+		t.Fatalf("%d more receive calls in 300 ms more of a full window, want at most 1500 (parked, not polling)", long-short)
 	}
 }
