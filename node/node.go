@@ -140,7 +140,8 @@ type standbyState struct {
 	primaryAddr netip.AddrPort
 	snapFile    *snapshotSink
 	snapCache   *snapshotCache
-	pendingSnap *standbySnapshot // encoded at its seq, being written (standby)
+	pendingSnap *pendingSnapshot // encoded at its seq, being written (either role)
+	nextSnap    *pendingSnapshot // encoded, written after pendingSnap
 	// catchingUp: repairing by retransmit after a snapshot (see
 	// startCatchUp); a full window does not start another fetch.
 	catchingUp bool

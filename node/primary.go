@@ -185,7 +185,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		if seq%n.cfg.SnapshotEvery == 0 {
 			n.flushData() // the encoding must not hold back the frames sealed so far
-			n.takeSnapshot(seq)
+			n.periodicSnapshot(seq)
 		}
 	}
 }
@@ -262,6 +262,8 @@ func (n *Node) primaryAfterBatch(now int64) {
 	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
+	n.pollSnapshotWrite()
+	n.writePendingSnapshot() // after the pass's frames and releases, off the agent
 }
 
 // flushData sends the DATA (and HEARTBEAT, HASH) frames the pass has
@@ -303,6 +305,8 @@ func (n *Node) primaryTick(now int64) {
 	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
+	n.pollSnapshotWrite()
+	n.writePendingSnapshot()
 }
 
 // primaryEmitter queues the engine's outputs in the gate under the seq of

@@ -247,11 +247,19 @@ func TestReplayRecomputeSnapshot(t *testing.T) {
 	submitOrders(t, buyer, engine.Buy, 100)
 	c.waitConverged(10 * time.Second)
 	waitDelivered(t, seller, 200)
-	n1.mu.Lock()
-	jfirst := n1.j.First()
-	n1.mu.Unlock()
-	if jfirst <= 1 {
-		t.Fatalf("journal not compacted (first seq %d)", jfirst)
+	// The snapshots are written, and the journal compacted behind them,
+	// off the agent: wait for the compaction.
+	var jfirst uint64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n1.mu.Lock()
+		jfirst = n1.j.First()
+		n1.mu.Unlock()
+		if jfirst > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journal not compacted (first seq %d)", jfirst)
+		}
 	}
 	recomputeIdle(t, n1)
 	r := newReplayConn(t)

@@ -67,15 +67,6 @@ func (n *Node) latestSnapshotSeq() (uint64, bool) {
 	return seq, true
 }
 
-// takeSnapshot writes the engine's state at seq (just applied) and drops
-// journal segments wholly below the newest snapshot.
-func (n *Node) takeSnapshot(seq uint64) {
-	data, ok := n.encodeSnapshot(seq)
-	if ok {
-		n.storeSnapshot(seq, data)
-	}
-}
-
 // encodeSnapshot serialises the engine's state, which must be at seq.
 func (n *Node) encodeSnapshot(seq uint64) ([]byte, bool) {
 	var buf bytes.Buffer
@@ -86,64 +77,94 @@ func (n *Node) encodeSnapshot(seq uint64) ([]byte, bool) {
 	return buf.Bytes(), true
 }
 
-// standbySnapshot is a standby's snapshot, encoded at its seq during an
-// apply; its file is written after the batch's ack has been sent, off the
-// node's lock (see writePendingSnapshot).
-type standbySnapshot struct {
+// pendingSnapshot is a snapshot encoded at its seq during an apply (the
+// state is the engine's at that seq); its file is written after the
+// pass's frames, acks and releases have gone, off the agent (see
+// writePendingSnapshot).
+type pendingSnapshot struct {
 	seq, epoch uint64
 	data       []byte
 	startNs    int64
 	done       chan error // nil until the write has started
 }
 
-// standbySnapshotAt runs on a standby after it applied seq: at the same
-// seqs as the primary (every SnapshotEvery; the state is deterministic, so
-// the snapshots are byte-identical) it encodes the state now and leaves
-// the disk work for writePendingSnapshot, so a standby's disk stays
-// bounded as the primary's does and a restart replays at most
+// periodicSnapshot runs on either role after it applied seq: every
+// SnapshotEvery (the state is deterministic, so a primary's and its
+// standbys' snapshots at a seq are byte-identical) it cuts a snapshot, so
+// every node's disk stays bounded and a restart replays at most
 // SnapshotEvery records.
-func (n *Node) standbySnapshotAt(seq uint64) {
-	if seq%n.cfg.SnapshotEvery != 0 {
-		return
+func (n *Node) periodicSnapshot(seq uint64) {
+	if seq%n.cfg.SnapshotEvery == 0 {
+		n.cutSnapshot(seq)
 	}
-	n.finishSnapshotWrite() // one at a time: the previous is written first
-	start := n.nowNs()
-	if data, ok := n.encodeSnapshot(seq); ok {
-		n.pendingSnap = &standbySnapshot{seq: seq, data: data}
-	}
-	n.stats.SnapshotEncodeNsMax = max(n.stats.SnapshotEncodeNsMax, n.nowNs()-start)
 }
 
-// writePendingSnapshot starts writing the snapshot standbySnapshotAt
-// encoded, if any: on a goroutine of its own (the lz4 compression, the
-// fsyncs and the rename run off the node's lock, so acks and applies go
-// on meanwhile), or inline under a simulated clock (Config.Clock), where
-// everything runs on the simulator's one goroutine. The snapshot is
-// fsynced on its own; a crash that leaves the journal ending before it is
-// recovered by restoreSnapshot (the journal continues after it).
+// cutSnapshot encodes the state now (at seq, just applied) and leaves the
+// disk work (the write, its fsyncs, the rename and the compaction behind
+// it) for writePendingSnapshot, so the agent does not wait for the disk.
+// Two cuts at most wait for the disk, written in order, one at a time:
+// the one being written and the next. A third waits for the first to be
+// written (counted in SnapshotWaitNsMax): the agent waits only for a disk
+// that is two snapshots behind, and no multiple of SnapshotEvery is ever
+// left out.
+func (n *Node) cutSnapshot(seq uint64) *pendingSnapshot {
+	n.pollSnapshotWrite()
+	if n.nextSnap != nil {
+		start := n.nowNs()
+		n.writePendingSnapshot()
+		if ps := n.pendingSnap; ps != nil {
+			n.snapshotWritten(ps, <-ps.done)
+		}
+		n.stats.SnapshotWaitNsMax = max(n.stats.SnapshotWaitNsMax, n.nowNs()-start)
+	}
+	start := n.nowNs()
+	data, ok := n.encodeSnapshot(seq)
+	n.stats.SnapshotEncodeNsMax = max(n.stats.SnapshotEncodeNsMax, n.nowNs()-start)
+	if !ok {
+		return nil
+	}
+	ps := &pendingSnapshot{seq: seq, epoch: n.epoch, data: data}
+	if n.pendingSnap == nil {
+		n.pendingSnap = ps
+	} else {
+		n.nextSnap = ps
+	}
+	return ps
+}
+
+// writePendingSnapshot starts writing the oldest snapshot cutSnapshot
+// encoded, if its write has not started: on a goroutine of its own (the
+// lz4 compression, the fsyncs and the rename run off the agent, so acks,
+// applies and releases go on meanwhile), or inline under a simulated clock
+// (Config.Clock), where everything runs on the simulator's one goroutine
+// (then every cut waiting is written). The snapshot is fsynced on its
+// own; a crash that leaves the journal ending before it is recovered by
+// restoreSnapshot (the journal continues after it).
 func (n *Node) writePendingSnapshot() {
-	ps := n.pendingSnap
-	if ps == nil || ps.done != nil {
-		return
-	}
-	ps.epoch, ps.startNs = n.epoch, n.nowNs()
-	ps.done = make(chan error, 1)
-	j := n.j
-	write := func() error {
-		// journal.WriteSnapshot touches no journal state and may run off
-		// the owner goroutine, one at a time (every other snapshot
-		// operation of a standby first waits for this one).
-		return j.WriteSnapshot(ps.seq, ps.epoch, func(w io.Writer) error {
-			_, err := w.Write(ps.data)
-			return err
-		})
-	}
-	if n.cfg.Clock != nil {
+	for {
+		ps := n.pendingSnap
+		if ps == nil || ps.done != nil {
+			return
+		}
+		ps.startNs = n.nowNs()
+		ps.done = make(chan error, 1)
+		j := n.j
+		write := func() error {
+			// journal.WriteSnapshot touches no journal state and may run
+			// off the owner goroutine, one at a time (every other snapshot
+			// operation first waits for this one).
+			return j.WriteSnapshot(ps.seq, ps.epoch, func(w io.Writer) error {
+				_, err := w.Write(ps.data)
+				return err
+			})
+		}
+		if n.cfg.Clock == nil {
+			go func() { ps.done <- write() }()
+			return
+		}
 		ps.done <- write()
 		n.pollSnapshotWrite()
-		return
 	}
-	go func() { ps.done <- write() }()
 }
 
 // pollSnapshotWrite finishes a snapshot write that has completed.
@@ -159,61 +180,51 @@ func (n *Node) pollSnapshotWrite() {
 	}
 }
 
-// finishSnapshotWrite writes the pending snapshot, if any, and waits for
-// it: before the next one, promotion and Close.
+// finishSnapshotWrite writes the snapshots waiting, if any, and waits for
+// them: before promotion and Close.
 func (n *Node) finishSnapshotWrite() {
-	n.writePendingSnapshot()
-	if ps := n.pendingSnap; ps != nil {
-		n.snapshotWritten(ps, <-ps.done)
+	for n.pendingSnap != nil {
+		n.writePendingSnapshot()
+		if ps := n.pendingSnap; ps != nil {
+			n.snapshotWritten(ps, <-ps.done)
+		}
 	}
 }
 
 // abandonSnapshotWrite waits for a write under way and forgets the
-// snapshot without compacting behind it: before the history is reset or
-// another snapshot installed (the reset then drops it if it lies past the
-// fork).
+// snapshots waiting without compacting behind them: before the history is
+// reset or another snapshot installed (the reset then drops a written one
+// if it lies past the fork).
 func (n *Node) abandonSnapshotWrite() {
 	if ps := n.pendingSnap; ps != nil && ps.done != nil {
 		<-ps.done
 	}
-	n.pendingSnap = nil
+	n.pendingSnap, n.nextSnap = nil, nil
 }
 
 // snapshotWritten publishes a written snapshot (served after a promotion)
 // and compacts the journal behind it.
-func (n *Node) snapshotWritten(ps *standbySnapshot, err error) {
-	n.pendingSnap = nil
+func (n *Node) snapshotWritten(ps *pendingSnapshot, err error) {
+	n.pendingSnap, n.nextSnap = n.nextSnap, nil
 	n.stats.SnapshotWriteNsMax = max(n.stats.SnapshotWriteNsMax, n.nowNs()-ps.startNs)
 	if err != nil {
 		n.cfg.Log.Error("snapshot write failed", "seq", ps.seq, "err", err)
 		return
 	}
-	n.snapCache = &snapshotCache{seq: ps.seq, epoch: ps.epoch, data: ps.data, crc: crc32.Checksum(ps.data, castagnoli)}
+	if n.snapCache == nil || n.snapCache.seq < ps.seq {
+		n.snapCache = newSnapshotCache(ps.seq, ps.epoch, ps.data)
+	}
 	n.stats.Snapshots++
+	if n.seqr != nil && n.role == RolePrimary {
+		n.seqr.SetSnapshotSeq(ps.seq)
+	}
 	if _, err := n.j.Compact(); err != nil {
 		n.cfg.Log.Warn("journal compaction failed", "err", err)
 	}
 }
 
-// storeSnapshot writes data (the state at seq) as a snapshot file, caches
-// it for serving, and compacts the journal behind it.
-func (n *Node) storeSnapshot(seq uint64, data []byte) {
-	err := n.j.WriteSnapshot(seq, n.epoch, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-	if err != nil {
-		n.cfg.Log.Error("snapshot write failed", "seq", seq, "err", err)
-		return
-	}
-	n.snapCache = &snapshotCache{seq: seq, epoch: n.epoch, data: data, crc: crc32.Checksum(data, castagnoli)}
-	n.stats.Snapshots++
-	if n.seqr != nil {
-		n.seqr.SetSnapshotSeq(seq)
-	}
-	if _, err := n.j.Compact(); err != nil {
-		n.cfg.Log.Warn("journal compaction failed", "err", err)
-	}
+func newSnapshotCache(seq, epoch uint64, data []byte) *snapshotCache {
+	return &snapshotCache{seq: seq, epoch: epoch, data: data, crc: crc32.Checksum(data, castagnoli)}
 }
 
 // serveSnapshot answers a SNAPSHOT_REQUEST from standby node with a burst
@@ -232,8 +243,12 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.Ad
 			return // nothing we hold is ahead of the standby
 		}
 		if n.snapCache == nil || n.snapCache.seq <= after || applied-n.snapCache.seq > n.cfg.SnapshotEvery/2 {
-			n.takeSnapshot(applied)
-			n.stats.SnapshotsOnDemand++
+			// Served from memory at once; its file is written off the
+			// agent after the pass, like a periodic one.
+			if ps := n.cutSnapshot(applied); ps != nil {
+				n.snapCache = newSnapshotCache(ps.seq, ps.epoch, ps.data)
+				n.stats.SnapshotsOnDemand++
+			}
 		}
 	}
 	c := n.snapCache

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
 
@@ -261,5 +262,74 @@ func TestSnapshotChunksBoundedPerStandby(t *testing.T) {
 	n.Deliver(ahead.Append(nil), from)
 	if st := n.Status(); st.Node.SnapshotChunksSent != sent || st.Node.SnapshotRequestsNotBehind != 1 {
 		t.Fatalf("a standby at our applied seq was sent chunks: %+v", st.Node)
+	}
+}
+
+// heldSnapshotFS is the real filesystem, except that creating a snapshot
+// file waits until release is closed: a disk that takes as long as the
+// test likes to write one.
+type heldSnapshotFS struct {
+	journal.OSFS
+	release chan struct{}
+	held    chan struct{} // closed when the first snapshot write waits
+	once    sync.Once
+}
+
+func (f *heldSnapshotFS) OpenFile(name string, flag int, perm os.FileMode) (journal.File, error) {
+	if strings.HasSuffix(name, ".snap.tmp") {
+		f.once.Do(func() { close(f.held) })
+		<-f.release
+	}
+	return f.OSFS.OpenFile(name, flag, perm)
+}
+
+// TestPrimarySnapshotWriteOffTheAgent: the primary cuts its periodic
+// snapshot on the agent (the encoding is the state at its seq) but writes
+// the file (create, write, fsync, rename, compaction) off it, as a standby
+// does. While the disk holds the first snapshot's write, commands go on
+// being sequenced, replicated and answered, past the next cut too (it
+// waits for the disk behind the first); once the disk lets go both are
+// written in order. Before, the primary wrote inline and answered nothing
+// until the disk returned.
+func TestPrimarySnapshotWriteOffTheAgent(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const every = 500
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	disk := &heldSnapshotFS{release: make(chan struct{}), held: make(chan struct{})}
+	released := false
+	defer func() { // before closeAll: a node waiting for the disk could not close
+		if !released {
+			close(disk.release)
+		}
+	}()
+	c.start(1, func(cfg *Config) { cfg.SnapshotEvery = every; cfg.FS = disk })
+	c.start(2, func(cfg *Config) { cfg.SnapshotEvery = every })
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	const count = 2*every + every/2
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := cl.Load(ctx, client.LoadConfig{Rate: 20_000, Count: count, Seed: 3, Drain: 10 * time.Second}, nil)
+	if err != nil || rep.Answered != count {
+		t.Fatalf("load with the snapshot write held: %v (answered %d of %d)", err, rep.Answered, count)
+	}
+	select {
+	case <-disk.held:
+	default:
+		t.Fatal("the primary never started a snapshot write")
+	}
+	if names, _, _ := snapshotFiles(t, c.dirs[1]); len(names) != 0 {
+		t.Fatalf("snapshot files %v while the disk held the write", names)
+	}
+	close(disk.release)
+	released = true
+	waitNewestSnapshot(t, c.dirs[1], 2*every)
+	names, _, _ := snapshotFiles(t, c.dirs[1])
+	if want := []string{fmt.Sprintf("%020d.snap", every), fmt.Sprintf("%020d.snap", 2*every)}; !slices.Equal(names, want) {
+		t.Fatalf("snapshots %v, want %v", names, want)
+	}
+	if st := c.nodes[1].Status(); st.Node.SnapshotWaitNsMax != 0 {
+		t.Fatalf("the agent waited %v for the disk with two snapshots pending", time.Duration(st.Node.SnapshotWaitNsMax))
 	}
 }

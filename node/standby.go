@@ -58,7 +58,7 @@ func (n *Node) applyFromWindow(seq uint64, payload []byte) {
 			n.hashMismatch(seq)
 		}
 	}
-	n.standbySnapshotAt(seq)
+	n.periodicSnapshot(seq)
 }
 
 func (n *Node) hashMismatch(seq uint64) {
@@ -207,6 +207,7 @@ func (n *Node) flushJournal() {
 
 func (n *Node) standbyTick(now int64) {
 	n.pollSnapshotWrite()
+	n.writePendingSnapshot()
 	n.flushJournal()
 	n.nakGaps(now)
 	if req, ok := n.fetch.Poll(now); ok {

@@ -119,14 +119,15 @@ type Stats struct {
 	// of what it applied; CatchUpsByRetransmit: catch-ups by retransmit
 	// begun after a snapshot (installed or refused).
 	SnapshotsNotAhead, CatchUpsByRetransmit uint64
-	// A standby's snapshot cost, each the longest seen: encoding the state
-	// during the apply, under the lock (delays that batch's ack), and
-	// writing and fsyncing the file, off the lock after the ack (delays
-	// nothing; the next snapshot waits for it).
-	SnapshotEncodeNsMax, SnapshotWriteNsMax int64
-	HashMismatches                          uint64
-	JournalErrors, SyncErrors, SendErrors   uint64
-	JournalsSetAside, TornTailBytes         uint64
+	// A snapshot's cost (either role), each the longest seen: encoding
+	// the state during the apply, on the agent (delays that pass);
+	// writing and fsyncing the file, off the agent after the pass (delays
+	// nothing); and the agent's wait for a disk two snapshots behind
+	// (0 unless the disk is slower than SnapshotEvery commands).
+	SnapshotEncodeNsMax, SnapshotWriteNsMax, SnapshotWaitNsMax int64
+	HashMismatches                                             uint64
+	JournalErrors, SyncErrors, SendErrors                      uint64
+	JournalsSetAside, TornTailBytes                            uint64
 	// RefetchesDone: times a node that set its journal aside caught up
 	// with a live primary and may lead again.
 	RefetchesDone uint64
