@@ -107,9 +107,8 @@ type primaryState struct {
 	prim       *replica.Primary // the gate, the in-sync set's upkeep, the lease decisions
 	pub        *gating.Publisher[outSlot]
 	sessions   map[uint64]netip.AddrPort
-	outBatch   *wire.Batch
+	out        outFrames // a release's OUTPUT frames, one open per client (outframes.go)
 	mdBatch    *wire.Batch
-	outTo      uint64
 	emitter    primaryEmitter
 	applySeq   uint64                    // seq being applied (for the emitter)
 	rel        releaseTrack              // assign -> release latency, first release, observer
@@ -177,7 +176,7 @@ func New(cfg Config) (*Node, error) {
 		},
 		primaryState: primaryState{
 			sessions: make(map[uint64]netip.AddrPort),
-			outBatch: wire.NewBatch(dlen),
+			out:      newOutFrames(dlen),
 			mdBatch:  wire.NewBatch(dlen),
 			rel:      newReleaseTrack(),
 		},

@@ -430,12 +430,7 @@ func (n *Node) emitReleased(seq uint64, o *outSlot) {
 		n.emitMarketData(seq, o)
 		return
 	}
-	if n.outBatch.Count() == 0 || o.to != n.outTo || !n.outBatch.Fits(int(o.n)) {
-		n.flushOutputs()
-		n.outBatch.Reset(wire.TypeOutput, n.origin(), seq)
-		n.outTo = o.to
-	}
-	n.outBatch.Add(o.b[:o.n])
+	n.addOutput(seq, o.to, o.b[:o.n]) // its client's frame of this release (outframes.go)
 }
 
 // emitMarketData packs market data into its own frames, so a client's
@@ -451,13 +446,10 @@ func (n *Node) emitMarketData(seq uint64, o *outSlot) {
 	n.mdBatch.Add(o.b[:o.n])
 }
 
+// flushOutputs sends what one release packed: every client's frame, then
+// the market data.
 func (n *Node) flushOutputs() {
-	if n.outBatch.Count() > 0 {
-		if addr, ok := n.sessions[n.outTo]; ok {
-			n.send(n.outBatch.Bytes(), addr)
-		}
-		n.outBatch.Reset(wire.TypeOutput, n.origin(), 1)
-	}
+	n.flushOutputFrames()
 	n.flushMarketData()
 }
 

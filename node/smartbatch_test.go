@@ -113,24 +113,30 @@ func TestPassSendsDataBeforeItsJournalWrite(t *testing.T) {
 	}
 }
 
-// A pass of commands of two clients, its DATA frames through the pass's
-// queue, and the release of their outputs allocate nothing in steady
-// state.
+// A pass of commands of three clients, interleaved A, B, C, A, B, C, its
+// DATA frames through the pass's queue, and the release of their outputs
+// into one OUTPUT frame per client (outframes.go) allocate nothing in
+// steady state.
 func TestPassAndReleaseDoNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts do not hold under the race detector (journal.Append)")
 	}
 	// A real directory: the in-memory FS records every write it is given.
 	n, clk := sessionsPrimary(t, nopNetwork{}, nil, t.TempDir(), 4)
-	a, b := netip.MustParseAddrPort("10.0.0.9:7"), netip.MustParseAddrPort("10.0.0.10:7")
-	const runs = 200
-	var cmds [2 * (runs + 2)][]byte
+	from := [...]netip.AddrPort{netip.MustParseAddrPort("10.0.0.9:7"), netip.MustParseAddrPort("10.0.0.10:7"), netip.MustParseAddrPort("10.0.0.11:7")}
+	const runs, rounds = 200, 2
+	const perPass = rounds * len(from)
+	var cmds [(runs + 2) * perPass][]byte
 	for i := range runs + 2 {
-		cmds[2*i], cmds[2*i+1] = commandFrame(7, uint64(i+1), 100), commandFrame(8, uint64(i+1), 100)
+		for r := range rounds {
+			for c := range from {
+				cmds[i*perPass+r*len(from)+c] = commandFrame(uint64(7+c), uint64(i*rounds+r+1), 100)
+			}
+		}
 	}
 	var acks [runs + 2][]byte
 	for i := range acks {
-		ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: replayStandby, Epoch: 1}, Seq: uint64(2 * (i + 1))}
+		ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: replayStandby, Epoch: 1}, Seq: uint64(perPass * (i + 1))}
 		acks[i] = ack.Append(nil)
 	}
 	i := 0
@@ -138,8 +144,9 @@ func TestPassAndReleaseDoNotAllocate(t *testing.T) {
 		n.mu.Lock()
 		now := n.nowNs()
 		n.beginPass()
-		n.onDatagram(cmds[2*i], a, now)
-		n.onDatagram(cmds[2*i+1], b, now)
+		for k, cmd := range cmds[i*perPass : (i+1)*perPass] {
+			n.onDatagram(cmd, from[k%len(from)], now)
+		}
 		n.afterBatch(now)
 		n.endPass()
 		n.mu.Unlock()
@@ -151,8 +158,8 @@ func TestPassAndReleaseDoNotAllocate(t *testing.T) {
 	if allocs := testing.AllocsPerRun(runs-10, step); allocs != 0 {
 		t.Fatalf("%.1f allocations per pass and release, want 0", allocs)
 	}
-	if r := n.Released(); r != uint64(2*i) {
-		t.Fatalf("released %d, want %d", r, 2*i)
+	if r := n.Released(); r != uint64(perPass*i) {
+		t.Fatalf("released %d, want %d", r, perPass*i)
 	}
 }
 
