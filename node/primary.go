@@ -156,7 +156,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.SessionsFull++
 			continue
 		}
-		if n.pub.Len()+outputReserve > n.pub.Cap() || n.mdFull() {
+		if n.pub.Len()+outputReserve > n.pub.Cap() || n.md.Full() {
 			n.stats.Backpressure++
 			continue
 		}
