@@ -8,7 +8,8 @@ import (
 )
 
 // FuzzRequest drives a feed with a byte-coded sequence of adds,
-// heartbeats, releases and requests, well formed or not. Whatever comes
+// heartbeats, releases, discarded suffixes and requests, well formed or
+// not. Whatever comes
 // in: no panic, every request is counted and answered by MD_REPLAY frames
 // (contiguous from First, never above Released or the state's MD seq),
 // by exactly one MD_STATUS and one more Refused, or by nothing while a
@@ -32,6 +33,8 @@ func FuzzRequest(f *testing.F) {
 	f.Add(seed(op(0, 0, 0, 40, 0, 0), op(3, 1, 2, 0, 0, 1), op(1, 0, 0, 40, 0, 0)))
 	f.Add(seed(op(0, 0, 0, 400, 0, 0), op(2, 0, 0, 400, 0, 0), op(3, 1, 1, 1, 5000, 0), op(3, 1, 0, 0, 0, 0)))
 	f.Add(seed(op(3, 9, 1, 0, 0, 255), op(3, 9, 7, 1, 1, 255), op(4, 0, 0, 0, 0, 0)))
+	f.Add(seed(op(0, 0, 0, 40, 0, 0), op(5, 0, 0, 30, 0, 0), op(1, 0, 0, 40, 0, 0), op(3, 1, 1, 25, 20, 1)))
+	f.Add(seed(op(0, 0, 0, 40, 0, 0), op(5, 0, 0, 30, 0, 0), op(2, 0, 0, 100, 0, 0)))
 	f.Add((&wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 3}).Append(nil))
 	f.Fuzz(fuzzBody)
 }
@@ -57,7 +60,7 @@ func fuzzBody(t *testing.T, data []byte) {
 			data = data[opLen:]
 			first := binary.LittleEndian.Uint64(o[3:])
 			now += int64(o[15]) * RefillNs / 4
-			switch o[0] % 5 {
+			switch o[0] % 6 {
 			case 0: // the state machine applies updates up to MD seq first%512
 				for to := first % 512; nextMD <= to; nextMD++ {
 					feed.Add(nextMD/2+1, update(nextMD))
@@ -84,6 +87,9 @@ func fuzzBody(t *testing.T, data []byte) {
 				check(t, feed, addr(o[1]%8), req, now, bx)
 			case 4:
 				feed.Promoted(bx.md)
+			case 5: // a discarded suffix: the state is rebuilt to a fork point, the ring keeps what was above it
+				bx.md = min(bx.md, first%512)
+				nextMD = bx.md + 1
 			}
 		}
 	}
