@@ -82,7 +82,7 @@ func (s *server[A]) init(datagramLen int) {
 func (f *Feed[A]) Request(from A, req wire.MDRequest, nowNs int64, books engine.BookExporter) {
 	f.stats.Requests++
 	f.reply.kind = replyNone
-	stateMD := stateMDSeq(books)
+	stateMD := StateMDSeq(books)
 	switch {
 	case f.ring == nil:
 		f.refuse(from, req.First, wire.MDUnavailable, stateMD)
@@ -125,9 +125,9 @@ func wellFormed(r *wire.MDRequest) bool {
 	return false
 }
 
-// stateMDSeq is the state machine's MD seq: all of the ring without a
-// BookExporter to ask.
-func stateMDSeq(books engine.BookExporter) uint64 {
+// StateMDSeq is the state machine's MD seq as the feed takes it (books
+// nil: no BookExporter to ask, so all of the ring).
+func StateMDSeq(books engine.BookExporter) uint64 {
 	if books == nil {
 		return ^uint64(0)
 	}
@@ -188,7 +188,7 @@ func (f *Feed[A]) snapshotRequest(from A, instrument uint32, nowNs int64, books 
 	if w.active && !w.sending && nowNs-w.takenNs > SnapshotWaitNs {
 		f.expireSnapshot()
 	}
-	stateMD := stateMDSeq(books)
+	stateMD := StateMDSeq(books)
 	if w.active {
 		if w.sending || w.instrument != instrument || len(w.waiters) >= MaxSnapshotWaiters {
 			f.refuse(from, 0, wire.MDUnavailable, stateMD)

@@ -10,27 +10,31 @@ import (
 	"github.com/seqbus/seqbus/wire"
 )
 
-// Market data across failovers and lost datagrams: the ring every node
-// keeps, the primary's publishing from it and the recovery service are
-// the pure core mdfeed (see its doc.go); this file feeds it and sends the
-// frames it returns.
+// Market data across failovers and lost datagrams: the ring, publishing
+// from it and the recovery service are the pure core mdfeed (its doc.go);
+// this file feeds it and sends the frames it returns.
 
 const (
-	// DefaultMDRingUpdates, MinMDRingUpdates and MaxMDRingUpdates bound
-	// Config.MDRingUpdates (mdfeed's limits, where they are explained).
+	// Config.MDRingUpdates's default and bounds (mdfeed explains them).
 	DefaultMDRingUpdates = mdfeed.DefaultRingUpdates
 	MinMDRingUpdates     = mdfeed.MinRingUpdates
 	MaxMDRingUpdates     = mdfeed.MaxRingUpdates
-	// mdHeartbeatEveryNs: while releases move, the primary sends a
-	// HEARTBEAT at least this often (the sequencer alone sends them only
-	// when idle), so standbys learn the released MD seq under load too.
+	// mdHeartbeatEveryNs: while releases move the primary heartbeats this
+	// often (the sequencer only when idle), so standbys learn released MD.
 	mdHeartbeatEveryNs = sequencer.DefaultHeartbeatIntervalNs
 )
 
-// mdState is the node's feed and the emitter a standby applies with.
+// mdState is the node's feed, and the emitter a standby applies with.
 type mdState struct {
 	*mdfeed.Feed[netip.AddrPort]
-	standbyEm mdStandbyEmitter
+	n *Node
+}
+
+// Emit keeps a standby's market data in the ring.
+func (m *mdState) Emit(to uint64, payload []byte) {
+	if to == engine.MarketData {
+		m.Add(m.n.eng.AppliedSeq(), payload) // Apply sets AppliedSeq first
+	}
 }
 
 // MDStats are the market-data recovery counters (status.json "md").
@@ -51,24 +55,15 @@ func (c *Config) mdDefaults() error {
 func (n *Node) mdInit() error {
 	cfg := mdfeed.Config{DatagramLen: datagramLen(n.cfg.Key != nil), // n.auth is not set yet
 		ReserveUpdates: outputReserve, HeartbeatEveryNs: mdHeartbeatEveryNs, NoRepublish: n.cfg.Unsafe.NoMDRepublish}
-	if n.cfg.MarketData.IsValid() {
+	if n.cfg.MarketData.IsValid() { // else a disabled feed: it keeps nothing and refuses requests
 		cfg.RingUpdates = n.cfg.MDRingUpdates
 	}
 	md, err := mdfeed.New[netip.AddrPort](cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	n.md = mdState{Feed: md, standbyEm: mdStandbyEmitter{n}}
+	n.md = mdState{Feed: md, n: n}
 	return nil
-}
-
-// mdStandbyEmitter keeps a standby's market data in the ring.
-type mdStandbyEmitter struct{ n *Node }
-
-func (e *mdStandbyEmitter) Emit(to uint64, payload []byte) {
-	if to == engine.MarketData {
-		e.n.md.Add(e.n.eng.AppliedSeq(), payload) // Apply sets AppliedSeq first
-	}
 }
 
 // mdStandbyEmitter is the emitter a standby applies with: nil (outputs
@@ -77,26 +72,23 @@ func (n *Node) mdStandbyEmitter() engine.Emitter {
 	if !n.md.Enabled() {
 		return nil
 	}
-	return &n.md.standbyEm
+	return &n.md
 }
-
-// mdApplied keeps one market-data update the primary's engine emitted; on
-// false the update goes through the gate's publisher instead.
-func (n *Node) mdApplied(payload []byte) bool { return n.md.Add(n.eng.AppliedSeq(), payload) }
 
 // mdPublish sends the ring's released updates on the market-data group.
 func (n *Node) mdPublish(released uint64) {
 	if n.mdSend == nil {
 		return
 	}
-	for k := n.md.Publish(n.mdBatch, n.origin(), released, n.engineMDSeq()); k > 0; k = n.md.Publish(n.mdBatch, n.origin(), released, n.engineMDSeq()) {
+	o, state := n.origin(), n.engineMDSeq()
+	for k := n.md.Publish(n.mdBatch, o, released, state); k > 0; k = n.md.Publish(n.mdBatch, o, released, state) {
 		n.stats.OutputsReleased += uint64(k)
 		n.flushMarketData()
 	}
 }
 
-// mdAfterRelease publishes, tells the sequencer what its heartbeats carry,
-// sends one when mdfeed says so, and serves a snapshot released now.
+// mdAfterRelease publishes, tells the sequencer what heartbeats carry,
+// sends one when due, and serves a snapshot released now.
 func (n *Node) mdAfterRelease(now int64) {
 	if n.role != RolePrimary {
 		return
@@ -111,14 +103,7 @@ func (n *Node) mdAfterRelease(now int64) {
 	n.mdSendReplies()
 }
 
-// mdOnHeartbeat learns the primary's released MD seq.
-func (n *Node) mdOnHeartbeat(f *wire.Frame, now int64) {
-	n.md.OnHeartbeat(f, now)
-	n.mdSendReplies()
-}
-
-// mdPromoted: this node starts to lead; the ring's unreleased tail will be
-// published again as the new epoch releases it.
+// mdPromoted: the ring's unreleased tail is published as the epoch releases.
 func (n *Node) mdPromoted() {
 	if from, to := n.md.Promoted(n.engineMDSeq()); to >= from {
 		n.cfg.Log.Info("market data above the last known release will be published again", "md_from", from, "md_to", to)
@@ -126,19 +111,9 @@ func (n *Node) mdPromoted() {
 }
 
 // books is the state machine's book export (nil: none).
-func (n *Node) books() engine.BookExporter {
-	ex, _ := n.eng.(engine.BookExporter)
-	return ex
-}
+func (n *Node) books() engine.BookExporter { ex, _ := n.eng.(engine.BookExporter); return ex }
 
-// engineMDSeq is the state machine's MD seq (all of the ring without a
-// BookExporter to ask).
-func (n *Node) engineMDSeq() uint64 {
-	if ex := n.books(); ex != nil {
-		return ex.MDSeq()
-	}
-	return ^uint64(0)
-}
+func (n *Node) engineMDSeq() uint64 { return mdfeed.StateMDSeq(n.books()) }
 
 // onMDRecovery serves one market-data recovery frame (client traffic,
 // from anyone: the MAC, when configured, was checked).
@@ -162,6 +137,3 @@ func (n *Node) mdSendReplies() {
 		n.send(b, to)
 	}
 }
-
-// mdStats is the MD counters with the ring's bounds, for Status.
-func (n *Node) mdStats() MDStats { return n.md.Stats() }

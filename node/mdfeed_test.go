@@ -64,7 +64,8 @@ func heartbeat(t *testing.T, n *Node, mdSeq uint64) {
 		t.Fatal(err)
 	}
 	n.mu.Lock()
-	n.mdOnHeartbeat(&f, n.nowNs())
+	n.md.OnHeartbeat(&f, n.nowNs())
+	n.mdSendReplies()
 	n.mu.Unlock()
 }
 
@@ -275,7 +276,7 @@ func TestMDRepublishAtPromotion(t *testing.T) {
 	}
 	n.mu.Lock()
 	n.mdPublish(100)
-	st := n.mdStats()
+	st := n.md.Stats()
 	n.mu.Unlock()
 	if got = published(t, l.frames(100*time.Millisecond)); !slices.Equal(got, seqRange(want[len(want)-1]+1, last)) {
 		t.Fatalf("then published %v", got)
@@ -296,7 +297,7 @@ func TestMDRepublishCountsWhatTheRingLost(t *testing.T) {
 	if err := n.becomePrimary(2); err != nil {
 		t.Fatal(err)
 	}
-	if st := n.mdStats(); st.Republished != 16 || st.RepublishMissed != 14 {
+	if st := n.md.Stats(); st.Republished != 16 || st.RepublishMissed != 14 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -525,7 +526,7 @@ func TestMDNeverServesAboveTheStatesMDSeq(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.mdPublish(^uint64(0))
-	if st := n.mdStats(); st.Republished != 3 || st.Released != engMD {
+	if st := n.md.Stats(); st.Republished != 3 || st.Released != engMD {
 		t.Fatalf("republished %d, want the 3 updates up to the state's md seq", st.Republished)
 	}
 }

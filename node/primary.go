@@ -311,7 +311,7 @@ type primaryEmitter struct{ n *Node }
 
 func (e *primaryEmitter) Emit(to uint64, payload []byte) {
 	n := e.n
-	if to == engine.MarketData && n.mdApplied(payload) {
+	if to == engine.MarketData && n.md.Add(n.eng.AppliedSeq(), payload) {
 		return // kept in the ring; published from it as released moves (mdfeed.go)
 	}
 	if len(payload) > MaxOutputBytes {
