@@ -7,10 +7,10 @@ import (
 	"github.com/seqbus/seqbus/wire"
 )
 
-// TestPublishPathAllocs: the primary's per-command path (Add, Full,
+// TestMDPublishPathAllocs: the primary's per-command path (Add, Full,
 // Publish, HeartbeatDue) never allocates, nor does answering a known
 // requester's range request.
-func TestPublishPathAllocs(t *testing.T) {
+func TestMDPublishPathAllocs(t *testing.T) {
 	f := newFeed(t, Config{RingUpdates: 1024, ReserveUpdates: 8, HeartbeatEveryNs: 10})
 	b := wire.NewBatch(0)
 	payloads := make([][]byte, 1<<12)

@@ -9,7 +9,7 @@ import (
 	"github.com/seqbus/seqbus/wire"
 )
 
-func TestNewConfig(t *testing.T) {
+func TestMDNewConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -38,8 +38,8 @@ func TestNewConfig(t *testing.T) {
 	}
 }
 
-// TestAdd: the ring stays contiguous, by MD seq.
-func TestAdd(t *testing.T) {
+// TestMDAdd: the ring stays contiguous, by MD seq.
+func TestMDAdd(t *testing.T) {
 	type add struct {
 		md   uint64
 		keep bool
@@ -84,8 +84,8 @@ func TestAdd(t *testing.T) {
 	}
 }
 
-// TestAddRefuses: what the ring does not keep leaves it as it was.
-func TestAddRefuses(t *testing.T) {
+// TestMDAddRefuses: what the ring does not keep leaves it as it was.
+func TestMDAddRefuses(t *testing.T) {
 	ack := engine.AppendOutput(nil, &engine.Output{Kind: engine.KindAck})
 	for _, tc := range []struct {
 		name    string
@@ -113,7 +113,7 @@ func TestAddRefuses(t *testing.T) {
 	}
 }
 
-func TestFull(t *testing.T) {
+func TestMDFull(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		ring     int
@@ -147,10 +147,10 @@ func TestFull(t *testing.T) {
 	}
 }
 
-// TestPublish: in MD seq order, each update once its command is released,
+// TestMDPublish: in MD seq order, each update once its command is released,
 // never above the state's MD seq, packed many to a frame whose seq is the
 // first update's command.
-func TestPublish(t *testing.T) {
+func TestMDPublish(t *testing.T) {
 	twoPerCmd := func(md uint64) uint64 { return (md + 1) / 2 }
 	for _, tc := range []struct {
 		name     string
@@ -201,9 +201,9 @@ func TestPublish(t *testing.T) {
 	}
 }
 
-// TestPublishLeavesTheBatchAlone: with nothing to publish the caller's
+// TestMDPublishLeavesTheBatchAlone: with nothing to publish the caller's
 // batch is untouched (the node flushes its own market data through it).
-func TestPublishLeavesTheBatchAlone(t *testing.T) {
+func TestMDPublishLeavesTheBatchAlone(t *testing.T) {
 	f := newFeed(t, Config{RingUpdates: 64})
 	fill(t, f, 1, 10, sameCmd)
 	b := wire.NewBatch(0)
@@ -214,7 +214,7 @@ func TestPublishLeavesTheBatchAlone(t *testing.T) {
 	}
 }
 
-func TestPromoted(t *testing.T) {
+func TestMDPromoted(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		ring        int
@@ -262,9 +262,9 @@ func heartbeatFrame(t testing.TB, mdSeq uint64) *wire.Frame {
 	return &fr
 }
 
-// TestOnHeartbeat: the highest released MD seq is remembered; other
+// TestMDOnHeartbeat: the highest released MD seq is remembered; other
 // frames change nothing.
-func TestOnHeartbeat(t *testing.T) {
+func TestMDOnHeartbeat(t *testing.T) {
 	f := newFeed(t, Config{RingUpdates: 64})
 	for _, tc := range []struct{ md, want uint64 }{{5, 5}, {3, 5}, {9, 9}} {
 		f.OnHeartbeat(heartbeatFrame(t, tc.md), 0)
@@ -280,7 +280,7 @@ func TestOnHeartbeat(t *testing.T) {
 	}
 }
 
-func TestHeartbeatDue(t *testing.T) {
+func TestMDHeartbeatDue(t *testing.T) {
 	const every = 10
 	f := newFeed(t, Config{RingUpdates: 64, HeartbeatEveryNs: every})
 	for i, tc := range []struct {

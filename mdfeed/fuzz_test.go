@@ -7,7 +7,7 @@ import (
 	"github.com/seqbus/seqbus/wire"
 )
 
-// FuzzRequest drives a feed with a byte-coded sequence of adds,
+// FuzzMDRequest drives a feed with a byte-coded sequence of adds,
 // heartbeats, releases, discarded suffixes and requests, well formed or
 // not. Whatever comes
 // in: no panic, every request is counted and answered by MD_REPLAY frames
@@ -15,7 +15,7 @@ import (
 // by exactly one MD_STATUS and one more Refused, or by nothing while a
 // snapshot waits; every frame parses; a malformed request is refused and
 // counted as Malformed.
-func FuzzRequest(f *testing.F) {
+func FuzzMDRequest(f *testing.F) {
 	seed := func(ops ...[]byte) []byte {
 		var b []byte
 		for _, o := range ops {

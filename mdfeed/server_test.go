@@ -15,8 +15,8 @@ func snapReq(instrument uint32) wire.MDRequest {
 	return wire.MDRequest{Kind: wire.MDRequestSnapshot, Instrument: instrument}
 }
 
-// TestRequestRange: what a range request is answered with, by table.
-func TestRequestRange(t *testing.T) {
+// TestMDRequestRange: what a range request is answered with, by table.
+func TestMDRequestRange(t *testing.T) {
 	const from = addr(7)
 	type want struct {
 		seqs   []uint64          // MD_REPLAY updates (nil: an MD_STATUS)
@@ -98,9 +98,9 @@ func TestRequestRange(t *testing.T) {
 	}
 }
 
-// TestRequestReplacesAnUndrainedAnswer: the answer is to the last
+// TestMDRequestReplacesAnUndrainedAnswer: the answer is to the last
 // request only; a snapshot request that only waits sends nothing stale.
-func TestRequestReplacesAnUndrainedAnswer(t *testing.T) {
+func TestMDRequestReplacesAnUndrainedAnswer(t *testing.T) {
 	f := newFeed(t, Config{RingUpdates: 64})
 	fill(t, f, 1, 20, sameCmd)
 	f.OnHeartbeat(heartbeatFrame(t, 15), 0)
@@ -118,9 +118,9 @@ func TestRequestReplacesAnUndrainedAnswer(t *testing.T) {
 	}
 }
 
-// TestRateLimit: a requester gets Burst answers at once, then one per
+// TestMDRateLimit: a requester gets Burst answers at once, then one per
 // RefillNs; another is not affected; served updates cost tokens too.
-func TestRateLimit(t *testing.T) {
+func TestMDRateLimit(t *testing.T) {
 	f := newFeed(t, Config{RingUpdates: 4096})
 	fill(t, f, 1, 3000, sameCmd)
 	f.OnHeartbeat(heartbeatFrame(t, 3000), 0)
@@ -159,9 +159,9 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
-// TestRequesterTable: the rate limiter's table is bounded; idle entries
+// TestMDRequesterTable: the rate limiter's table is bounded; idle entries
 // make room, otherwise a new requester is refused.
-func TestRequesterTable(t *testing.T) {
+func TestMDRequesterTable(t *testing.T) {
 	f := newFeed(t, Config{RingUpdates: 64})
 	fill(t, f, 1, 10, sameCmd)
 	f.OnHeartbeat(heartbeatFrame(t, 10), 0)
@@ -186,8 +186,8 @@ func TestRequesterTable(t *testing.T) {
 	}
 }
 
-// TestSnapshot: scenarios of book snapshot requests, by table.
-func TestSnapshot(t *testing.T) {
+// TestMDSnapshot: scenarios of book snapshot requests, by table.
+func TestMDSnapshot(t *testing.T) {
 	per := wire.MaxMDSnapshotLevels(wire.DefaultDatagramLen)
 	type step struct {
 		op    string // "req", "hb" (released md), "serve"
@@ -295,8 +295,8 @@ func countDistinct(a []addr) int {
 	return len(seen)
 }
 
-// TestSnapshotWaiters: at most MaxSnapshotWaiters wait for one snapshot.
-func TestSnapshotWaiters(t *testing.T) {
+// TestMDSnapshotWaiters: at most MaxSnapshotWaiters wait for one snapshot.
+func TestMDSnapshotWaiters(t *testing.T) {
 	f := newFeed(t, Config{RingUpdates: 64})
 	fill(t, f, 1, 20, sameCmd)
 	bx := &books{md: 18, levels: 1}
