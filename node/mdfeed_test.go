@@ -14,6 +14,7 @@ import (
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/mdfeed"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -63,7 +64,8 @@ func heartbeat(t *testing.T, n *Node, mdSeq uint64) {
 		t.Fatal(err)
 	}
 	n.mu.Lock()
-	n.mdOnHeartbeat(&f, n.nowNs())
+	n.md.OnHeartbeat(&f, n.nowNs())
+	n.mdSendReplies()
 	n.mu.Unlock()
 }
 
@@ -182,24 +184,24 @@ func TestMDReRequestServesOnlyReleased(t *testing.T) {
 	}
 }
 
-// TestMDReRequestRateLimited: a requester gets mdBurst answers at once,
-// then one per mdRefillNs; another requester is not affected.
+// TestMDReRequestRateLimited: a requester gets mdfeed.Burst answers at once,
+// then one per mdfeed.RefillNs; another requester is not affected.
 func TestMDReRequestRateLimited(t *testing.T) {
 	n, clk := mdStandby(t, 64, 20)
 	heartbeat(t, n, 1)
 	a, b := newRequester(t), newRequester(t)
-	for range mdBurst + 10 {
+	for range mdfeed.Burst + 10 {
 		a.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1})
 	}
 	seqs, st := replayed(t, a.frames(200*time.Millisecond))
-	if len(seqs) != mdBurst || len(st) != 10 || st[0].Code != wire.MDRateLimited {
+	if len(seqs) != mdfeed.Burst || len(st) != 10 || st[0].Code != wire.MDRateLimited {
 		t.Fatalf("served %d, refused %d (%+v)", len(seqs), len(st), st)
 	}
 	b.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1})
 	if seqs, _ := replayed(t, b.frames(100*time.Millisecond)); len(seqs) != 1 {
 		t.Fatal("another requester was limited too")
 	}
-	clk.ns += 3 * mdRefillNs
+	clk.ns += 3 * mdfeed.RefillNs
 	for range 5 {
 		a.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1})
 	}
@@ -261,12 +263,12 @@ func TestMDRepublishAtPromotion(t *testing.T) {
 		n.mu.Unlock()
 		t.Fatal(err)
 	}
-	half := n.md.slot(k + 20).cmd // released up to the command of update k+20
+	half := mdCmd(n, k+20) // released up to the command of update k+20
 	n.mdPublish(half)
 	n.mu.Unlock()
 	got := published(t, l.frames(100*time.Millisecond))
 	want := []uint64{}
-	for s := k + 1; s <= last && n.md.slot(s).cmd <= half; s++ {
+	for s := k + 1; s <= last && mdCmd(n, s) <= half; s++ {
 		want = append(want, s)
 	}
 	if len(want) < 20 || !slices.Equal(got, want) {
@@ -274,7 +276,7 @@ func TestMDRepublishAtPromotion(t *testing.T) {
 	}
 	n.mu.Lock()
 	n.mdPublish(100)
-	st := n.mdStats()
+	st := n.md.Stats()
 	n.mu.Unlock()
 	if got = published(t, l.frames(100*time.Millisecond)); !slices.Equal(got, seqRange(want[len(want)-1]+1, last)) {
 		t.Fatalf("then published %v", got)
@@ -295,7 +297,7 @@ func TestMDRepublishCountsWhatTheRingLost(t *testing.T) {
 	if err := n.becomePrimary(2); err != nil {
 		t.Fatal(err)
 	}
-	if st := n.mdStats(); st.Republished != 16 || st.RepublishMissed != 14 {
+	if st := n.md.Stats(); st.Republished != 16 || st.RepublishMissed != 14 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -497,27 +499,34 @@ func TestMarketDataPastTheRingResyncsFromBooks(t *testing.T) {
 // fork point) are neither served nor republished, even once the primary
 // says it released that far.
 func TestMDNeverServesAboveTheStatesMDSeq(t *testing.T) {
-	n, _ := mdStandby(t, 1024, 50)
-	engMD := n.eng.(*engine.Engine).MDSeq()
-	n.mu.Lock()
-	for s := engMD + 1; s <= engMD+5; s++ {
-		n.md.add(50, engine.AppendOutput(nil, &engine.Output{Kind: engine.KindMarketData, MDKind: engine.MDLevel, MDSeq: s, Instrument: 1, Side: engine.Buy, Price: 1, Qty: 1}))
+	discarded := func(n *Node) uint64 { // the state's MD seq
+		engMD := n.eng.(*engine.Engine).MDSeq()
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for s := engMD + 1; s <= engMD+5; s++ {
+			n.md.Add(50, engine.AppendOutput(nil, &engine.Output{Kind: engine.KindMarketData, MDKind: engine.MDLevel, MDSeq: s, Instrument: 1, Side: engine.Buy, Price: 1, Qty: 1}))
+		}
+		return engMD
 	}
-	n.mu.Unlock()
+	n, _ := mdStandby(t, 1024, 50)
+	engMD := discarded(n)
 	heartbeat(t, n, engMD+5)
 	r := newRequester(t)
 	r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: engMD - 2, Count: 100})
 	if seqs, _ := replayed(t, r.frames(100*time.Millisecond)); !slices.Equal(seqs, seqRange(engMD-2, engMD)) {
 		t.Fatalf("served %v, the state is at md %d", seqs, engMD)
 	}
+	// Another node that learned the release only up to engMD-3.
+	n, _ = mdStandby(t, 1024, 50)
+	engMD = discarded(n)
+	heartbeat(t, n, engMD-3)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.md.released = engMD - 3 // as if this node had learned only that far
 	if err := n.becomePrimary(2); err != nil {
 		t.Fatal(err)
 	}
 	n.mdPublish(^uint64(0))
-	if st := n.mdStats(); st.Republished != 3 || st.Released != engMD {
+	if st := n.md.Stats(); st.Republished != 3 || st.Released != engMD {
 		t.Fatalf("republished %d, want the 3 updates up to the state's md seq", st.Republished)
 	}
 }
@@ -570,8 +579,8 @@ func TestMDHotPathAllocatesNothing(t *testing.T) {
 	if a != 0 {
 		t.Fatalf("%v allocs per command", a)
 	}
-	if md := n.eng.(*engine.Engine).MDSeq(); n.md.released != md || md < 1000 {
-		t.Fatalf("published to %d of %d", n.md.released, md)
+	if md := n.eng.(*engine.Engine).MDSeq(); n.md.Released() != md || md < 1000 {
+		t.Fatalf("published to %d of %d", n.md.Released(), md)
 	}
 }
 
@@ -622,7 +631,7 @@ func TestMDReRequestChargesWhatItServes(t *testing.T) {
 	if len(seqs) != 4*1024 || len(st) != 6 || st[0].Code != wire.MDRateLimited {
 		t.Fatalf("served %d updates, refused %d", len(seqs), len(st))
 	}
-	clk.ns += 100 * mdRefillNs
+	clk.ns += 100 * mdfeed.RefillNs
 	b := newRequester(t)
 	b.ask(n, wire.MDRequest{Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments})
 	b.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 1}) // joins nothing: a range
@@ -630,9 +639,9 @@ func TestMDReRequestChargesWhatItServes(t *testing.T) {
 	c.ask(n, wire.MDRequest{Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments})
 	_, cst := replayed(t, c.frames(100*time.Millisecond))
 	if len(cst) != 1 || cst[0].Code != wire.MDUnavailable {
-		t.Fatalf("a second snapshot within %v: %+v", time.Duration(mdSnapshotEveryNs), cst)
+		t.Fatalf("a second snapshot within %v: %+v", time.Duration(mdfeed.SnapshotEveryNs), cst)
 	}
-	clk.ns += mdSnapshotEveryNs
+	clk.ns += mdfeed.SnapshotEveryNs
 	c.ask(n, wire.MDRequest{Kind: wire.MDRequestSnapshot, Instrument: wire.AllInstruments})
 	if fs := c.frames(100 * time.Millisecond); len(fs) == 0 {
 		t.Fatal("no snapshot after the spacing")
@@ -658,10 +667,13 @@ func TestMDHeartbeatWhileReleasesMove(t *testing.T) {
 	}
 	n.mdPublish(30)
 	clk.ns += mdHeartbeatEveryNs
-	n.md.hbReleased = 7 // releases moved since the last heartbeat
+	if !n.md.HeartbeatDue(7, clk.ns) { // as if one went out when 7 was released
+		t.Fatal("no heartbeat due")
+	}
+	clk.ns += mdHeartbeatEveryNs // releases moved since (to the gate's)
 	n.mdAfterRelease(clk.ns)
 	n.mdAfterRelease(clk.ns + 1) // not again so soon
-	md := n.md.released
+	md := n.md.Released()
 	n.mu.Unlock()
 	var hbs []wire.Heartbeat
 	for _, b := range l.frames(100 * time.Millisecond) {
@@ -720,10 +732,16 @@ func TestMDRingRefilledBelowTheSnapshot(t *testing.T) {
 	defer m.Close()
 	after := m.Status().MD
 	m.mu.Lock()
-	firstCmd := m.md.slot(after.RingFirst).cmd
+	firstCmd := mdCmd(m, after.RingFirst)
 	m.mu.Unlock()
 	if after.RingLast != before.RingLast || firstCmd > 41 {
 		t.Fatalf("ring %d..%d before the restart, %d..%d after, starting at command %d (want at most 41: from snapshot 40 on)",
 			before.RingFirst, before.RingLast, after.RingFirst, after.RingLast, firstCmd)
 	}
+}
+
+// mdCmd is the seq of the command that emitted the ring's update md.
+func mdCmd(n *Node, md uint64) uint64 {
+	cmd, _, _ := n.md.Entry(md)
+	return cmd
 }

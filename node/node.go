@@ -62,7 +62,7 @@ type Node struct {
 	stages StageObserver // Config.Observer, if it implements it
 	trace  *stageTrace   // nil without Config.TraceStages
 	stats  Stats
-	md     mdFeed // market-data ring and recovery (mdfeed.go)
+	md     mdState // market-data ring and recovery (mdfeed.go)
 }
 
 // transport is how the node talks: its endpoints and what one pass
@@ -194,7 +194,9 @@ func New(cfg Config) (*Node, error) {
 	n.emitter.n = n
 	n.outHist = newSessionHistory(cfg.SessionHistory)
 	n.replayBatch = wire.NewBatch(dlen)
-	n.mdInit()
+	if err := n.mdInit(); err != nil {
+		return nil, err
+	}
 	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	if cfg.TraceStages > 0 {
 		var ms runtime.MemStats

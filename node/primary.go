@@ -156,7 +156,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.SessionsFull++
 			continue
 		}
-		if n.pub.Len()+outputReserve > n.pub.Cap() || n.mdFull() {
+		if n.pub.Len()+outputReserve > n.pub.Cap() || n.md.Full() {
 			n.stats.Backpressure++
 			continue
 		}
@@ -315,7 +315,7 @@ type primaryEmitter struct{ n *Node }
 
 func (e *primaryEmitter) Emit(to uint64, payload []byte) {
 	n := e.n
-	if to == engine.MarketData && n.mdApplied(payload) {
+	if to == engine.MarketData && n.md.Add(n.eng.AppliedSeq(), payload) {
 		return // kept in the ring; published from it as released moves (mdfeed.go)
 	}
 	if len(payload) > MaxOutputBytes {

@@ -182,7 +182,7 @@ type historyEmitter struct {
 func (e *historyEmitter) Emit(to uint64, payload []byte) {
 	if to == engine.MarketData {
 		if e.mdToo {
-			e.n.md.add(e.seq, payload) // false without a ring: dropped
+			e.n.md.Add(e.seq, payload) // false without a ring: dropped
 		}
 		return
 	}
@@ -243,7 +243,7 @@ const historyRebuildMax = 1 << 20
 // runs before the rebuild creates its own state machine, so the ring
 // holds the updates in MD-seq order.
 func (n *Node) historyBelowSnapshot() error {
-	if n.outHist == nil && n.md.ring == nil {
+	if n.outHist == nil && !n.md.Enabled() {
 		return nil
 	}
 	snap, _, r, err := n.j.OpenLatestSnapshot()

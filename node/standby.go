@@ -127,7 +127,8 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		n.win.ObserveHighest(f.Seq)
-		n.mdOnHeartbeat(f, now)
+		n.md.OnHeartbeat(f, now) // learns the primary's released MD seq
+		n.mdSendReplies()
 	case wire.TypeHash:
 		if !n.acceptEpoch(f, now) {
 			return

@@ -270,7 +270,7 @@ func (n *Node) statusLocked() Status {
 		StartedAt:       n.start.UTC().Format(time.RFC3339Nano),
 		WriteIntervalNs: StatusIntervalNs,
 	}
-	st.MD = n.mdStats()
+	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.follow.Primary()
 	// Copies: the status is marshalled outside the lock, while the node
