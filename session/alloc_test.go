@@ -62,3 +62,31 @@ func TestAnswerAllocs(t *testing.T) {
 		t.Errorf("Budget.Allow: %v allocs per run, want 0", allocs)
 	}
 }
+
+func BenchmarkRecord(b *testing.B) {
+	r := New(Config{History: DefaultHistory})
+	out := histOutput(1, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		r.Record(uint64(i), 7, out)
+	}
+}
+
+// BenchmarkRequest: a reconnect's request for a session's last 16 outputs
+// in a full default history shared by 4 sessions.
+func BenchmarkRequest(b *testing.B) {
+	r := New(Config{History: DefaultHistory})
+	for s := uint64(1); s <= DefaultHistory; s++ {
+		r.Record(s, 1+s%4, histOutput(1+s/4, s))
+	}
+	q := Request{Session: 3, From: DefaultHistory/4 - 15, Leading: true, Released: DefaultHistory, Durable: DefaultHistory}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		q.NowNs = int64(i) * RequestBudgetNs
+		if a := r.Request(q); len(a.Outputs) != 16 {
+			b.Fatalf("%d outputs", len(a.Outputs))
+		}
+	}
+}
