@@ -200,6 +200,8 @@ func TestRecompute(t *testing.T) {
 			lo: 25, hi: 40, records: 40},
 		{name: "from the newest snapshot", j: tp.journal(1, 10, 30), job: Job{Session: 7, From: 35, Upto: 40},
 			lo: 35, hi: 40, records: 40},
+		{name: "a snapshot that holds output from already is not the base", j: tp.journal(1, 10, 30), job: Job{Session: 7, From: 30, Upto: 40},
+			lo: 30, hi: 40, records: 40},
 		{name: "only up to upto", j: tp.journal(1, 10, 30), job: Job{Session: 7, From: 35, Upto: 37},
 			lo: 35, hi: 37, records: 37},
 		{name: "released ends below from", j: tp.journal(1, 10, 30), job: Job{Session: 7, From: 35, Upto: 32},
