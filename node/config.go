@@ -219,6 +219,9 @@ func (c *Config) checkRequired() error {
 	if c.NewStateMachine == nil {
 		return fmt.Errorf("%w: no state machine", ErrConfig)
 	}
+	if c.NewScratchStateMachine == nil {
+		c.NewScratchStateMachine = c.NewStateMachine // a recompute's (sessionrecompute.go)
+	}
 	if c.Witness.IsValid() && c.NewArbiter != nil {
 		return fmt.Errorf("%w: a witness address and another arbiter are exclusive", ErrConfig)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
+	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -27,7 +28,7 @@ const assignMask = 1<<16 - 1
 
 // MaxOutputBytes is the largest engine output the gate holds; larger ones
 // are a configuration error, counted and logged.
-const MaxOutputBytes = 128
+const MaxOutputBytes = session.MaxOutputBytes // 128: the session history keeps outputs up to the same size
 
 // outSlot is one output waiting in the gate: a value type, so the
 // publisher's preallocated ring holds it without allocating.
@@ -115,18 +116,14 @@ type primaryState struct {
 	snapBudget *sequencer.SnapshotBudget // chunks served per standby
 }
 
-// replayState is session replay's (sessionreplay.go): the output history
-// (nil: off), a standby's recording emitter, the replay frame and the
-// request budget. Every role keeps it.
+// replayState is session replay's (sessionreplay.go): the core (the
+// output history, the request budget, the recompute slot, the replay
+// frame), a standby's recording emitter and the recompute's goroutine
+// hand-off. Every role keeps it.
 type replayState struct {
-	outHist     *sessionHistory
+	replay      *session.Replay
 	recompute   replayRecompute // the journal fallback (sessionrecompute.go)
 	histEmitter historyEmitter
-	replayBatch *wire.Batch
-	replayRate  struct {
-		windowNs int64
-		used     int
-	}
 }
 
 // standbyState is the following role's.
@@ -192,8 +189,7 @@ func New(cfg Config) (*Node, error) {
 		},
 	}
 	n.emitter.n = n
-	n.outHist = newSessionHistory(cfg.SessionHistory)
-	n.replayBatch = wire.NewBatch(dlen)
+	n.replay = session.New(session.Config{History: cfg.SessionHistory, Off: cfg.Unsafe.NoSessionReplay, DatagramBytes: dlen})
 	if err := n.mdInit(); err != nil {
 		return nil, err
 	}
@@ -385,7 +381,7 @@ func (n *Node) setJournalAside() (int, error) {
 func (n *Node) rebuildState() error {
 	// The history below the snapshot first: its scratch state machine must
 	// not be the last one built (the simulator tracks the latest).
-	n.resetSessionHistory()
+	n.replay.Reset()
 	if err := n.historyBelowSnapshot(); err != nil {
 		return err
 	}

@@ -323,7 +323,7 @@ func (e *primaryEmitter) Emit(to uint64, payload []byte) {
 		n.cfg.Log.Error("engine output larger than the gate's slot; dropped", "bytes", len(payload))
 		return
 	}
-	n.recordHistory(n.applySeq, to, payload)
+	n.replay.Record(n.applySeq, to, payload)
 	var s outSlot
 	s.to = to
 	s.n = uint16(copy(s.b[:], payload))

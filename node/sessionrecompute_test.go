@@ -106,7 +106,7 @@ func recomputeIdle(t *testing.T, n *Node) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		n.mu.Lock()
-		idle := !n.recompute.busy
+		idle := !n.replay.Busy()
 		n.mu.Unlock()
 		if idle {
 			return

@@ -13,68 +13,6 @@ import (
 	"github.com/seqbus/seqbus/wire"
 )
 
-func histOutput(outSeq uint64) []byte {
-	return engine.AppendOutput(nil, &engine.Output{Kind: engine.KindExecution, OutSeq: outSeq, Side: engine.Buy})
-}
-
-// TestSessionHistoryPlan: the history answers from the asked output seq,
-// only under the released watermark, at most max outputs, TooOld once the
-// asked output left the ring, and keeps neither market data nor duplicates.
-func TestSessionHistoryPlan(t *testing.T) {
-	h := newSessionHistory(8)
-	// Sessions 1 and 2 interleaved: seq s gives session 1 output s and
-	// session 2 output s.
-	for seq := uint64(1); seq <= 3; seq++ {
-		h.record(seq, 1, histOutput(seq))
-		h.record(seq, 2, histOutput(seq))
-	}
-	if h.record(3, engine.MarketData, engine.AppendOutput(nil, &engine.Output{Kind: engine.KindMarketData, MDKind: engine.MDTrade, Side: engine.Buy})) ||
-		h.record(3, 1, append([]byte{byte(engine.KindDuplicate)}, engine.AppendOutput(nil, &engine.Output{Kind: engine.KindAck, OutSeq: 1, Side: engine.Buy, Type: engine.Limit})...)) {
-		t.Fatal("recorded market data or a duplicate")
-	}
-	served := func(p replayPlan, session uint64) []uint64 {
-		var got []uint64
-		for e := p.first; e < p.end; e++ {
-			i := e % uint64(len(h.session))
-			if h.session[i] == session {
-				got = append(got, h.outSeq[i])
-			}
-		}
-		return got
-	}
-	p := h.plan(1, 2, 3, 100)
-	if got := served(p, 1); len(got) != 2 || got[0] != 2 || got[1] != 3 || p.next != 4 || p.highest != 3 || p.tooOld {
-		t.Fatalf("from 2: %v %+v", got, p)
-	}
-	p = h.plan(1, 1, 2, 100) // seq 3 not released
-	if got := served(p, 1); len(got) != 2 || p.next != 3 || p.highest != 3 {
-		t.Fatalf("released 2: %v %+v", got, p)
-	}
-	p = h.plan(1, 1, 3, 1) // bounded
-	if got := served(p, 1); len(got) != 1 || p.next != 2 {
-		t.Fatalf("max 1: %v %+v", got, p)
-	}
-	p = h.plan(1, 4, 3, 100) // nothing newer
-	if got := served(p, 1); len(got) != 0 || p.next != 4 || p.tooOld {
-		t.Fatalf("from 4: %v %+v", got, p)
-	}
-	// Four more outputs evict session 1's and 2's outputs 1 (capacity 8).
-	for seq := uint64(4); seq <= 5; seq++ {
-		h.record(seq, 1, histOutput(seq))
-		h.record(seq, 2, histOutput(seq))
-	}
-	if p = h.plan(1, 1, 5, 100); !p.tooOld || p.next != 2 {
-		t.Fatalf("evicted: %+v", p)
-	}
-	if p = h.plan(2, 2, 5, 100); p.tooOld || len(served(p, 2)) != 4 {
-		t.Fatalf("session 2 from 2: %+v", p)
-	}
-	h.reset()
-	if p = h.plan(1, 2, 4, 100); p.highest != 0 || p.first != p.end {
-		t.Fatalf("after reset: %+v", p)
-	}
-}
-
 // replayOver asks node addr for session's outputs from `from` and returns
 // the out seqs replayed (every frame must be marked replay) and the end.
 func replayOver(t *testing.T, addr netip.AddrPort, session, from uint64) ([]uint64, wire.ReplayEnd) {
@@ -177,36 +115,20 @@ func TestReplayAnswer(t *testing.T) {
 	// outputs of sessions 7 and 8).
 	n2 := c.nodes[2]
 	n2.mu.Lock()
-	p := n2.outHist.plan(7, 25, n2.eng.AppliedSeq(), 100)
+	p := n2.replay.History().Plan(7, 25, n2.eng.AppliedSeq(), 100)
 	n2.mu.Unlock()
-	if p.tooOld || p.next != 41 || p.highest != 40 {
+	if p.TooOld || p.Next != 41 || p.Highest != 40 {
 		t.Fatalf("standby history from 25: %+v", p)
 	}
 	n2.mu.Lock()
-	p = n2.outHist.plan(7, 1, n2.eng.AppliedSeq(), 100)
+	p = n2.replay.History().Plan(7, 1, n2.eng.AppliedSeq(), 100)
 	n2.mu.Unlock()
-	if !p.tooOld {
+	if !p.TooOld {
 		t.Fatalf("standby history from 1 (evicted): %+v", p)
 	}
 	st := c.nodes[1].Status().Node
 	// The clients probe too (once at their first Poll): at least ours.
 	if st.ReplayRequests < 1 || st.ReplayServed < 30 || st.ReplayRecorded != 80 {
 		t.Fatalf("primary replay stats %+v", st)
-	}
-}
-
-// TestSessionHistoryHole: a history with a hole in a session's outputs
-// (a rebuild whose journal ended below its snapshot) replays only the run
-// above the hole and answers TooOld below it.
-func TestSessionHistoryHole(t *testing.T) {
-	h := newSessionHistory(16)
-	for _, out := range []uint64{1, 2, 3, 7, 8} {
-		h.record(out, 1, histOutput(out))
-	}
-	if p := h.plan(1, 3, 8, 100); !p.tooOld || p.next != 7 {
-		t.Fatalf("from 3 across the hole: %+v", p)
-	}
-	if p := h.plan(1, 7, 8, 100); p.tooOld || p.next != 9 || p.end-p.first != 2 {
-		t.Fatalf("from 7: %+v", p)
 	}
 }

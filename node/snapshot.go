@@ -368,7 +368,7 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 	}
 	n.win.ResetTo(seq)
 	n.hashes.Reset()
-	n.resetSessionHistory()
+	n.replay.Reset()
 	if o := n.cfg.Observer; o != nil {
 		o.Installed(n.cfg.ID, seq)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/internal/monotime"
+	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -134,19 +135,10 @@ type Stats struct {
 	// GroupMembershipErrors: leaving the replication group on promotion,
 	// or rejoining it on step-down, failed (logged).
 	GroupMembershipErrors uint64
-	// Session replay (sessionreplay.go): requests received, outputs
-	// served in replays, TooOld answers (past the history, or none) and
-	// Refused ones (not primary, over the rate bound); outputs recorded
-	// in the history and times it was cleared (a snapshot installed, a
-	// rebuild). Flat, as every counter here: status.json's node object
-	// holds numbers only.
-	ReplayRequests, ReplayServed, ReplayTooOld, ReplayRefused uint64
-	ReplayRecorded, ReplayResets                              uint64
-	// Requests older than the history answered by recomputing from the
-	// journal, the records those recomputes applied, requests refused
-	// because one was already running, and recomputes that failed (an
-	// unreadable journal or snapshot: the client is refused and retries).
-	ReplayRecomputed, ReplayRecomputeRecords, ReplayRecomputeBusy, ReplayRecomputeFailed uint64
+	// Session replay's counters (session.Counters: ReplayRequests,
+	// ReplayServed, ...), flat, as every counter here: status.json's node
+	// object holds numbers only. The core keeps them; Status copies them.
+	session.Counters
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	// NewTerms counts newer epochs granted to this node while it led
@@ -270,6 +262,7 @@ func (n *Node) statusLocked() Status {
 		StartedAt:       n.start.UTC().Format(time.RFC3339Nano),
 		WriteIntervalNs: StatusIntervalNs,
 	}
+	st.Node.Counters = n.replay.Counters()
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.follow.Primary()

@@ -26,6 +26,7 @@ var mayImport = map[string][]string{
 	"standby":             {"wire"},
 	"mdfeed":              {"engine", "wire"},
 	"replica":             {"arbiter", "gating", "wire"},
+	"session":             {"engine", "wire"},
 	"auth":                {},
 	"bus":                 {},
 	"journal":             {},
@@ -36,7 +37,7 @@ var mayImport = map[string][]string{
 	"internal/pace":       {"internal/monotime"},
 	"witness":             {"arbiter", "auth", "bus", "wire"},
 	"etcdarb":             {"arbiter"},
-	"node": {"arbiter", "auth", "bus", "engine", "gating", "journal", "mdfeed", "replica", "sequencer", "standby", "wire", "witness",
+	"node": {"arbiter", "auth", "bus", "engine", "gating", "journal", "mdfeed", "replica", "sequencer", "session", "standby", "wire", "witness",
 		"internal/monotime", "internal/stagetrace"},
 	"client":           {"arbiter", "auth", "bus", "engine", "wire", "witness", "internal/monotime", "internal/pace"},
 	"internal/verdict": {"client", "engine", "journal"},
@@ -130,7 +131,7 @@ func TestImportsFollowTheLayers(t *testing.T) {
 var pureStd = []string{"net", "net/netip", "os", "time", "sync", "sync/atomic", "io/fs", "syscall", "runtime"}
 
 // pureCores are checked against pureStd.
-var pureCores = []string{"replica", "mdfeed"}
+var pureCores = []string{"replica", "mdfeed", "session"}
 
 func TestPureCoresImportNoIO(t *testing.T) {
 	fset := token.NewFileSet()
