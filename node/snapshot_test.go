@@ -66,7 +66,7 @@ func snapshotFiles(t *testing.T, dir string) (seqs []string, bytes int64, segmen
 }
 
 // waitNewestSnapshot waits for the snapshot at seq to be written in dir
-// (a standby writes it off its lock, after the ack).
+// (either role writes it off its agent, after the pass).
 func waitNewestSnapshot(t *testing.T, dir string, seq uint64) {
 	t.Helper()
 	want := fmt.Sprintf("%020d.snap", seq)
@@ -112,6 +112,8 @@ func TestStandbySnapshotsAndCompacts(t *testing.T) {
 		}
 		c.waitConverged(10 * time.Second)
 		waitNewestSnapshot(t, c.dirs[2], c.nodes[2].Status().Applied/every*every)
+		// The primary writes its snapshots off its agent too.
+		waitNewestSnapshot(t, c.dirs[1], c.nodes[1].Status().Applied/every*every)
 		_, b, _ := snapshotFiles(t, c.dirs[2])
 		maxBytes = max(maxBytes, b)
 	}
