@@ -378,7 +378,7 @@ func (n *Node) releaseUpTo(released uint64, now int64) {
 			LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
 		})
 	}
-	if n.pub.Release(released, n.emitReleased) > 0 {
+	if n.releaseOutputs(released) > 0 {
 		n.flushOutputs()
 		if !n.rel.firstLogged && n.rel.promotedNs != 0 {
 			n.rel.firstLogged = true
@@ -422,6 +422,19 @@ func (n *Node) recordReleases(r uint64, now int64) {
 		}
 	}
 	n.rel.last = max(n.rel.last, r)
+}
+
+// releaseOutputs takes every output at or below released from the
+// publisher, in order, into this release's frames, and returns how many.
+func (n *Node) releaseOutputs(released uint64) int {
+	k := 0
+	for ; ; k++ {
+		seq, o, ok := n.pub.Next(released)
+		if !ok {
+			return k
+		}
+		n.emitReleased(seq, o)
+	}
 }
 
 func (n *Node) emitReleased(seq uint64, o *outSlot) {
