@@ -50,14 +50,13 @@ func TestAckReleasedAllocs(t *testing.T) {
 	}
 }
 
-// TestEnqueueReleaseAllocs proves Enqueue, Release and Publish do not
-// allocate, with a closure that captures state as the runtime's will.
+// TestEnqueueReleaseAllocs proves Enqueue, Next, Publishable and DropAll
+// do not allocate.
 func TestEnqueueReleaseAllocs(t *testing.T) {
 	g := benchGate(t, 1, Config{})
 	p := newTestPublisher(t, 64)
 	seq := uint64(0)
 	var total uint64
-	emit := func(s uint64, out *testOutput) { total += s + out.session }
 	allocs := testing.AllocsPerRun(1000, func() {
 		seq++
 		for range 3 {
@@ -68,8 +67,16 @@ func TestEnqueueReleaseAllocs(t *testing.T) {
 		g.SetApplied(seq)
 		g.SetDurable(seq)
 		g.OnAck(1, seq, int64(seq))
-		if Publish(g, p, emit) != 3 {
-			t.Fatal("Publish did not hand out 3 outputs")
+		n := 0
+		for bound := Publishable(g); ; n++ {
+			s, out, ok := p.Next(bound)
+			if !ok {
+				break
+			}
+			total += s + out.session
+		}
+		if n != 3 {
+			t.Fatal("Next did not hand out 3 outputs")
 		}
 		_ = p.Enqueue(seq+1, testOutput{})
 		p.DropAll()
@@ -113,7 +120,6 @@ func BenchmarkEnqueueRelease(b *testing.B) {
 		b.Fatal(err)
 	}
 	var total uint64
-	emit := func(s uint64, out *testOutput) { total += out.session }
 	b.ReportAllocs()
 	seq := uint64(0)
 	for b.Loop() {
@@ -121,7 +127,13 @@ func BenchmarkEnqueueRelease(b *testing.B) {
 		if err := p.Enqueue(seq, testOutput{session: seq}); err != nil {
 			b.Fatal(err)
 		}
-		p.Release(seq, emit)
+		for {
+			_, out, ok := p.Next(seq)
+			if !ok {
+				break
+			}
+			total += out.session
+		}
 	}
 	if total == 0 {
 		b.Fatal("nothing emitted")
@@ -136,7 +148,6 @@ func BenchmarkEnqueueReleaseBatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	var total uint64
-	emit := func(s uint64, out *testOutput) { total += out.session }
 	b.ReportAllocs()
 	seq := uint64(0)
 	for b.Loop() {
@@ -146,7 +157,13 @@ func BenchmarkEnqueueReleaseBatch(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		p.Release(seq, emit)
+		for {
+			_, out, ok := p.Next(seq)
+			if !ok {
+				break
+			}
+			total += out.session
+		}
 	}
 	if total == 0 {
 		b.Fatal("nothing emitted")

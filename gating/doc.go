@@ -19,7 +19,9 @@
 //
 //   - Publisher[T] is a bounded FIFO of outputs, each tagged with the seq that
 //     caused it, that hands outputs out strictly in seq order, exactly once,
-//     once their seq is at or below a released watermark.
+//     once their seq is at or below a released watermark. It calls nothing
+//     back: the runtime pulls each released output with Next, after the
+//     call, as etcd/raft's user pulls a Ready.
 //
 // Why a watermark that never goes backwards: once every required standby had
 // seq s (and the disk had it), that stays true even when the in-sync set later
@@ -37,15 +39,16 @@
 //  3. When a command with seq s has been applied, first Enqueue every output
 //     it produced with seq s, then call Gate.SetApplied(s). An output
 //     enqueued with a seq already at or below Released is handed out at the
-//     next Publish: safe, since that seq was once covered by every input,
+//     next release (Next): safe, since that seq was once covered by every input,
 //     but no longer bounded by the current required ack if the in-sync set
 //     changed since.
 //  4. Feed Gate.SetDurable from the journal, Gate.OnAck from standby ACK
 //     frames (with the monotonic time of arrival) and Gate.SetLease from the
 //     lease keeper's may_lead.
-//  5. After any of those calls, call Publish(gate, publisher, emit) to hand
-//     out every output whose seq is released. Publish hands out nothing while
-//     the lease is not held.
+//  5. After any of those calls, loop on publisher.Next(Publishable(gate))
+//     until it reports none, sending each output it hands out: every output
+//     whose seq is released, in order. Publishable is 0 while the lease is
+//     not held, so nothing is handed out then.
 //  6. When the lease is lost, call Publisher.DropAll: a node that is not sure
 //     it leads keeps nothing to replay, and clients resend to the next
 //     primary.
@@ -77,6 +80,12 @@
 //				pub.DropAll()
 //			}
 //		}
-//		gating.Publish(gate, pub, send)
+//		for bound := gating.Publishable(gate); ; {
+//			seq, out, ok := pub.Next(bound)
+//			if !ok {
+//				break
+//			}
+//			send(seq, out)
+//		}
 //	}
 package gating

@@ -168,16 +168,22 @@ func TestLeaseLossFreezesReleased(t *testing.T) {
 	if got := g.Released(); got != 5 {
 		t.Fatalf("lease not held: Released() = %d, want 5", got)
 	}
-	if n := Publish(g, p, func(uint64, *int) { t.Fatal("emit while the lease is not held") }); n != 0 {
-		t.Fatalf("Publish without lease = %d", n)
+	if seq, _, ok := p.Next(Publishable(g)); ok {
+		t.Fatalf("handed out seq %d while the lease is not held", seq)
 	}
 
 	g.SetLease(true)
 	if got := g.Released(); got != 200 {
 		t.Fatalf("lease held again: Released() = %d, want 200", got)
 	}
-	if n := Publish(g, p, func(uint64, *int) {}); n != 2 {
-		t.Fatalf("Publish with lease = %d, want 2", n)
+	n := 0
+	for bound := Publishable(g); ; n++ {
+		if _, _, ok := p.Next(bound); !ok {
+			break
+		}
+	}
+	if n != 2 {
+		t.Fatalf("handed out %d with the lease, want 2", n)
 	}
 }
 

@@ -303,7 +303,12 @@ func (h *harness) publishAndCheck(c chooser) {
 	bound, boundOK := h.bound()
 	prev := h.emitted
 	before := g.Released()
-	n := Publish(g, h.p, func(seq uint64, out *modelItem) {
+	n := 0
+	for limit := Publishable(g); ; n++ {
+		seq, out, ok := h.p.Next(limit)
+		if !ok {
+			break
+		}
 		if !h.held {
 			h.fatalf("handed out seq %d while the lease is not held", seq)
 		}
@@ -318,9 +323,9 @@ func (h *harness) publishAndCheck(c chooser) {
 		}
 		h.queue = h.queue[1:]
 		h.emitted++
-	})
+	}
 	if n != h.emitted-prev {
-		h.fatalf("Publish returned %d, emitted %d", n, h.emitted-prev)
+		h.fatalf("handed out %d, emitted %d", n, h.emitted-prev)
 	}
 	if g.Released() != before {
 		h.fatalf("Publish changed Released %d -> %d", before, g.Released())

@@ -4,7 +4,7 @@ package gating
 type PublisherStats struct {
 	// Enqueued counts outputs accepted by Enqueue.
 	Enqueued uint64
-	// Released counts outputs handed out by Release.
+	// Released counts outputs handed out by Next.
 	Released uint64
 	// Dropped counts outputs discarded by DropAll.
 	Dropped uint64
@@ -23,9 +23,11 @@ type Publisher[T any] struct {
 	count int
 	// lastSeq is the seq of the last accepted output; it survives DropAll
 	// so that a caller bug that reorders outputs is still caught.
-	lastSeq   uint64
-	releasing bool
-	stats     PublisherStats
+	lastSeq uint64
+	// lent is 1 + the index of the slot the last Next handed out (0:
+	// none), zeroed at the next call.
+	lent  int
+	stats PublisherStats
 }
 
 // NewPublisher returns an empty Publisher holding at most capacity outputs.
@@ -49,7 +51,7 @@ func (p *Publisher[T]) Stats() PublisherStats { return p.stats }
 // for seq 0, ErrOutOfOrder if seq is lower than the last enqueued seq, and
 // ErrFull when capacity outputs are queued; in each case nothing is queued.
 func (p *Publisher[T]) Enqueue(seq uint64, out T) error {
-	p.assertNotReleasing()
+	p.clearLent()
 	if seq == 0 {
 		return ErrZeroSeq
 	}
@@ -72,37 +74,55 @@ func (p *Publisher[T]) Enqueue(seq uint64, out T) error {
 	return nil
 }
 
-// Release hands every queued output with seq <= released to emit, in order,
-// and returns how many. Each output is removed before emit sees it, so it is
-// handed out at most once even if emit panics. The pointer is valid only
-// during the call; emit must copy what it keeps and must not call back into
-// the Publisher (that panics). Release does not check the lease: use Publish.
-func (p *Publisher[T]) Release(released uint64, emit func(seq uint64, out *T)) int {
-	p.assertNotReleasing()
-	p.releasing = true
-	defer func() { p.releasing = false }()
-	var zero T
-	n := 0
-	for p.count > 0 && p.seqs[p.head] <= released {
-		i := p.head
-		p.head++
-		if p.head == len(p.outs) {
-			p.head = 0
-		}
-		p.count--
-		p.stats.Released++
-		n++
-		emit(p.seqs[i], &p.outs[i])
-		// Zero the slot so the ring does not keep what out referenced alive.
-		p.outs[i] = zero
+// Next hands out the oldest queued output if its seq is at or below
+// released, removing it from the queue; ok is false when none is (the
+// queue is empty or its oldest output waits for a higher seq). The runtime
+// drives the release as a loop, after the call and with nothing held by
+// the Publisher, the way etcd/raft hands out a Ready:
+//
+//	for {
+//		seq, out, ok := p.Next(released)
+//		if !ok {
+//			break
+//		}
+//		send(seq, out)
+//	}
+//
+// Outputs come in seq order, first in first out within one seq, each
+// exactly once: the output is removed before Next returns it. The pointer
+// is valid until the next call on the Publisher; copy what you keep. That
+// next call zeroes the slot, so the ring does not keep what out referenced
+// alive. Next does not check the lease: pass Publishable(gate).
+func (p *Publisher[T]) Next(released uint64) (seq uint64, out *T, ok bool) {
+	p.clearLent()
+	if p.count == 0 || p.seqs[p.head] > released {
+		return 0, nil, false
 	}
-	return n
+	i := p.head
+	p.head++
+	if p.head == len(p.outs) {
+		p.head = 0
+	}
+	p.count--
+	p.stats.Released++
+	p.lent = i + 1
+	return p.seqs[i], &p.outs[i], true
+}
+
+// clearLent zeroes the slot the last Next handed out.
+func (p *Publisher[T]) clearLent() {
+	if p.lent == 0 {
+		return
+	}
+	var zero T
+	p.outs[p.lent-1] = zero
+	p.lent = 0
 }
 
 // DropAll discards every queued output and returns how many. A node that
 // loses the lease calls it: nothing may be queued to replay later.
 func (p *Publisher[T]) DropAll() int {
-	p.assertNotReleasing()
+	p.clearLent()
 	n := p.count
 	var zero T
 	for ; p.count > 0; p.count-- {
@@ -117,18 +137,13 @@ func (p *Publisher[T]) DropAll() int {
 	return n
 }
 
-func (p *Publisher[T]) assertNotReleasing() {
-	if p.releasing {
-		panic("gating: Publisher called from inside its own Release callback")
-	}
-}
-
-// Publish hands out every output of p whose seq the Gate has released, and
-// returns how many. It hands out nothing while the Gate does not hold the
-// lease: a deposed primary may compute, but it never releases.
-func Publish[T any](g *Gate, p *Publisher[T], emit func(seq uint64, out *T)) int {
+// Publishable is the bound to pass to Publisher.Next: the Gate's released
+// watermark while it holds the lease, else 0, under which nothing is ever
+// queued (seq 0 is refused). A deposed primary may compute, but it never
+// releases.
+func Publishable(g *Gate) uint64 {
 	if !g.LeaseHeld() {
 		return 0
 	}
-	return p.Release(g.Released(), emit)
+	return g.Released()
 }

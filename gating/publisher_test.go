@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 type testOutput struct {
@@ -30,14 +32,17 @@ func TestNewPublisherRejectsBadCapacity(t *testing.T) {
 
 // collect releases up to released and returns what was handed out.
 func collect(p *Publisher[testOutput], released uint64) (seqs []uint64, outs []testOutput) {
-	p.Release(released, func(seq uint64, out *testOutput) {
+	for {
+		seq, out, ok := p.Next(released)
+		if !ok {
+			return seqs, outs
+		}
 		seqs = append(seqs, seq)
 		outs = append(outs, *out)
-	})
-	return seqs, outs
+	}
 }
 
-// TestReleaseInSeqOrderFIFO proves Release hands out only seq <= released,
+// TestReleaseInSeqOrderFIFO proves Next hands out only seq <= released,
 // in seq order and FIFO within one seq, and each output once.
 func TestReleaseInSeqOrderFIFO(t *testing.T) {
 	p := newTestPublisher(t, 8)
@@ -65,7 +70,7 @@ func TestReleaseInSeqOrderFIFO(t *testing.T) {
 			offsets = append(offsets, o.offset)
 		}
 		if !slices.Equal(seqs, tt.seqs) || !slices.Equal(offsets, tt.offsets) {
-			t.Errorf("Release(%d) = %v %v, want %v %v", tt.released, seqs, offsets, tt.seqs, tt.offsets)
+			t.Errorf("Next(%d) = %v %v, want %v %v", tt.released, seqs, offsets, tt.seqs, tt.offsets)
 		}
 	}
 	if s := p.Stats(); s.Enqueued != 6 || s.Released != 6 || p.Len() != 0 {
@@ -155,8 +160,8 @@ func TestDropAll(t *testing.T) {
 			t.Fatalf("slot %d still references an output", i)
 		}
 	}
-	if n := p.Release(100, func(uint64, **int) { t.Fatal("dropped output handed out") }); n != 0 {
-		t.Fatalf("Release after DropAll = %d", n)
+	if _, _, ok := p.Next(100); ok {
+		t.Fatal("dropped output handed out")
 	}
 	if err := p.Enqueue(4, &x); !errors.Is(err, ErrOutOfOrder) {
 		t.Fatalf("Enqueue below the floor after DropAll = %v", err)
@@ -166,37 +171,151 @@ func TestDropAll(t *testing.T) {
 	}
 }
 
-// TestReleaseZeroesSlots proves handed-out slots do not keep outputs alive.
+// TestReleaseZeroesSlots proves handed-out slots do not keep outputs
+// alive: the slot is zeroed by the next call, whichever it is.
 func TestReleaseZeroesSlots(t *testing.T) {
-	p, _ := NewPublisher[*int](2)
 	x := 1
-	_ = p.Enqueue(1, &x)
-	p.Release(1, func(_ uint64, out **int) {
-		if *out != &x {
-			t.Fatal("emit saw the wrong output")
+	for _, next := range []func(p *Publisher[*int]){
+		func(p *Publisher[*int]) { p.Next(0) },
+		func(p *Publisher[*int]) { p.Next(1) },
+		func(p *Publisher[*int]) { _ = p.Enqueue(2, nil) },
+		func(p *Publisher[*int]) { p.DropAll() },
+	} {
+		p, _ := NewPublisher[*int](2)
+		_ = p.Enqueue(1, &x)
+		if _, out, ok := p.Next(1); !ok || *out != &x {
+			t.Fatal("Next handed out the wrong output")
 		}
-	})
-	if p.outs[0] != nil {
-		t.Fatal("released slot still references the output")
+		next(p)
+		if p.outs[0] != nil {
+			t.Fatal("released slot still references the output")
+		}
 	}
 }
 
-// TestReentryPanics proves calling back into the Publisher from emit is
-// caught, and that the Publisher is usable after the panic is recovered.
-func TestReentryPanics(t *testing.T) {
-	p := newTestPublisher(t, 4)
-	_ = p.Enqueue(1, testOutput{})
-	_ = p.Enqueue(2, testOutput{})
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Fatal("Enqueue inside emit did not panic")
-			}
-		}()
-		p.Release(1, func(uint64, *testOutput) { _ = p.Enqueue(3, testOutput{}) })
-	}()
-	// The output being emitted was already removed: at most once.
-	if seqs, _ := collect(p, 10); !slices.Equal(seqs, []uint64{2}) {
-		t.Fatalf("after recovered panic: %v, want [2]", seqs)
+// TestNextNeverAboveReleased proves Next stops at the first output above
+// released and hands nothing out for released 0 (Publishable without the
+// lease), and that a release interleaved with Enqueue keeps the order.
+func TestNextNeverAboveReleased(t *testing.T) {
+	p := newTestPublisher(t, 8)
+	for _, seq := range []uint64{1, 3, 3, 4} {
+		_ = p.Enqueue(seq, testOutput{session: seq})
 	}
+	if _, _, ok := p.Next(0); ok {
+		t.Fatal("Next(0) handed out an output")
+	}
+	if seq, _, ok := p.Next(2); !ok || seq != 1 {
+		t.Fatalf("Next(2) = %d %v, want 1", seq, ok)
+	}
+	if seq, _, ok := p.Next(2); ok {
+		t.Fatalf("Next(2) handed out seq %d above released", seq)
+	}
+	if seq, _, ok := p.Next(3); !ok || seq != 3 {
+		t.Fatalf("Next(3) = %d %v", seq, ok)
+	}
+	_ = p.Enqueue(5, testOutput{session: 5}) // between two Next calls
+	if seqs, _ := collect(p, 5); !slices.Equal(seqs, []uint64{3, 4, 5}) {
+		t.Fatalf("after an interleaved Enqueue: %v, want [3 4 5]", seqs)
+	}
+	if s := p.Stats(); s.Released != 5 || s.Enqueued != 5 || p.Len() != 0 {
+		t.Fatalf("Stats() = %+v Len %d", s, p.Len())
+	}
+}
+
+// TestPublishable proves the bound is the Gate's released watermark only
+// while the lease is held.
+func TestPublishable(t *testing.T) {
+	g := benchGate(t, 1, Config{})
+	g.SetApplied(7)
+	g.SetDurable(7)
+	g.OnAck(1, 7, 0)
+	if got := Publishable(g); got != 7 {
+		t.Fatalf("Publishable with the lease = %d, want 7", got)
+	}
+	g.SetLease(false)
+	if got := Publishable(g); got != 0 {
+		t.Fatalf("Publishable without the lease = %d, want 0", got)
+	}
+}
+
+// TestPublisherAgainstSliceModel drives random Enqueue, Next and DropAll
+// against a plain slice: Next hands out exactly the model's head while its
+// seq is at or below released, never above it, and the counters match.
+func TestPublisherAgainstSliceModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		capacity := rapid.IntRange(1, 12).Draw(rt, "capacity")
+		p, err := NewPublisher[testOutput](capacity)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		type item struct {
+			seq uint64
+			tag uint32
+		}
+		var model []item
+		var last uint64
+		var want PublisherStats
+		tag := uint32(0)
+		for range rapid.IntRange(1, 300).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0, 1, 2: // enqueue at or above the last seq, sometimes below
+				seq := last + rapid.Uint64Range(0, 3).Draw(rt, "d")
+				if rapid.IntRange(0, 7).Draw(rt, "below") == 0 && seq > 0 {
+					seq--
+				}
+				tag++
+				err := p.Enqueue(seq, testOutput{session: seq, offset: tag})
+				switch {
+				case seq == 0:
+					if !errors.Is(err, ErrZeroSeq) {
+						rt.Fatalf("Enqueue(0) = %v", err)
+					}
+				case seq < last:
+					if !errors.Is(err, ErrOutOfOrder) {
+						rt.Fatalf("Enqueue(%d) below %d = %v", seq, last, err)
+					}
+				case len(model) == capacity:
+					if !errors.Is(err, ErrFull) {
+						rt.Fatalf("Enqueue into a full queue = %v", err)
+					}
+					want.Full++
+				default:
+					if err != nil {
+						rt.Fatalf("Enqueue(%d) = %v", seq, err)
+					}
+					model = append(model, item{seq, tag})
+					last = seq
+					want.Enqueued++
+				}
+			case 3, 4: // release up to a random bound
+				released := rapid.Uint64Range(0, last+2).Draw(rt, "released")
+				for {
+					seq, out, ok := p.Next(released)
+					if !ok {
+						break
+					}
+					if seq > released {
+						rt.Fatalf("Next(%d) handed out seq %d", released, seq)
+					}
+					if len(model) == 0 || model[0].seq != seq || out.offset != model[0].tag || out.session != seq {
+						rt.Fatalf("Next(%d) = %d %+v, model head %v", released, seq, *out, model[:min(1, len(model))])
+					}
+					model = model[1:]
+					want.Released++
+				}
+				if len(model) > 0 && model[0].seq <= released {
+					rt.Fatalf("Next(%d) stopped with seq %d still queued", released, model[0].seq)
+				}
+			case 5:
+				if n := p.DropAll(); n != len(model) {
+					rt.Fatalf("DropAll = %d, model %d", n, len(model))
+				}
+				want.Dropped += uint64(len(model))
+				model = model[:0]
+			}
+			if p.Len() != len(model) || p.Stats() != want {
+				rt.Fatalf("Len %d Stats %+v, model %d %+v", p.Len(), p.Stats(), len(model), want)
+			}
+		}
+	})
 }

@@ -34,7 +34,9 @@
 //  1. A command is journaled (written) before the frame carrying it is
 //     multicast, and applied to the engine before its outputs are queued.
 //  2. An output leaves only when its seq <= min(applied, required standby
-//     ack, durable) and only while the lease is held (gating.Publish).
+//     ack, durable) and only while the lease is held. No core calls back:
+//     the node pulls released outputs (gating.Publisher.Next) and sends
+//     the sequencer's outbox in order after each call (sendSequenced).
 //  3. A standby acknowledges no further than its own journal is durable.
 //  4. Frames from an epoch older than the highest accepted are dropped and
 //     counted; nothing from them is applied, journaled or acknowledged.

@@ -240,6 +240,7 @@ func (n *Node) primaryAnnounce(now int64) {
 func (n *Node) announce(now int64) {
 	prev, last := n.hist.Announcement()
 	n.seqr.AnnounceEpoch(prev, last, now)
+	n.sendSequenced()
 	n.hist.Announced(now)
 }
 

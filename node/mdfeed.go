@@ -98,6 +98,7 @@ func (n *Node) mdAfterRelease(now int64) {
 	n.seqr.SetReleased(r, n.md.Released())
 	if n.md.HeartbeatDue(r, now) {
 		n.seqr.Heartbeat(now)
+		n.sendSequenced()
 	}
 	n.md.ServeSnapshot(now)
 	n.mdSendReplies()

@@ -35,7 +35,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	n.role = RolePrimary
 	n.epoch = epoch
 	applied := n.eng.AppliedSeq()
-	n.seqr = sequencer.New(sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()}, epoch, applied, primaryOutput{n}, n.j)
+	n.seqr = sequencer.New(sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()}, epoch, applied, n.j)
 	// Required acks: without a witness, every peer; with one, the in-sync
 	// set the witness granted with our lease (replica.NewPrimary).
 	var lease replica.Lease
@@ -76,17 +76,23 @@ func (n *Node) primaryConfig(epoch uint64) replica.PrimaryConfig {
 	}
 }
 
-// primaryOutput adapts the node's sockets to the sequencer's Output.
-type primaryOutput struct{ n *Node }
-
-func (o primaryOutput) Multicast(frame []byte) { o.n.multicast(frame) }
-
-func (o primaryOutput) Unicast(node uint32, frame []byte) {
-	if addr, ok := o.n.cfg.Peers[node]; ok {
-		o.n.send(frame, addr)
-	} else {
-		o.n.stats.DropUnknownNode++
+// sendSequenced carries out the sequencer's outbox, in the order the
+// sequencer produced it, and clears it. It runs right after every
+// sequencer call that can produce frames (Submit, Heartbeat, SendHash,
+// AnnounceEpoch, OnNak; Flush and Tick through flushData), so each frame
+// meets the node's send path (the pass's queue, txqueue.go) where the
+// callback used to, in the same order.
+func (n *Node) sendSequenced() {
+	for _, o := range n.seqr.Outbox() {
+		if o.Group {
+			n.multicast(o.Frame)
+		} else if addr, ok := n.cfg.Peers[o.Node]; ok {
+			n.send(o.Frame, addr)
+		} else {
+			n.stats.DropUnknownNode++
+		}
 	}
+	n.seqr.ClearOutbox()
 }
 
 func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
@@ -120,6 +126,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		nak, _ := wire.DecodeNak(f)
 		n.seqr.OnNak(&nak, now)
+		n.sendSequenced()
 	case wire.TypeSnapshotRequest:
 		addr, ok := n.cfg.Peers[f.Node]
 		if !ok {
@@ -164,6 +171,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			continue
 		}
 		seq, err := n.seqr.Submit(cmd, now)
+		n.sendSequenced() // a batch of earlier commands Submit sealed: journaled already
 		if err != nil {
 			n.stats.BadCommands++
 			continue
@@ -182,6 +190,7 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 		n.stats.Commands++
 		if seq%n.cfg.HashEvery == 0 {
 			n.seqr.SendHash(seq, n.eng.StateHash(), now)
+			n.sendSequenced()
 		}
 		if seq%n.cfg.SnapshotEvery == 0 {
 			n.flushData() // the encoding must not hold back the frames sealed so far
@@ -271,8 +280,12 @@ func (n *Node) primaryAfterBatch(now int64) {
 // them (smart batching, issue 18 item 7): everything that arrived in the
 // pass went into the same frames, and they leave together, before the
 // journal write and the releases. A pass of one command sends its one
-// frame here at once; nothing waits for more work.
-func (n *Node) flushData() { n.flushTx() }
+// frame here at once; nothing waits for more work. It sends the
+// sequencer's outbox first (what a Flush or Tick just produced).
+func (n *Node) flushData() {
+	n.sendSequenced()
+	n.flushTx()
+}
 
 // afterAppend lets durability follow the appends: with fsync none the
 // journal calls them durable at once; otherwise the syncer is woken.
@@ -378,7 +391,7 @@ func (n *Node) releaseUpTo(released uint64, now int64) {
 			LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
 		})
 	}
-	if n.pub.Release(released, n.emitReleased) > 0 {
+	if n.releaseOutputs(released) > 0 {
 		n.flushOutputs()
 		if !n.rel.firstLogged && n.rel.promotedNs != 0 {
 			n.rel.firstLogged = true
@@ -422,6 +435,19 @@ func (n *Node) recordReleases(r uint64, now int64) {
 		}
 	}
 	n.rel.last = max(n.rel.last, r)
+}
+
+// releaseOutputs takes every output at or below released from the
+// publisher, in order, into this release's frames, and returns how many.
+func (n *Node) releaseOutputs(released uint64) int {
+	k := 0
+	for ; ; k++ {
+		seq, o, ok := n.pub.Next(released)
+		if !ok {
+			return k
+		}
+		n.emitReleased(seq, o)
+	}
 }
 
 func (n *Node) emitReleased(seq uint64, o *outSlot) {

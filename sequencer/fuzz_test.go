@@ -18,7 +18,7 @@ func FuzzSequencer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out recorder
 		h := &history{first: 3, size: 16}
-		s := New(Config{RingFrames: 3, MaxFramesPerNak: 8}, 1, 0, &out, h)
+		s := New(Config{RingFrames: 3, MaxFramesPerNak: 8}, 1, 0, h)
 		var now int64
 		for len(in) >= 2 {
 			op, arg := in[0]%4, in[1]
@@ -46,8 +46,10 @@ func FuzzSequencer(f *testing.F) {
 				if !n.Add(wire.Range{From: from, To: to}) {
 					continue
 				}
+				out.take(s)
 				out.unicast = nil
 				s.OnNak(n, now)
+				out.take(s)
 				for seq, m := range messages(t, out.unicast) {
 					if seq > s.HighestSent() || !bytes.Equal(m, cmd(seq, 16)) {
 						t.Fatalf("resent seq %d wrong (sent %d)", seq, s.HighestSent())
@@ -55,6 +57,7 @@ func FuzzSequencer(f *testing.F) {
 				}
 			}
 		}
+		out.take(s)
 		messages(t, out.multicast)
 	})
 }

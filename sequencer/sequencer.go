@@ -33,14 +33,17 @@ const (
 // datagram. Nothing is sequenced.
 var ErrTooLarge = errors.New("sequencer: command larger than one datagram can carry")
 
-// Output receives what the sequencer sends. Frames are valid only during
-// the call: the implementation copies or sends them before returning.
-type Output interface {
-	// Multicast sends a DATA, HEARTBEAT, HASH or NEW_EPOCH frame to the
-	// replication group.
-	Multicast(frame []byte)
-	// Unicast sends a RETRANSMIT or NEED_SNAPSHOT frame to one standby.
-	Unicast(node uint32, frame []byte)
+// Out is one frame the sequencer decided to send, and where to: the
+// replication group, or one standby.
+type Out struct {
+	// Group: a DATA, HEARTBEAT, HASH or NEW_EPOCH frame for the
+	// replication group (Node is 0).
+	Group bool
+	// Node is the standby a RETRANSMIT or NEED_SNAPSHOT frame goes to.
+	Node uint32
+	// Frame is the frame's bytes, owned by the sequencer: valid until
+	// ClearOutbox.
+	Frame []byte
 }
 
 // History is the read side of the journal, used for NAKed ranges older
@@ -100,6 +103,45 @@ type Stats struct {
 	NaksAboveHighest  uint64 // ranges above anything sent, ignored
 }
 
+// outbox holds the frames produced since the last ClearOutbox, in order.
+// Each entry has its own buffer of DatagramLen bytes, allocated once and
+// reused: no frame or call allocates in steady state. It is sized for the
+// largest single call (a NAK: MaxFramesPerNak frames and a NEED_SNAPSHOT,
+// preallocated up to DefaultMaxFramesPerNak of them) and grows once past
+// that only if the runtime lets more calls' frames pile up before
+// draining.
+type outbox struct {
+	outs []Out
+	bufs [][]byte
+}
+
+func newOutbox(frames, datagramLen int) outbox {
+	o := outbox{outs: make([]Out, 0, frames), bufs: make([][]byte, frames)}
+	for i := range o.bufs {
+		o.bufs[i] = make([]byte, 0, datagramLen)
+	}
+	return o
+}
+
+// buf is the empty buffer the next frame is built in.
+func (o *outbox) buf() []byte {
+	if len(o.outs) == len(o.bufs) {
+		o.bufs = append(o.bufs, make([]byte, 0, cap(o.bufs[0])))
+	}
+	return o.bufs[len(o.outs)][:0]
+}
+
+// push appends frame, built in buf(), to go to the group or to node.
+func (o *outbox) push(group bool, node uint32, frame []byte) {
+	o.bufs[len(o.outs)] = frame
+	o.outs = append(o.outs, Out{Group: group, Node: node, Frame: frame})
+}
+
+func (o *outbox) clear() {
+	clear(o.outs) // drop the references; the buffers stay in bufs
+	o.outs = o.outs[:0]
+}
+
 type slot struct {
 	frame []byte
 	first uint64
@@ -111,14 +153,13 @@ type slot struct {
 type Sequencer struct {
 	cfg    Config
 	origin wire.Origin
-	out    Output
+	out    outbox
 	hist   History
 
 	next    uint64 // seq the next command gets
 	sent    uint64 // highest seq multicast
 	batch   *wire.Batch
 	scratch *wire.Batch // for journal retransmits
-	tmp     []byte      // retyped copy of a ring frame
 
 	ring  []slot
 	head  int // index of the oldest slot
@@ -141,18 +182,17 @@ type Sequencer struct {
 // lastSeq (0 for a fresh stream; applied for a promoted standby). hist may
 // be nil, in which case ranges older than the ring are answered with
 // NEED_SNAPSHOT.
-func New(cfg Config, epoch, lastSeq uint64, out Output, hist History) *Sequencer {
+func New(cfg Config, epoch, lastSeq uint64, hist History) *Sequencer {
 	cfg.withDefaults()
 	s := &Sequencer{
 		cfg:     cfg,
 		origin:  wire.Origin{Stream: cfg.Stream, Node: cfg.Node, Epoch: epoch},
-		out:     out,
+		out:     newOutbox(max(min(cfg.MaxFramesPerNak, DefaultMaxFramesPerNak), 0)+1, cfg.DatagramLen),
 		hist:    hist,
 		next:    lastSeq + 1,
 		sent:    lastSeq,
 		batch:   wire.NewBatch(cfg.DatagramLen),
 		scratch: wire.NewBatch(cfg.DatagramLen),
-		tmp:     make([]byte, 0, cfg.DatagramLen),
 		ring:    make([]slot, cfg.RingFrames),
 		tokens:  cfg.RetransmitBurstBytes,
 	}
@@ -176,6 +216,20 @@ func (s *Sequencer) HighestSent() uint64 { return s.sent }
 // NEED_SNAPSHOT answers so the standby knows what it will get.
 func (s *Sequencer) SetSnapshotSeq(seq uint64) { s.snapshotSeq = seq }
 
+// Outbox is every frame the sequencer decided to send since the last
+// ClearOutbox, in the order it produced them; the runtime sends them in
+// that order after the call that produced them (Submit, Flush, Tick,
+// Heartbeat, AnnounceEpoch, SendHash, OnNak) and then clears the outbox.
+// Ordering rule: a DATA frame in the outbox after Submit carries only
+// earlier commands, which the runtime journaled as each Submit returned, so
+// sending it before journaling the command just submitted keeps "journaled
+// before multicast". The slice and the frames are valid until ClearOutbox.
+func (s *Sequencer) Outbox() []Out { return s.out.outs }
+
+// ClearOutbox says the runtime sent (or dropped) every frame of Outbox; the
+// buffers are reused for the next frames.
+func (s *Sequencer) ClearOutbox() { s.out.clear() }
+
 // Stats returns a copy of the counters.
 func (s *Sequencer) Stats() Stats { return s.stats }
 
@@ -183,7 +237,8 @@ func (s *Sequencer) Stats() Stats { return s.stats }
 func (s *Sequencer) MaxCommand() int { return s.batch.MaxMessage() }
 
 // Submit assigns the next seq to cmd and packs it into the open batch,
-// multicasting the batch first if cmd does not fit. cmd is copied.
+// sealing the batch into the outbox first if cmd does not fit. cmd is
+// copied.
 func (s *Sequencer) Submit(cmd []byte, nowNs int64) (uint64, error) {
 	if len(cmd) > s.batch.MaxMessage() {
 		return 0, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(cmd), s.batch.MaxMessage())
@@ -200,14 +255,15 @@ func (s *Sequencer) Submit(cmd []byte, nowNs int64) (uint64, error) {
 	return seq, nil
 }
 
-// Flush multicasts the open batch, if it holds anything.
+// Flush seals the open batch into the outbox, if it holds anything.
 func (s *Sequencer) Flush(nowNs int64) {
 	if s.batch.Count() > 0 {
 		s.seal(nowNs)
 	}
 }
 
-// seal multicasts the open batch, keeps it in the ring and opens the next.
+// seal puts the open batch in the outbox for the group, keeps it in the
+// ring and opens the next.
 func (s *Sequencer) seal(nowNs int64) {
 	frame := s.batch.Bytes()
 	first, last := s.batch.FirstSeq(), s.batch.NextSeq()-1
@@ -221,7 +277,7 @@ func (s *Sequencer) seal(nowNs int64) {
 	}
 	sl.frame = append(sl.frame[:0], frame...)
 	sl.first, sl.last = first, last
-	s.out.Multicast(frame)
+	s.out.push(true, 0, append(s.out.buf(), frame...))
 	s.stats.Frames++
 	s.sent = last
 	s.lastSendNs = nowNs
@@ -247,34 +303,31 @@ func (s *Sequencer) SetReleased(released, mdSeq uint64) {
 	s.released, s.mdReleased = released, mdSeq
 }
 
-// Heartbeat multicasts a HEARTBEAT now.
+// Heartbeat puts a HEARTBEAT for the group in the outbox now.
 func (s *Sequencer) Heartbeat(nowNs int64) {
 	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased}
-	s.tmp = hb.Append(s.tmp[:0])
-	s.out.Multicast(s.tmp)
+	s.out.push(true, 0, hb.Append(s.out.buf()))
 	s.stats.Heartbeats++
 	s.lastSendNs = nowNs
 	s.started = true
 }
 
-// AnnounceEpoch multicasts NEW_EPOCH: this primary leads from its epoch on;
+// AnnounceEpoch puts NEW_EPOCH for the group in the outbox: this primary leads from its epoch on;
 // lastSeq is the last seq of the earlier history it holds and prevEpoch the
 // epoch of its record at lastSeq, so a receiver can tell a failover from a
 // gap and find where its own history forks. The runtime repeats it, so a
 // node that missed it (or was paused) still learns the fork point.
 func (s *Sequencer) AnnounceEpoch(prevEpoch, lastSeq uint64, nowNs int64) {
 	ne := wire.NewEpoch{Origin: s.origin, PrevEpoch: prevEpoch, LastSeq: lastSeq}
-	s.tmp = ne.Append(s.tmp[:0])
-	s.out.Multicast(s.tmp)
+	s.out.push(true, 0, ne.Append(s.out.buf()))
 	s.lastSendNs = nowNs
 	s.started = true
 }
 
-// SendHash multicasts the state hash after seq, for standbys to compare.
+// SendHash puts the state hash after seq in the outbox for the group, for standbys to compare.
 func (s *Sequencer) SendHash(seq, hash uint64, nowNs int64) {
 	h := wire.Hash{Origin: s.origin, Seq: seq, Hash: hash}
-	s.tmp = h.Append(s.tmp[:0])
-	s.out.Multicast(s.tmp)
+	s.out.push(true, 0, h.Append(s.out.buf()))
 	s.lastSendNs = nowNs
 	s.started = true
 }
@@ -340,11 +393,11 @@ func (s *Sequencer) resend(node uint32, r wire.Range, budget int) (int, bool) {
 		if !s.spend(len(sl.frame), &budget) {
 			return budget, true
 		}
-		s.tmp = append(s.tmp[:0], sl.frame...)
-		if err := wire.Retype(s.tmp, wire.TypeRetransmit); err != nil {
+		frame := append(s.out.buf(), sl.frame...)
+		if err := wire.Retype(frame, wire.TypeRetransmit); err != nil {
 			panic("sequencer: ring holds a bad frame: " + err.Error())
 		}
-		s.out.Unicast(node, s.tmp)
+		s.out.push(false, node, frame)
 		s.stats.RetransmitFrames++
 	}
 	return budget, false
@@ -396,7 +449,7 @@ func (s *Sequencer) resendFromHistory(node uint32, r wire.Range, budget int) (in
 			stop = true
 			return false
 		}
-		s.out.Unicast(node, frame)
+		s.out.push(false, node, append(s.out.buf(), frame...))
 		s.stats.RetransmitFrames++
 		return true
 	}
@@ -436,8 +489,7 @@ func (s *Sequencer) resendFromHistory(node uint32, r wire.Range, budget int) (in
 
 func (s *Sequencer) needSnapshot(node uint32) {
 	ns := wire.NeedSnapshot{Origin: s.origin, FirstAvailable: s.ringOldest(), SnapshotSeq: s.snapshotSeq}
-	s.tmp = ns.Append(s.tmp[:0])
-	s.out.Unicast(node, s.tmp)
+	s.out.push(false, node, ns.Append(s.out.buf()))
 	s.stats.NeedSnapshots++
 }
 

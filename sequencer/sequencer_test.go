@@ -12,17 +12,25 @@ import (
 	"github.com/seqbus/seqbus/wire"
 )
 
-// recorder is an Output that keeps parsed copies of everything sent.
+// recorder keeps copies of every frame a sequencer's outbox held, as the
+// runtime would send them.
 type recorder struct {
 	multicast [][]byte
 	unicast   [][]byte
 	to        []uint32
 }
 
-func (r *recorder) Multicast(f []byte) { r.multicast = append(r.multicast, bytes.Clone(f)) }
-func (r *recorder) Unicast(node uint32, f []byte) {
-	r.unicast = append(r.unicast, bytes.Clone(f))
-	r.to = append(r.to, node)
+// take moves s's outbox into r, in order, and clears it.
+func (r *recorder) take(s *Sequencer) {
+	for _, o := range s.Outbox() {
+		if o.Group {
+			r.multicast = append(r.multicast, bytes.Clone(o.Frame))
+			continue
+		}
+		r.unicast = append(r.unicast, bytes.Clone(o.Frame))
+		r.to = append(r.to, o.Node)
+	}
+	s.ClearOutbox()
 }
 
 // tb is what both *testing.T and *rapid.T offer.
@@ -93,7 +101,7 @@ func (h *history) ReadFrom(from uint64, fn func(epoch, seq uint64, payload []byt
 
 func TestSubmitAssignsSeqAndBatches(t *testing.T) {
 	var out recorder
-	s := New(Config{Stream: 1, Node: 9}, 3, 100, &out, nil)
+	s := New(Config{Stream: 1, Node: 9}, 3, 100, nil)
 	for i := uint64(1); i <= 100; i++ {
 		seq, err := s.Submit(cmd(100+i, 32), 0)
 		if err != nil || seq != 100+i {
@@ -101,6 +109,7 @@ func TestSubmitAssignsSeqAndBatches(t *testing.T) {
 		}
 	}
 	s.Flush(0)
+	out.take(s)
 	// 42 messages of 32 bytes fit a 1472-byte frame: 42 + 42 + 16.
 	if len(out.multicast) != 3 {
 		t.Fatalf("%d frames, want 3", len(out.multicast))
@@ -121,14 +130,14 @@ func TestSubmitAssignsSeqAndBatches(t *testing.T) {
 		t.Fatalf("sent %d assigned %d", s.HighestSent(), s.LastAssigned())
 	}
 	s.Flush(0)
+	out.take(s)
 	if len(out.multicast) != 3 {
 		t.Fatal("an empty Flush sent a frame")
 	}
 }
 
 func TestSubmitTooLarge(t *testing.T) {
-	var out recorder
-	s := New(Config{}, 1, 0, &out, nil)
+	s := New(Config{}, 1, 0, nil)
 	if _, err := s.Submit(make([]byte, s.MaxCommand()+1), 0); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("got %v", err)
 	}
@@ -142,7 +151,7 @@ func TestSubmitTooLarge(t *testing.T) {
 
 func TestHeartbeatWhenIdle(t *testing.T) {
 	var out recorder
-	s := New(Config{HeartbeatIntervalNs: 10}, 1, 0, &out, nil)
+	s := New(Config{HeartbeatIntervalNs: 10}, 1, 0, nil)
 	if !s.Tick(0) {
 		t.Fatal("no heartbeat at start")
 	}
@@ -157,6 +166,7 @@ func TestHeartbeatWhenIdle(t *testing.T) {
 	if !s.Tick(16) {
 		t.Fatal("no heartbeat after the interval")
 	}
+	out.take(s)
 	f, _, err := wire.Parse(out.multicast[len(out.multicast)-1])
 	if err != nil {
 		t.Fatal(err)
@@ -177,18 +187,26 @@ func nak(ranges ...wire.Range) *wire.Nak {
 	return n
 }
 
-func fill(s *Sequencer, n uint64, size int) {
+// fill submits n commands and flushes, as a runtime draining the outbox
+// after each call (into out when it is not nil).
+func fill(s *Sequencer, out *recorder, n uint64, size int) {
+	if out == nil {
+		out = &recorder{}
+	}
 	for i := uint64(0); i < n; i++ {
 		s.Submit(cmd(s.LastAssigned()+1, size), 0)
+		out.take(s)
 	}
 	s.Flush(0)
+	out.take(s)
 }
 
 func TestNakServedFromRing(t *testing.T) {
 	var out recorder
-	s := New(Config{}, 1, 0, &out, nil)
-	fill(s, 500, 32)
+	s := New(Config{}, 1, 0, nil)
+	fill(s, &out, 500, 32)
 	s.OnNak(nak(wire.Range{From: 10, To: 12}, wire.Range{From: 300, To: 320}), 1)
+	out.take(s)
 	got := messages(t, out.unicast)
 	for _, seq := range []uint64{10, 11, 12, 300, 310, 320} {
 		if !bytes.Equal(got[seq], cmd(seq, 32)) {
@@ -208,13 +226,15 @@ func TestNakServedFromRing(t *testing.T) {
 
 func TestNakAboveHighestIgnored(t *testing.T) {
 	var out recorder
-	s := New(Config{}, 1, 0, &out, nil)
-	fill(s, 10, 32)
+	s := New(Config{}, 1, 0, nil)
+	fill(s, &out, 10, 32)
 	s.OnNak(nak(wire.Range{From: 11, To: 20}), 1)
+	out.take(s)
 	if len(out.unicast) != 0 || s.Stats().NaksAboveHighest != 1 {
 		t.Fatalf("sent %d, stats %+v", len(out.unicast), s.Stats())
 	}
 	s.OnNak(nak(wire.Range{From: 9, To: 1000}), 1)
+	out.take(s)
 	if got := messages(t, out.unicast); len(got) != 10 {
 		t.Fatalf("resent %d messages, want the frame holding 9..10", len(got))
 	}
@@ -223,12 +243,13 @@ func TestNakAboveHighestIgnored(t *testing.T) {
 func TestNakFallsBackToJournalThenSnapshot(t *testing.T) {
 	var out recorder
 	h := &history{first: 50, last: 10_000, size: 32}
-	s := New(Config{RingFrames: 4}, 2, 0, &out, h)
-	fill(s, 1000, 32) // ring keeps the last 4 frames only
+	s := New(Config{RingFrames: 4}, 2, 0, h)
+	fill(s, &out, 1000, 32) // ring keeps the last 4 frames only
 	if s.ringOldest() <= 100 {
 		t.Fatalf("ring still holds %d", s.ringOldest())
 	}
 	s.OnNak(nak(wire.Range{From: 60, To: 100}), 1)
+	out.take(s)
 	got := messages(t, out.unicast)
 	for seq := uint64(60); seq <= 100; seq++ {
 		if !bytes.Equal(got[seq], cmd(seq, 32)) {
@@ -242,6 +263,7 @@ func TestNakFallsBackToJournalThenSnapshot(t *testing.T) {
 	out = recorder{}
 	s.SetSnapshotSeq(49)
 	s.OnNak(nak(wire.Range{From: 10, To: 20}), 1)
+	out.take(s)
 	if len(out.unicast) != 1 {
 		t.Fatalf("%d frames", len(out.unicast))
 	}
@@ -255,9 +277,10 @@ func TestNakFallsBackToJournalThenSnapshot(t *testing.T) {
 	}
 	// Without a journal, anything older than the ring is gone.
 	out = recorder{}
-	s2 := New(Config{RingFrames: 2}, 2, 0, &out, nil)
-	fill(s2, 500, 32)
+	s2 := New(Config{RingFrames: 2}, 2, 0, nil)
+	fill(s2, &out, 500, 32)
 	s2.OnNak(nak(wire.Range{From: 1, To: 1}), 1)
+	out.take(s2)
 	if types(t, out.unicast)[0] != wire.TypeNeedSnapshot {
 		t.Fatal("no NEED_SNAPSHOT without a journal")
 	}
@@ -265,25 +288,29 @@ func TestNakFallsBackToJournalThenSnapshot(t *testing.T) {
 
 func TestNakBoundedPerNakAndByBandwidth(t *testing.T) {
 	var out recorder
-	s := New(Config{MaxFramesPerNak: 3}, 1, 0, &out, nil)
-	fill(s, 42*10, 32)
+	s := New(Config{MaxFramesPerNak: 3}, 1, 0, nil)
+	fill(s, &out, 42*10, 32)
 	s.OnNak(nak(wire.Range{From: 1, To: 420}), 0)
+	out.take(s)
 	if len(out.unicast) != 3 || s.Stats().NakFramesClamped != 1 {
 		t.Fatalf("sent %d frames, stats %+v", len(out.unicast), s.Stats())
 	}
 	// Bandwidth: 1 frame of burst, refilled at 1472 bytes per µs.
 	out = recorder{}
-	s = New(Config{RetransmitBurstBytes: 1472, RetransmitBytesPerSec: 1472_000_000}, 1, 0, &out, nil)
-	fill(s, 42*10, 32)
+	s = New(Config{RetransmitBurstBytes: 1472, RetransmitBytesPerSec: 1472_000_000}, 1, 0, nil)
+	fill(s, &out, 42*10, 32)
 	s.OnNak(nak(wire.Range{From: 1, To: 420}), 0)
+	out.take(s)
 	if len(out.unicast) != 1 || s.Stats().NakBudgetExceeded != 1 {
 		t.Fatalf("sent %d frames with one frame of tokens, stats %+v", len(out.unicast), s.Stats())
 	}
 	s.OnNak(nak(wire.Range{From: 1, To: 420}), 0)
+	out.take(s)
 	if len(out.unicast) != 1 {
 		t.Fatal("sent without tokens")
 	}
 	s.OnNak(nak(wire.Range{From: 1, To: 420}), 1000) // 1 µs later: one frame's worth
+	out.take(s)
 	if len(out.unicast) != 2 {
 		t.Fatalf("sent %d after a refill of one frame", len(out.unicast))
 	}
@@ -291,9 +318,10 @@ func TestNakBoundedPerNakAndByBandwidth(t *testing.T) {
 
 func TestAnnounceAndHash(t *testing.T) {
 	var out recorder
-	s := New(Config{}, 5, 77, &out, nil)
+	s := New(Config{}, 5, 77, nil)
 	s.AnnounceEpoch(4, 77, 0)
 	s.SendHash(77, 0xabc, 0)
+	out.take(s)
 	f, _, err := wire.Parse(out.multicast[0])
 	if err != nil {
 		t.Fatal(err)
@@ -322,14 +350,20 @@ func TestPropertyNakRecoversEverything(t *testing.T) {
 		n := rapid.Uint64Range(1, 600).Draw(t, "n")
 		size := rapid.IntRange(8, 200).Draw(t, "size")
 		h := &history{first: 1, last: n, size: size}
-		s := New(Config{RingFrames: ringFrames, MaxFramesPerNak: 1 << 20, RetransmitBurstBytes: 1 << 40}, 1, 0, &out, h)
+		s := New(Config{RingFrames: ringFrames, MaxFramesPerNak: 1 << 20, RetransmitBurstBytes: 1 << 40}, 1, 0, h)
+		// The runtime drains after every call, or lets a few calls' frames
+		// pile up: the outbox keeps them all, in order.
 		for i := uint64(1); i <= n; i++ {
 			s.Submit(cmd(i, size), 0)
 			if rapid.IntRange(0, 9).Draw(t, "flush") == 0 {
 				s.Flush(0)
 			}
+			if rapid.IntRange(0, 3).Draw(t, "drain") != 0 {
+				out.take(s)
+			}
 		}
 		s.Flush(0)
+		out.take(s)
 		sent := messages(t, out.multicast)
 		if uint64(len(sent)) != n {
 			t.Fatalf("multicast %d of %d", len(sent), n)
@@ -338,6 +372,7 @@ func TestPropertyNakRecoversEverything(t *testing.T) {
 		to := rapid.Uint64Range(from, n+50).Draw(t, "to")
 		out.unicast = nil
 		s.OnNak(nak(wire.Range{From: from, To: to}), 1)
+		out.take(s)
 		got := messages(t, out.unicast)
 		for seq := from; seq <= min(to, n); seq++ {
 			if !bytes.Equal(got[seq], cmd(seq, size)) {
@@ -352,57 +387,66 @@ func TestPropertyNakRecoversEverything(t *testing.T) {
 	})
 }
 
+// drain sends nothing: it reads the outbox as the runtime would and
+// clears it.
+func drain(s *Sequencer) (n int) {
+	for _, o := range s.Outbox() {
+		n += len(o.Frame)
+	}
+	s.ClearOutbox()
+	return n
+}
+
 func TestZeroAllocs(t *testing.T) {
-	var out nopOutput
-	s := New(Config{}, 1, 0, out, nil)
+	s := New(Config{}, 1, 0, nil)
 	c := make([]byte, 32)
 	if a := testing.AllocsPerRun(1000, func() {
 		s.Submit(c, 0)
+		drain(s)
 	}); a != 0 {
 		t.Errorf("Submit: %v allocs", a)
 	}
 	s.Flush(0)
+	drain(s)
 	n := nak(wire.Range{From: 1, To: 100})
-	if a := testing.AllocsPerRun(100, func() { s.OnNak(n, 0) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { s.OnNak(n, 0); drain(s) }); a != 0 {
 		t.Errorf("OnNak from ring: %v allocs", a)
 	}
-	if a := testing.AllocsPerRun(100, func() { s.Tick(1 << 40) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { s.Tick(1 << 40); drain(s) }); a != 0 {
 		t.Errorf("Tick: %v allocs", a)
 	}
 }
 
-type nopOutput struct{}
-
-func (nopOutput) Multicast([]byte)       {}
-func (nopOutput) Unicast(uint32, []byte) {}
-
 func BenchmarkSubmit32(b *testing.B) {
-	s := New(Config{}, 1, 0, nopOutput{}, nil)
+	s := New(Config{}, 1, 0, nil)
 	c := make([]byte, 32)
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Submit(c, 0)
+		drain(s)
 	}
 }
 
 func BenchmarkNakFromRing(b *testing.B) {
-	s := New(Config{RetransmitBurstBytes: 1 << 50, RetransmitBytesPerSec: 1 << 50}, 1, 0, nopOutput{}, nil)
-	fill(s, 42*64, 32)
+	s := New(Config{RetransmitBurstBytes: 1 << 50, RetransmitBytesPerSec: 1 << 50}, 1, 0, nil)
+	fill(s, nil, 42*64, 32)
 	n := nak(wire.Range{From: 1, To: 42 * 8})
 	b.ReportAllocs()
 	for b.Loop() {
 		s.OnNak(n, 0)
+		drain(s)
 	}
 }
 
 func ExampleSequencer() {
 	var out recorder
-	s := New(Config{Stream: 1, Node: 1}, 1, 0, &out, nil)
+	s := New(Config{Stream: 1, Node: 1}, 1, 0, nil)
 	for _, c := range []string{"buy", "sell"} {
 		seq, _ := s.Submit([]byte(c), 0)
 		fmt.Println("seq", seq, c)
 	}
 	s.Flush(0)
+	out.take(s)
 	fmt.Println("frames", len(out.multicast))
 	// Output:
 	// seq 1 buy
@@ -430,10 +474,11 @@ func (epochHistory) ReadFrom(from uint64, fn func(epoch, seq uint64, payload []b
 // travel in frames stamped with the epoch they were sequenced under.
 func TestJournalRetransmitKeepsRecordEpochs(t *testing.T) {
 	var out recorder
-	s := New(Config{RingFrames: 1, MaxFramesPerNak: 100}, 3, 100, &out, epochHistory{})
+	s := New(Config{RingFrames: 1, MaxFramesPerNak: 100}, 3, 100, epochHistory{})
 	s.Submit(cmd(101, 8), 0)
 	s.Flush(0)
 	s.OnNak(nak(wire.Range{From: 40, To: 60}), 0)
+	out.take(s)
 	seen := map[uint64]uint64{}
 	for _, b := range out.unicast {
 		f, _, err := wire.Parse(b)
@@ -462,9 +507,10 @@ func TestJournalRetransmitKeepsRecordEpochs(t *testing.T) {
 
 func TestHeartbeatCarriesReleased(t *testing.T) {
 	out := &recorder{}
-	s := New(Config{Stream: 1, Node: 1}, 3, 0, out, nil)
+	s := New(Config{Stream: 1, Node: 1}, 3, 0, nil)
 	s.SetReleased(41, 977)
 	s.Heartbeat(1)
+	out.take(s)
 	f, _, err := wire.Parse(out.multicast[len(out.multicast)-1])
 	if err != nil {
 		t.Fatal(err)
