@@ -153,6 +153,16 @@ func New(cfg Config, apply ApplyFunc) (*Window, error) {
 	if apply == nil {
 		panic("standby: New with a nil ApplyFunc")
 	}
+	return newWindow(cfg, apply)
+}
+
+// NewPull returns a Window that never calls back: Offer takes a message
+// and says whether it is the next one in order, and Next hands out the
+// buffered messages that have become contiguous (see Offer). Everything
+// else (Gaps, ResetTo, the counters) is as for New.
+func NewPull(cfg Config) (*Window, error) { return newWindow(cfg, nil) }
+
+func newWindow(cfg Config, apply ApplyFunc) (*Window, error) {
 	maxPending := cfg.MaxPending
 	if maxPending == 0 {
 		maxPending = DefaultMaxPending
@@ -251,6 +261,62 @@ func (w *Window) OnMessage(seq uint64, payload []byte) (gap Range, hasGap bool, 
 	return gap, hasGap, nil
 }
 
+// Offer is OnMessage for a Window made by NewPull, which applies nothing
+// itself: when seq is the next in order it moves Applied to seq and
+// returns inOrder true, and the caller applies payload (its own buffer: no
+// copy). Then, and after ResetTo, the caller takes every message that has
+// become contiguous from Next before it offers another. The other rules,
+// the errors and the counters are OnMessage's; a seq equal to Applied+1
+// that is already buffered (it comes out of Next) is a duplicate.
+func (w *Window) Offer(seq uint64, payload []byte) (inOrder bool, err error) {
+	if len(payload) > w.maxMessageBytes {
+		return false, ErrMessageTooLarge
+	}
+	if seq <= w.applied || (seq == w.applied+1 && w.pending > 0 && w.has(seq&w.mask)) {
+		w.stats.Duplicates++
+		return false, nil
+	}
+	ahead := seq - w.applied
+	if ahead == 1 {
+		w.applied = seq
+		if w.highest < seq {
+			w.highest = seq
+		}
+		w.stats.Applied++
+		return true, nil
+	}
+	if ahead-1 > w.maxPending {
+		return false, ErrNeedSnapshot
+	}
+	w.store(seq, payload)
+	return false, nil
+}
+
+// Next hands out the buffered message Applied+1, if it is there, and
+// moves Applied to it (a Window made by NewPull). payload is the buffer
+// slot's: valid until the next Offer or ResetTo.
+func (w *Window) Next() (seq uint64, payload []byte, ok bool) {
+	if w.pending == 0 {
+		return 0, nil, false
+	}
+	seq = w.applied + 1
+	slot := seq & w.mask
+	if !w.has(slot) {
+		return 0, nil, false
+	}
+	if w.seqs[slot] != seq {
+		panic(fmt.Sprintf("standby: slot %d holds seq %d, want %d", slot, w.seqs[slot], seq))
+	}
+	w.clear(slot)
+	w.stats.Drained++
+	w.stats.Applied++
+	w.applied = seq
+	if w.highest < seq {
+		w.highest = seq
+	}
+	return seq, w.slotBytes(slot), true
+}
+
 // ObserveHighest records that the primary says seq exists (from a
 // HEARTBEAT), so that a tail gap becomes visible to Gaps when traffic
 // stops. Lower values are ignored. The value is not bounded here: the
@@ -287,6 +353,9 @@ func (w *Window) ResetTo(snapshotSeq uint64) (gap Range, hasGap bool) {
 	w.applied = snapshotSeq
 	if w.highest < w.applied {
 		w.highest = w.applied
+	}
+	if w.apply == nil {
+		return Range{}, false // a pull Window: the caller drains with Next
 	}
 	w.drain()
 	return w.firstGap()
