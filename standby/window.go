@@ -272,7 +272,7 @@ func (w *Window) Offer(seq uint64, payload []byte) (inOrder bool, err error) {
 	if len(payload) > w.maxMessageBytes {
 		return false, ErrMessageTooLarge
 	}
-	if seq <= w.applied || (seq == w.applied+1 && w.pending > 0 && w.has(seq&w.mask)) {
+	if seq <= w.applied || (seq == w.applied+1 && w.buffered(seq)) {
 		w.stats.Duplicates++
 		return false, nil
 	}
@@ -300,13 +300,10 @@ func (w *Window) Next() (seq uint64, payload []byte, ok bool) {
 		return 0, nil, false
 	}
 	seq = w.applied + 1
-	slot := seq & w.mask
-	if !w.has(slot) {
+	if !w.buffered(seq) {
 		return 0, nil, false
 	}
-	if w.seqs[slot] != seq {
-		panic(fmt.Sprintf("standby: slot %d holds seq %d, want %d", slot, w.seqs[slot], seq))
-	}
+	slot := seq & w.mask
 	w.clear(slot)
 	w.stats.Drained++
 	w.stats.Applied++
@@ -433,17 +430,17 @@ func (w *Window) applyNext(payload []byte) {
 }
 
 // drain applies buffered messages while the next one is present. The
-// loop is bounded by pending, which it decrements.
+// loop is bounded by pending, which it decrements. The next one's slot
+// may hold the seq a ring further on (buffered): ResetTo(Applied) with
+// Applied+1+MaxPending buffered in a window as wide as its ring panicked
+// here before.
 func (w *Window) drain() {
 	for w.pending > 0 {
 		seq := w.applied + 1
-		slot := seq & w.mask
-		if !w.has(slot) {
+		if !w.buffered(seq) {
 			return
 		}
-		if w.seqs[slot] != seq {
-			panic(fmt.Sprintf("standby: slot %d holds seq %d, want %d", slot, w.seqs[slot], seq))
-		}
+		slot := seq & w.mask
 		w.clear(slot)
 		w.stats.Drained++
 		w.applyNext(w.slotBytes(slot))
@@ -514,6 +511,15 @@ func (w *Window) firstGap() (Range, bool) {
 		panic(fmt.Sprintf("standby: %d pending but none in %d..%d", w.pending, w.applied+2, w.lastPending))
 	}
 	return Range{From: w.applied + 1, To: first - 1}, true
+}
+
+// buffered reports whether seq itself is buffered: its slot may instead
+// hold seq+slots when the window is as wide as the ring (the original
+// drain never looks at Applied+1's slot before applying Applied+1; a pull
+// Window does).
+func (w *Window) buffered(seq uint64) bool {
+	slot := seq & w.mask
+	return w.pending > 0 && w.has(slot) && w.seqs[slot] == seq
 }
 
 func (w *Window) has(slot uint64) bool { return w.present[slot>>6]&(1<<(slot&63)) != 0 }
