@@ -69,8 +69,10 @@ type FollowerConfig struct {
 	ChunkBytes int
 }
 
-// FollowerReady is what the Follower asks the runtime to do, each field in the
-// order it is listed.
+// FollowerReady is what the Follower asks the runtime to do, each field in
+// the order it is listed. An input adds at most one snapshot request, so
+// take the Ready after every input that can add one (a frame, a new
+// primary, EndBatch, Tick).
 type FollowerReady struct {
 	// FetchStarted: a snapshot fetch began (count and log it); Request
 	// below asks for it. FetchRestarted: a new primary during a fetch
@@ -81,12 +83,6 @@ type FollowerReady struct {
 	NotAhead bool
 	// FetchErr: the transfer failed (too large, checksum): log it.
 	FetchErr error
-	// Install, when not nil: restore the engine from it, store it as the
-	// snapshot at InstallSeq and reset the journal to it, then call
-	// Install(InstallSeq), drain Next, and call Installed. Valid until
-	// Advance.
-	Install    []byte
-	InstallSeq uint64
 	// CatchUpStarted / CaughtUp: the retransmit catch-up began (count) or
 	// ended (log).
 	CatchUpStarted, CaughtUp bool
@@ -100,6 +96,13 @@ type FollowerReady struct {
 	// the last Durable (durable before ack).
 	HasAck bool
 	Ack    uint64
+	// Install, when not nil, last and after Advance: restore the engine
+	// from it, store it as the snapshot at InstallSeq and reset the
+	// journal to it, then call Install(InstallSeq), take every entry from
+	// Next, and call Installed (whose Ready follows). The bytes are the
+	// runtime's from then on.
+	Install    []byte
+	InstallSeq uint64
 }
 
 // NewFollower returns a Follower with nothing applied; call Reset before
