@@ -60,7 +60,7 @@ func (n *Node) leaseTick(now int64) {
 	if n.lease.arb == nil {
 		return
 	}
-	n.lease.keeper.SetWantLead(replica.WantLead(n.journalBroken, n.refetching, n.role == RolePrimary, n.fetch.Active()))
+	n.lease.keeper.SetWantLead(replica.WantLead(n.journalBroken, n.refetching, n.role == RolePrimary, n.fol.Fetching()))
 	n.lease.arb.Tick(now, n.lease.deliver)
 	n.checkWitnessSilent(now)
 	n.leaseChanged(now)
@@ -154,7 +154,7 @@ func (n *Node) leaseChanged(now int64) {
 // acknowledged, so never released, and is dropped), sequence from
 // applied+1, announce NEW_EPOCH with the fork point.
 func (n *Node) promote(epoch uint64, now int64) {
-	detectNs := now - n.follow.LastPrimaryNs()
+	detectNs := now - n.fol.Standby().LastPrimaryNs()
 	// Drain: the window applies every contiguous message as it arrives,
 	// so what is left is to make what we applied durable before leading.
 	drainStart := n.nowNs()
@@ -252,7 +252,7 @@ func (n *Node) announce(now int64) {
 // we throw our history away and fetch state from the new primary.
 func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	ne, _ := wire.DecodeNewEpoch(f)
-	switch n.follow.OnNewEpoch(ne.Epoch, n.epoch, n.role == RolePrimary) {
+	switch n.fol.Standby().OnNewEpoch(ne.Epoch, n.epoch, n.role == RolePrimary) {
 	case replica.NewEpochStale:
 		n.stats.DropStaleEpoch++
 		return
@@ -306,7 +306,7 @@ func (n *Node) reconcile(ne *wire.NewEpoch) error {
 // resetHistory cuts the journal after seq (0: all of it), drops snapshots
 // past it and rebuilds the state machine from what is left.
 func (n *Node) resetHistory(seq uint64) error {
-	n.hashes.Reset()
+	n.fol.ResetHashes()
 	n.abandonSnapshotWrite() // it may hold state past seq
 	if err := n.j.DropSnapshotsAbove(seq); err != nil {
 		return err

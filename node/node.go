@@ -19,7 +19,6 @@ import (
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/session"
-	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -128,19 +127,13 @@ type replayState struct {
 
 // standbyState is the following role's.
 type standbyState struct {
-	win         *standby.Window
-	nak         nakState
-	fetch       *standby.Fetch
-	hashes      standby.HashCheck
-	follow      replica.Standby // the primary followed, the fence, acks
+	// fol: the window, NAKs, snapshot fetch, hash check, fence and acks
+	// (replica.Follower); node carries out its Ready.
+	fol         *replica.Follower
 	primaryAddr netip.AddrPort
-	snapFile    *snapshotSink
 	snapCache   *snapshotCache
 	pendingSnap *pendingSnapshot // encoded at its seq, being written (either role)
 	nextSnap    *pendingSnapshot // encoded, written after pendingSnap
-	// catchingUp: repairing by retransmit after a snapshot (see
-	// startCatchUp); a full window does not start another fetch.
-	catchingUp bool
 }
 
 // lifecycle is the node's threads and their signals.
@@ -178,9 +171,7 @@ func New(cfg Config) (*Node, error) {
 			rel:      newReleaseTrack(),
 		},
 		standbyState: standbyState{
-			follow: replica.NewStandby(replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing}),
-			nak:    nakState{sched: standby.NewNakScheduler(standby.NakConfig{Seed: uint64(cfg.ID)})},
-			fetch:  standby.NewFetch(standby.FetchConfig{}),
+			fol: newFollower(&cfg, dlen),
 		},
 		lifecycle: lifecycle{
 			start:    time.Now(),
@@ -540,9 +531,6 @@ func (n *Node) Close() error {
 	if cerr := n.j.Close(); err == nil {
 		err = cerr
 	}
-	if n.snapFile != nil {
-		n.snapFile.discard()
-	}
 	n.mu.Unlock()
 	n.writeStatus(&st) // the final status, off the lock like the others
 	return err
@@ -641,7 +629,8 @@ func (n *Node) onDurable(now int64) {
 		n.setDurable()
 		n.release(now)
 	} else {
-		n.maybeAck(now, false)
+		n.fol.DurableAck(n.j.Durable(), now)
+		n.followerReady()
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 
 	"github.com/seqbus/seqbus/journal"
-	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -22,14 +21,6 @@ type snapshotCache struct {
 	data       []byte
 	crc        uint32
 }
-
-// snapshotSink collects a snapshot being fetched (bounded by the fetch's
-// MaxBytes).
-type snapshotSink struct {
-	buf []byte
-}
-
-func (s *snapshotSink) discard() { s.buf = nil }
 
 // restoreSnapshot loads the newest valid snapshot into the state machine.
 func (n *Node) restoreSnapshot() (uint64, error) {
@@ -287,70 +278,16 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.Ad
 	}
 }
 
-// startFetch begins a snapshot download from the primary.
-func (n *Node) startFetch(now int64) {
-	if n.fetch.Active() || !n.primaryAddr.IsValid() {
-		return
-	}
-	n.cfg.Log.Info("too far behind: fetching a snapshot", "applied", n.win.Applied())
-	req := n.fetch.StartAfter(n.win.Applied(), now)
-	n.sendSnapshotRequest(&req)
-	n.stats.SnapshotFetches++
-}
-
 func (n *Node) sendSnapshotRequest(req *wire.SnapshotRequest) {
 	req.Origin = n.origin()
 	n.frameBuf = req.Append(n.frameBuf[:0])
 	n.send(n.frameBuf, n.primaryAddr)
 }
 
-func (n *Node) onChunk(c *wire.SnapshotChunk, now int64) {
-	data, done, err := n.fetch.OnChunk(c, now)
-	if errors.Is(err, standby.ErrSnapshotNotAhead) {
-		// The primary offers state we already have: catch up from it by
-		// retransmit (its journal holds what follows its snapshot).
-		n.stats.SnapshotsNotAhead++
-		n.cfg.Log.Info("offered snapshot is not ahead of us: catching up by retransmit", "snapshot", c.SnapshotSeq, "applied", n.win.Applied())
-		n.snapFile = nil
-		n.startCatchUp()
-		return
-	}
-	if err != nil {
-		n.cfg.Log.Warn("snapshot fetch", "err", err)
-		n.snapFile = nil
-		return
-	}
-	if data == nil {
-		return
-	}
-	if c.Offset == 0 {
-		n.snapFile = &snapshotSink{buf: make([]byte, 0, c.Total)}
-	}
-	if n.snapFile == nil {
-		return
-	}
-	n.snapFile.buf = append(n.snapFile.buf, data...)
-	if !done {
-		if req, ok := n.fetch.NeedsRequest(SnapshotChunkBurst, wire.MaxSnapshotData(n.datagramLen()), now); ok {
-			n.sendSnapshotRequest(&req)
-		}
-		return
-	}
-	n.installSnapshot(n.fetch.Seq(), n.snapFile.buf)
-	n.snapFile = nil
-}
-
-// installSnapshot replaces the state with a fetched snapshot, stores it
-// locally (so a restart resumes from it), and resumes the window after it.
+// installSnapshot replaces the state with a fetched snapshot at seq,
+// stores it locally (so a restart resumes from it), and resumes the
+// follower after it (what it buffered past seq is applied now).
 func (n *Node) installSnapshot(seq uint64, data []byte) {
-	if seq <= n.win.Applied() {
-		// We moved on while it was fetched: catch up by retransmit, not
-		// with another fetch of the same snapshot.
-		n.stats.SnapshotsNotAhead++
-		n.cfg.Log.Info("fetched snapshot is not ahead of us: catching up by retransmit", "seq", seq, "applied", n.win.Applied())
-		n.startCatchUp()
-		return
-	}
 	n.abandonSnapshotWrite() // of the state being replaced
 	if err := n.eng.Restore(bytes.NewReader(data)); err != nil {
 		n.cfg.Log.Error("snapshot restore failed", "seq", seq, "err", err)
@@ -366,8 +303,9 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 	if err != nil {
 		n.cfg.Log.Error("snapshot store failed", "seq", seq, "err", err)
 	}
-	n.win.ResetTo(seq)
-	n.hashes.Reset()
+	n.fol.Install(seq)
+	n.applyEntries()
+	n.fol.Installed()
 	n.replay.Reset()
 	if o := n.cfg.Observer; o != nil {
 		o.Installed(n.cfg.ID, seq)
@@ -378,27 +316,4 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 	// The primary ran on while we fetched; what it sent past our window
 	// meanwhile comes by retransmit from its journal, which holds
 	// everything after the snapshot it just served.
-	n.startCatchUp()
-}
-
-// startCatchUp makes the standby repair the rest of its gap by NAK and
-// retransmit: until it has applied everything it has seen, a message
-// beyond its window only raises the tail it NAKs instead of starting a
-// snapshot fetch. So a standby fetches at most one snapshot to rejoin
-// (two if the primary fails over mid-transfer) instead of refetching on
-// every live frame; a NEED_SNAPSHOT (the primary no longer holds the
-// range) still starts a fetch.
-func (n *Node) startCatchUp() {
-	if !n.catchingUp {
-		n.catchingUp = true
-		n.stats.CatchUpsByRetransmit++
-	}
-}
-
-// catchUpDone ends the retransmit catch-up once nothing seen is missing.
-func (n *Node) catchUpDone() {
-	if n.catchingUp && n.win.Applied() >= n.win.Highest() {
-		n.catchingUp = false
-		n.cfg.Log.Info("caught up by retransmit", "applied", n.win.Applied())
-	}
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"net/netip"
 
 	"github.com/seqbus/seqbus/replica"
@@ -14,29 +13,39 @@ import (
 // slots at one datagram each.
 const standbyMaxPending = 8192
 
+// newFollower is the standby's core (replica.Follower) for cfg.
+func newFollower(cfg *Config, dlen int) *replica.Follower {
+	return replica.NewFollower(replica.FollowerConfig{
+		Window:     standby.Config{MaxPending: standbyMaxPending, MaxMessageBytes: wire.DefaultDatagramLen},
+		Nak:        standby.NakConfig{Seed: uint64(cfg.ID)},
+		Standby:    replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing},
+		ChunkBurst: SnapshotChunkBurst,
+		ChunkBytes: wire.MaxSnapshotData(dlen),
+	})
+}
+
 // becomeStandby makes this node follow the highest epoch it knows.
 func (n *Node) becomeStandby() error {
 	n.setGroupMember(true) // a no-op unless we led
 	n.role = RoleStandby
 	n.epoch = n.fence.Highest()
-	w, err := standby.New(standby.Config{
-		Start:           n.eng.AppliedSeq(),
-		MaxPending:      standbyMaxPending,
-		MaxMessageBytes: wire.DefaultDatagramLen,
-	}, n.applyFromWindow)
-	if err != nil {
-		return err
-	}
-	n.win = w
-	n.catchingUp = false
-	n.follow.Reset()
-	n.hashes.Reset() // hashes of another history must not be compared
-	return nil
+	return n.fol.Reset(n.eng.AppliedSeq())
 }
 
-// applyFromWindow is the window's ApplyFunc: journal, then apply. The ack
-// follows the journal's durable watermark, never the window alone.
-func (n *Node) applyFromWindow(seq uint64, payload []byte) {
+// applyEntries carries out the follower's entries in seq order: journal,
+// then apply. The ack follows the journal's durable watermark, never the
+// window alone.
+func (n *Node) applyEntries() {
+	for {
+		seq, payload, ok := n.fol.Next()
+		if !ok {
+			return
+		}
+		n.applyEntry(seq, payload)
+	}
+}
+
+func (n *Node) applyEntry(seq uint64, payload []byte) {
 	epoch := n.epochOf(seq)
 	if err := n.j.Append(epoch, seq, payload, n.nowNs()); err != nil {
 		// The ack follows the journal, so it stops here; this node must
@@ -54,7 +63,7 @@ func (n *Node) applyFromWindow(seq uint64, payload []byte) {
 	}
 	n.stats.Applied = seq
 	if seq%n.cfg.HashEvery == 0 {
-		if !n.hashes.Local(seq, n.eng.StateHash()) {
+		if !n.fol.LocalHash(seq, n.eng.StateHash()) {
 			n.hashMismatch(seq)
 		}
 	}
@@ -71,7 +80,7 @@ func (n *Node) hashMismatch(seq uint64) {
 // only through its NEW_EPOCH, and until that arrives its frames are
 // dropped and its primary asked to repeat it.
 func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
-	switch n.follow.Fence(f.Epoch, n.epoch, n.fence.Refuses(f.Epoch)) {
+	switch n.fol.Standby().Fence(f.Epoch, n.epoch, n.fence.Refuses(f.Epoch)) {
 	case replica.Stale:
 		n.stats.DropStaleEpoch++
 		return false
@@ -85,8 +94,9 @@ func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
 
 // learnPrimary notes which node leads the current epoch.
 func (n *Node) learnPrimary(id uint32, now int64) bool {
-	if id == n.follow.Primary() {
-		n.follow.SawPrimary(id, now) // the common case: no lookup
+	st := n.fol.Standby()
+	if id == st.Primary() {
+		st.SawPrimary(id, now) // the common case: no lookup
 		return true
 	}
 	addr, ok := n.cfg.Peers[id]
@@ -94,16 +104,11 @@ func (n *Node) learnPrimary(id uint32, now int64) bool {
 		n.stats.DropUnknownNode++
 		return false
 	}
-	n.follow.SawPrimary(id, now)
+	st.SawPrimary(id, now)
 	n.primaryAddr = addr
-	if n.fetch.Active() {
-		// The new primary may hold another snapshot, or none cached at
-		// our offset: start the transfer over from it (sim bug F).
-		n.snapFile = nil
-		req := n.fetch.Restart(now)
-		n.sendSnapshotRequest(&req)
-		n.cfg.Log.Info("new primary during a snapshot fetch: restarting it", "primary", id)
-	}
+	n.fol.Addressed()
+	n.fol.PrimaryChanged(now) // a fetch under way restarts from it (sim bug F)
+	n.followerReady()
 	return true
 }
 
@@ -118,15 +123,15 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		if f.Type == wire.TypeRetransmit {
-			n.nak.sched.OnRetransmit(f.Seq, f.LastSeq(), now)
 			n.stats.RetransmitsReceived++
 		}
-		n.onMessages(f, now)
+		n.fol.Data(f, now)
+		n.applyEntries()
 	case wire.TypeHeartbeat:
 		if !n.acceptEpoch(f, now) {
 			return
 		}
-		n.win.ObserveHighest(f.Seq)
+		n.fol.Heartbeat(f.Seq)
 		n.md.OnHeartbeat(f, now) // learns the primary's released MD seq
 		n.mdSendReplies()
 	case wire.TypeHash:
@@ -134,20 +139,20 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		h, _ := wire.DecodeHash(f)
-		if !n.hashes.Remote(h.Seq, h.Hash) {
+		if !n.fol.RemoteHash(h.Seq, h.Hash) {
 			n.hashMismatch(h.Seq)
 		}
 	case wire.TypeNeedSnapshot:
 		if !n.acceptEpoch(f, now) {
 			return
 		}
-		n.startFetch(now)
+		n.fol.NeedSnapshot(now)
 	case wire.TypeSnapshotChunk:
 		if !n.acceptEpoch(f, now) {
 			return
 		}
 		c, _ := wire.DecodeSnapshotChunk(f)
-		n.onChunk(&c, now)
+		n.fol.Chunk(&c, now)
 	case wire.TypeNewEpoch:
 		n.onNewEpoch(f, now)
 	case wire.TypeCommand:
@@ -155,42 +160,69 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	default:
 		n.stats.DropUnexpected++
 	}
+	n.followerReady()
 }
 
-func (n *Node) onMessages(f *wire.Frame, now int64) {
-	it := f.Messages()
-	for {
-		seq, msg, ok := it.Next()
-		if !ok {
-			return
-		}
-		_, _, err := n.win.OnMessage(seq, msg)
-		if err == nil {
-			continue
-		}
-		n.nak.rejects.Count(err)
-		if errors.Is(err, standby.ErrNeedSnapshot) {
-			if n.catchingUp {
-				n.win.ObserveHighest(seq) // NAKed as part of the tail
-			} else {
-				n.startFetch(now)
-			}
-		}
+// followerReady carries out the follower's Ready, in its fields' order.
+func (n *Node) followerReady() {
+	if !n.fol.HasReady() {
+		return
+	}
+	rd := n.fol.Ready()
+	if rd.FetchStarted {
+		n.cfg.Log.Info("too far behind: fetching a snapshot", "applied", n.fol.Applied())
+		n.stats.SnapshotFetches++
+	}
+	if rd.FetchRestarted {
+		n.cfg.Log.Info("new primary during a snapshot fetch: restarting it", "primary", n.fol.Standby().Primary())
+	}
+	if rd.NotAhead {
+		n.stats.SnapshotsNotAhead++
+		n.cfg.Log.Info("snapshot not ahead of us: catching up by retransmit", "applied", n.fol.Applied())
+	}
+	if rd.FetchErr != nil {
+		n.cfg.Log.Warn("snapshot fetch", "err", rd.FetchErr)
+	}
+	if rd.CatchUpStarted {
+		n.stats.CatchUpsByRetransmit++
+	}
+	if rd.CaughtUp {
+		n.cfg.Log.Info("caught up by retransmit", "applied", n.fol.Applied())
+	}
+	if rd.HasNak {
+		rd.Nak.Origin = n.origin()
+		n.frameBuf = rd.Nak.Append(n.frameBuf[:0])
+		n.send(n.frameBuf, n.primaryAddr)
+		n.stats.NaksSent++
+	}
+	if rd.HasRequest {
+		n.sendSnapshotRequest(&rd.Request)
+	}
+	if rd.HasAck {
+		a := wire.Ack{Origin: n.origin(), Seq: rd.Ack}
+		n.frameBuf = a.Append(n.frameBuf[:0])
+		n.send(n.frameBuf, n.primaryAddr)
+		n.stats.AcksSent++
+	}
+	n.fol.Advance()
+	if rd.Install != nil {
+		n.installSnapshot(rd.InstallSeq, rd.Install)
+		n.followerReady() // the catch-up it started
 	}
 }
 
 func (n *Node) standbyAfterBatch(now int64) {
 	n.pollSnapshotWrite()
-	if n.refetching && n.follow.Primary() != 0 && n.win.Highest() > 0 && n.win.Applied() >= n.win.Highest() && !n.fetch.Active() {
+	if n.refetching && n.fol.Standby().Primary() != 0 && n.fol.Highest() > 0 && n.fol.Applied() >= n.fol.Highest() && !n.fol.Fetching() {
 		n.setRefetching(false)
 		n.stats.RefetchesDone++
-		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.win.Applied())
+		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.fol.Applied())
 	}
-	n.catchUpDone()
-	n.nakGaps(now)
 	n.flushJournal()
 	n.kickSync()
-	n.maybeAck(now, false)
+	n.fol.Durable(n.j.Durable())
+	n.fol.EndBatch(now)
+	n.followerReady()
 	n.writePendingSnapshot() // after the ack, and off the lock
 }
 
@@ -210,63 +242,16 @@ func (n *Node) standbyTick(now int64) {
 	n.pollSnapshotWrite()
 	n.writePendingSnapshot()
 	n.flushJournal()
-	n.nakGaps(now)
-	if req, ok := n.fetch.Poll(now); ok {
-		n.sendSnapshotRequest(&req)
-	}
-	n.maybeAck(now, true)
-}
-
-// nakState is the standby's loss repair: the NAK timers, the rejected
-// messages by reason and the scratch the gaps are found in.
-type nakState struct {
-	sched   *standby.NakScheduler
-	rejects standby.Rejects
-	gapBuf  [wire.MaxNakRanges]standby.Range
-	dueBuf  [wire.MaxNakRanges]standby.Range
-}
-
-// nakGaps asks the primary for every gap that is due (one NAK frame).
-func (n *Node) nakGaps(now int64) {
-	if !n.primaryAddr.IsValid() || n.fetch.Active() {
-		return
-	}
-	gaps := n.win.Gaps(n.nak.gapBuf[:0])
-	due := n.nak.sched.Poll(gaps, now, n.nak.dueBuf[:0])
-	if len(due) == 0 {
-		return
-	}
-	nak := wire.Nak{Origin: n.origin(), Ack: n.win.Ack()}
-	for _, r := range due {
-		nak.Add(wire.Range{From: r.From, To: r.To})
-	}
-	n.frameBuf = nak.Append(n.frameBuf[:0])
-	n.send(n.frameBuf, n.primaryAddr)
-	n.stats.NaksSent++
-}
-
-// maybeAck sends ACK(min(applied, durable)) when it moved, or every
-// AckIntervalNs when periodic is set (liveness for the primary).
-func (n *Node) maybeAck(now int64, periodic bool) {
-	if !n.primaryAddr.IsValid() {
-		return
-	}
-	ack := replica.Ack(n.win.Ack(), n.j.Durable()) // durable before ack
-	if !n.follow.AckDue(ack, now, periodic) {
-		return
-	}
-	a := wire.Ack{Origin: n.origin(), Seq: ack}
-	n.frameBuf = a.Append(n.frameBuf[:0])
-	n.send(n.frameBuf, n.primaryAddr)
-	n.follow.Acked(ack, now)
-	n.stats.AcksSent++
+	n.fol.Durable(n.j.Durable())
+	n.fol.Tick(now)
+	n.followerReady()
 }
 
 // isOlderHistory reports whether f is a RETRANSMIT from our current
 // primary of records wholly before the current epoch
 // (replica.History.IsOlder).
 func (n *Node) isOlderHistory(f *wire.Frame) bool {
-	return !n.cfg.Unsafe.NoFencing && n.hist.IsOlder(f, n.epoch, n.follow.Primary())
+	return !n.cfg.Unsafe.NoFencing && n.hist.IsOlder(f, n.epoch, n.fol.Standby().Primary())
 }
 
 // askForNewEpoch tells a primary of a newer epoch that we still follow an
@@ -275,10 +260,10 @@ func (n *Node) isOlderHistory(f *wire.Frame) bool {
 // millisecond.
 func (n *Node) askForNewEpoch(id uint32, now int64) {
 	addr, ok := n.cfg.Peers[id]
-	if !ok || !n.follow.AskNewEpoch(now) {
+	if !ok || !n.fol.Standby().AskNewEpoch(now) {
 		return
 	}
-	a := wire.Ack{Origin: n.origin(), Seq: n.win.Ack()}
+	a := wire.Ack{Origin: n.origin(), Seq: n.fol.Window().Ack()}
 	n.frameBuf = a.Append(n.frameBuf[:0])
 	n.send(n.frameBuf, addr)
 }

@@ -265,7 +265,7 @@ func (n *Node) statusLocked() Status {
 	st.Node.Counters = n.replay.Counters()
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
-	st.Primary = n.follow.Primary()
+	st.Primary = n.fol.Standby().Primary()
 	// Copies: the status is marshalled outside the lock, while the node
 	// may change its in-sync set.
 	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.Version(), slices.Clone(n.isr.Members()), slices.Clone(n.isr.Adding())
@@ -304,11 +304,11 @@ func (n *Node) statusLocked() Status {
 			}
 		}
 	} else {
-		st.Ack = n.follow.AckSent()
-		st.Window = n.win.Stats()
-		st.Naks = n.nak.sched.Stats()
-		st.Fetch = n.fetch.Stats()
-		st.Hashes = n.hashes.Stats()
+		st.Ack = n.fol.Standby().AckSent()
+		st.Window = n.fol.Window().Stats()
+		st.Naks = n.fol.NakStats()
+		st.Fetch = n.fol.FetchStats()
+		st.Hashes = n.fol.HashStats()
 	}
 	return st
 }

@@ -87,9 +87,11 @@ func parseBlocks(t *testing.T, path string) (preamble []string, blocks []block) 
 	return preamble, blocks
 }
 
-func runScenario(t *testing.T, path string) {
+func runScenario(t *testing.T, path string) { runScenarioWith(t, path, newHarness(t).run) }
+
+// runScenarioWith plays path's blocks through run, one command a call.
+func runScenarioWith(t *testing.T, path string, run func(w *strings.Builder, line string)) {
 	_, blocks := parseBlocks(t, path)
-	h := newHarness(t)
 	var rewritten strings.Builder
 	src, _ := os.ReadFile(path)
 	// Keep the file's comments: rewrite only what follows each ----.
@@ -98,7 +100,7 @@ func runScenario(t *testing.T, path string) {
 	for _, b := range blocks {
 		var got strings.Builder
 		for _, c := range b.cmds {
-			h.run(&got, c)
+			run(&got, c)
 		}
 		out := strings.TrimRight(got.String(), "\n")
 		if *rewrite {

@@ -18,9 +18,18 @@
 //     reconciliation after NEW_EPOCH.
 //   - InSync: the in-sync set as the witness confirmed it and as this
 //     primary proposes it; kept across roles.
+//   - Follower: the whole standby side, composing the receive window
+//     (standby.Window in pull mode), the NAK scheduler, the snapshot
+//     fetch, the hash check and Standby. Data(frame) then Next() hands
+//     out the entries in seq order (journal and apply each before the
+//     next; a payload is valid until the following Next); the other
+//     inputs (Heartbeat, NeedSnapshot, Chunk, PrimaryChanged, Durable,
+//     EndBatch, Tick) fill a FollowerReady: events to count and log, a
+//     snapshot to install (then Install, Next, Installed), the NAK, the
+//     snapshot request and the ACK (never above Durable), carried out in
+//     that order, then Advance. Scenarios: testdata/follower/*.txt.
 //
-// The usage contract, for a primary (the standby's is the same with
-// Standby's decisions and no Ready):
+// The usage contract, for a primary (the standby's is Follower's, above):
 //
 //  1. Feed every input as it happens: Applied(seq) after a command is
 //     journaled and applied, Ack(from, epoch, seq, nowNs) for each ACK,

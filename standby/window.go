@@ -153,6 +153,16 @@ func New(cfg Config, apply ApplyFunc) (*Window, error) {
 	if apply == nil {
 		panic("standby: New with a nil ApplyFunc")
 	}
+	return newWindow(cfg, apply)
+}
+
+// NewPull returns a Window that never calls back: Offer takes a message
+// and says whether it is the next one in order, and Next hands out the
+// buffered messages that have become contiguous (see Offer). Everything
+// else (Gaps, ResetTo, the counters) is as for New.
+func NewPull(cfg Config) (*Window, error) { return newWindow(cfg, nil) }
+
+func newWindow(cfg Config, apply ApplyFunc) (*Window, error) {
 	maxPending := cfg.MaxPending
 	if maxPending == 0 {
 		maxPending = DefaultMaxPending
@@ -251,6 +261,59 @@ func (w *Window) OnMessage(seq uint64, payload []byte) (gap Range, hasGap bool, 
 	return gap, hasGap, nil
 }
 
+// Offer is OnMessage for a Window made by NewPull, which applies nothing
+// itself: when seq is the next in order it moves Applied to seq and
+// returns inOrder true, and the caller applies payload (its own buffer: no
+// copy). Then, and after ResetTo, the caller takes every message that has
+// become contiguous from Next before it offers another. The other rules,
+// the errors and the counters are OnMessage's; a seq equal to Applied+1
+// that is already buffered (it comes out of Next) is a duplicate.
+func (w *Window) Offer(seq uint64, payload []byte) (inOrder bool, err error) {
+	if len(payload) > w.maxMessageBytes {
+		return false, ErrMessageTooLarge
+	}
+	if seq <= w.applied || (seq == w.applied+1 && w.buffered(seq)) {
+		w.stats.Duplicates++
+		return false, nil
+	}
+	ahead := seq - w.applied
+	if ahead == 1 {
+		w.applied = seq
+		if w.highest < seq {
+			w.highest = seq
+		}
+		w.stats.Applied++
+		return true, nil
+	}
+	if ahead-1 > w.maxPending {
+		return false, ErrNeedSnapshot
+	}
+	w.store(seq, payload)
+	return false, nil
+}
+
+// Next hands out the buffered message Applied+1, if it is there, and
+// moves Applied to it (a Window made by NewPull). payload is the buffer
+// slot's: valid until the next Offer or ResetTo.
+func (w *Window) Next() (seq uint64, payload []byte, ok bool) {
+	if w.pending == 0 {
+		return 0, nil, false
+	}
+	seq = w.applied + 1
+	if !w.buffered(seq) {
+		return 0, nil, false
+	}
+	slot := seq & w.mask
+	w.clear(slot)
+	w.stats.Drained++
+	w.stats.Applied++
+	w.applied = seq
+	if w.highest < seq {
+		w.highest = seq
+	}
+	return seq, w.slotBytes(slot), true
+}
+
 // ObserveHighest records that the primary says seq exists (from a
 // HEARTBEAT), so that a tail gap becomes visible to Gaps when traffic
 // stops. Lower values are ignored. The value is not bounded here: the
@@ -287,6 +350,9 @@ func (w *Window) ResetTo(snapshotSeq uint64) (gap Range, hasGap bool) {
 	w.applied = snapshotSeq
 	if w.highest < w.applied {
 		w.highest = w.applied
+	}
+	if w.apply == nil {
+		return Range{}, false // a pull Window: the caller drains with Next
 	}
 	w.drain()
 	return w.firstGap()
@@ -364,17 +430,17 @@ func (w *Window) applyNext(payload []byte) {
 }
 
 // drain applies buffered messages while the next one is present. The
-// loop is bounded by pending, which it decrements.
+// loop is bounded by pending, which it decrements. The next one's slot
+// may hold the seq a ring further on (buffered): ResetTo(Applied) with
+// Applied+1+MaxPending buffered in a window as wide as its ring panicked
+// here before.
 func (w *Window) drain() {
 	for w.pending > 0 {
 		seq := w.applied + 1
-		slot := seq & w.mask
-		if !w.has(slot) {
+		if !w.buffered(seq) {
 			return
 		}
-		if w.seqs[slot] != seq {
-			panic(fmt.Sprintf("standby: slot %d holds seq %d, want %d", slot, w.seqs[slot], seq))
-		}
+		slot := seq & w.mask
 		w.clear(slot)
 		w.stats.Drained++
 		w.applyNext(w.slotBytes(slot))
@@ -445,6 +511,15 @@ func (w *Window) firstGap() (Range, bool) {
 		panic(fmt.Sprintf("standby: %d pending but none in %d..%d", w.pending, w.applied+2, w.lastPending))
 	}
 	return Range{From: w.applied + 1, To: first - 1}, true
+}
+
+// buffered reports whether seq itself is buffered: its slot may instead
+// hold seq+slots when the window is as wide as the ring (the original
+// drain never looks at Applied+1's slot before applying Applied+1; a pull
+// Window does).
+func (w *Window) buffered(seq uint64) bool {
+	slot := seq & w.mask
+	return w.pending > 0 && w.has(slot) && w.seqs[slot] == seq
 }
 
 func (w *Window) has(slot uint64) bool { return w.present[slot>>6]&(1<<(slot&63)) != 0 }

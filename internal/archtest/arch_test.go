@@ -25,7 +25,7 @@ var mayImport = map[string][]string{
 	"sequencer":           {"wire"},
 	"standby":             {"wire"},
 	"mdfeed":              {"engine", "wire"},
-	"replica":             {"arbiter", "gating", "wire"},
+	"replica":             {"arbiter", "gating", "standby", "wire"},
 	"session":             {"engine", "wire"},
 	"auth":                {},
 	"bus":                 {},
