@@ -56,7 +56,8 @@ type Node struct {
 	term         // the epoch, its fence and history, lease, in-sync set
 	primaryState // the sequencer, the gate's core, the publisher
 	replayState  // session replay: the output history and its budget
-	standbyState // the window, NAKs, snapshot fetch and cache, acks
+	standbyState // the follower core (window, NAKs, fetch, acks), the primary's address
+	snapshots    // the latest snapshot and the cuts waiting for the disk
 	lifecycle    // the agent, the fsync thread's kick, stop, status writer
 
 	stages StageObserver // Config.Observer, if it implements it
@@ -131,8 +132,14 @@ type standbyState struct {
 	// (replica.Follower); node carries out its Ready.
 	fol         *replica.Follower
 	primaryAddr netip.AddrPort
+}
+
+// snapshots are either role's (snapshot.go): the latest written (or cut
+// on demand), served to a fetching standby, and the cuts waiting for the
+// disk, written off the agent in order.
+type snapshots struct {
 	snapCache   *snapshotCache
-	pendingSnap *pendingSnapshot // encoded at its seq, being written (either role)
+	pendingSnap *pendingSnapshot // encoded at its seq, being written
 	nextSnap    *pendingSnapshot // encoded, written after pendingSnap
 }
 
