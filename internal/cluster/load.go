@@ -23,6 +23,7 @@ type Load struct {
 
 	mu         sync.Mutex
 	hist       *hdrhistogram.Histogram // round trips, µs
+	interval   *hdrhistogram.Histogram // the same since the last IntervalLatency
 	acked      map[uint64]bool
 	lastAnswer time.Time
 }
@@ -35,7 +36,8 @@ func StartLoad(ctx context.Context, opts client.Options, cfg client.LoadConfig) 
 		return nil, err
 	}
 	l := &Load{Client: cl, done: make(chan struct{}), acked: map[uint64]bool{},
-		hist: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)}
+		hist:     hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3),
+		interval: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)}
 	go func() {
 		defer close(l.done)
 		rep, err := cl.Load(ctx, cfg, l.result)
@@ -49,7 +51,9 @@ func StartLoad(ctx context.Context, opts client.Options, cfg client.LoadConfig) 
 func (l *Load) result(r client.Result) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_ = l.hist.RecordValue(max(r.LatencyNs/1000, 1))
+	us := max(r.LatencyNs/1000, 1)
+	_ = l.hist.RecordValue(us)
+	_ = l.interval.RecordValue(us)
 	if r.Kind == engine.KindAck {
 		l.acked[r.ClientOrderID] = true
 	}
@@ -89,6 +93,18 @@ func (l *Load) Latency(q float64) time.Duration {
 		return time.Duration(l.hist.Max()) * time.Microsecond
 	}
 	return time.Duration(l.hist.ValueAtQuantile(q)) * time.Microsecond
+}
+
+// IntervalLatency is the round trip at quantile q (0..100) of the answers
+// since the previous call (0 when none arrived), and starts a new
+// interval: a progress line's steady state, which the whole run's
+// percentiles (Latency) hide behind the start and a failover.
+func (l *Load) IntervalLatency(q float64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := l.interval.ValueAtQuantile(q)
+	l.interval.Reset()
+	return time.Duration(v) * time.Microsecond
 }
 
 // Stop closes the client and waits up to timeout for the load to end.

@@ -220,7 +220,7 @@ func (d *demo) watch(ctx context.Context) (interrupted bool) {
 			return true
 		}
 		pid, ps := d.Primary()
-		fmt.Fprintln(d.out, progressLine(time.Since(loadStart), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, d.load.Latency(99)))
+		fmt.Fprintln(d.out, progressLine(time.Since(loadStart), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, d.load.IntervalLatency(99)))
 		prevAnswered = st.Answered
 		if d.flags.KillAfter > 0 && d.killedAt.IsZero() && time.Since(loadStart) >= d.flags.KillAfter {
 			if !d.maybeKill(pid, ps, time.Since(loadStart)) {
@@ -231,9 +231,10 @@ func (d *demo) watch(ctx context.Context) (interrupted bool) {
 	}
 }
 
-// progressLine is the demo's line every half second. p99 is whole
-// microseconds whatever its size (a Duration's %v switches to "1.2ms"
-// above a millisecond, and the steady state is read in µs).
+// progressLine is the demo's line every half second. p99 is that of the
+// answers of the last half second (the summary gives the whole run's), in
+// whole microseconds whatever its size (a Duration's %v switches to
+// "1.2ms" above a millisecond, and the steady state is read in µs).
 func progressLine(elapsed time.Duration, answeredPerSec float64, primary uint32, epoch, released uint64, p99 time.Duration) string {
 	return fmt.Sprintf("%5.1fs  %6.0f cmd/s answered  primary=node%d epoch=%d released=%-7d p99=%dµs",
 		elapsed.Seconds(), answeredPerSec, primary, epoch, released, p99.Round(time.Microsecond).Microseconds())

@@ -1,0 +1,36 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seqbus/seqbus/client"
+)
+
+// TestIntervalLatency: the progress line's p99 covers the answers since
+// the previous line only, so a slow start or a failover does not hide
+// the steady state behind it; the whole run's stays in Latency.
+func TestIntervalLatency(t *testing.T) {
+	newHist := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3) }
+	l := &Load{acked: map[uint64]bool{}, hist: newHist(), interval: newHist()}
+	for i := 0; i < 100; i++ {
+		l.result(client.Result{LatencyNs: int64(time.Second)}) // a slow start
+	}
+	if got := l.IntervalLatency(99); got < 990*time.Millisecond {
+		t.Fatalf("first interval p99 %v, want about 1 s", got)
+	}
+	for i := 0; i < 100; i++ {
+		l.result(client.Result{LatencyNs: int64(40 * time.Microsecond)})
+	}
+	if got := l.IntervalLatency(99); got < 39*time.Microsecond || got > 41*time.Microsecond {
+		t.Fatalf("second interval p99 %v, want 40µs: the start must not count", got)
+	}
+	if got := l.IntervalLatency(99); got != 0 {
+		t.Fatalf("an interval without answers: p99 %v, want 0", got)
+	}
+	if got := l.Latency(99); got < 990*time.Millisecond {
+		t.Fatalf("whole-run p99 %v, want the slow start in it", got)
+	}
+}
