@@ -108,8 +108,8 @@ type primaryState struct {
 	prim       *replica.Primary // the gate, the in-sync set's upkeep, the lease decisions
 	pub        *gating.Publisher[outSlot]
 	sessions   map[uint64]netip.AddrPort
-	out        outFrames // a release's OUTPUT frames, one open per client (outframes.go)
-	mdBatch    *wire.Batch
+	frames     *replica.ReleaseFramer // a release's OUTPUT frames: one open per client, market data apart
+	mdBatch    *wire.Batch            // the market-data ring's frames (mdfeed.go)
 	emitter    primaryEmitter
 	applySeq   uint64                    // seq being applied (for the emitter)
 	rel        releaseTrack              // assign -> release latency, first release, observer
@@ -173,7 +173,7 @@ func New(cfg Config) (*Node, error) {
 		},
 		primaryState: primaryState{
 			sessions: make(map[uint64]netip.AddrPort),
-			out:      newOutFrames(dlen),
+			frames:   replica.NewReleaseFramer(dlen),
 			mdBatch:  wire.NewBatch(dlen),
 			rel:      newReleaseTrack(),
 		},

@@ -12,6 +12,7 @@ import (
 	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -203,7 +204,7 @@ func TestReleaseSendsOneOutputFramePerClient(t *testing.T) {
 // two datagrams, clients 1..8 one each except client 1, pushed out by
 // client 0's return after its second output: 10 datagrams for 18 outputs.
 func TestOutputFramesBeyondTheOpenOnesKeepOrder(t *testing.T) {
-	const clients = outFramesOpen + 1
+	const clients = replica.FramesOpen + 1
 	n, clk, ep := outFramesPrimary(t, clients, nil)
 	var pkts [][]byte
 	var from []netip.AddrPort

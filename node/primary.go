@@ -438,57 +438,68 @@ func (n *Node) recordReleases(r uint64, now int64) {
 }
 
 // releaseOutputs takes every output at or below released from the
-// publisher, in order, into this release's frames, and returns how many.
+// publisher, in order, into this release's frames (replica.ReleaseFramer),
+// sending each frame the framer finishes, and returns how many.
 func (n *Node) releaseOutputs(released uint64) int {
+	f := n.frames
+	f.Begin(n.origin())
 	k := 0
 	for ; ; k++ {
 		seq, o, ok := n.pub.Next(released)
 		if !ok {
 			return k
 		}
-		n.emitReleased(seq, o)
+		n.stats.OutputsReleased++
+		var fr replica.Frame
+		switch {
+		case o.to != engine.MarketData:
+			fr, ok = f.Output(seq, o.to, o.b[:o.n])
+		case n.mdSend != nil:
+			fr, ok = f.MarketData(seq, o.b[:o.n])
+		default:
+			ok = false // no market-data group: dropped
+		}
+		if ok {
+			n.sendReleased(fr)
+		}
 	}
-}
-
-func (n *Node) emitReleased(seq uint64, o *outSlot) {
-	n.stats.OutputsReleased++
-	if o.to == engine.MarketData {
-		n.emitMarketData(seq, o)
-		return
-	}
-	n.addOutput(seq, o.to, o.b[:o.n]) // its client's frame of this release (outframes.go)
-}
-
-// emitMarketData packs market data into its own frames, so a client's
-// outputs interleaved with market data still travel many to a datagram.
-func (n *Node) emitMarketData(seq uint64, o *outSlot) {
-	if n.mdSend == nil {
-		return
-	}
-	if n.mdBatch.Count() == 0 || !n.mdBatch.Fits(int(o.n)) {
-		n.flushMarketData()
-		n.mdBatch.Reset(wire.TypeOutput, n.origin(), seq)
-	}
-	n.mdBatch.Add(o.b[:o.n])
 }
 
 // flushOutputs sends what one release packed: every client's frame, then
 // the market data.
 func (n *Node) flushOutputs() {
-	n.flushOutputFrames()
-	n.flushMarketData()
+	for _, fr := range n.frames.Flush() {
+		n.sendReleased(fr)
+	}
 }
 
+// sendReleased sends one released frame: to its client's address
+// (dropped when the session has none) or to the market-data group.
+func (n *Node) sendReleased(fr replica.Frame) {
+	if fr.MarketData {
+		n.sendMarketData(fr.Bytes)
+		return
+	}
+	if addr, ok := n.sessions[fr.Session]; ok {
+		n.send(fr.Bytes, addr)
+	}
+}
+
+// flushMarketData sends the market-data ring's frame (mdfeed.go).
 func (n *Node) flushMarketData() {
 	if n.mdBatch.Count() == 0 {
 		return
 	}
-	n.sendBuf[0] = n.seal(n.mdBatch.Bytes())
+	n.sendMarketData(n.mdBatch.Bytes())
+	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
+}
+
+func (n *Node) sendMarketData(frame []byte) {
+	n.sendBuf[0] = n.seal(frame)
 	if err := n.mdSend.Send(n.sendBuf[:], n.cfg.MarketData); err != nil {
 		n.stats.SendErrors++
 	}
 	n.sendBuf[0] = nil
-	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
 }
 
 // mayLeadNow is the pure query before a command is accepted: this node

@@ -115,7 +115,7 @@ func TestPassSendsDataBeforeItsJournalWrite(t *testing.T) {
 
 // A pass of commands of three clients, interleaved A, B, C, A, B, C, its
 // DATA frames through the pass's queue, and the release of their outputs
-// into one OUTPUT frame per client (outframes.go) allocate nothing in
+// into one OUTPUT frame per client (replica.ReleaseFramer) allocate nothing in
 // steady state.
 func TestPassAndReleaseDoNotAllocate(t *testing.T) {
 	if raceEnabled {

@@ -28,6 +28,10 @@
 //     snapshot to install (then Install, Next, Installed), the NAK, the
 //     snapshot request and the ACK (never above Durable), carried out in
 //     that order, then Advance. Scenarios: testdata/follower/*.txt.
+//   - ReleaseFramer: the primary's release framing: the publisher's
+//     released outputs in, finished OUTPUT frames (one per client per
+//     release, market data apart) with their destination out, in the
+//     order to send them (release.go).
 //
 // The usage contract, for a primary (the standby's is Follower's, above):
 //
