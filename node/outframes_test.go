@@ -3,8 +3,6 @@ package node
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/netip"
 	"testing"
 	"time"
@@ -97,22 +95,9 @@ func outFramesPrimary(t *testing.T, sessions int, key *auth.MasterKey) (*Node, *
 		ep.mac = auth.NewMAC(auth.ClientKey(key, 9))
 	}
 	clk := &stepClock{ns: 1}
-	n, err := New(Config{
-		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Clock: clk, Key: key,
-		Network: recordingNetwork{uc: ep, mc: &recordingEndpoint{name: "multicast", log: &log}},
-		Listen:  netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
-		Peers: map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
-		NewStateMachine: func() (engine.StateMachine, error) {
-			return engine.New(engine.Config{MaxInstruments: 4, MaxOrders: 64, MaxSessions: uint32(sessions), DedupWindow: 64, MaxOrderQty: 1 << 20})
-		},
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
-		PublisherCapacity: 4096, MaxSessions: sessions,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	cfg := sessionsPrimaryConfig(recordingNetwork{uc: ep, mc: &recordingEndpoint{name: "multicast", log: &log}}, journal.NewMemFS(), "/j", clk, sessions)
+	cfg.Key = key
+	n := newSessionsPrimary(t, cfg)
 	return n, clk, ep
 }
 

@@ -168,7 +168,13 @@ func TestPassAndReleaseDoNotAllocate(t *testing.T) {
 func sessionsPrimary(t *testing.T, nw Network, fs journal.FS, dir string, sessions int) (*Node, *stepClock) {
 	t.Helper()
 	clk := &stepClock{ns: 1}
-	n, err := New(Config{
+	return newSessionsPrimary(t, sessionsPrimaryConfig(nw, fs, dir, clk, sessions)), clk
+}
+
+// sessionsPrimaryConfig is sessionsPrimary's configuration, for tests that
+// change a field of it first.
+func sessionsPrimaryConfig(nw Network, fs journal.FS, dir string, clk *stepClock, sessions int) Config {
+	return Config{
 		ID: 1, Stream: 9, Dir: dir, FS: fs, Network: nw, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers: map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
@@ -178,12 +184,17 @@ func sessionsPrimary(t *testing.T, nw Network, fs journal.FS, dir string, sessio
 		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
 		PublisherCapacity: 4096, MaxSessions: sessions,
-	})
+	}
+}
+
+func newSessionsPrimary(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	return n, clk
+	return n
 }
 
 // A standby acknowledges once per pass (issue 18 item 7): a pass that
