@@ -22,9 +22,10 @@
 //     *CorruptError (errors.Is ErrCorrupt) means damage that is not a torn
 //     tail: the node must refetch the log or a snapshot from its peer.
 //  2. One owner goroutine calls Append, ReadFrom, Last, First, TruncateAfter,
-//     ResetTo, RaiseEpoch, Compact and Close. Nothing in the package starts a
-//     goroutine or reads a clock: Append takes nowNs for the group-commit
-//     timer.
+//     ResetTo, RaiseEpoch, Compact and Close. Nothing in the package reads a
+//     clock (Append takes nowNs for the group-commit timer), and nothing but
+//     SnapshotWriter starts a goroutine (one per snapshot write, unless
+//     Inline).
 //  3. At most one other goroutine (the syncer) may call Sync, SyncDue and
 //     SyncDeadlineNs concurrently with the owner; Durable may be called from
 //     anywhere. A mutex guards only the handful of fields the two share and
@@ -44,7 +45,16 @@
 //     WriteSnapshot, or fetched and durable) calls ResetTo(seq).
 //  8. WriteSnapshot may run on a third goroutine (it touches only its own
 //     files); Compact then removes the segments the newest valid snapshot
-//     covers.
+//     covers. SnapshotWriter does both for the owner: Cut queues an
+//     encoded snapshot (at most two wait for the disk; a third Cut waits
+//     for the oldest and says how long), Start begins the oldest's write
+//     on its own goroutine (or writes inline: SnapshotWriterOptions.Inline,
+//     for a single-goroutine runtime such as the simulator), Poll and
+//     Finish collect finished writes and compact behind each successful
+//     one on the owner goroutine, Abandon waits for the write under way and
+//     forgets the rest. Each of these returns the SnapshotWrites it
+//     finished (seq, epoch, data, error, duration, compaction) for the
+//     caller to publish; a failed write compacts nothing.
 //
 // # Recovery rules
 //

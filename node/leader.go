@@ -316,7 +316,7 @@ func (n *Node) resetHistory(seq uint64) error {
 	// to that snapshot (it was compacted behind a snapshot just dropped),
 	// nothing short of the whole history can be rebuilt: discard it all
 	// and fetch the state from the primary (sim bug D).
-	n.snapCache = nil // it may hold a snapshot just dropped
+	n.snapServe.Drop() // it may hold a snapshot just dropped
 	base, _ := n.latestSnapshotSeq()
 	var err error
 	if seq == 0 || seq < n.j.First() || n.j.First() > base+1 {
@@ -332,7 +332,7 @@ func (n *Node) resetHistory(seq uint64) error {
 	if err != nil {
 		return err
 	}
-	n.snapCache = nil
+	n.snapServe.Drop()
 	if err := n.rebuildState(); err != nil {
 		// Never run on a half-built state: start empty and refetch.
 		n.cfg.Log.Error("rebuild after truncation failed: discarding the history, refetching", "err", err)

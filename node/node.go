@@ -138,9 +138,8 @@ type standbyState struct {
 // on demand), served to a fetching standby, and the cuts waiting for the
 // disk, written off the agent in order.
 type snapshots struct {
-	snapCache   *snapshotCache
-	pendingSnap *pendingSnapshot // encoded at its seq, being written
-	nextSnap    *pendingSnapshot // encoded, written after pendingSnap
+	snapw     *journal.SnapshotWriter   // the cuts waiting for the disk
+	snapServe *sequencer.SnapshotServer // the latest, served in chunks
 }
 
 // lifecycle is the node's threads and their signals.
@@ -215,6 +214,7 @@ func New(cfg Config) (*Node, error) {
 		n.closeArbiter()
 		return nil, err
 	}
+	n.initSnapshots()
 	if err := n.openSockets(); err != nil {
 		n.j.Close()
 		n.closeArbiter()

@@ -4,23 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net/netip"
 
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// snapshotCache is the primary's latest snapshot, decompressed in memory,
-// so chunks can be served from any offset without re-reading the file.
-type snapshotCache struct {
-	seq, epoch uint64
-	data       []byte
-	crc        uint32
-}
 
 // restoreSnapshot loads the newest valid snapshot into the state machine.
 func (n *Node) restoreSnapshot() (uint64, error) {
@@ -47,8 +37,8 @@ func (n *Node) restoreSnapshot() (uint64, error) {
 }
 
 func (n *Node) latestSnapshotSeq() (uint64, bool) {
-	if n.snapCache != nil {
-		return n.snapCache.seq, true
+	if seq, ok := n.snapServe.Latest(); ok {
+		return seq, true
 	}
 	seq, _, r, err := n.j.OpenLatestSnapshot()
 	if err != nil {
@@ -56,6 +46,17 @@ func (n *Node) latestSnapshotSeq() (uint64, bool) {
 	}
 	r.Close()
 	return seq, true
+}
+
+// initSnapshots makes the snapshot writer (journal.SnapshotWriter: inline
+// under a simulated clock, where everything runs on the simulator's one
+// goroutine) and the snapshot server (sequencer.SnapshotServer, within the
+// primary's budget of chunks per standby) once the journal is open.
+func (n *Node) initSnapshots() {
+	n.snapw = journal.NewSnapshotWriter(n.j, journal.SnapshotWriterOptions{Inline: n.cfg.Clock != nil, NowNs: n.nowNs})
+	n.snapServe = sequencer.NewSnapshotServer(sequencer.SnapshotServerConfig{
+		Every: n.cfg.SnapshotEvery, ChunkBytes: wire.MaxSnapshotData(n.datagramLen()), Burst: SnapshotChunkBurst, Budget: n.snapBudget,
+	})
 }
 
 // encodeSnapshot serialises the engine's state, which must be at seq.
@@ -66,17 +67,6 @@ func (n *Node) encodeSnapshot(seq uint64) ([]byte, bool) {
 		return nil, false
 	}
 	return buf.Bytes(), true
-}
-
-// pendingSnapshot is a snapshot encoded at its seq during an apply (the
-// state is the engine's at that seq); its file is written after the
-// pass's frames, acks and releases have gone, off the agent (see
-// writePendingSnapshot).
-type pendingSnapshot struct {
-	seq, epoch uint64
-	data       []byte
-	startNs    int64
-	done       chan error // nil until the write has started
 }
 
 // periodicSnapshot runs on either role after it applied seq: every
@@ -90,190 +80,103 @@ func (n *Node) periodicSnapshot(seq uint64) {
 	}
 }
 
-// cutSnapshot encodes the state now (at seq, just applied) and leaves the
-// disk work (the write, its fsyncs, the rename and the compaction behind
-// it) for writePendingSnapshot, so the agent does not wait for the disk.
-// Two cuts at most wait for the disk, written in order, one at a time:
-// the one being written and the next. A third waits for the first to be
-// written (counted in SnapshotWaitNsMax): the agent waits only for a disk
-// that is two snapshots behind, and no multiple of SnapshotEvery is ever
-// left out.
-func (n *Node) cutSnapshot(seq uint64) *pendingSnapshot {
-	n.pollSnapshotWrite()
-	if n.nextSnap != nil {
-		start := n.nowNs()
-		n.writePendingSnapshot()
-		if ps := n.pendingSnap; ps != nil {
-			n.snapshotWritten(ps, <-ps.done)
-		}
-		n.stats.SnapshotWaitNsMax = max(n.stats.SnapshotWaitNsMax, n.nowNs()-start)
-	}
+// cutSnapshot encodes the state now (at seq, just applied) and hands it
+// to the snapshot writer, which leaves the disk work (the write, its
+// fsyncs, the rename and the compaction behind it) for
+// writePendingSnapshot, so the agent does not wait for the disk. Two cuts
+// at most wait for the disk; a third waits for the first to be written
+// (SnapshotWaitNsMax), so no multiple of SnapshotEvery is left out.
+func (n *Node) cutSnapshot(seq uint64) ([]byte, bool) {
 	start := n.nowNs()
 	data, ok := n.encodeSnapshot(seq)
 	n.stats.SnapshotEncodeNsMax = max(n.stats.SnapshotEncodeNsMax, n.nowNs()-start)
 	if !ok {
-		return nil
+		return nil, false
 	}
-	ps := &pendingSnapshot{seq: seq, epoch: n.epoch, data: data}
-	if n.pendingSnap == nil {
-		n.pendingSnap = ps
-	} else {
-		n.nextSnap = ps
-	}
-	return ps
+	waitNs, done := n.snapw.Cut(seq, n.epoch, data)
+	n.snapshotsWritten(done)
+	n.stats.SnapshotWaitNsMax = max(n.stats.SnapshotWaitNsMax, waitNs)
+	return data, true
 }
 
-// writePendingSnapshot starts writing the oldest snapshot cutSnapshot
-// encoded, if its write has not started: on a goroutine of its own (the
-// lz4 compression, the fsyncs and the rename run off the agent, so acks,
-// applies and releases go on meanwhile), or inline under a simulated clock
-// (Config.Clock), where everything runs on the simulator's one goroutine
-// (then every cut waiting is written). The snapshot is fsynced on its
-// own; a crash that leaves the journal ending before it is recovered by
+// writePendingSnapshot starts writing the oldest snapshot cut, if its
+// write has not started: off the agent (the lz4 compression, the fsyncs
+// and the rename; acks, applies and releases go on meanwhile), or inline
+// under a simulated clock. The snapshot is fsynced on its own; a crash
+// that leaves the journal ending before it is recovered by
 // restoreSnapshot (the journal continues after it).
-func (n *Node) writePendingSnapshot() {
-	for {
-		ps := n.pendingSnap
-		if ps == nil || ps.done != nil {
-			return
-		}
-		ps.startNs = n.nowNs()
-		ps.done = make(chan error, 1)
-		j := n.j
-		write := func() error {
-			// journal.WriteSnapshot touches no journal state and may run
-			// off the owner goroutine, one at a time (every other snapshot
-			// operation first waits for this one).
-			return j.WriteSnapshot(ps.seq, ps.epoch, func(w io.Writer) error {
-				_, err := w.Write(ps.data)
-				return err
-			})
-		}
-		if n.cfg.Clock == nil {
-			go func() { ps.done <- write() }()
-			return
-		}
-		ps.done <- write()
-		n.pollSnapshotWrite()
-	}
-}
+func (n *Node) writePendingSnapshot() { n.snapshotsWritten(n.snapw.Start()) }
 
 // pollSnapshotWrite finishes a snapshot write that has completed.
-func (n *Node) pollSnapshotWrite() {
-	ps := n.pendingSnap
-	if ps == nil || ps.done == nil {
-		return
-	}
-	select {
-	case err := <-ps.done:
-		n.snapshotWritten(ps, err)
-	default:
-	}
-}
+func (n *Node) pollSnapshotWrite() { n.snapshotsWritten(n.snapw.Poll()) }
 
 // finishSnapshotWrite writes the snapshots waiting, if any, and waits for
 // them: before promotion and Close.
-func (n *Node) finishSnapshotWrite() {
-	for n.pendingSnap != nil {
-		n.writePendingSnapshot()
-		if ps := n.pendingSnap; ps != nil {
-			n.snapshotWritten(ps, <-ps.done)
-		}
-	}
-}
+func (n *Node) finishSnapshotWrite() { n.snapshotsWritten(n.snapw.Finish()) }
 
 // abandonSnapshotWrite waits for a write under way and forgets the
 // snapshots waiting without compacting behind them: before the history is
 // reset or another snapshot installed (the reset then drops a written one
 // if it lies past the fork).
-func (n *Node) abandonSnapshotWrite() {
-	if ps := n.pendingSnap; ps != nil && ps.done != nil {
-		<-ps.done
-	}
-	n.pendingSnap, n.nextSnap = nil, nil
-}
+func (n *Node) abandonSnapshotWrite() { n.snapw.Abandon() }
 
-// snapshotWritten publishes a written snapshot (served after a promotion)
-// and compacts the journal behind it.
-func (n *Node) snapshotWritten(ps *pendingSnapshot, err error) {
-	n.pendingSnap, n.nextSnap = n.nextSnap, nil
-	n.stats.SnapshotWriteNsMax = max(n.stats.SnapshotWriteNsMax, n.nowNs()-ps.startNs)
-	if err != nil {
-		n.cfg.Log.Error("snapshot write failed", "seq", ps.seq, "err", err)
-		return
+// snapshotsWritten publishes the snapshots the writer wrote (served after
+// a promotion); it compacted the journal behind each.
+func (n *Node) snapshotsWritten(done []journal.SnapshotWrite) {
+	for i := range done {
+		w := &done[i]
+		n.stats.SnapshotWriteNsMax = max(n.stats.SnapshotWriteNsMax, w.WriteNs)
+		if w.Err != nil {
+			n.cfg.Log.Error("snapshot write failed", "seq", w.Seq, "err", w.Err)
+			continue
+		}
+		n.snapServe.Hold(w.Seq, w.Epoch, w.Data)
+		n.stats.Snapshots++
+		if n.seqr != nil && n.role == RolePrimary {
+			n.seqr.SetSnapshotSeq(w.Seq)
+		}
+		if w.CompactErr != nil {
+			n.cfg.Log.Warn("journal compaction failed", "err", w.CompactErr)
+		}
 	}
-	if n.snapCache == nil || n.snapCache.seq < ps.seq {
-		n.snapCache = newSnapshotCache(ps.seq, ps.epoch, ps.data)
-	}
-	n.stats.Snapshots++
-	if n.seqr != nil && n.role == RolePrimary {
-		n.seqr.SetSnapshotSeq(ps.seq)
-	}
-	if _, err := n.j.Compact(); err != nil {
-		n.cfg.Log.Warn("journal compaction failed", "err", err)
-	}
-}
-
-func newSnapshotCache(seq, epoch uint64, data []byte) *snapshotCache {
-	return &snapshotCache{seq: seq, epoch: epoch, data: data, crc: crc32.Checksum(data, castagnoli)}
 }
 
 // serveSnapshot answers a SNAPSHOT_REQUEST from standby node with a burst
-// of chunks from the requested offset of the latest snapshot. A request
-// from offset 0 carries the seq the standby has applied: it gets a
-// snapshot past it, a fresh one cut now when the latest is not (or is
-// stale), and nothing when we are not ahead of it. The chunks of one
-// snapshot sent to one standby are bounded per second (snapBudget): past
-// the bound they are refused, counted and logged once.
+// of chunks (sequencer.SnapshotServer decides: from which offset, whether
+// to cut a fresh snapshot first, within the chunks per standby).
 func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.AddrPort) {
-	applied := n.eng.AppliedSeq()
-	if req.Offset == 0 {
-		after := req.SnapshotSeq
-		if applied <= after {
-			n.stats.SnapshotRequestsNotBehind++
-			return // nothing we hold is ahead of the standby
-		}
-		if n.snapCache == nil || n.snapCache.seq <= after || applied-n.snapCache.seq > n.cfg.SnapshotEvery/2 {
-			// Served from memory at once; its file is written off the
-			// agent after the pass, like a periodic one.
-			if ps := n.cutSnapshot(applied); ps != nil {
-				n.snapCache = newSnapshotCache(ps.seq, ps.epoch, ps.data)
-				n.stats.SnapshotsOnDemand++
-			}
+	switch n.snapServe.Answer(req, n.eng.AppliedSeq()) {
+	case sequencer.SnapshotNotBehind:
+		n.stats.SnapshotRequestsNotBehind++
+		return // nothing we hold is ahead of the standby
+	case sequencer.SnapshotCutFirst:
+		// Served from memory at once; its file is written off the agent
+		// after the pass, like a periodic one.
+		applied := n.eng.AppliedSeq()
+		if data, ok := n.cutSnapshot(applied); ok {
+			n.snapServe.Hold(applied, n.epoch, data)
+			n.stats.SnapshotsOnDemand++
 		}
 	}
-	c := n.snapCache
-	if c == nil {
+	if !n.snapServe.Begin(req, node) {
 		return
 	}
-	offset := req.Offset
-	if req.SnapshotSeq != c.seq || offset > uint64(len(c.data)) {
-		offset = 0 // a different snapshot now: the standby restarts from 0
-	}
-	chunkBytes := uint64(wire.MaxSnapshotData(n.datagramLen()))
-	chunks := (uint64(len(c.data)) + chunkBytes - 1) / chunkBytes
-	for i := 0; i < SnapshotChunkBurst; i++ {
-		if ok, first := n.snapBudget.Allow(node, c.seq, chunks, n.nowNs()); !ok {
+	for n.snapServe.Serving() {
+		frame, st, err := n.snapServe.Next(n.origin(), n.nowNs(), n.frameBuf[:0])
+		switch st {
+		case sequencer.ChunkReady:
+			n.frameBuf = frame
+			n.send(frame, to)
+			n.stats.SnapshotChunksSent++
+		case sequencer.ChunkRefusedFirst:
+			seq, _ := n.snapServe.Latest()
+			n.cfg.Log.Warn("snapshot chunks to this standby hit their bound; refusing more of this snapshot",
+				"standby", node, "snapshot", seq, "chunks_served", n.snapServe.Served(node), "snapshot_chunks", n.snapServe.Chunks())
 			n.stats.SnapshotChunksRefused++
-			if first {
-				n.cfg.Log.Warn("snapshot chunks to this standby hit their bound; refusing more of this snapshot",
-					"standby", node, "snapshot", c.seq, "chunks_served", n.snapBudget.Served(node), "snapshot_chunks", chunks)
-			}
-			return
-		}
-		end := min(offset+chunkBytes, uint64(len(c.data)))
-		ch := wire.SnapshotChunk{Origin: n.origin(), SnapshotSeq: c.seq, Total: uint64(len(c.data)), Offset: offset, Checksum: c.crc, Data: c.data[offset:end]}
-		frame, err := ch.Append(n.frameBuf[:0])
-		if err != nil {
+		case sequencer.ChunkRefused:
+			n.stats.SnapshotChunksRefused++
+		case sequencer.ChunkFailed:
 			n.cfg.Log.Error("snapshot chunk encode", "err", err)
-			return
-		}
-		n.frameBuf = frame
-		n.send(frame, to)
-		n.stats.SnapshotChunksSent++
-		offset = end
-		if offset >= uint64(len(c.data)) {
-			return
 		}
 	}
 }

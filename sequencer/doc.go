@@ -31,6 +31,11 @@
 //     the group when Group is set, else to standby Node), then
 //     s.ClearOutbox().
 //
+// The primary's side of a snapshot fetch is here too: SnapshotServer holds
+// the latest snapshot in memory and answers each SNAPSHOT_REQUEST (serve,
+// not behind, or cut a fresh one first), handing out a burst of chunks
+// into the caller's buffer within a SnapshotBudget per standby.
+//
 // Outputs are released to clients only by the gating package; the
 // sequencer's frames carry commands, never anything a client can see.
 package sequencer

@@ -131,7 +131,7 @@ func TestImportsFollowTheLayers(t *testing.T) {
 var pureStd = []string{"net", "net/netip", "os", "time", "sync", "sync/atomic", "io/fs", "syscall", "runtime"}
 
 // pureCores are checked against pureStd.
-var pureCores = []string{"replica", "mdfeed", "session"}
+var pureCores = []string{"replica", "mdfeed", "session", "sequencer"}
 
 func TestPureCoresImportNoIO(t *testing.T) {
 	fset := token.NewFileSet()
