@@ -106,7 +106,7 @@ func TestSyncGroupKicksOnlyForUnsynced(t *testing.T) {
 // path's zero mallocs per command (issue 18).
 func TestGroupCommitAllocatesNothing(t *testing.T) {
 	n, clk := drivenPrimaryFS(t, journal.SyncGroup, journal.OSFS{}, t.TempDir())
-	a := &agent{}
+	a := withAgent(t, n)
 	id := uint64(0)
 	allocs := testing.AllocsPerRun(200, func() {
 		id++

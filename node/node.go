@@ -526,8 +526,8 @@ func (n *Node) Close() error {
 	n.stopAgent()
 	close(n.stop)
 	n.wg.Wait()
-	if n.agent != nil && n.agent.poller != nil {
-		n.agent.poller.Close()
+	if n.agent != nil {
+		n.agent.runner.Close()
 	}
 	n.closeArbiter()
 	n.closeSockets()
