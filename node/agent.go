@@ -49,10 +49,10 @@ type agent struct {
 	syncFailureSeen uint64
 	syncErr         atomic.Pointer[error]
 
-	// status is the latest copy the agent published; statusKick wakes
-	// the writer for it.
-	status     atomic.Pointer[Status]
-	statusKick chan struct{}
+	// status is the latest copy the agent published; statusWriter
+	// writes it (marshal and file I/O off the agent and off the lock).
+	status       atomic.Pointer[Status]
+	statusWriter *bus.Worker
 }
 
 var _ bus.Agent = (*agent)(nil)
@@ -60,7 +60,12 @@ var _ bus.Agent = (*agent)(nil)
 // newAgent makes the agent and its runner over the node's receiving
 // sockets, its timers starting now; the thread is not started.
 func newAgent(n *Node) (*agent, error) {
-	a := &agent{n: n, statusKick: make(chan struct{}, 1)}
+	a := &agent{n: n}
+	a.statusWriter = bus.NewWorker(func() {
+		if st := a.status.Load(); st != nil {
+			n.writeStatus(st)
+		}
+	})
 	var recv []bus.Receiver
 	for _, c := range []Endpoint{n.uc, n.mcRecv} {
 		if c != nil {
@@ -121,21 +126,20 @@ func (n *Node) startAgent() error {
 		// Under fsync none the journal calls records durable as Flush
 		// writes them (afterAppend, flushJournal): there is nothing for an
 		// fsync thread to do, so there is none.
-		n.wg.Add(1)
-		go n.syncLoop()
+		n.syncer.Start()
 	}
 	if n.cfg.StatusFile != "" {
-		n.wg.Add(1)
-		go n.statusLoop(a)
+		a.statusWriter.Start()
 	}
 	return nil
 }
 
 // stopAgent stops the agent thread and waits for it (at most one bounded
-// park). The fsync thread and status writer stop on n.stop afterwards.
+// park), then the status writer. The fsync thread stops after it.
 func (n *Node) stopAgent() {
 	if n.agent != nil {
 		n.agent.runner.Stop()
+		n.agent.statusWriter.Stop()
 	}
 }
 
@@ -267,41 +271,25 @@ func (n *Node) timerPass(now int64, l *passLock) bool {
 			// the writer marshals and writes it on its own goroutine.
 			st := n.statusLocked()
 			a.status.Store(&st)
-			select {
-			case a.statusKick <- struct{}{}:
-			default:
-			}
+			a.statusWriter.Kick()
 		}
 	}
 	return true
 }
 
-// syncLoop is the fsync thread (fsync group and always): natural group
-// commit, LMAX's and TigerBeetle's way. Woken by kickSync after the agent
-// wrote records, it fsyncs everything written so far; whatever the agent
-// writes while that fsync runs kicks it again and goes into the next one.
-// There is no timer: under load the groups grow by themselves, idle they
-// are one record. The journal's GroupWindowNs and GroupRecords (which
-// SyncDue applies for the simulator's SyncStep) are thus upper bounds the
-// process always meets early, never a wait. It publishes through the
-// journal's atomic durable watermark and wakes a parked agent with the
-// eventfd; it never takes n.mu.
-func (n *Node) syncLoop() {
-	defer n.wg.Done()
+// syncOnce is one group commit of the fsync thread (fsync group and
+// always, n.syncer): natural group commit, LMAX's and TigerBeetle's way.
+// Kicked by kickSync after the agent wrote records, it fsyncs everything
+// written so far; whatever the agent writes while that fsync runs kicks
+// it again and goes into the next one. There is no timer: under load the
+// groups grow by themselves, idle they are one record. The journal's
+// GroupWindowNs and GroupRecords (which SyncDue applies for the
+// simulator's SyncStep) are thus upper bounds the process always meets
+// early, never a wait. It publishes through the journal's atomic durable
+// watermark (and a failure through the agent's atomics), then wakes a
+// parked agent; it never takes n.mu and allocates nothing.
+func (n *Node) syncOnce() {
 	a := n.agent
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-n.syncKick:
-		}
-		n.syncOnce(a)
-	}
-}
-
-// syncOnce is one group commit of the fsync thread: sync, publish a
-// failure, wake a parked agent. It allocates nothing.
-func (n *Node) syncOnce(a *agent) {
 	if err := n.j.Sync(); err != nil && !errors.Is(err, journal.ErrClosed) {
 		// A copy only here: taking err's own address would move it to
 		// the heap on every sync (one malloc per group commit).
@@ -310,20 +298,4 @@ func (n *Node) syncOnce(a *agent) {
 		a.syncFailures.Add(1)
 	}
 	a.runner.Wake() // after the publication: the handshake is the runner's
-}
-
-// statusLoop writes each status copy the agent publishes (marshal and
-// file I/O off the agent and off the lock).
-func (n *Node) statusLoop(a *agent) {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-a.statusKick:
-		}
-		if st := a.status.Load(); st != nil {
-			n.writeStatus(st)
-		}
-	}
 }
