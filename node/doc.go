@@ -11,8 +11,10 @@
 // when their deadline has passed by the clock, raises the durable
 // watermark the fsync thread published, and sends the pass's unicast
 // frames in one sendmmsg; an idle agent spins, yields or parks in
-// epoll_wait on its own fds, bounded by the next timer deadline. Two other
-// goroutines never take n.mu:
+// epoll_wait on its own fds, bounded by the next timer deadline. The
+// thread, the receive buffers, the idle strategy and the park are
+// bus.AgentRunner's; the node is its bus.Agent. Two other goroutines
+// never take n.mu:
 //
 //   - the fsync thread (fsync group and always only) fsyncs whatever the
 //     agent wrote (natural group commit, no timer) and wakes a parked

@@ -151,10 +151,12 @@ type lifecycle struct {
 	// statusWrite writes the status file (nil: writeFileAtomic); tests
 	// replace it to see what holds the lock while it runs.
 	statusWrite func(path string, b []byte) error
-	syncKick    chan struct{}
-	stop        chan struct{}
-	wg          sync.WaitGroup
-	closed      bool
+	// syncer is the fsync thread (agent.go, syncOnce), kicked after
+	// appends; started only under fsync group and always.
+	syncer *bus.Worker
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed bool
 }
 
 // New opens the journal, recovers the state machine from the latest
@@ -180,12 +182,12 @@ func New(cfg Config) (*Node, error) {
 			fol: newFollower(&cfg, dlen),
 		},
 		lifecycle: lifecycle{
-			start:    time.Now(),
-			syncKick: make(chan struct{}, 1),
-			stop:     make(chan struct{}),
+			start: time.Now(),
+			stop:  make(chan struct{}),
 		},
 	}
 	n.emitter.n = n
+	n.syncer = bus.NewWorker(n.syncOnce)
 	n.replay = session.New(session.Config{History: cfg.SessionHistory, Off: cfg.Unsafe.NoSessionReplay, DatagramBytes: dlen})
 	if err := n.mdInit(); err != nil {
 		return nil, err
@@ -524,10 +526,11 @@ func (n *Node) Close() error {
 	// The agent first: the fsync thread may still wake it until it is
 	// gone, and the poller outlives both.
 	n.stopAgent()
+	n.syncer.Stop()
 	close(n.stop)
 	n.wg.Wait()
-	if n.agent != nil && n.agent.poller != nil {
-		n.agent.poller.Close()
+	if n.agent != nil {
+		n.agent.runner.Close()
 	}
 	n.closeArbiter()
 	n.closeSockets()
@@ -625,10 +628,7 @@ func (n *Node) kickSync() {
 	if _, last := n.j.Last(); last <= n.j.Durable() {
 		return
 	}
-	select {
-	case n.syncKick <- struct{}{}:
-	default:
-	}
+	n.syncer.Kick()
 }
 
 func (n *Node) onDurable(now int64) {
