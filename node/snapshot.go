@@ -206,8 +206,8 @@ func (n *Node) snapshotWritten(ps *pendingSnapshot, err error) {
 		n.snapCache = newSnapshotCache(ps.seq, ps.epoch, ps.data)
 	}
 	n.stats.Snapshots++
-	if n.seqr != nil && n.role == RolePrimary {
-		n.seqr.SetSnapshotSeq(ps.seq)
+	if n.ldr != nil && n.role == RolePrimary {
+		n.ldr.SnapshotWritten(ps.seq)
 	}
 	if _, err := n.j.Compact(); err != nil {
 		n.cfg.Log.Warn("journal compaction failed", "err", err)
