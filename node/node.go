@@ -103,7 +103,6 @@ type primaryState struct {
 	// the publisher (replica.Leader); node carries out its Ready.
 	ldr        *replica.Leader[netip.AddrPort]
 	sessions   *replica.Sessions[netip.AddrPort] // kept across terms
-	frames     *replica.ReleaseFramer            // a release's OUTPUT frames: one open per client, market data apart
 	mdBatch    *wire.Batch                       // the market-data ring's frames (mdfeed.go)
 	rel        releaseTrack                      // assign -> release latency, first release, observer
 	snapBudget *sequencer.SnapshotBudget         // chunks served per standby
@@ -166,7 +165,6 @@ func New(cfg Config) (*Node, error) {
 		},
 		primaryState: primaryState{
 			sessions: replica.NewSessions[netip.AddrPort](cfg.MaxSessions),
-			frames:   replica.NewReleaseFramer(dlen),
 			mdBatch:  wire.NewBatch(dlen),
 			rel:      newReleaseTrack(),
 		},

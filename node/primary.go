@@ -10,7 +10,6 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
@@ -46,6 +45,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()},
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
 		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.journalBroken,
+		DatagramLen: n.datagramLen(), MarketData: n.mdSend != nil,
 	}, prim, n.eng, n.j, n.sessions, n.replay, n.md.Feed)
 	if err != nil {
 		return err
@@ -296,8 +296,7 @@ func (n *Node) releaseUpTo(released uint64, now int64) {
 			LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
 		})
 	}
-	if n.releaseOutputs(released) > 0 {
-		n.flushOutputs()
+	if n.releaseOutputs(released) {
 		if !n.rel.firstLogged && n.rel.promotedNs != 0 {
 			n.rel.firstLogged = true
 			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.rel.promotedNs), "released", released)
@@ -342,40 +341,20 @@ func (n *Node) recordReleases(r uint64, now int64) {
 	n.rel.last = max(n.rel.last, r)
 }
 
-// releaseOutputs takes every output at or below released from the
-// publisher, in order, into this release's frames (replica.ReleaseFramer),
-// sending each frame the framer finishes, and returns how many.
-func (n *Node) releaseOutputs(released uint64) int {
-	f := n.frames
-	f.Begin(n.origin())
-	k := 0
-	for ; ; k++ {
-		seq, o, ok := n.ldr.NextOutput(released)
-		if !ok {
-			return k
-		}
-		n.stats.OutputsReleased++
-		var fr replica.Frame
-		switch {
-		case o.To != engine.MarketData:
-			fr, ok = f.Output(seq, o.To, o.Payload())
-		case n.mdSend != nil:
-			fr, ok = f.MarketData(seq, o.Payload())
-		default:
-			ok = false // no market-data group: dropped
-		}
-		if ok {
-			n.sendReleased(fr)
-		}
-	}
-}
-
-// flushOutputs sends what one release packed: every client's frame, then
-// the market data.
-func (n *Node) flushOutputs() {
-	for _, fr := range n.frames.Flush() {
+// releaseOutputs carries out the leader core's release up to released:
+// the frames it packs, in the order it hands them out (every output at
+// or below released, one OUTPUT frame per client, market data apart),
+// then the count. It reports whether any frame left.
+func (n *Node) releaseOutputs(released uint64) bool {
+	l := n.ldr
+	l.Release(released, n.origin())
+	sent := false
+	for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
 		n.sendReleased(fr)
+		sent = true
 	}
+	n.leaderReady() // OutputsReleased
+	return sent
 }
 
 // sendReleased sends one released frame: to its client's address

@@ -387,4 +387,5 @@ func (s *Stats) addLeader(c *replica.LeaderCounts) {
 	s.Backpressure += c.Backpressure
 	s.AnsweredFromTable += c.AnsweredFromTable
 	s.OutputsLost += c.OutputsLost
+	s.OutputsReleased += c.OutputsReleased
 }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -72,6 +73,11 @@ type LeaderConfig struct {
 	// JournalBroken: the runtime's journal failed before this term: no
 	// command is accepted (NotLeading).
 	JournalBroken bool
+	// DatagramLen bounds the release's OUTPUT frames (ReleaseFramer);
+	// MarketData says there is a market-data group to send the market
+	// data outputs to (without one they are dropped at release).
+	DatagramLen int
+	MarketData  bool
 }
 
 // LeaderCounts are what the Leader counted since the last Advance, for
@@ -85,6 +91,7 @@ type LeaderCounts struct {
 	Backpressure      uint64 // refused: the gate or the market-data ring has no room
 	AnsweredFromTable uint64 // answered by the dedup table, not sequenced
 	OutputsLost       uint64 // outputs dropped (too large, or the gate full after apply)
+	OutputsReleased   uint64 // outputs the release took from the gate
 }
 
 // LeaderReady is what a Leader asks the runtime to do, in the order of
@@ -172,6 +179,12 @@ type Leader[A comparable] struct {
 	from  A
 	nowNs int64
 
+	// the release under way (Release, NextFrame)
+	framer    *ReleaseFramer
+	releaseTo uint64
+	releasing bool
+	flushed   []Frame
+
 	counts   LeaderCounts
 	lost     error
 	snapshot uint64
@@ -193,7 +206,7 @@ func NewLeader[A comparable](cfg LeaderConfig, prim *Primary, sm engine.StateMac
 	l := &Leader[A]{
 		cfg: cfg, seqr: sequencer.New(cfg.Sequencer, cfg.Epoch, cfg.Applied, hist),
 		prim: prim, pub: pub, sessions: sessions, sm: sm, rec: rec, md: md,
-		broken: cfg.JournalBroken,
+		broken: cfg.JournalBroken, framer: NewReleaseFramer(cmp.Or(cfg.DatagramLen, wire.DefaultDatagramLen)),
 	}
 	l.dedup, _ = sm.(engine.Deduper)
 	l.emitter.l = l
@@ -363,11 +376,48 @@ func (l *Leader[A]) Queued() int { return l.pub.Len() }
 // continues (NewTerm).
 func (l *Leader[A]) TakeQueued(old *Leader[A]) { l.pub = old.pub }
 
-// NextOutput hands out the next queued output at or below released, in
-// seq order (release only <= released); the slot is valid until the next
-// call.
-func (l *Leader[A]) NextOutput(released uint64) (seq uint64, out *OutSlot, ok bool) {
-	return l.pub.Next(released)
+// Release starts handing out every queued output at or below released
+// (release only <= released: the Primary's Ready.Release) as OUTPUT
+// frames of origin o, packed by the ReleaseFramer's rules; NextFrame
+// returns them in the order to send them, and Ready counts the outputs
+// taken (OutputsReleased).
+func (l *Leader[A]) Release(released uint64, o wire.Origin) {
+	l.framer.Begin(o)
+	l.releaseTo, l.releasing, l.flushed = released, true, nil
+}
+
+// NextFrame returns the release's next finished frame (false: the
+// release is done). Send each before the next call: its bytes are valid
+// until then. A client's frame goes to its session's address in the
+// table (Sessions.Addr; none: dropped), market data to its group.
+func (l *Leader[A]) NextFrame() (Frame, bool) {
+	for l.releasing {
+		seq, out, ok := l.pub.Next(l.releaseTo)
+		if !ok {
+			l.releasing = false
+			l.flushed = l.framer.Flush() // every client's open frame, then the market data's
+			break
+		}
+		l.counts.OutputsReleased++
+		var fr Frame
+		switch {
+		case out.To != engine.MarketData:
+			fr, ok = l.framer.Output(seq, out.To, out.Payload())
+		case l.cfg.MarketData:
+			fr, ok = l.framer.MarketData(seq, out.Payload())
+		default:
+			ok = false // no market-data group: dropped
+		}
+		if ok {
+			return fr, true
+		}
+	}
+	if len(l.flushed) == 0 {
+		return Frame{}, false
+	}
+	fr := l.flushed[0]
+	l.flushed = l.flushed[1:]
+	return fr, true
 }
 
 // Ack records standby from's ACK (Primary.Ack).

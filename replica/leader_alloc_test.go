@@ -34,7 +34,7 @@ func TestLeaderNoAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLeader[string](LeaderConfig{Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1,
+	l, err := NewLeader[string](LeaderConfig{Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1, MarketData: true,
 		PublisherCapacity: 256, HashEvery: 16, SnapshotEvery: 1 << 40}, p, eng, &j, sessions, &rec, &ring)
 	if err != nil {
 		t.Fatal(err)
@@ -82,13 +82,12 @@ func TestLeaderNoAllocations(t *testing.T) {
 		l.Durable(j.last)
 		l.Ack(2, 1, j.last, now)
 		rd := p.Ready(now)
-		for {
-			seq, o, ok := l.NextOutput(rd.Release)
-			if !ok {
-				break
-			}
-			sink += seq + uint64(len(o.Payload()))
+		l.Release(rd.Release, wire.Origin{Stream: 9, Node: 1, Epoch: 1})
+		for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
+			sink += uint64(len(fr.Bytes))
 		}
+		sink += l.Ready().Counts.OutputsReleased
+		l.Advance()
 		p.Advance(rd)
 	}
 	for range 50 {

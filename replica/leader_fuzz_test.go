@@ -28,14 +28,15 @@ func leaderInvariants(t *testing.T, ops []byte) {
 		t.Fatal(err)
 	}
 	l, err := NewLeader[string](LeaderConfig{Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1,
-		PublisherCapacity: 6, HashEvery: 5, SnapshotEvery: 7}, p, sm, &j, sessions, &rec, &ring)
+		PublisherCapacity: 6, HashEvery: 5, SnapshotEvery: 7, MarketData: true}, p, sm, &j, sessions, &rec, &ring)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var (
 		now                  int64
 		last, durable, acked uint64
-		lastOut              uint64
+		released, framed     uint64
+		lastOut              = map[uint64]uint64{} // session (0: market data) -> seq of its last frame
 		broken               bool
 		buf                  []byte
 		counted, offered     uint64
@@ -57,6 +58,7 @@ func leaderInvariants(t *testing.T, ops []byte) {
 			}
 		}
 		c := rd.Counts
+		released += c.OutputsReleased
 		counted += c.Commands + c.BadCommands + c.NotLeading + c.SessionsFull + c.Backpressure + c.AnsweredFromTable
 		l.Advance()
 	}
@@ -130,19 +132,25 @@ func leaderInvariants(t *testing.T, ops []byte) {
 			if rd.Release > min(durable, acked) || rd.Release > sm.AppliedSeq() {
 				t.Fatalf("release %d with durable %d, acked %d, applied %d", rd.Release, durable, acked, sm.AppliedSeq())
 			}
-			for {
-				seq, _, ok := l.NextOutput(rd.Release)
-				if !ok {
-					break
+			l.Release(rd.Release, wire.Origin{Stream: 9, Node: 1, Epoch: 1})
+			for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
+				f, _, err := wire.Parse(fr.Bytes)
+				if err != nil || f.Type != wire.TypeOutput || f.Count == 0 {
+					t.Fatalf("released frame %v (%v)", f.Type, err)
 				}
-				if seq > rd.Release || seq < lastOut {
-					t.Fatalf("output of %d released at %d after one of %d", seq, rd.Release, lastOut)
+				if f.Seq > rd.Release || f.Seq < lastOut[fr.Session] {
+					t.Fatalf("a frame of seq %d for session %d released at %d after one of %d", f.Seq, fr.Session, rd.Release, lastOut[fr.Session])
 				}
-				lastOut = seq
+				lastOut[fr.Session] = f.Seq
+				framed += uint64(f.Count)
 			}
 			l.Primary().Advance(rd)
 		}
 		ready()
+	}
+	ready()
+	if framed != released {
+		t.Fatalf("%d outputs in the released frames, %d counted released", framed, released)
 	}
 	if broken {
 		// The frame whose append failed: the failed command and the

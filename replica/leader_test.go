@@ -212,7 +212,7 @@ func (h *lharness) newLeader(w *strings.Builder, a args) {
 		Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1, Applied: h.sm.applied,
 		PublisherCapacity: int(h.u64(a, "capacity", 8)),
 		HashEvery:         h.u64(a, "hash", 1000), SnapshotEvery: h.u64(a, "snapshot", 1000),
-		JournalBroken: a.has("journal-broken"),
+		JournalBroken: a.has("journal-broken"), MarketData: !a.has("no-md-group"),
 	}
 	l, err := NewLeader[string](cfg, p, h.sm, &h.j, h.sessions, &h.rec, &h.ring)
 	if err != nil {
@@ -320,7 +320,7 @@ func countsString(c LeaderCounts) string {
 	}{
 		{"commands", c.Commands}, {"bad", c.BadCommands}, {"not-leading", c.NotLeading},
 		{"sessions-full", c.SessionsFull}, {"backpressure", c.Backpressure},
-		{"answered", c.AnsweredFromTable}, {"lost", c.OutputsLost},
+		{"answered", c.AnsweredFromTable}, {"lost", c.OutputsLost}, {"released", c.OutputsReleased},
 	} {
 		if f.v > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", f.name, f.v))
@@ -329,25 +329,35 @@ func countsString(c LeaderCounts) string {
 	return strings.Join(parts, " ")
 }
 
-// release takes the Primary's Ready and hands out what it releases, as
-// node's release does, printing each output and where it goes.
+// release takes the Primary's Ready and carries out the release as
+// node's release does, printing each frame, where it goes and its
+// outputs.
 func (h *lharness) release(w *strings.Builder) {
 	p := h.l.Primary()
 	rd := p.Ready(h.nowNs)
 	fmt.Fprintf(w, "release <= %d\n", rd.Release)
-	for {
-		seq, o, ok := h.l.NextOutput(rd.Release)
-		if !ok {
-			break
+	h.l.Release(rd.Release, wire.Origin{Stream: 9, Node: 1, Epoch: 1})
+	for fr, ok := h.l.NextFrame(); ok; fr, ok = h.l.NextFrame() {
+		to := "market-data"
+		if !fr.MarketData {
+			to = fmt.Sprintf("s%d", fr.Session)
+			if addr, ok := h.sessions.Addr(fr.Session); ok {
+				to += "@" + addr
+			}
 		}
-		to := fmt.Sprintf("s%d", o.To)
-		if addr, ok := h.sessions.Addr(o.To); ok {
-			to += "@" + addr
+		f, _, err := wire.Parse(fr.Bytes)
+		if err != nil || f.Type != wire.TypeOutput {
+			h.t.Fatalf("a released frame: %v %v", f.Type, err)
 		}
-		if o.To == engine.MarketData {
-			to = "market-data"
+		var outs []string
+		for it := f.Messages(); ; {
+			_, m, ok := it.Next()
+			if !ok {
+				break
+			}
+			outs = append(outs, fmt.Sprintf("%q", m))
 		}
-		fmt.Fprintf(w, "  out seq=%d to=%s %q\n", seq, to, o.Payload())
+		fmt.Fprintf(w, "  OUTPUT seq=%d to %s: %s\n", f.Seq, to, strings.Join(outs, " "))
 	}
 	p.Advance(rd)
 	if len(h.ring.kept) > 0 {
