@@ -35,8 +35,8 @@
 //     multicast, and applied to the engine before its outputs are queued.
 //  2. An output leaves only when its seq <= min(applied, required standby
 //     ack, durable) and only while the lease is held. No core calls back:
-//     the node pulls released outputs (replica.Leader.NextOutput) and
-//     carries out the leader core's Ready (the sequencer's frames, in
+//     the node pulls the released OUTPUT frames (replica.Leader.NextFrame)
+//     and carries out the leader core's Ready (the sequencer's frames, in
 //     order) after each input (leaderReady).
 //  3. A standby acknowledges no further than its own journal is durable.
 //  4. Frames from an epoch older than the highest accepted are dropped and

@@ -98,7 +98,7 @@ func (n *Node) leaderReady() {
 	}
 	n.stats.addLeader(&rd.Counts)
 	if rd.Lost != nil {
-		n.cfg.Log.Error("output dropped", "err", rd.Lost)
+		n.cfg.Log.Error("engine output dropped", "dropped", rd.Counts.OutputsLost, "last", rd.Lost)
 	}
 	l.Advance()
 	if rd.Snapshot != 0 {

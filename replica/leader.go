@@ -96,7 +96,8 @@ type LeaderCounts struct {
 
 // LeaderReady is what a Leader asks the runtime to do, in the order of
 // its fields. Take it after every input (Next, Apply, EndBatch, Tick,
-// Nak, Announce, Heartbeat) and before the next: its Frames must leave
+// Nak, Announce, Heartbeat, a release's last NextFrame) and before the
+// next: its Frames must leave
 // before what the next input asks.
 type LeaderReady struct {
 	// Frames are the sequencer's outbox (DATA, HEARTBEAT, HASH, NEW_EPOCH,
@@ -158,8 +159,10 @@ type Entry struct {
 //
 // The other inputs: EndBatch and Tick (the batch's frames sealed; a
 // heartbeat when idle), Ack, Nak, Durable, Announce, SetReleased and
-// Heartbeat, SnapshotWritten; the release takes from NextOutput up to
-// the Primary's Ready.Release.
+// Heartbeat, SnapshotWritten. The release: Release(rd.Release, origin)
+// with the Primary's Ready, then NextFrame until it says no more (each
+// finished OUTPUT frame sent before the next call), then the Ready (the
+// outputs counted).
 type Leader[A comparable] struct {
 	cfg      LeaderConfig
 	seqr     *sequencer.Sequencer
