@@ -97,8 +97,7 @@ type LeaderCounts struct {
 // LeaderReady is what a Leader asks the runtime to do, in the order of
 // its fields. Take it after every input (Next, Apply, EndBatch, Tick,
 // Nak, Announce, Heartbeat, a release's last NextFrame) and before the
-// next: its Frames must leave
-// before what the next input asks.
+// next: its Frames must leave before what the next input asks.
 type LeaderReady struct {
 	// Frames are the sequencer's outbox (DATA, HEARTBEAT, HASH, NEW_EPOCH,
 	// RETRANSMIT, NEED_SNAPSHOT), to send in this order: to the group or
@@ -131,7 +130,9 @@ type Entry struct {
 // bounded session table, and implements the engine's Emitter itself
 // (outputs are queued in the publisher under the seq applied; session
 // history and market data go to the OutputRecorder and the
-// MarketDataRing, pure cores the runtime keeps across roles). The
+// MarketDataRing: pure cores too, but taken as narrow interfaces and not
+// composed, because they outlive a term and a standby fills them as it
+// applies, so the runtime owns them across roles). The
 // runtime feeds it what arrives and carries out its LeaderReady; it never
 // calls back into the runtime.
 //
