@@ -27,8 +27,7 @@ func newFollower(cfg *Config, dlen int) *replica.Follower {
 // becomeStandby makes this node follow the highest epoch it knows.
 func (n *Node) becomeStandby() error {
 	n.setGroupMember(true) // a no-op unless we led
-	n.role = RoleStandby
-	n.epoch = n.fence.Highest()
+	n.tm.BecomeStandby()
 	return n.fol.Reset(n.eng.AppliedSeq())
 }
 
@@ -80,7 +79,7 @@ func (n *Node) hashMismatch(seq uint64) {
 // only through its NEW_EPOCH, and until that arrives its frames are
 // dropped and its primary asked to repeat it.
 func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
-	switch n.fol.Standby().Fence(f.Epoch, n.epoch, n.fence.Refuses(f.Epoch)) {
+	switch n.fol.Standby().Fence(f.Epoch, n.tm.Epoch(), n.tm.Fence().Refuses(f.Epoch)) {
 	case replica.Stale:
 		n.stats.DropStaleEpoch++
 		return false
@@ -118,7 +117,7 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		if n.isOlderHistory(f) {
 			// Records from before the current epoch, resent by our
 			// primary under the epoch they were sequenced in.
-			n.hist.Note(f.Seq, f.LastSeq(), f.Epoch)
+			n.tm.History().Note(f.Seq, f.LastSeq(), f.Epoch)
 		} else if !n.acceptEpoch(f, now) {
 			return
 		}
@@ -251,7 +250,7 @@ func (n *Node) standbyTick(now int64) {
 // primary of records wholly before the current epoch
 // (replica.History.IsOlder).
 func (n *Node) isOlderHistory(f *wire.Frame) bool {
-	return !n.cfg.Unsafe.NoFencing && n.hist.IsOlder(f, n.epoch, n.fol.Standby().Primary())
+	return !n.cfg.Unsafe.NoFencing && n.tm.History().IsOlder(f, n.tm.Epoch(), n.fol.Standby().Primary())
 }
 
 // askForNewEpoch tells a primary of a newer epoch that we still follow an
