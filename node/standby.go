@@ -114,7 +114,7 @@ func (n *Node) learnPrimary(id uint32, now int64) bool {
 func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	switch f.Type {
 	case wire.TypeData, wire.TypeRetransmit:
-		if n.isOlderHistory(f) {
+		if n.tm.OlderHistory(f, n.fol.Standby().Primary()) {
 			// Records from before the current epoch, resent by our
 			// primary under the epoch they were sequenced in.
 			n.tm.History().Note(f.Seq, f.LastSeq(), f.Epoch)
@@ -244,13 +244,6 @@ func (n *Node) standbyTick(now int64) {
 	n.fol.Durable(n.j.Durable())
 	n.fol.Tick(now)
 	n.followerReady()
-}
-
-// isOlderHistory reports whether f is a RETRANSMIT from our current
-// primary of records wholly before the current epoch
-// (replica.History.IsOlder).
-func (n *Node) isOlderHistory(f *wire.Frame) bool {
-	return !n.cfg.Unsafe.NoFencing && n.tm.History().IsOlder(f, n.tm.Epoch(), n.fol.Standby().Primary())
 }
 
 // askForNewEpoch tells a primary of a newer epoch that we still follow an

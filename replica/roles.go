@@ -29,7 +29,8 @@ type Roles struct {
 // RolesConfig configures a Roles.
 type RolesConfig struct {
 	// NoFencing (UNSAFE, mutation tests): a primary ignores a newer
-	// NEW_EPOCH and goes on leading (NewEpochIgnore).
+	// NEW_EPOCH and goes on leading (NewEpochIgnore), and no frame is
+	// taken for older history (OlderHistory).
 	NoFencing bool
 }
 
@@ -95,6 +96,17 @@ func (r *Roles) BecomePrimary(epoch uint64) error {
 // the follower).
 func (r *Roles) BecomeStandby() {
 	r.primary, r.epoch = false, r.fence.Highest()
+}
+
+// OlderHistory reports whether f is a RETRANSMIT from our current
+// primary (primaryID) of records wholly before the followed epoch,
+// stamped with the older epoch they were sequenced under
+// (History.IsOlder): the runtime notes their epoch (History().Note)
+// instead of fencing the frame. Never under UNSAFE NoFencing, which lets
+// every frame through the fence anyway. A per-frame query: it changes
+// nothing and does not allocate.
+func (r *Roles) OlderHistory(f *wire.Frame, primaryID uint32) bool {
+	return !r.cfg.NoFencing && r.hist.IsOlder(f, r.epoch, primaryID)
 }
 
 // Drop is a role input the runtime only counts.

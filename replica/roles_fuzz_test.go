@@ -128,7 +128,8 @@ func FuzzRoles(f *testing.F) {
 }
 
 // A repeated NEW_EPOCH (every 100 ms from the primary) and a stale one
-// allocate nothing; nor does following a new epoch.
+// allocate nothing; nor do the per-frame older-history query and
+// following a new epoch.
 func TestRolesNewEpochNoAllocations(t *testing.T) {
 	r := NewRoles(RolesConfig{})
 	log := mapLog{1: 1, 2: 1}
@@ -147,6 +148,15 @@ func TestRolesNewEpochNoAllocations(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocations per repeated NEW_EPOCH", n)
+	}
+	older := wire.Frame{Header: wire.Header{Type: wire.TypeRetransmit, Epoch: 1, Node: 2, Seq: 1, Count: 1}}
+	r.History().Follow(&repeat)
+	if n := testing.AllocsPerRun(1000, func() {
+		if !r.OlderHistory(&older, 2) {
+			t.Fatal("a retransmit of epoch 1 below the fork is not older history")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per older-history query", n)
 	}
 	newer := repeat
 	if n := testing.AllocsPerRun(1000, func() {

@@ -70,6 +70,16 @@ func (h *rharness) run(w *strings.Builder, line string) {
 			known = known || p == from
 		}
 		h.carryOut(w, h.r.NewEpoch(&ne, from, known, h.applied, mapLog(h.log)))
+	case "retransmit":
+		f := wire.Frame{Header: wire.Header{Type: wire.TypeRetransmit, Epoch: h.u64(a, "epoch", 0),
+			Node: uint32(h.u64(a, "node", 2)), Seq: h.u64(a, "from", 1)}}
+		f.Count = uint16(h.u64(a, "to", f.Seq) - f.Seq + 1)
+		if h.r.OlderHistory(&f, uint32(h.u64(a, "primary", 2))) {
+			h.r.History().Note(f.Seq, f.LastSeq(), f.Epoch)
+			fmt.Fprintf(w, "older history: seqs %d-%d are epoch %d\n", f.Seq, f.LastSeq(), f.Epoch)
+		} else {
+			fmt.Fprintf(w, "not older history: fenced as epoch %d\n", f.Epoch)
+		}
 	case "reconciled":
 		h.carryOut(w, h.r.Reconciled())
 	case "reset-failed":
