@@ -15,8 +15,9 @@ import (
 // leader, the journal cut of a reconciliation), the runtime reports it
 // back through an input (Drained / DrainFailed, Led / LeadFailed,
 // Reconciled / ResetFailed), never through a callback. No clock, socket,
-// file, lock or goroutine; the zero value is a standby of epoch 0 that
-// fences nothing. It is kept across roles for the process's life.
+// file, lock or goroutine. NewRoles is a standby of epoch 0 whose fence
+// accepts every epoch; call Recovered before use. It is kept across
+// roles for the process's life.
 type Roles struct {
 	cfg     RolesConfig
 	primary bool
