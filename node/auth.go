@@ -88,7 +88,7 @@ func (n *Node) verify(f *wire.Frame, now int64) bool {
 		err = a.client.Verify(f.Signed, f.Tag)
 	default:
 		err = a.ring.Verify(f.Signed, f.Tag, f.Epoch)
-		if errors.Is(err, auth.ErrUnknownKey) && f.Epoch > n.fence.Highest() && now-a.lastInst >= installEveryNs {
+		if errors.Is(err, auth.ErrUnknownKey) && f.Epoch > n.tm.Fence().Highest() && now-a.lastInst >= installEveryNs {
 			a.lastInst = now
 			err = a.ring.VerifyInstall(f.Signed, f.Tag, f.Epoch)
 			if err == nil {

@@ -52,9 +52,9 @@ func TestLeaseLapseIsCarriedOutBetweenBatches(t *testing.T) {
 	now := n.nowNs()
 	for i := range uint64(3) {
 		n.onDatagram(commandFrame(7, i+1, 100), replayClient, now)
-		if n.stats.LeaseLost != 0 || !n.ldr.Primary().Gate().LeaseHeld() || n.role != RolePrimary {
+		if n.stats.LeaseLost != 0 || !n.ldr.Primary().Gate().LeaseHeld() || !n.tm.Primary() {
 			t.Fatalf("command %d: the lapse was carried out inside the batch (LeaseLost %d, gate lease %v, role %s)",
-				i+1, n.stats.LeaseLost, n.ldr.Primary().Gate().LeaseHeld(), n.role)
+				i+1, n.stats.LeaseLost, n.ldr.Primary().Gate().LeaseHeld(), n.role())
 		}
 	}
 	if n.stats.NotLeading != 3 || n.stats.Commands != 0 {

@@ -112,7 +112,7 @@ func (n *Node) SyncStep() bool {
 
 func (n *Node) tickLocked(now int64) {
 	n.leaseTick(now)
-	if n.role == RolePrimary {
+	if n.tm.Primary() {
 		n.primaryTick(now)
 	} else {
 		n.standbyTick(now)

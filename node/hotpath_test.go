@@ -13,6 +13,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/wire"
 	"go.uber.org/goleak"
 )
@@ -244,7 +245,8 @@ func TestPrimaryLeavesGroupAndRejoinsOnStepDown(t *testing.T) {
 		t.Fatalf("leading, still joined (%v) or role %v", mc.joined, n.Role())
 	}
 	n.mu.Lock()
-	n.stepDown(2, n.nowNs())
+	rd := n.tm.Lease(replica.Decision{Do: replica.StepDown, Epoch: 2})
+	n.stepDown(&rd)
 	n.mu.Unlock()
 	if !mc.joined || n.Role() != RoleStandby {
 		t.Fatalf("stepped down, joined %v, role %v", mc.joined, n.Role())

@@ -20,7 +20,7 @@ const DefaultInSyncTimeoutNs = 200_000_000
 // onWitnessSet records the set an arbiter's grant carries; a primary
 // requires it at once.
 func (n *Node) onWitnessSet(r *arbiter.Reply, now int64) {
-	if n.role != RolePrimary {
+	if !n.tm.Primary() {
 		n.isr.Confirm(r)
 		return
 	}
@@ -36,7 +36,7 @@ func (n *Node) onWitnessSet(r *arbiter.Reply, now int64) {
 // members and additions of caught-up standbys (witness mode); the
 // proposal leaves with the next release.
 func (n *Node) maintainInSync(now int64) {
-	if n.lease.arb == nil || n.role != RolePrimary {
+	if n.lease.arb == nil || !n.tm.Primary() {
 		return
 	}
 	n.ldr.Primary().Tick(now)

@@ -60,7 +60,7 @@ func (n *Node) leaseTick(now int64) {
 	if n.lease.arb == nil {
 		return
 	}
-	n.lease.keeper.SetWantLead(replica.WantLead(n.journalBroken, n.refetching, n.role == RolePrimary, n.fol.Fetching()))
+	n.lease.keeper.SetWantLead(replica.WantLead(n.journalBroken, n.refetching, n.tm.Primary(), n.fol.Fetching()))
 	n.lease.arb.Tick(now, n.lease.deliver)
 	n.checkWitnessSilent(now)
 	n.leaseChanged(now)
@@ -126,103 +126,100 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 }
 
 // leaseChanged carries out, between batches, what the lease decides
-// (replica.PrimaryLease, replica.StandbyLease).
+// (replica.PrimaryLease, replica.StandbyLease) as the term's role change
+// (replica.Roles.Lease).
 func (n *Node) leaseChanged(now int64) {
-	if n.role != RolePrimary {
-		if d := replica.StandbyLease(n.lease.keeper, n.epoch, now); d.Do == replica.Promote {
-			n.promote(d.Epoch, now)
-		}
-		return
+	var d replica.Decision
+	if n.tm.Primary() {
+		d = n.ldr.Primary().LeaseChanged(now)
+	} else {
+		d = replica.StandbyLease(n.lease.keeper, n.tm.Epoch(), now)
 	}
-	switch d := n.ldr.Primary().LeaseChanged(now); d.Do {
-	case replica.NewTerm:
-		n.newTerm(d.Epoch, now)
-	case replica.StepDown:
-		n.stepDown(d.Epoch, now)
-	case replica.LeaseRegained:
-		n.cfg.Log.Info("lease held again; releasing", "epoch", n.epoch)
-	case replica.LeaseLost:
+	switch rd := n.tm.Lease(d); {
+	case rd.Drain:
+		n.promote(&rd, now)
+	case rd.StepDown:
+		n.stepDown(&rd)
+	case rd.Regained:
+		n.cfg.Log.Info("lease held again; releasing", "epoch", rd.Epoch)
+	case rd.LeaseLost:
 		dropped := n.ldr.DropQueued()
 		n.stats.LeaseLost++
 		n.stats.OutputsDroppedAtGate += uint64(dropped)
-		n.cfg.Log.Warn("lease not held: releases stop, queued outputs dropped (clients resend)", "epoch", n.epoch, "dropped", dropped)
+		n.cfg.Log.Warn("lease not held: releases stop, queued outputs dropped (clients resend)", "epoch", rd.Epoch, "dropped", dropped)
 	}
 }
 
-// promote makes this standby the primary at epoch: drain (the window has
-// applied everything contiguous; what is buffered past a gap was never
-// acknowledged, so never released, and is dropped), sequence from
-// applied+1, announce NEW_EPOCH with the fork point.
-func (n *Node) promote(epoch uint64, now int64) {
+// promote carries out a promotion to rd.Epoch (a standby's, or a new
+// term of this primary's own: rd.NewTerm): drain (the window has applied
+// everything contiguous; what is buffered past a gap was never
+// acknowledged, so never released, and is dropped), lead from applied+1,
+// announce NEW_EPOCH with the fork point. A new term keeps the outputs
+// waiting in the gate: they are part of the history it continues, and
+// the new gate releases them once the standbys acknowledge them under
+// the new epoch and they are durable, exactly as for any output.
+func (n *Node) promote(rd *replica.RolesReady, now int64) {
+	prev := n.ldr
+	if rd.NewTerm {
+		n.stats.NewTerms++
+		n.cfg.Log.Info("NEW TERM: the witness granted this node a newer epoch; leading on, queued outputs kept",
+			"ours", n.tm.Epoch(), "new", rd.Epoch, "queued_outputs", prev.Queued())
+	}
 	detectNs := now - n.fol.Standby().LastPrimaryNs()
 	// Drain: the window applies every contiguous message as it arrives,
 	// so what is left is to make what we applied durable before leading.
 	drainStart := n.nowNs()
 	if err := n.j.Flush(); err != nil {
+		n.tm.DrainFailed()
 		n.cfg.Log.Error("promotion: journal write failed; not leading", "err", err)
 		return
 	}
 	if err := n.j.Sync(); err != nil {
+		n.tm.DrainFailed()
 		n.cfg.Log.Error("promotion: journal sync failed; not leading", "err", err)
 		return
 	}
 	drainNs := n.nowNs() - drainStart
 	promoteStart := n.nowNs()
-	applied := n.eng.AppliedSeq()
-	prev := replica.ForkEpoch(applied, epoch, n.j)
-	if err := n.becomePrimary(epoch); err != nil {
-		n.cfg.Log.Error("promotion failed", "epoch", epoch, "err", err)
+	lead := n.tm.Drained(n.eng.AppliedSeq(), n.j)
+	if err := n.becomePrimary(lead.Epoch); err != nil {
+		n.cfg.Log.Error("promotion failed", "epoch", lead.Epoch, "err", err)
+		n.tm.LeadFailed()
 		n.becomeStandby()
 		return
 	}
 	n.ldr.Primary().SetLease(n.lease.keeper.MayLead(now))
-	n.hist.Lead(epoch, prev, applied+1) // our own history is this epoch's
-	n.announce(now)
+	led := n.tm.Led() // our own history is this epoch's
+	if led.Announce {
+		n.announce(now)
+	}
 	n.stats.Promotions++
 	n.rel.promotedNs = now
 	n.rel.firstLogged = false
 	n.cfg.Log.Info("PROMOTED",
-		"epoch", epoch, "from_seq", applied+1, "prev_epoch", prev,
+		"epoch", lead.Epoch, "from_seq", lead.LeadFrom, "prev_epoch", lead.PrevEpoch,
 		"since_last_primary_frame", time.Duration(detectNs),
 		"lease_acquired_in", time.Duration(now-n.lease.keeper.View().SentAtNs),
 		"drain", time.Duration(drainNs),
 		"promotion", time.Duration(n.nowNs()-promoteStart))
-}
-
-// newTerm moves this primary to a newer epoch the witness granted it: the
-// same process goes on leading under the new epoch from applied+1 (a
-// promotion of its own history, announced with NEW_EPOCH), and the
-// outputs waiting in the gate are kept. They are part of the history the
-// new term continues, and the new gate releases them once the standbys
-// acknowledge them under the new epoch and they are durable, exactly as
-// for any output.
-func (n *Node) newTerm(epoch uint64, now int64) {
-	prev, old := n.ldr, n.epoch
-	n.stats.NewTerms++
-	n.cfg.Log.Info("NEW TERM: the witness granted this node a newer epoch; leading on, queued outputs kept",
-		"ours", old, "new", epoch, "queued_outputs", prev.Queued())
-	n.promote(epoch, now)
-	if n.role == RolePrimary && n.epoch == epoch && n.ldr != prev {
+	if led.KeepQueued {
 		n.ldr.TakeQueued(prev)
 	}
 }
 
-// stepDown stops leading: nothing more is released or sequenced; queued
-// outputs are dropped (repair from state, not history); the node follows
-// as a standby and reconciles its history when the new primary's
-// NEW_EPOCH arrives.
-func (n *Node) stepDown(higher uint64, now int64) {
-	if n.role != RolePrimary {
-		return
-	}
+// stepDown carries out replica.Roles' step-down: nothing more is
+// released or sequenced; queued outputs are dropped (repair from state,
+// not history); the node follows as a standby and reconciles its history
+// when the new primary's NEW_EPOCH arrives.
+func (n *Node) stepDown(rd *replica.RolesReady) {
 	dropped := n.ldr.DropQueued()
 	n.stats.StepDowns++
-	n.lastStepDown = stepDownRecord{Count: n.stats.StepDowns, From: n.epoch, To: higher}
+	n.lastStepDown = stepDownRecord{Count: n.stats.StepDowns, From: rd.From, To: rd.To}
 	if n.lease.keeper != nil {
 		n.lastStepDown.KeeperEpoch = n.lease.keeper.Epoch()
 	}
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
-	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", n.epoch, "newer", higher, "dropped_outputs", dropped)
+	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", rd.From, "newer", rd.To, "dropped_outputs", dropped)
 	n.ldr = nil
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("step-down", "err", err)
@@ -231,76 +228,74 @@ func (n *Node) stepDown(higher uint64, now int64) {
 
 // primaryAnnounce repeats NEW_EPOCH when it is due.
 func (n *Node) primaryAnnounce(now int64) {
-	if n.hist.AnnounceDue(now) {
+	if n.tm.History().AnnounceDue(now) {
 		n.announce(now)
 	}
 }
 
 // announce sends NEW_EPOCH: where this epoch's history forks.
 func (n *Node) announce(now int64) {
-	prev, last := n.hist.Announcement()
+	prev, last := n.tm.History().Announcement()
 	n.ldr.Announce(prev, last, now)
 	n.leaderReady()
-	n.hist.Announced(now)
+	n.tm.History().Announced(now)
 }
 
-// onNewEpoch reconciles this node's history with a new primary's: the
-// histories agree up to LastSeq when our record there has the epoch the
-// new primary says its record has (the log-matching rule: one primary per
-// epoch, so equal (seq, epoch) means equal history up to there). Then we
-// drop any suffix above LastSeq and follow. When we cannot show agreement,
-// we throw our history away and fetch state from the new primary.
+// onNewEpoch carries out what a new primary's NEW_EPOCH means to this
+// node (replica.Roles.NewEpoch): a primary steps down, the history is
+// reconciled (kept, its suffix cut, or discarded and refetched), then
+// the node follows the new epoch.
 func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	ne, _ := wire.DecodeNewEpoch(f)
-	switch n.fol.Standby().OnNewEpoch(ne.Epoch, n.epoch, n.role == RolePrimary) {
-	case replica.NewEpochStale:
+	_, known := n.cfg.Peers[f.Node]
+	applied := n.eng.AppliedSeq()
+	rd := n.tm.NewEpoch(&ne, f.Node, known, applied, n.j)
+	switch {
+	case rd.Drop == replica.DropStale:
 		n.stats.DropStaleEpoch++
 		return
-	case replica.NewEpochRepeat:
-		n.learnPrimary(f.Node, now)
-		return
-	case replica.NewEpochIgnore:
-		return // UNSAFE: a deposed primary that never steps down
-	}
-	if _, ok := n.cfg.Peers[f.Node]; !ok {
+	case rd.Drop == replica.DropUnknown:
 		n.stats.DropUnknownNode++
 		return
+	case rd.Repeat:
+		n.learnPrimary(rd.Primary, now)
+		return
+	case rd.Ignored:
+		return // UNSAFE: a deposed primary that never steps down
 	}
-	if n.role == RolePrimary {
-		n.stepDown(ne.Epoch, now)
+	if rd.StepDown {
+		n.stepDown(&rd)
 	}
-	if err := n.reconcile(&ne); err != nil {
+	if err := n.reconcile(&rd, &ne, applied); err != nil {
+		n.tm.ResetFailed()
 		n.cfg.Log.Error("reconcile with the new primary failed", "err", err)
 		n.stats.JournalErrors++
 		return
 	}
-	n.fence.Accept(ne.Epoch)
-	n.epoch = ne.Epoch
-	n.hist.Follow(&ne)
+	rd = n.tm.Reconciled()
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("follow new epoch", "err", err)
 		return
 	}
-	n.learnPrimary(f.Node, now)
+	n.learnPrimary(rd.Primary, now)
 	n.cfg.Log.Info("following a new epoch", "epoch", ne.Epoch, "primary", f.Node, "fork_seq", ne.LastSeq, "applied", n.eng.AppliedSeq())
 }
 
-// reconcile carries out what replica.History.Reconcile decides for our
-// history against NEW_EPOCH ne.
-func (n *Node) reconcile(ne *wire.NewEpoch) error {
-	applied := n.eng.AppliedSeq()
-	switch n.hist.Reconcile(ne, applied, n.j) {
+// reconcile carries out rd's reconciliation of our history (applied up
+// to applied) against NEW_EPOCH ne.
+func (n *Node) reconcile(rd *replica.RolesReady, ne *wire.NewEpoch, applied uint64) error {
+	switch rd.Reconcile {
 	case replica.Discard:
 		n.cfg.Log.Warn("history not provably shared with the new primary: discarding it, refetching state",
 			"applied", applied, "fork_seq", ne.LastSeq, "prev_epoch", ne.PrevEpoch)
 		n.stats.HistoryDiscarded++
-		return n.resetHistory(0)
 	case replica.Truncate:
-		n.cfg.Log.Warn("discarding our unreplicated suffix", "from", ne.LastSeq+1, "to", applied)
-		n.stats.SuffixDiscarded += applied - ne.LastSeq
-		return n.resetHistory(ne.LastSeq)
+		n.cfg.Log.Warn("discarding our unreplicated suffix", "from", rd.CutAfter+1, "to", applied)
+		n.stats.SuffixDiscarded += applied - rd.CutAfter
+	default:
+		return nil
 	}
-	return nil
+	return n.resetHistory(rd.CutAfter)
 }
 
 // resetHistory cuts the journal after seq (0: all of it), drops snapshots
@@ -348,13 +343,13 @@ func (n *Node) resetHistory(seq uint64) error {
 // epochOf is the epoch a standby journals seq under
 // (replica.History.EpochOf).
 func (n *Node) epochOf(seq uint64) uint64 {
-	return n.hist.EpochOf(seq, n.epoch, n.eng.AppliedSeq(), n.j.HighestEpoch())
+	return n.tm.History().EpochOf(seq, n.tm.Epoch(), n.eng.AppliedSeq(), n.j.HighestEpoch())
 }
 
 // leaseView reports the lease as the node sees it, for status.
 func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64) {
 	if n.lease.keeper == nil {
-		return n.role == RolePrimary, 0, n.epoch
+		return n.tm.Primary(), 0, n.tm.Epoch()
 	}
 	v := n.lease.keeper.View()
 	end := v.SentAtNs + v.DurationNs
@@ -385,5 +380,5 @@ func (n *Node) LastStepDown() (count, from, to, keeperEpoch uint64) {
 func (n *Node) Epoch() uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.epoch
+	return n.tm.Epoch()
 }

@@ -90,7 +90,7 @@ func (n *Node) mdPublish(released uint64) {
 // mdAfterRelease publishes, tells the sequencer what heartbeats carry,
 // sends one when due, and serves a snapshot released now.
 func (n *Node) mdAfterRelease(now int64) {
-	if n.role != RolePrimary {
+	if !n.tm.Primary() {
 		return
 	}
 	r := n.ldr.Primary().Gate().Released()

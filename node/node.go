@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
@@ -36,8 +35,7 @@ const _ = uint(replica.MaxOutputBytes-session.MaxOutputBytes) + uint(session.Max
 type Node struct {
 	cfg Config
 
-	mu   sync.Mutex
-	role Role
+	mu sync.Mutex
 
 	j   *journal.Journal
 	eng engine.StateMachine
@@ -83,11 +81,9 @@ type transport struct {
 // term is what the node knows of its term and whether it may lead:
 // kept across roles.
 type term struct {
-	fence arbiter.Fence
-	epoch uint64 // epoch we lead (primary) or follow (standby)
-	// hist: where the current epoch's history starts, what this process
-	// verified it against, the epochs of older records (replica.History).
-	hist          replica.History
+	// tm: the role, the epoch led or followed, its fence and history, and
+	// the role changes (replica.Roles); node carries out its RolesReady.
+	tm            replica.Roles
 	lease         leaseLink      // keeper and backend (zero without a witness)
 	isr           replica.InSync // kept across roles: a grant's set
 	journalBroken bool           // an append failed: never lead again in this process
@@ -168,6 +164,9 @@ func New(cfg Config) (*Node, error) {
 			mdBatch:  wire.NewBatch(dlen),
 			rel:      newReleaseTrack(),
 		},
+		term: term{
+			tm: replica.NewRoles(replica.RolesConfig{NoFencing: cfg.Unsafe.NoFencing}),
+		},
 		standbyState: standbyState{
 			fol: newFollower(&cfg, dlen),
 		},
@@ -217,7 +216,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		// A static primary's history is all its own: announce it from 0.
-		n.hist.Reset()
+		n.tm.History().Reset()
 	} else if err := n.becomeStandby(); err != nil {
 		n.closeSockets()
 		n.j.Close()
@@ -287,9 +286,8 @@ func (n *Node) recover() error {
 		j.Close()
 		return err
 	}
-	n.epoch = n.fence.Highest()
-	n.hist.Reset()
-	n.cfg.Log.Info("recovered", "applied", n.eng.AppliedSeq(), "epoch", n.epoch, "journal_first", j.First())
+	n.tm.Recovered()
+	n.cfg.Log.Info("recovered", "applied", n.eng.AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", j.First())
 	return nil
 }
 
@@ -402,7 +400,7 @@ func (n *Node) rebuildState() error {
 			return fmt.Errorf("node: replay journal: %w", err)
 		}
 	}
-	n.fence.Accept(j.HighestEpoch())
+	n.tm.Fence().Accept(j.HighestEpoch())
 	n.stats.Applied = eng.AppliedSeq()
 	return nil
 }
@@ -569,7 +567,7 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 	if !n.fresh(&f) {
 		return
 	}
-	if n.role == RolePrimary {
+	if n.tm.Primary() {
 		n.primaryFrame(&f, from, now)
 	} else {
 		n.standbyFrame(&f, from, now)
@@ -582,7 +580,7 @@ func (n *Node) afterBatch(now int64) {
 		// step-down, a lapse) is carried out here, between batches.
 		n.leaseChanged(now)
 	}
-	if n.role == RolePrimary {
+	if n.tm.Primary() {
 		n.primaryAfterBatch(now)
 	} else {
 		n.standbyAfterBatch(now)
@@ -620,7 +618,7 @@ func (n *Node) kickSync() {
 }
 
 func (n *Node) onDurable(now int64) {
-	if n.role == RolePrimary {
+	if n.tm.Primary() {
 		n.setDurable()
 		n.release(now)
 	} else {
@@ -666,7 +664,7 @@ func (n *Node) multicast(frame []byte) {
 }
 
 func (n *Node) origin() wire.Origin {
-	return wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: n.epoch}
+	return wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: n.tm.Epoch()}
 }
 
 // Released is the primary's released watermark (0 on a standby); cheap,
@@ -674,7 +672,7 @@ func (n *Node) origin() wire.Origin {
 func (n *Node) Released() uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.role != RolePrimary {
+	if !n.tm.Primary() {
 		return 0
 	}
 	return n.ldr.Primary().Gate().Released()
@@ -696,5 +694,13 @@ func (n *Node) SocketReports() []bus.Report {
 func (n *Node) Role() Role {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.role
+	return n.role()
+}
+
+// role is the current role (the lock held).
+func (n *Node) role() Role {
+	if n.tm.Primary() {
+		return RolePrimary
+	}
+	return RoleStandby
 }

@@ -24,12 +24,10 @@ const outputReserve = replica.OutputReserve
 // and releases through the gate.
 func (n *Node) becomePrimary(epoch uint64) error {
 	n.finishSnapshotWrite() // a promoted standby's last one, still valid
-	if err := n.fence.Accept(epoch); err != nil {
+	if err := n.tm.BecomePrimary(epoch); err != nil {
 		return fmt.Errorf("node: cannot lead: %w", err)
 	}
 	n.j.RaiseEpoch(epoch)
-	n.role = RolePrimary
-	n.epoch = epoch
 	applied := n.eng.AppliedSeq()
 	// Required acks: without a witness, every peer; with one, the in-sync
 	// set the witness granted with our lease (replica.NewPrimary).
@@ -119,7 +117,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		switch n.ldr.Ack(f.Node, f.Epoch, f.Seq, now) {
 		case replica.AckOlderEpoch:
 			n.stats.DropStaleEpoch++
-			if n.hist.StaleAck(now) {
+			if n.tm.History().StaleAck(now) {
 				n.announce(now) // a standby still on an older epoch: repeat NEW_EPOCH now
 			}
 			return
@@ -165,14 +163,14 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 		if !ok {
 			return
 		}
-		if err := n.j.Append(n.epoch, e.Seq, e.Cmd, now); err != nil {
+		if err := n.j.Append(n.tm.Epoch(), e.Seq, e.Cmd, now); err != nil {
 			n.journalFailed(err)
 			return
 		}
 		n.rel.assignNs[e.Seq&assignMask] = now
 		l.Apply(e)
 		if o := n.cfg.Observer; o != nil {
-			o.Applied(n.cfg.ID, n.epoch, e.Seq, e.Cmd)
+			o.Applied(n.cfg.ID, n.tm.Epoch(), e.Seq, e.Cmd)
 		}
 		n.leaderReady() // a HASH, a snapshot due
 	}
@@ -189,7 +187,7 @@ func (n *Node) journalFailed(err error) {
 	}
 	n.journalBroken = true
 	if errors.Is(err, journal.ErrStaleEpoch) {
-		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.epoch, "err", err)
+		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.tm.Epoch(), "err", err)
 	} else {
 		n.cfg.Log.Error("journal append failed", "err", err)
 	}
@@ -240,7 +238,7 @@ func (n *Node) setDurable() {
 func (n *Node) primaryTick(now int64) {
 	n.primaryAnnounce(now)
 	n.maintainInSync(now)
-	if n.role != RolePrimary {
+	if !n.tm.Primary() {
 		return // stepped down while releasing
 	}
 	n.ldr.Tick(now)
@@ -290,7 +288,7 @@ func (n *Node) releaseUpTo(released uint64, now int64) {
 		n.rel.observed = released
 		ack, ok := g.RequiredAck()
 		o.Released(ReleaseEvent{
-			Node: n.cfg.ID, Epoch: n.epoch, Released: released,
+			Node: n.cfg.ID, Epoch: n.tm.Epoch(), Released: released,
 			Applied: n.eng.AppliedSeq(), Durable: n.j.Durable(),
 			RequiredAck: ack, RequiredOK: ok,
 			LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
@@ -390,5 +388,5 @@ func (n *Node) sendMarketData(frame []byte) {
 // leads, its journal works and the lease holds now. It changes nothing:
 // a lapse is carried out after the batch (primaryAfterBatch).
 func (n *Node) mayLeadNow(now int64) bool {
-	return n.role == RolePrimary && n.ldr.MayLead(now)
+	return n.tm.Primary() && n.ldr.MayLead(now)
 }

@@ -73,7 +73,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 	}
 	q := session.Request{Session: req.Session, From: req.From, NowNs: now, Leading: n.mayLeadNow(now)}
 	if q.Leading {
-		q.Released, q.Durable, q.Epoch = n.ldr.Primary().Gate().Released(), n.j.Durable(), n.epoch
+		q.Released, q.Durable, q.Epoch = n.ldr.Primary().Gate().Released(), n.j.Durable(), n.tm.Epoch()
 	}
 	q.Engine, _ = n.eng.(session.OutSeqer)
 	n.carryOut(n.replay.Request(q), from)

@@ -25,7 +25,7 @@ func (n *Node) restoreSnapshot() (uint64, error) {
 	if err := n.eng.Restore(r); err != nil {
 		return 0, fmt.Errorf("node: restore snapshot %d: %w", seq, err)
 	}
-	n.fence.Accept(epoch)
+	n.tm.Fence().Accept(epoch)
 	if _, last := n.j.Last(); last < seq {
 		// The snapshot was installed after everything the journal holds
 		// (a standby caught up by snapshot): the journal continues at seq+1.
@@ -93,7 +93,7 @@ func (n *Node) cutSnapshot(seq uint64) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	waitNs, done := n.snapw.Cut(seq, n.epoch, data)
+	waitNs, done := n.snapw.Cut(seq, n.tm.Epoch(), data)
 	n.snapshotsWritten(done)
 	n.stats.SnapshotWaitNsMax = max(n.stats.SnapshotWaitNsMax, waitNs)
 	return data, true
@@ -132,7 +132,7 @@ func (n *Node) snapshotsWritten(done []journal.SnapshotWrite) {
 		}
 		n.snapServe.Hold(w.Seq, w.Epoch, w.Data)
 		n.stats.Snapshots++
-		if n.ldr != nil && n.role == RolePrimary {
+		if n.ldr != nil && n.tm.Primary() {
 			n.ldr.SnapshotWritten(w.Seq)
 		}
 		if w.CompactErr != nil {
@@ -154,7 +154,7 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.Ad
 		// after the pass, like a periodic one.
 		applied := n.eng.AppliedSeq()
 		if data, ok := n.cutSnapshot(applied); ok {
-			n.snapServe.Hold(applied, n.epoch, data)
+			n.snapServe.Hold(applied, n.tm.Epoch(), data)
 			n.stats.SnapshotsOnDemand++
 		}
 	}
@@ -196,7 +196,7 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 		n.cfg.Log.Error("snapshot restore failed", "seq", seq, "err", err)
 		return
 	}
-	err := n.j.WriteSnapshot(seq, n.epoch, func(w io.Writer) error {
+	err := n.j.WriteSnapshot(seq, n.tm.Epoch(), func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})

@@ -27,8 +27,7 @@ func newFollower(cfg *Config, dlen int) *replica.Follower {
 // becomeStandby makes this node follow the highest epoch it knows.
 func (n *Node) becomeStandby() error {
 	n.setGroupMember(true) // a no-op unless we led
-	n.role = RoleStandby
-	n.epoch = n.fence.Highest()
+	n.tm.BecomeStandby()
 	return n.fol.Reset(n.eng.AppliedSeq())
 }
 
@@ -80,7 +79,7 @@ func (n *Node) hashMismatch(seq uint64) {
 // only through its NEW_EPOCH, and until that arrives its frames are
 // dropped and its primary asked to repeat it.
 func (n *Node) acceptEpoch(f *wire.Frame, now int64) bool {
-	switch n.fol.Standby().Fence(f.Epoch, n.epoch, n.fence.Refuses(f.Epoch)) {
+	switch n.fol.Standby().Fence(f.Epoch, n.tm.Epoch(), n.tm.Fence().Refuses(f.Epoch)) {
 	case replica.Stale:
 		n.stats.DropStaleEpoch++
 		return false
@@ -115,10 +114,10 @@ func (n *Node) learnPrimary(id uint32, now int64) bool {
 func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	switch f.Type {
 	case wire.TypeData, wire.TypeRetransmit:
-		if n.isOlderHistory(f) {
+		if n.tm.OlderHistory(f, n.fol.Standby().Primary()) {
 			// Records from before the current epoch, resent by our
 			// primary under the epoch they were sequenced in.
-			n.hist.Note(f.Seq, f.LastSeq(), f.Epoch)
+			n.tm.History().Note(f.Seq, f.LastSeq(), f.Epoch)
 		} else if !n.acceptEpoch(f, now) {
 			return
 		}
@@ -245,13 +244,6 @@ func (n *Node) standbyTick(now int64) {
 	n.fol.Durable(n.j.Durable())
 	n.fol.Tick(now)
 	n.followerReady()
-}
-
-// isOlderHistory reports whether f is a RETRANSMIT from our current
-// primary of records wholly before the current epoch
-// (replica.History.IsOlder).
-func (n *Node) isOlderHistory(f *wire.Frame) bool {
-	return !n.cfg.Unsafe.NoFencing && n.hist.IsOlder(f, n.epoch, n.fol.Standby().Primary())
 }
 
 // askForNewEpoch tells a primary of a newer epoch that we still follow an

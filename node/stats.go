@@ -247,8 +247,8 @@ func (n *Node) Status() Status {
 func (n *Node) statusLocked() Status {
 	st := Status{
 		ID:         n.cfg.ID,
-		Role:       n.role.String(),
-		Epoch:      n.epoch,
+		Role:       n.role().String(),
+		Epoch:      n.tm.Epoch(),
 		Applied:    n.eng.AppliedSeq(),
 		Durable:    n.j.Durable(),
 		StateHash:  Hash64(n.eng.StateHash()),
@@ -270,7 +270,7 @@ func (n *Node) statusLocked() Status {
 	// Copies: the status is marshalled outside the lock, while the node
 	// may change its in-sync set.
 	st.InSync.Version, st.InSync.Members, st.InSync.Adding = n.isr.Version(), slices.Clone(n.isr.Members()), slices.Clone(n.isr.Adding())
-	if n.role == RolePrimary {
+	if n.tm.Primary() {
 		st.Primary = n.cfg.ID
 	}
 	st.Journal.FirstSeq = n.j.First()
@@ -292,7 +292,7 @@ func (n *Node) statusLocked() Status {
 		st.MarketDataSend = &md
 		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
 	}
-	if n.role == RolePrimary {
+	if n.tm.Primary() {
 		st.Released = n.ldr.Primary().Gate().Released()
 		st.Sequencer = n.ldr.Sequencer().Stats()
 		st.Gate = n.ldr.Primary().Gate().Stats()

@@ -49,7 +49,7 @@ func newStageTrace(n *Node, rows int) (*stageTrace, error) {
 func (t *stageTrace) Applied(id uint32, epoch, seq uint64, cmd []byte) {
 	now := monotime.Now()
 	h, herr := engine.ParseCommand(cmd)
-	if t.n.role == RolePrimary {
+	if t.n.tm.Primary() {
 		t.rec.Set(t.sequenced, seq, now)
 		if herr == nil {
 			t.rec.Set(t.session, seq, int64(h.Session))

@@ -39,6 +39,16 @@
 //     append: JournalFailed, and stop before the apply). LeaderReady:
 //     the sequencer's frames, the counts, a lost output, a snapshot due,
 //     in that order, then Advance. Scenarios: testdata/leader/*.txt.
+//   - Roles: the term: the role (primary or standby), the epoch led or
+//     followed, the fence and the History, and the role changes as data.
+//     Lease(decision) (promotion, new term, step-down, a lapse) and
+//     NewEpoch(ne, from, known, applied, log) (stale, repeated, unknown,
+//     UNSAFE ignored, or step down, reconcile and follow) return a
+//     RolesReady carried out in the order of its fields; the outcome of
+//     the runtime's I/O comes back as an input: Drained or DrainFailed
+//     (the journal's flush and sync before leading), then Led or
+//     LeadFailed (the leader built), Reconciled or ResetFailed (the
+//     journal cut). Scenarios: testdata/term/*.txt.
 //   - ReleaseFramer: the primary's release framing: the publisher's
 //     released outputs in, finished OUTPUT frames (one per client per
 //     release, market data apart) with their destination out, in the

@@ -147,12 +147,17 @@ func (n NewEpochStep) String() string {
 // OnNewEpoch decides what a NEW_EPOCH of neEpoch means to a node at
 // epoch (leading it when primary).
 func (s *Standby) OnNewEpoch(neEpoch, epoch uint64, primary bool) NewEpochStep {
+	return newEpochStep(neEpoch, epoch, primary, s.cfg.NoFencing)
+}
+
+// newEpochStep is OnNewEpoch's rule, shared with Roles.NewEpoch.
+func newEpochStep(neEpoch, epoch uint64, primary, noFencing bool) NewEpochStep {
 	switch {
 	case neEpoch < epoch:
 		return NewEpochStale
 	case neEpoch == epoch:
 		return NewEpochRepeat
-	case primary && s.cfg.NoFencing:
+	case primary && noFencing:
 		return NewEpochIgnore
 	}
 	return NewEpochFollow
