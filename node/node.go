@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/gating"
@@ -67,11 +68,11 @@ type Node struct {
 // transport is how the node talks: its endpoints and what one pass
 // sends.
 type transport struct {
-	uc     Endpoint  // unicast endpoint
-	mcRecv Endpoint  // replication group receiver
-	mcSend Endpoint  // replication group sender
-	mdSend Endpoint  // market-data sender (nil when not configured)
-	auth   *nodeAuth // nil without Config.Key
+	uc     Endpoint     // unicast endpoint
+	mcRecv Endpoint     // replication group receiver
+	mcSend Endpoint     // replication group sender
+	mdSend Endpoint     // market-data sender (nil when not configured)
+	auth   *auth.Frames // nil without Config.Key
 	// scratch, reused
 	sealBuf  []byte
 	sendBuf  [1][]byte
@@ -202,7 +203,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.stages, _ = n.cfg.Observer.(StageObserver)
 	if cfg.Key != nil {
-		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
+		n.auth = auth.NewFrames(cfg.Key, cfg.Stream, cfg.ID)
 		n.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
 	}
 	if err := n.openLease(); err != nil {
