@@ -78,7 +78,7 @@ type transport struct {
 	sendBuf  [1][]byte
 	frameBuf []byte
 	// txq batches the sends of one pass (txqueue.go).
-	txq txQueue
+	txq bus.TxQueue
 	// drainer empties the send-only sockets (mcSend, mdSend) at tick
 	// cadence, outside the lock; only the agent uses it.
 	drainer *bus.Drainer
@@ -603,10 +603,10 @@ func (n *Node) send(frame []byte, to netip.AddrPort) {
 // for). Outside a pass it leaves at once.
 func (n *Node) multicast(frame []byte) {
 	sealed := n.seal(frame)
-	if n.queueFrame(n.mcSend, sealed, n.cfg.Group) {
-		if n.txq.n >= dataFramesPerSend {
-			n.flushTx() // a long pass: the frames filled so far need not wait for the rest
-		}
+	// A long pass: the frames filled so far need not wait for the rest.
+	queued, failed := n.txq.QueueUpTo(n.mcSend, sealed, n.cfg.Group, dataFramesPerSend)
+	n.stats.SendErrors += uint64(failed)
+	if queued {
 		return
 	}
 	n.flushTx()
