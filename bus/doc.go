@@ -24,6 +24,12 @@
 //  5. Read Counters() at any time from any goroutine.
 //  6. Stop loops (Loop.Stop) before or after Close; Close makes a parked
 //     Receive return ErrClosed.
+//  7. Or run one agent over every endpoint with NewAgentRunner: a locked
+//     thread calls Agent.DoWork pass after pass, reading what arrived
+//     through Received.Next, and idles as its Idle says, parking in epoll
+//     on all endpoints at once until an arrival, a Wake or the agent's
+//     DeadlineNs. Stop the runner, then whatever calls Wake, then Close
+//     the runner, then the endpoints.
 //
 // Example, a standby's receive path:
 //

@@ -2,67 +2,43 @@ package node
 
 import (
 	"errors"
-	"math"
-	"net/netip"
 	"sync/atomic"
-	"time"
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/journal"
 )
 
 // The agent (issue 18, items 1–3 and 5): one locked OS thread per node
-// runs a duty cycle, Aeron's shared mode and LMAX's single writer. Each
-// pass (doWork) polls every receiving socket without blocking, hands what
-// arrived to onDatagram and then afterBatch once for the whole pass (smart
-// batching: everything that arrived goes into the same DATA frames and
-// journal write), runs the timer work when its deadline has passed by the
-// clock (no ticker goroutine), drains the send-only sockets at tick
-// cadence, picks up the durable watermark the fsync thread published, and
-// at status cadence publishes a copy of the status for the status writer.
-// A pass that found nothing lets the idle strategy spin, yield or park in
-// epoll_wait on the agent's own fds (its sockets and an eventfd the fsync
-// thread and Close write), bounded by the next timer deadline.
+// runs a duty cycle, Aeron's shared mode and LMAX's single writer. The
+// thread, the idle strategy, the receive buffers, the poller and the park
+// are bus.AgentRunner's; the node is its bus.Agent. Each pass (doWork)
+// hands what every readable socket delivered to onDatagram and then
+// afterBatch once for the whole pass (smart batching: everything that
+// arrived goes into the same DATA frames and journal write), picks up the
+// durable watermark the fsync thread published, runs the timer work when
+// its deadline has passed by the clock (no ticker goroutine), drains the
+// send-only sockets at tick cadence, and at status cadence publishes a
+// copy of the status for the status writer. A pass that found nothing
+// lets the runner spin, yield or park on the node's fds, bounded by the
+// next timer deadline (DeadlineNs).
 //
-// Other threads: the fsync thread (fsync group/always only) and the status
-// writer. Neither takes n.mu: they talk to the agent through atomics, the
-// journal's durable watermark and the eventfd. n.mu is still taken once
-// per pass that has work, uncontended unless an API call (Status, Role,
-// Released, a test) holds it.
+// Other threads: the fsync thread (fsync group/always only), the status
+// writer and a session replay's recompute. None takes n.mu: they publish
+// through atomics and the journal's durable watermark, then call
+// runner.Wake; Pending is the agent's side of that handshake
+// (bus.AgentRunner.Wake). n.mu is still taken once per pass that has
+// work, uncontended unless an API call (Status, Role, Released, a test)
+// holds it.
 //
 // The simulator never starts the agent: Deliver, Tick and SyncStep
 // (drive.go) run the same pieces of the pass (onDatagram+afterBatch,
 // tickLocked, syncedLocked) one at a time.
 
-// memParkNsMax bounds one park of an agent whose endpoints have no fds
-// (the in-memory bus, tests only): it waits on its first endpoint, so
-// arrivals on the others are seen within this bound.
-const memParkNsMax = int64(200 * time.Microsecond)
-
-// agentRecv is one receiving endpoint with its own buffers: a pass reads
-// every socket before afterBatch, so the buffers of one must not be reused
-// for the next.
-type agentRecv struct {
-	c     Endpoint
-	bufs  [][]byte
-	sizes []int
-	from  []netip.AddrPort
-	held  int   // datagrams a park already read into the buffers
-	err   error // the error that stopped this endpoint (closed)
-}
-
+// agent is the node's side of the duty cycle: its timers and what the
+// other threads publish to it.
 type agent struct {
-	recv []agentRecv
-	// poller parks the agent on its sockets and wake eventfd; nil when an
-	// endpoint has no fd (in-memory), then parks wait on recv[0].
-	poller *bus.Poller
-	idle   bus.Idle
-	empty  int // consecutive passes without work
-	// ready is the set of recv indexes the pass reads (bit i: recv[i]):
-	// from the poller (a park's result, or a zero-timeout poll at the
-	// start of the pass), or all of them without a poller.
-	ready      uint64
-	readyKnown bool // ready came from a park: no poll before the pass
+	n      *Node
+	runner *bus.AgentRunner
 
 	nextTickNs, nextStatusNs int64
 
@@ -73,79 +49,76 @@ type agent struct {
 	syncFailureSeen uint64
 	syncErr         atomic.Pointer[error]
 
-	// parked is set while the agent is in (or about to enter) the
-	// poller; the fsync thread writes the eventfd only then.
-	parked atomic.Bool
-	stop   atomic.Bool
-	done   chan struct{}
-
-	// status is the latest copy the agent published; statusKick wakes
-	// the writer for it.
-	status     atomic.Pointer[Status]
-	statusKick chan struct{}
-
-	// Counters of the duty cycle (read by tests and status).
-	passes, parks atomic.Uint64
+	// status is the latest copy the agent published; statusWriter
+	// writes it (marshal and file I/O off the agent and off the lock).
+	status       atomic.Pointer[Status]
+	statusWriter *bus.Worker
 }
 
-func newAgent(n *Node) *agent {
-	a := &agent{idle: n.cfg.Idle, done: make(chan struct{}), statusKick: make(chan struct{}, 1)}
+var _ bus.Agent = (*agent)(nil)
+
+// newAgent makes the agent and its runner over the node's receiving
+// sockets, its timers starting now; the thread is not started.
+func newAgent(n *Node) (*agent, error) {
+	a := &agent{n: n}
+	a.statusWriter = bus.NewWorker(func() {
+		if st := a.status.Load(); st != nil {
+			n.writeStatus(st)
+		}
+	})
+	var recv []bus.Receiver
 	for _, c := range []Endpoint{n.uc, n.mcRecv} {
-		if c == nil {
-			continue
+		if c != nil {
+			recv = append(recv, c)
 		}
-		r := agentRecv{c: c, bufs: make([][]byte, bus.BatchSizeDefault), sizes: make([]int, bus.BatchSizeDefault),
-			from: make([]netip.AddrPort, bus.BatchSizeDefault)}
-		arena := make([]byte, bus.BatchSizeDefault*bus.DatagramBytesDefault)
-		for i := range r.bufs {
-			r.bufs[i] = arena[i*bus.DatagramBytesDefault : (i+1)*bus.DatagramBytesDefault : (i+1)*bus.DatagramBytesDefault]
-		}
-		a.recv = append(a.recv, r)
 	}
-	a.poller = newAgentPoller(n, a.recv)
-	return a
+	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs,
+		Warn: func(msg string, err error) { n.cfg.Log.Warn(msg, "err", err) }}
+	r, err := bus.NewAgentRunner(cfg, a, recv...)
+	if err != nil {
+		return nil, err
+	}
+	a.runner = r
+	now := n.nowNs()
+	a.nextTickNs = now + n.cfg.TickIntervalNs
+	a.nextStatusNs = now + StatusIntervalNs
+	a.durableSeen = n.j.Durable()
+	return a, nil
 }
 
-// newAgentPoller registers every receiving socket in one epoll instance,
-// or returns nil when one of them has no fd (in-memory endpoints) or the
-// platform has no epoll.
-func newAgentPoller(n *Node, recv []agentRecv) *bus.Poller {
-	for _, r := range recv {
-		if _, ok := r.c.(*bus.UDP); !ok {
-			return nil
-		}
+// DoWork is the runner's pass (doWork).
+func (a *agent) DoWork(now int64, rx *bus.Received) int { return a.n.doWork(now, rx) }
+
+// DeadlineNs is the next timer: the tick, and the status copy when there
+// is a status file.
+func (a *agent) DeadlineNs() int64 {
+	if a.n.cfg.StatusFile != "" {
+		return min(a.nextTickNs, a.nextStatusNs)
 	}
-	p, err := bus.NewPoller()
-	if err != nil {
-		n.cfg.Log.Warn("no epoll for the agent: it parks with a bounded wait", "err", err)
-		return nil
+	return a.nextTickNs
+}
+
+// Pending reports what another thread published and the next pass picks
+// up: a durable rise or a failed fsync (the fsync thread), a finished
+// recompute. Each publisher stores, then calls runner.Wake.
+func (a *agent) Pending() bool {
+	n := a.n
+	if n.cfg.Journal.Policy != journal.SyncNone && (n.j.Durable() != a.durableSeen || a.syncFailures.Load() != a.syncFailureSeen) {
+		return true
 	}
-	for _, r := range recv {
-		if err := p.Add(r.c.(*bus.UDP)); err != nil {
-			p.Close()
-			n.cfg.Log.Warn("no epoll for the agent: it parks with a bounded wait", "err", err)
-			return nil
-		}
-	}
-	return p
+	return n.recompute.done.Load() != nil
 }
 
 // startAgent starts the agent thread, and the fsync thread and status
 // writer it needs.
 func (n *Node) startAgent() error {
-	a := newAgent(n)
-	now := n.nowNs()
-	a.nextTickNs = now + n.cfg.TickIntervalNs
-	a.nextStatusNs = now + StatusIntervalNs
-	a.durableSeen = n.j.Durable()
+	a, err := newAgent(n)
+	if err != nil {
+		return err
+	}
 	n.agent = a
-	started := make(chan error, 1)
-	go n.runAgent(a, started)
-	if err := <-started; err != nil {
-		<-a.done
-		if a.poller != nil {
-			a.poller.Close()
-		}
+	if err := a.runner.Start(); err != nil {
+		a.runner.Close()
 		n.agent = nil
 		return err
 	}
@@ -153,80 +126,29 @@ func (n *Node) startAgent() error {
 		// Under fsync none the journal calls records durable as Flush
 		// writes them (afterAppend, flushJournal): there is nothing for an
 		// fsync thread to do, so there is none.
-		n.wg.Add(1)
-		go n.syncLoop()
+		n.syncer.Start()
 	}
 	if n.cfg.StatusFile != "" {
-		n.wg.Add(1)
-		go n.statusLoop(a)
+		a.statusWriter.Start()
 	}
 	return nil
 }
 
 // stopAgent stops the agent thread and waits for it (at most one bounded
-// park). The fsync thread and status writer stop on n.stop afterwards.
+// park), then the status writer. The fsync thread stops after it.
 func (n *Node) stopAgent() {
-	a := n.agent
-	if a == nil {
-		return
-	}
-	a.stop.Store(true)
-	if a.poller != nil {
-		_ = a.poller.Wake()
-	}
-	<-a.done
-}
-
-func (n *Node) runAgent(a *agent, started chan<- error) {
-	defer close(a.done)
-	unlock, err := bus.LockAgentThread(n.cfg.PinCPU, n.cfg.CPU)
-	if err != nil {
-		started <- err
-		return
-	}
-	defer unlock()
-	started <- nil
-	parkAtOnce := a.idle.AgentPhase(1) == bus.PhasePark
-	// A back-off window polls on only while traffic is dense: two passes
-	// with work within the window. A lone heartbeat or liveness ack every
-	// few milliseconds then parks at once, so an idle node costs what
-	// block costs; a stream of commands never parks (bus.AgentPhaseAt).
-	lastWork, hot := n.nowNs(), false
-	for !a.stop.Load() {
-		now := n.nowNs()
-		a.passes.Add(1)
-		n.pollReady(a)
-		if n.doWork(now) > 0 {
-			hot = now-lastWork < int64(a.idle.AgentWindow())
-			a.empty, lastWork = 0, now
-			if parkAtOnce {
-				// block: back to epoll_wait at once. It is level-triggered,
-				// so it returns at once when more arrived, for the cost of
-				// the poll an empty pass would make.
-				n.park(a, now)
-			}
-			continue
-		}
-		a.empty++
-		idleNs := now - lastWork
-		if !hot {
-			idleNs = math.MaxInt64
-		}
-		switch a.idle.AgentPhaseAt(a.empty, idleNs) {
-		case bus.PhaseYield:
-			bus.Yield()
-		case bus.PhasePark:
-			n.park(a, now)
-		}
+	if n.agent != nil {
+		n.agent.runner.Stop()
+		n.agent.statusWriter.Stop()
 	}
 }
 
 // doWork is one pass of the duty cycle; it returns the work done
 // (datagrams handled and durable progress; timers and status are not work,
 // so an idle node parks between its ticks).
-func (n *Node) doWork(now int64) int {
+func (n *Node) doWork(now int64, rx *bus.Received) int {
 	l := passLock{n: n}
-	work, ok := n.receivePass(now, &l)
+	work, ok := n.receivePass(now, rx, &l)
 	if ok && work > 0 {
 		n.afterBatch(now)
 	}
@@ -276,37 +198,24 @@ func (l *passLock) unlock() {
 	}
 }
 
-// receivePass reads the sockets the poller reported ready and handles
-// every datagram; false: the node closed.
-func (n *Node) receivePass(now int64, l *passLock) (int, bool) {
-	a := n.agent
+// receivePass handles every datagram the readable sockets delivered;
+// false: the node closed.
+func (n *Node) receivePass(now int64, rx *bus.Received, l *passLock) (int, bool) {
 	work := 0
-	for i := range a.recv {
-		r := &a.recv[i]
-		if r.err != nil || a.ready&(1<<uint(i)) == 0 {
-			continue
-		}
-		k := r.held
-		r.held = 0
-		if k == 0 {
-			var err error
-			if k, err = r.c.Receive(r.bufs, r.sizes, r.from, 0); err != nil {
-				n.agentReceiveError(r, err)
-				continue
-			}
-		}
-		if k == 0 {
-			continue
+	for {
+		b, ok := rx.Next()
+		if !ok {
+			return work, true
 		}
 		if !l.lock() {
 			return 0, false
 		}
-		for j := 0; j < k; j++ {
-			n.onDatagram(r.bufs[j][:r.sizes[j]], r.from[j], now)
+		for j := 0; j < b.Len(); j++ {
+			pkt, from := b.Datagram(j)
+			n.onDatagram(pkt, from, now)
 		}
-		work += k
+		work += b.Len()
 	}
-	return work, true
 }
 
 // durablePass picks up what the fsync thread published: failures, and a
@@ -362,115 +271,25 @@ func (n *Node) timerPass(now int64, l *passLock) bool {
 			// the writer marshals and writes it on its own goroutine.
 			st := n.statusLocked()
 			a.status.Store(&st)
-			select {
-			case a.statusKick <- struct{}{}:
-			default:
-			}
+			a.statusWriter.Kick()
 		}
 	}
 	return true
 }
 
-// pollReady sets the sockets the coming pass reads: what the park
-// before it found, else one zero-timeout epoll_wait over all of them (one
-// syscall however many sockets the node has, where polling each would be
-// one per socket), else (no poller) all of them.
-func (n *Node) pollReady(a *agent) {
-	if a.readyKnown {
-		a.readyKnown = false
-		return
-	}
-	if a.poller == nil {
-		a.ready = ^uint64(0)
-		return
-	}
-	ready, err := a.poller.Wait(0)
-	if err != nil {
-		n.cfg.Log.Warn("agent poll", "err", err)
-		ready = ^uint64(0)
-	}
-	a.ready = ready
-}
-
-// agentReceiveError stops polling an endpoint whose Receive failed for
-// good (closed); other errors are counted by the bus and retried.
-func (n *Node) agentReceiveError(r *agentRecv, err error) {
-	if errors.Is(err, bus.ErrClosed) {
-		r.err = err
-	}
-}
-
-// park waits for an arrival, a wake or the next timer deadline, whichever
-// comes first.
-func (n *Node) park(a *agent, now int64) {
-	deadline := a.nextTickNs
-	if n.cfg.StatusFile != "" {
-		deadline = min(deadline, a.nextStatusNs)
-	}
-	timeout := max(deadline-now, 0)
-	a.parks.Add(1)
-	if a.poller == nil {
-		n.parkWithoutFds(a, min(timeout, memParkNsMax))
-		return
-	}
-	a.parked.Store(true)
-	// Dekker with the fsync thread: it stores the watermark, then reads
-	// parked; the agent stores parked, then reads the watermark. One of
-	// the two sees the other, so a durable rise is never slept through.
-	if a.stop.Load() || (n.cfg.Journal.Policy != journal.SyncNone && n.j.Durable() != a.durableSeen) {
-		a.parked.Store(false)
-		return
-	}
-	ready, err := a.poller.Wait(timeout)
-	if err != nil {
-		n.cfg.Log.Warn("agent park", "err", err)
-		ready = ^uint64(0)
-	}
-	a.parked.Store(false)
-	a.ready, a.readyKnown = ready, true
-}
-
-// parkWithoutFds is the in-memory bus's park (no fds to epoll): a bounded
-// wait on the first endpoint, whose datagrams the next pass handles.
-func (n *Node) parkWithoutFds(a *agent, timeoutNs int64) {
-	r := &a.recv[0]
-	if r.err != nil || timeoutNs <= 0 {
-		return
-	}
-	k, err := r.c.Receive(r.bufs, r.sizes, r.from, time.Duration(timeoutNs))
-	if err != nil {
-		n.agentReceiveError(r, err)
-		return
-	}
-	r.held = k
-}
-
-// syncLoop is the fsync thread (fsync group and always): natural group
-// commit, LMAX's and TigerBeetle's way. Woken by kickSync after the agent
-// wrote records, it fsyncs everything written so far; whatever the agent
-// writes while that fsync runs kicks it again and goes into the next one.
-// There is no timer: under load the groups grow by themselves, idle they
-// are one record. The journal's GroupWindowNs and GroupRecords (which
-// SyncDue applies for the simulator's SyncStep) are thus upper bounds the
-// process always meets early, never a wait. It publishes through the
-// journal's atomic durable watermark and wakes a parked agent with the
-// eventfd; it never takes n.mu.
-func (n *Node) syncLoop() {
-	defer n.wg.Done()
+// syncOnce is one group commit of the fsync thread (fsync group and
+// always, n.syncer): natural group commit, LMAX's and TigerBeetle's way.
+// Kicked by kickSync after the agent wrote records, it fsyncs everything
+// written so far; whatever the agent writes while that fsync runs kicks
+// it again and goes into the next one. There is no timer: under load the
+// groups grow by themselves, idle they are one record. The journal's
+// GroupWindowNs and GroupRecords (which SyncDue applies for the
+// simulator's SyncStep) are thus upper bounds the process always meets
+// early, never a wait. It publishes through the journal's atomic durable
+// watermark (and a failure through the agent's atomics), then wakes a
+// parked agent; it never takes n.mu and allocates nothing.
+func (n *Node) syncOnce() {
 	a := n.agent
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-n.syncKick:
-		}
-		n.syncOnce(a)
-	}
-}
-
-// syncOnce is one group commit of the fsync thread: sync, publish a
-// failure, wake a parked agent. It allocates nothing.
-func (n *Node) syncOnce(a *agent) {
 	if err := n.j.Sync(); err != nil && !errors.Is(err, journal.ErrClosed) {
 		// A copy only here: taking err's own address would move it to
 		// the heap on every sync (one malloc per group commit).
@@ -478,23 +297,5 @@ func (n *Node) syncOnce(a *agent) {
 		a.syncErr.CompareAndSwap(nil, &failed)
 		a.syncFailures.Add(1)
 	}
-	if a.parked.Load() && a.poller != nil {
-		_ = a.poller.Wake()
-	}
-}
-
-// statusLoop writes each status copy the agent publishes (marshal and
-// file I/O off the agent and off the lock).
-func (n *Node) statusLoop(a *agent) {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-a.statusKick:
-		}
-		if st := a.status.Load(); st != nil {
-			n.writeStatus(st)
-		}
-	}
+	a.runner.Wake() // after the publication: the handshake is the runner's
 }

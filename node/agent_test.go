@@ -2,25 +2,26 @@ package node
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/wire"
 	"go.uber.org/goleak"
 )
 
-// withAgent gives a hand-driven node the agent's state without starting
-// its thread, so a test runs doWork passes itself.
-func withAgent(n *Node) *agent {
-	a := newAgent(n)
-	now := n.nowNs()
-	a.nextTickNs = now + n.cfg.TickIntervalNs
-	a.nextStatusNs = now + StatusIntervalNs
-	a.durableSeen = n.j.Durable()
-	close(a.done) // no thread to stop
+// withAgent gives a hand-driven node the agent and its runner without
+// starting the thread, so a test runs passes itself (runner.PassAt).
+func withAgent(t testing.TB, n *Node) *agent {
+	t.Helper()
+	a, err := newAgent(n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n.agent = a
 	return a
 }
@@ -29,17 +30,17 @@ func withAgent(n *Node) *agent {
 // the clock it is given, and not before: there is no ticker goroutine.
 func TestAgentPassRunsTimersByTheClock(t *testing.T) {
 	n, clk := drivenPrimary(t, journal.SyncNone)
-	a := withAgent(n)
+	a := withAgent(t, n)
 	mc := n.mcSend.(*nopEndpoint)
 	before := mc.sent
-	n.doWork(a.nextTickNs - 1)
+	a.runner.PassAt(a.nextTickNs - 1)
 	if mc.sent != before {
 		t.Fatalf("a pass before the tick deadline sent %d multicast frames", mc.sent-before)
 	}
 	// Idle for 50 ms: the primary's heartbeat interval (10 ms) has passed.
 	clk.ns += int64(50 * time.Millisecond)
 	due := a.nextTickNs + int64(50*time.Millisecond)
-	n.doWork(due)
+	a.runner.PassAt(due)
 	if mc.sent == before {
 		t.Fatal("a pass past the tick deadline did not run the tick (no heartbeat)")
 	}
@@ -53,7 +54,7 @@ func TestAgentPassRunsTimersByTheClock(t *testing.T) {
 // timer).
 func TestAgentPicksUpDurableFromTheFsyncThread(t *testing.T) {
 	n, clk := drivenPrimary(t, journal.SyncGroup)
-	withAgent(n)
+	a := withAgent(t, n)
 	n.Deliver(commandFrame(7, 1, 100), replayClient)
 	ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: replayStandby, Epoch: 1}, Seq: 1}
 	n.Deliver(ack.Append(nil), n.cfg.Peers[replayStandby])
@@ -66,7 +67,7 @@ func TestAgentPicksUpDurableFromTheFsyncThread(t *testing.T) {
 	if r := n.Released(); r != 0 {
 		t.Fatalf("released %d by the fsync alone", r)
 	}
-	n.doWork(clk.ns)
+	a.runner.PassAt(clk.ns)
 	if r := n.Released(); r != 1 {
 		t.Fatalf("released %d after the agent's pass, want 1", r)
 	}
@@ -75,8 +76,8 @@ func TestAgentPicksUpDurableFromTheFsyncThread(t *testing.T) {
 // A pass that finds nothing allocates nothing.
 func TestAgentEmptyPassDoesNotAllocate(t *testing.T) {
 	n, clk := drivenPrimary(t, journal.SyncGroup)
-	withAgent(n)
-	if allocs := testing.AllocsPerRun(100, func() { n.doWork(clk.ns) }); allocs != 0 {
+	a := withAgent(t, n)
+	if allocs := testing.AllocsPerRun(100, func() { a.runner.PassAt(clk.ns) }); allocs != 0 {
 		t.Fatalf("%.1f allocations per empty pass", allocs)
 	}
 }
@@ -93,7 +94,7 @@ func TestFsyncThreadWakesParkedAgent(t *testing.T) {
 		cfg.TickIntervalNs = int64(time.Minute)
 		cfg.Idle.Kind = 0 // block: park at once
 	})
-	if n.agent.poller == nil {
+	if !n.agent.runner.Polling() {
 		t.Fatal("the agent has no poller on real sockets")
 	}
 	cl, err := client.Dial(client.Options{Core: client.Config{Session: 7, ResendAfterNs: int64(time.Hour)}, Primary: c.addrs[1], Idle: testIdle})
@@ -103,9 +104,9 @@ func TestFsyncThreadWakesParkedAgent(t *testing.T) {
 	defer cl.Close()
 	rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 200, Count: 20, Seed: 1, Drain: 10 * time.Second}, nil)
 	if err != nil || rep.Stats.Answered != 20 {
-		t.Fatalf("load: %v, answered %d of 20 (parks %d)", err, rep.Stats.Answered, n.agent.parks.Load())
+		t.Fatalf("load: %v, answered %d of 20 (parks %d)", err, rep.Stats.Answered, n.agent.runner.Parks())
 	}
-	if n.agent.parks.Load() == 0 {
+	if n.agent.runner.Parks() == 0 {
 		t.Fatal("the agent never parked")
 	}
 }
@@ -147,5 +148,39 @@ func TestHungStatusWriteStopsNoTimers(t *testing.T) {
 			t.Fatalf("heartbeats stopped while the status write hung (%d sent)", n.Status().MulticastSend.DatagramsSent)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Pending, the agent's half of the wake handshake, sees everything the
+// other threads publish before they wake the runner: a durable rise and
+// a failed fsync (the fsync thread), a finished recompute. The park's
+// check once missed the recompute, which then waited for the next tick.
+func TestAgentPendingSeesEveryPublication(t *testing.T) {
+	n, clk := drivenPrimary(t, journal.SyncGroup)
+	a := withAgent(t, n)
+	if a.Pending() {
+		t.Fatal("pending with nothing published")
+	}
+	n.Deliver(commandFrame(7, 1, 100), replayClient)
+	if err := n.j.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Pending() {
+		t.Fatal("a durable rise is not pending")
+	}
+	a.runner.PassAt(clk.ns)
+	if a.Pending() {
+		t.Fatal("still pending after the pass took the durable rise")
+	}
+	failed := errors.New("disk gone")
+	a.syncErr.Store(&failed)
+	a.syncFailures.Add(1)
+	if !a.Pending() {
+		t.Fatal("a failed fsync is not pending")
+	}
+	a.runner.PassAt(clk.ns)
+	n.recompute.done.Store(&session.Result{})
+	if !a.Pending() {
+		t.Fatal("a finished recompute is not pending")
 	}
 }

@@ -52,17 +52,17 @@ func TestLeaseLapseIsCarriedOutBetweenBatches(t *testing.T) {
 	now := n.nowNs()
 	for i := range uint64(3) {
 		n.onDatagram(commandFrame(7, i+1, 100), replayClient, now)
-		if n.stats.LeaseLost != 0 || !n.prim.Gate().LeaseHeld() || n.role != RolePrimary {
+		if n.stats.LeaseLost != 0 || !n.ldr.Primary().Gate().LeaseHeld() || n.role != RolePrimary {
 			t.Fatalf("command %d: the lapse was carried out inside the batch (LeaseLost %d, gate lease %v, role %s)",
-				i+1, n.stats.LeaseLost, n.prim.Gate().LeaseHeld(), n.role)
+				i+1, n.stats.LeaseLost, n.ldr.Primary().Gate().LeaseHeld(), n.role)
 		}
 	}
 	if n.stats.NotLeading != 3 || n.stats.Commands != 0 {
 		t.Fatalf("commands under a lapsed lease: NotLeading %d, sequenced %d; want 3, 0", n.stats.NotLeading, n.stats.Commands)
 	}
 	n.afterBatch(now)
-	if n.stats.LeaseLost != 1 || n.prim.Gate().LeaseHeld() {
-		t.Fatalf("after the batch: LeaseLost %d, gate lease %v; want the lapse carried out", n.stats.LeaseLost, n.prim.Gate().LeaseHeld())
+	if n.stats.LeaseLost != 1 || n.ldr.Primary().Gate().LeaseHeld() {
+		t.Fatalf("after the batch: LeaseLost %d, gate lease %v; want the lapse carried out", n.stats.LeaseLost, n.ldr.Primary().Gate().LeaseHeld())
 	}
 }
 
@@ -78,7 +78,7 @@ func TestNewerEpochOfOurOwnIsNotAStepDown(t *testing.T) {
 		n.Deliver(commandFrame(7, i+1, 100), replayClient)
 	}
 	n.mu.Lock()
-	queued := n.pub.Len()
+	queued := n.ldr.Queued()
 	n.mu.Unlock()
 	if st := n.Status(); st.Applied != orders || st.Released != 0 || queued == 0 {
 		t.Fatalf("applied %d released %d queued %d; want %d applied, none released (node 2 never acked)", st.Applied, st.Released, queued, orders)
@@ -99,7 +99,7 @@ func TestNewerEpochOfOurOwnIsNotAStepDown(t *testing.T) {
 	ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 3}, Seq: orders}
 	n.Deliver(ack.Append(nil), netip.MustParseAddrPort("10.0.0.3:1"))
 	n.mu.Lock()
-	left := n.pub.Len()
+	left := n.ldr.Queued()
 	n.mu.Unlock()
 	if st := n.Status(); st.Released != orders || left != 0 || st.Node.OutputsReleased != uint64(queued) {
 		t.Fatalf("after the ack under epoch 3: released %d, %d outputs left, %d released; want %d, 0, %d", st.Released, left, st.Node.OutputsReleased, orders, queued)

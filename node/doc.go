@@ -11,8 +11,10 @@
 // when their deadline has passed by the clock, raises the durable
 // watermark the fsync thread published, and sends the pass's unicast
 // frames in one sendmmsg; an idle agent spins, yields or parks in
-// epoll_wait on its own fds, bounded by the next timer deadline. Two other
-// goroutines never take n.mu:
+// epoll_wait on its own fds, bounded by the next timer deadline. The
+// thread, the receive buffers, the idle strategy and the park are
+// bus.AgentRunner's; the node is its bus.Agent. Two other goroutines
+// never take n.mu:
 //
 //   - the fsync thread (fsync group and always only) fsyncs whatever the
 //     agent wrote (natural group commit, no timer) and wakes a parked
@@ -35,8 +37,9 @@
 //     multicast, and applied to the engine before its outputs are queued.
 //  2. An output leaves only when its seq <= min(applied, required standby
 //     ack, durable) and only while the lease is held. No core calls back:
-//     the node pulls released outputs (gating.Publisher.Next) and sends
-//     the sequencer's outbox in order after each call (sendSequenced).
+//     the node pulls the released OUTPUT frames (replica.Leader.NextFrame)
+//     and carries out the leader core's Ready (the sequencer's frames, in
+//     order) after each input (leaderReady).
 //  3. A standby acknowledges no further than its own journal is durable.
 //  4. Frames from an epoch older than the highest accepted are dropped and
 //     counted; nothing from them is applied, journaled or acknowledged.
@@ -46,7 +49,10 @@
 // primary (replica.Primary: rule 2 is its Ready's Release), a standby's
 // fence and acks (replica.Standby, replica.Ack: rules 3 and 4), the
 // history epochs and the reconciliation after NEW_EPOCH
-// (replica.History). The node feeds them and carries out what they
+// (replica.History), and the two sides as whole cores: the command path
+// (replica.Leader: admission, sequencing, the engine's emitter; node
+// appends each entry it hands out before applying it) and the standby
+// side (replica.Follower). The node feeds them and carries out what they
 // return; a promotion, a step-down or a lapse of the lease is carried
 // out between batches (afterBatch), never in the middle of one.
 package node

@@ -18,7 +18,7 @@ import (
 )
 
 // drivenPrimary is a static primary driven by hand (no Start, so no
-// syncer drains syncKick: a kick stays visible in the channel).
+// fsync thread takes the syncer's kicks: TakeKick sees them).
 func drivenPrimary(tb testing.TB, policy journal.SyncPolicy) (*Node, *stepClock) {
 	return drivenPrimaryWith(tb, policy, nopNetwork{})
 }
@@ -59,7 +59,7 @@ func drivenPrimaryOnFS(tb testing.TB, policy journal.SyncPolicy, nw Network, fs 
 }
 
 // Under fsync none a command is durable when its batch is written, and
-// nobody is woken for it: no send on syncKick (issue 18, item 2).
+// nobody is woken for it: no kick of the syncer (issue 18, item 2).
 func TestSyncNoneWakesNoSyncer(t *testing.T) {
 	n, clk := drivenPrimary(t, journal.SyncNone)
 	for i := range uint64(5) {
@@ -71,8 +71,8 @@ func TestSyncNoneWakesNoSyncer(t *testing.T) {
 	if st.Applied != 5 || st.Durable != 5 {
 		t.Fatalf("applied %d durable %d, want 5 and 5", st.Applied, st.Durable)
 	}
-	if k := len(n.syncKick); k != 0 {
-		t.Fatalf("fsync none kicked the syncer (%d kick pending)", k)
+	if n.syncer.TakeKick() {
+		t.Fatal("fsync none kicked the syncer")
 	}
 }
 
@@ -81,10 +81,9 @@ func TestSyncNoneWakesNoSyncer(t *testing.T) {
 func TestSyncGroupKicksOnlyForUnsynced(t *testing.T) {
 	n, clk := drivenPrimary(t, journal.SyncGroup)
 	n.Deliver(commandFrame(7, 1, 100), replayClient)
-	if k := len(n.syncKick); k != 1 {
-		t.Fatalf("an append did not kick the syncer (%d pending)", k)
+	if !n.syncer.TakeKick() {
+		t.Fatal("an append did not kick the syncer")
 	}
-	<-n.syncKick
 	clk.ns += int64(50 * time.Millisecond)
 	if !n.SyncStep() {
 		t.Fatal("the group commit did not sync")
@@ -96,8 +95,8 @@ func TestSyncGroupKicksOnlyForUnsynced(t *testing.T) {
 		clk.ns += int64(time.Millisecond)
 		n.Tick()
 	}
-	if k := len(n.syncKick); k != 0 {
-		t.Fatalf("ticks with nothing to sync kicked the syncer (%d pending)", k)
+	if n.syncer.TakeKick() {
+		t.Fatal("ticks with nothing to sync kicked the syncer")
 	}
 }
 
@@ -106,7 +105,7 @@ func TestSyncGroupKicksOnlyForUnsynced(t *testing.T) {
 // path's zero mallocs per command (issue 18).
 func TestGroupCommitAllocatesNothing(t *testing.T) {
 	n, clk := drivenPrimaryFS(t, journal.SyncGroup, journal.OSFS{}, t.TempDir())
-	a := &agent{}
+	withAgent(t, n)
 	id := uint64(0)
 	allocs := testing.AllocsPerRun(200, func() {
 		id++
@@ -119,7 +118,7 @@ func TestGroupCommitAllocatesNothing(t *testing.T) {
 		}
 		n.mu.Unlock()
 		before := n.j.Durable()
-		n.syncOnce(a)
+		n.syncOnce()
 		if n.j.Durable() <= before {
 			t.Fatalf("durable %d after a sync, was %d", n.j.Durable(), before)
 		}

@@ -24,10 +24,10 @@ func (n *Node) onWitnessSet(r *arbiter.Reply, now int64) {
 		n.isr.Confirm(r)
 		return
 	}
-	if !n.prim.ConfirmInSync(r, now) {
+	if !n.ldr.Primary().ConfirmInSync(r, now) {
 		return
 	}
-	n.stats.InSyncMembers = uint64(n.prim.Required())
+	n.stats.InSyncMembers = uint64(n.ldr.Primary().Required())
 	n.cfg.Log.Info("in-sync set confirmed by the witness", "version", n.isr.Version(), "members", n.isr.Members())
 	n.release(now)
 }
@@ -39,8 +39,8 @@ func (n *Node) maintainInSync(now int64) {
 	if n.lease.arb == nil || n.role != RolePrimary {
 		return
 	}
-	n.prim.Tick(now)
-	n.stats.InSyncMembers = uint64(n.prim.Required())
+	n.ldr.Primary().Tick(now)
+	n.stats.InSyncMembers = uint64(n.ldr.Primary().Required())
 }
 
 // proposeInSync hands a Ready's in-sync proposal to the arbiter.
@@ -49,7 +49,7 @@ func (n *Node) proposeInSync(base uint64, members []arbiter.NodeID, lagging []ui
 		n.cfg.Log.Error("in-sync proposal", "err", err)
 		return
 	}
-	n.prim.Proposed(members, now)
+	n.ldr.Primary().Proposed(members, now)
 	n.lease.keeper.Hurry(now)
 	n.stats.InSyncProposals++
 	n.cfg.Log.Info("proposing in-sync set", "base_version", base, "members", members, "lagging", lagging)

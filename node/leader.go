@@ -134,7 +134,7 @@ func (n *Node) leaseChanged(now int64) {
 		}
 		return
 	}
-	switch d := n.prim.LeaseChanged(now); d.Do {
+	switch d := n.ldr.Primary().LeaseChanged(now); d.Do {
 	case replica.NewTerm:
 		n.newTerm(d.Epoch, now)
 	case replica.StepDown:
@@ -142,7 +142,7 @@ func (n *Node) leaseChanged(now int64) {
 	case replica.LeaseRegained:
 		n.cfg.Log.Info("lease held again; releasing", "epoch", n.epoch)
 	case replica.LeaseLost:
-		dropped := n.pub.DropAll()
+		dropped := n.ldr.DropQueued()
 		n.stats.LeaseLost++
 		n.stats.OutputsDroppedAtGate += uint64(dropped)
 		n.cfg.Log.Warn("lease not held: releases stop, queued outputs dropped (clients resend)", "epoch", n.epoch, "dropped", dropped)
@@ -175,7 +175,7 @@ func (n *Node) promote(epoch uint64, now int64) {
 		n.becomeStandby()
 		return
 	}
-	n.prim.SetLease(n.lease.keeper.MayLead(now))
+	n.ldr.Primary().SetLease(n.lease.keeper.MayLead(now))
 	n.hist.Lead(epoch, prev, applied+1) // our own history is this epoch's
 	n.announce(now)
 	n.stats.Promotions++
@@ -197,13 +197,13 @@ func (n *Node) promote(epoch uint64, now int64) {
 // acknowledge them under the new epoch and they are durable, exactly as
 // for any output.
 func (n *Node) newTerm(epoch uint64, now int64) {
-	pub, old := n.pub, n.epoch
+	prev, old := n.ldr, n.epoch
 	n.stats.NewTerms++
 	n.cfg.Log.Info("NEW TERM: the witness granted this node a newer epoch; leading on, queued outputs kept",
-		"ours", old, "new", epoch, "queued_outputs", pub.Len())
+		"ours", old, "new", epoch, "queued_outputs", prev.Queued())
 	n.promote(epoch, now)
-	if n.role == RolePrimary && n.epoch == epoch && pub != nil {
-		n.pub = pub
+	if n.role == RolePrimary && n.epoch == epoch && n.ldr != prev {
+		n.ldr.TakeQueued(prev)
 	}
 }
 
@@ -215,7 +215,7 @@ func (n *Node) stepDown(higher uint64, now int64) {
 	if n.role != RolePrimary {
 		return
 	}
-	dropped := n.pub.DropAll()
+	dropped := n.ldr.DropQueued()
 	n.stats.StepDowns++
 	n.lastStepDown = stepDownRecord{Count: n.stats.StepDowns, From: n.epoch, To: higher}
 	if n.lease.keeper != nil {
@@ -223,7 +223,7 @@ func (n *Node) stepDown(higher uint64, now int64) {
 	}
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
 	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", n.epoch, "newer", higher, "dropped_outputs", dropped)
-	n.seqr, n.prim, n.pub = nil, nil, nil
+	n.ldr = nil
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("step-down", "err", err)
 	}
@@ -239,8 +239,8 @@ func (n *Node) primaryAnnounce(now int64) {
 // announce sends NEW_EPOCH: where this epoch's history forks.
 func (n *Node) announce(now int64) {
 	prev, last := n.hist.Announcement()
-	n.seqr.AnnounceEpoch(prev, last, now)
-	n.sendSequenced()
+	n.ldr.Announce(prev, last, now)
+	n.leaderReady()
 	n.hist.Announced(now)
 }
 

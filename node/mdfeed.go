@@ -93,12 +93,12 @@ func (n *Node) mdAfterRelease(now int64) {
 	if n.role != RolePrimary {
 		return
 	}
-	r := n.prim.Gate().Released()
+	r := n.ldr.Primary().Gate().Released()
 	n.mdPublish(r)
-	n.seqr.SetReleased(r, n.md.Released())
+	n.ldr.SetReleased(r, n.md.Released())
 	if n.md.HeartbeatDue(r, now) {
-		n.seqr.Heartbeat(now)
-		n.sendSequenced()
+		n.ldr.Heartbeat(now)
+		n.leaderReady()
 	}
 	n.md.ServeSnapshot(now)
 	n.mdSendReplies()

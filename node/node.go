@@ -13,7 +13,6 @@ import (
 	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/gating"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
@@ -28,13 +27,9 @@ const assignMask = 1<<16 - 1
 // are a configuration error, counted and logged.
 const MaxOutputBytes = session.MaxOutputBytes // 128: the session history keeps outputs up to the same size
 
-// outSlot is one output waiting in the gate: a value type, so the
-// publisher's preallocated ring holds it without allocating.
-type outSlot struct {
-	to uint64
-	n  uint16
-	b  [MaxOutputBytes]byte
-}
+// The gate's slot (replica.OutSlot) holds what the session history keeps:
+// a compile-time check that the two bounds are one.
+const _ = uint(replica.MaxOutputBytes-session.MaxOutputBytes) + uint(session.MaxOutputBytes-replica.MaxOutputBytes)
 
 // Node is one seqbus process.
 type Node struct {
@@ -53,7 +48,7 @@ type Node struct {
 	// promoted, so methods name them directly):
 	transport    // sockets, the pass's send queue, frame scratch, MACs
 	term         // the epoch, its fence and history, lease, in-sync set
-	primaryState // the sequencer, the gate's core, the publisher
+	primaryState // the leader core (sequencer, gate, publisher), the session table
 	replayState  // session replay: the output history and its budget
 	standbyState // the follower core (window, NAKs, fetch, acks), the primary's address
 	snapshots    // the latest snapshot and the cuts waiting for the disk
@@ -103,16 +98,12 @@ type term struct {
 
 // primaryState is the leading role's (nil or idle while a standby).
 type primaryState struct {
-	seqr       *sequencer.Sequencer
-	prim       *replica.Primary // the gate, the in-sync set's upkeep, the lease decisions
-	pub        *gating.Publisher[outSlot]
-	sessions   map[uint64]netip.AddrPort
-	frames     *replica.ReleaseFramer // a release's OUTPUT frames: one open per client, market data apart
-	mdBatch    *wire.Batch            // the market-data ring's frames (mdfeed.go)
-	emitter    primaryEmitter
-	applySeq   uint64                    // seq being applied (for the emitter)
-	rel        releaseTrack              // assign -> release latency, first release, observer
-	snapBudget *sequencer.SnapshotBudget // chunks served per standby
+	// ldr: the command path, the sequencer, the gate (its Primary) and
+	// the publisher (replica.Leader); node carries out its Ready.
+	ldr      *replica.Leader[netip.AddrPort]
+	sessions *replica.Sessions[netip.AddrPort] // kept across terms
+	mdBatch  *wire.Batch                       // the market-data ring's frames (mdfeed.go)
+	rel      releaseTrack                      // assign -> release latency, first release, observer
 }
 
 // replayState is session replay's (sessionreplay.go): the core (the
@@ -150,10 +141,12 @@ type lifecycle struct {
 	// statusWrite writes the status file (nil: writeFileAtomic); tests
 	// replace it to see what holds the lock while it runs.
 	statusWrite func(path string, b []byte) error
-	syncKick    chan struct{}
-	stop        chan struct{}
-	wg          sync.WaitGroup
-	closed      bool
+	// syncer is the fsync thread (agent.go, syncOnce), kicked after
+	// appends; started only under fsync group and always.
+	syncer *bus.Worker
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed bool
 }
 
 // New opens the journal, recovers the state machine from the latest
@@ -170,8 +163,7 @@ func New(cfg Config) (*Node, error) {
 			drainer:  bus.NewDrainer(),
 		},
 		primaryState: primaryState{
-			sessions: make(map[uint64]netip.AddrPort),
-			frames:   replica.NewReleaseFramer(dlen),
+			sessions: replica.NewSessions[netip.AddrPort](cfg.MaxSessions),
 			mdBatch:  wire.NewBatch(dlen),
 			rel:      newReleaseTrack(),
 		},
@@ -179,17 +171,15 @@ func New(cfg Config) (*Node, error) {
 			fol: newFollower(&cfg, dlen),
 		},
 		lifecycle: lifecycle{
-			start:    time.Now(),
-			syncKick: make(chan struct{}, 1),
-			stop:     make(chan struct{}),
+			start: time.Now(),
+			stop:  make(chan struct{}),
 		},
 	}
-	n.emitter.n = n
+	n.syncer = bus.NewWorker(n.syncOnce)
 	n.replay = session.New(session.Config{History: cfg.SessionHistory, Off: cfg.Unsafe.NoSessionReplay, DatagramBytes: dlen})
 	if err := n.mdInit(); err != nil {
 		return nil, err
 	}
-	n.snapBudget = sequencer.NewSnapshotBudget(0, 0)
 	if cfg.TraceStages > 0 {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -464,10 +454,11 @@ func (n *Node) Close() error {
 	// The agent first: the fsync thread may still wake it until it is
 	// gone, and the poller outlives both.
 	n.stopAgent()
+	n.syncer.Stop()
 	close(n.stop)
 	n.wg.Wait()
-	if n.agent != nil && n.agent.poller != nil {
-		n.agent.poller.Close()
+	if n.agent != nil {
+		n.agent.runner.Close()
 	}
 	n.closeArbiter()
 	n.closeSockets()
@@ -565,10 +556,7 @@ func (n *Node) kickSync() {
 	if _, last := n.j.Last(); last <= n.j.Durable() {
 		return
 	}
-	select {
-	case n.syncKick <- struct{}{}:
-	default:
-	}
+	n.syncer.Kick()
 }
 
 func (n *Node) onDurable(now int64) {
@@ -629,7 +617,7 @@ func (n *Node) Released() uint64 {
 	if n.role != RolePrimary {
 		return 0
 	}
-	return n.prim.Gate().Released()
+	return n.ldr.Primary().Gate().Released()
 }
 
 // SocketReports says what the kernel granted each socket (buffers,

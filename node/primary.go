@@ -10,8 +10,6 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/gating"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
@@ -19,10 +17,8 @@ import (
 )
 
 // outputReserve is the room kept free in the publisher before a command is
-// accepted: one command's outputs (an order that sweeps many levels emits
-// an execution per fill) must never find the gate full after the command
-// was applied, because an applied command's outputs cannot be dropped.
-const outputReserve = 4096
+// accepted (replica.OutputReserve).
+const outputReserve = replica.OutputReserve
 
 // becomePrimary makes this node lead at epoch: it sequences from applied+1
 // and releases through the gate.
@@ -35,7 +31,6 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	n.role = RolePrimary
 	n.epoch = epoch
 	applied := n.eng.AppliedSeq()
-	n.seqr = sequencer.New(sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()}, epoch, applied, n.j)
 	// Required acks: without a witness, every peer; with one, the in-sync
 	// set the witness granted with our lease (replica.NewPrimary).
 	var lease replica.Lease
@@ -46,16 +41,20 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if err != nil {
 		return err
 	}
-	n.prim = prim
-	n.rel.last = applied
-	pub, err := gating.NewPublisher[outSlot](n.cfg.PublisherCapacity + outputReserve)
+	l, err := replica.NewLeader(replica.LeaderConfig{
+		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()},
+		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
+		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.journalBroken,
+		DatagramLen: n.datagramLen(), MarketData: n.mdSend != nil,
+	}, prim, n.eng, n.j, n.sessions, n.replay, n.md.Feed)
 	if err != nil {
 		return err
 	}
-	n.pub = pub
+	n.ldr = l
+	n.rel.last = applied
 	n.mdPromoted()
 	if seq, ok := n.latestSnapshotSeq(); ok {
-		n.seqr.SetSnapshotSeq(seq)
+		l.SnapshotWritten(seq)
 	}
 	n.setGroupMember(false) // our own DATA must not wake us
 	n.cfg.Log.Info("leading", "epoch", epoch, "from", applied+1, "standbys", prim.Gate().InSync(nil))
@@ -76,14 +75,19 @@ func (n *Node) primaryConfig(epoch uint64) replica.PrimaryConfig {
 	}
 }
 
-// sendSequenced carries out the sequencer's outbox, in the order the
-// sequencer produced it, and clears it. It runs right after every
-// sequencer call that can produce frames (Submit, Heartbeat, SendHash,
-// AnnounceEpoch, OnNak; Flush and Tick through flushData), so each frame
-// meets the node's send path (the pass's queue, txqueue.go) where the
-// callback used to, in the same order.
-func (n *Node) sendSequenced() {
-	for _, o := range n.seqr.Outbox() {
+// leaderReady carries out the leader core's Ready: the sequencer's
+// frames in the order it produced them, the counts, a lost output's log
+// line, then a snapshot due. It runs right after every leader input that
+// can produce frames (Next, Apply, Heartbeat, Announce, Nak; EndBatch and
+// Tick through flushData), so each frame meets the node's send path (the
+// pass's queue, txqueue.go) in the order the sequencer sealed it.
+func (n *Node) leaderReady() {
+	l := n.ldr
+	if !l.HasReady() {
+		return
+	}
+	rd := l.Ready()
+	for _, o := range rd.Frames {
 		if o.Group {
 			n.multicast(o.Frame)
 		} else if addr, ok := n.cfg.Peers[o.Node]; ok {
@@ -92,7 +96,15 @@ func (n *Node) sendSequenced() {
 			n.stats.DropUnknownNode++
 		}
 	}
-	n.seqr.ClearOutbox()
+	n.stats.addLeader(&rd.Counts)
+	if rd.Lost != nil {
+		n.cfg.Log.Error("engine output dropped", "dropped", rd.Counts.OutputsLost, "last", rd.Lost)
+	}
+	l.Advance()
+	if rd.Snapshot != 0 {
+		n.flushTx() // the encoding must not hold back the frames sealed so far
+		n.periodicSnapshot(rd.Snapshot)
+	}
 }
 
 func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
@@ -104,7 +116,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.DropUnknownNode++
 			return
 		}
-		switch n.prim.Ack(f.Node, f.Epoch, f.Seq, now) {
+		switch n.ldr.Ack(f.Node, f.Epoch, f.Seq, now) {
 		case replica.AckOlderEpoch:
 			n.stats.DropStaleEpoch++
 			if n.hist.StaleAck(now) {
@@ -125,8 +137,8 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		nak, _ := wire.DecodeNak(f)
-		n.seqr.OnNak(&nak, now)
-		n.sendSequenced()
+		n.ldr.Nak(&nak, now)
+		n.leaderReady()
 	case wire.TypeSnapshotRequest:
 		addr, ok := n.cfg.Peers[f.Node]
 		if !ok {
@@ -140,95 +152,30 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	}
 }
 
-// onCommands sequences, journals and applies every command of a COMMAND
-// frame. A command whose header does not parse is dropped and counted; the
-// client learns nothing and resends, which is harmless.
+// onCommands carries out the leader core's command path for a COMMAND
+// frame (replica.Leader): each command it sequences leaves in the DATA
+// frames sealed so far, is appended to the journal and only then applied;
+// an append that fails stops the path before the apply.
 func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
-	it := f.Messages()
+	l := n.ldr
+	l.Commands(f, from, now)
 	for {
-		_, cmd, ok := it.Next()
-		if !ok || n.role != RolePrimary {
+		e, ok := l.Next()
+		n.leaderReady() // a batch of earlier commands Submit sealed: journaled already
+		if !ok {
 			return
 		}
-		h, err := engine.ParseCommand(cmd)
-		if err != nil {
-			n.stats.BadCommands++
-			continue
-		}
-		if !n.prim.Gate().LeaseHeld() || !n.mayLeadNow(now) {
-			n.stats.NotLeading++
-			continue
-		}
-		if !n.noteSession(h.Session, from) {
-			n.stats.SessionsFull++
-			continue
-		}
-		if n.pub.Len()+outputReserve > n.pub.Cap() || n.md.Full() {
-			n.stats.Backpressure++
-			continue
-		}
-		if n.answerFromTable(cmd) {
-			continue
-		}
-		seq, err := n.seqr.Submit(cmd, now)
-		n.sendSequenced() // a batch of earlier commands Submit sealed: journaled already
-		if err != nil {
-			n.stats.BadCommands++
-			continue
-		}
-		if err := n.j.Append(n.epoch, seq, cmd, now); err != nil {
+		if err := n.j.Append(n.epoch, e.Seq, e.Cmd, now); err != nil {
 			n.journalFailed(err)
 			return
 		}
-		n.applySeq = seq
-		n.rel.assignNs[seq&assignMask] = now
-		n.eng.Apply(seq, cmd, &n.emitter)
+		n.rel.assignNs[e.Seq&assignMask] = now
+		l.Apply(e)
 		if o := n.cfg.Observer; o != nil {
-			o.Applied(n.cfg.ID, n.epoch, seq, cmd)
+			o.Applied(n.cfg.ID, n.epoch, e.Seq, e.Cmd)
 		}
-		n.prim.Applied(seq)
-		n.stats.Commands++
-		if seq%n.cfg.HashEvery == 0 {
-			n.seqr.SendHash(seq, n.eng.StateHash(), now)
-			n.sendSequenced()
-		}
-		if seq%n.cfg.SnapshotEvery == 0 {
-			n.flushData() // the encoding must not hold back the frames sealed so far
-			n.periodicSnapshot(seq)
-		}
+		n.leaderReady() // a HASH, a snapshot due
 	}
-}
-
-// answerFromTable answers a command the state machine's dedup table can
-// answer by itself (engine.Deduper: a replay or resend of an applied id, an
-// id below the window, ...) without sequencing, journaling or replicating
-// it, so a replay flood costs a lookup instead of capacity. It reports
-// whether it answered.
-//
-// The answer reveals the original's result, so it passes the gate like any
-// output: it is queued under the last applied seq, which is at or above
-// the original's, and leaves once everything applied so far is released
-// (at once when nothing is in flight; after one replication round trip
-// under load, or after a promotion once the new epoch has released up to
-// here). A resend of a command still in flight (applied here, not yet
-// released) is answered the same way: never sequenced twice, never
-// answered before the original is released. Engine.Answer does not record
-// the seq of each result, so the answer may wait for later seqs than the
-// original's; it never leaves early.
-func (n *Node) answerFromTable(cmd []byte) bool {
-	if n.dedup == nil {
-		return false
-	}
-	at := n.eng.AppliedSeq()
-	if at == 0 {
-		return false // nothing applied: nothing to answer from, no seq to gate on
-	}
-	n.applySeq = at
-	if !n.dedup.Answer(cmd, &n.emitter) {
-		return false
-	}
-	n.stats.AnsweredFromTable++
-	return true
 }
 
 // journalFailed handles an append that failed: the node must not release
@@ -246,28 +193,11 @@ func (n *Node) journalFailed(err error) {
 	} else {
 		n.cfg.Log.Error("journal append failed", "err", err)
 	}
-	n.prim.JournalFailed()
-	n.pub.DropAll()
-}
-
-// noteSession remembers where a client session's outputs go; a bounded
-// table: a new session beyond MaxSessions is refused.
-func (n *Node) noteSession(session uint64, from netip.AddrPort) bool {
-	if cur, ok := n.sessions[session]; ok {
-		if cur != from {
-			n.sessions[session] = from // the client moved (reconnected)
-		}
-		return true
-	}
-	if len(n.sessions) >= n.cfg.MaxSessions {
-		return false
-	}
-	n.sessions[session] = from
-	return true
+	n.ldr.JournalFailed()
 }
 
 func (n *Node) primaryAfterBatch(now int64) {
-	n.seqr.Flush(now)
+	n.ldr.EndBatch(now)
 	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
@@ -281,9 +211,9 @@ func (n *Node) primaryAfterBatch(now int64) {
 // pass went into the same frames, and they leave together, before the
 // journal write and the releases. A pass of one command sends its one
 // frame here at once; nothing waits for more work. It sends the
-// sequencer's outbox first (what a Flush or Tick just produced).
+// leader's Ready first (what an EndBatch or Tick just produced).
 func (n *Node) flushData() {
-	n.sendSequenced()
+	n.leaderReady()
 	n.flushTx()
 }
 
@@ -301,10 +231,10 @@ func (n *Node) afterAppend(now int64) {
 // setDurable tells the gate how far the journal is durable.
 func (n *Node) setDurable() {
 	d := n.j.Durable()
-	if n.stages != nil && !n.cfg.Unsafe.NoGating && d > n.prim.Gate().Durable() {
+	if n.stages != nil && !n.cfg.Unsafe.NoGating && d > n.ldr.Primary().Gate().Durable() {
 		n.stages.Durable(n.cfg.ID, d, n.nowNs())
 	}
-	n.prim.Durable(d) // UNSAFE NoGating: the core counts applied as durable
+	n.ldr.Durable(d) // UNSAFE NoGating: the core counts applied as durable
 }
 
 func (n *Node) primaryTick(now int64) {
@@ -313,8 +243,7 @@ func (n *Node) primaryTick(now int64) {
 	if n.role != RolePrimary {
 		return // stepped down while releasing
 	}
-	n.seqr.Flush(now)
-	n.seqr.Tick(now)
+	n.ldr.Tick(now)
 	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
@@ -322,35 +251,11 @@ func (n *Node) primaryTick(now int64) {
 	n.writePendingSnapshot()
 }
 
-// primaryEmitter queues the engine's outputs in the gate under the seq of
-// the command being applied.
-type primaryEmitter struct{ n *Node }
-
-func (e *primaryEmitter) Emit(to uint64, payload []byte) {
-	n := e.n
-	if to == engine.MarketData && n.md.Add(n.eng.AppliedSeq(), payload) {
-		return // kept in the ring; published from it as released moves (mdfeed.go)
-	}
-	if len(payload) > MaxOutputBytes {
-		n.stats.OutputsLost++
-		n.cfg.Log.Error("engine output larger than the gate's slot; dropped", "bytes", len(payload))
-		return
-	}
-	n.replay.Record(n.applySeq, to, payload)
-	var s outSlot
-	s.to = to
-	s.n = uint16(copy(s.b[:], payload))
-	if err := n.pub.Enqueue(n.applySeq, s); err != nil {
-		n.stats.OutputsLost++
-		n.cfg.Log.Error("gate full after apply; output dropped", "seq", n.applySeq, "err", err)
-	}
-}
-
 // release carries out the primary core's Ready: the in-sync set's news
 // and proposal, then every output the gate allows, packed into OUTPUT
 // frames per destination.
 func (n *Node) release(now int64) {
-	rd := n.prim.Ready(now)
+	rd := n.ldr.Primary().Ready(now)
 	n.carryOutInSync(&rd, now)
 	// The lease is checked at the moment of release (Ready's now), not
 	// only on the ticker: a primary resumed after a pause must not release
@@ -358,7 +263,7 @@ func (n *Node) release(now int64) {
 	if rd.Release > 0 && !n.journalBroken {
 		n.releaseUpTo(rd.Release, now)
 	}
-	n.prim.Advance(rd)
+	n.ldr.Primary().Advance(rd)
 }
 
 // carryOutInSync logs and counts what the core says of the in-sync set
@@ -378,7 +283,7 @@ func (n *Node) carryOutInSync(rd *replica.Ready, now int64) {
 
 // releaseUpTo hands out every queued output at or below released.
 func (n *Node) releaseUpTo(released uint64, now int64) {
-	g := n.prim.Gate()
+	g := n.ldr.Primary().Gate()
 	// Reported before the outputs leave, so the observer's time is
 	// never after the client's.
 	if o := n.cfg.Observer; o != nil && released > n.rel.observed {
@@ -391,8 +296,7 @@ func (n *Node) releaseUpTo(released uint64, now int64) {
 			LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
 		})
 	}
-	if n.releaseOutputs(released) > 0 {
-		n.flushOutputs()
+	if n.releaseOutputs(released) {
 		if !n.rel.firstLogged && n.rel.promotedNs != 0 {
 			n.rel.firstLogged = true
 			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.rel.promotedNs), "released", released)
@@ -437,40 +341,20 @@ func (n *Node) recordReleases(r uint64, now int64) {
 	n.rel.last = max(n.rel.last, r)
 }
 
-// releaseOutputs takes every output at or below released from the
-// publisher, in order, into this release's frames (replica.ReleaseFramer),
-// sending each frame the framer finishes, and returns how many.
-func (n *Node) releaseOutputs(released uint64) int {
-	f := n.frames
-	f.Begin(n.origin())
-	k := 0
-	for ; ; k++ {
-		seq, o, ok := n.pub.Next(released)
-		if !ok {
-			return k
-		}
-		n.stats.OutputsReleased++
-		var fr replica.Frame
-		switch {
-		case o.to != engine.MarketData:
-			fr, ok = f.Output(seq, o.to, o.b[:o.n])
-		case n.mdSend != nil:
-			fr, ok = f.MarketData(seq, o.b[:o.n])
-		default:
-			ok = false // no market-data group: dropped
-		}
-		if ok {
-			n.sendReleased(fr)
-		}
-	}
-}
-
-// flushOutputs sends what one release packed: every client's frame, then
-// the market data.
-func (n *Node) flushOutputs() {
-	for _, fr := range n.frames.Flush() {
+// releaseOutputs carries out the leader core's release up to released:
+// the frames it packs, in the order it hands them out (every output at
+// or below released, one OUTPUT frame per client, market data apart),
+// then the count. It reports whether any frame left.
+func (n *Node) releaseOutputs(released uint64) bool {
+	l := n.ldr
+	l.Release(released, n.origin())
+	sent := false
+	for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
 		n.sendReleased(fr)
+		sent = true
 	}
+	n.leaderReady() // OutputsReleased
+	return sent
 }
 
 // sendReleased sends one released frame: to its client's address
@@ -480,7 +364,7 @@ func (n *Node) sendReleased(fr replica.Frame) {
 		n.sendMarketData(fr.Bytes)
 		return
 	}
-	if addr, ok := n.sessions[fr.Session]; ok {
+	if addr, ok := n.sessions.Addr(fr.Session); ok {
 		n.send(fr.Bytes, addr)
 	}
 }
@@ -506,5 +390,5 @@ func (n *Node) sendMarketData(frame []byte) {
 // leads, its journal works and the lease holds now. It changes nothing:
 // a lapse is carried out after the batch (primaryAfterBatch).
 func (n *Node) mayLeadNow(now int64) bool {
-	return n.role == RolePrimary && !n.journalBroken && n.prim.MayRelease(now)
+	return n.role == RolePrimary && n.ldr.MayLead(now)
 }

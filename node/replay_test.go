@@ -118,7 +118,7 @@ type progress struct{ applied, journalLast, sequenced, dataFrames, commands uint
 
 func progressOf(n *Node) progress {
 	st := n.Status()
-	sq := n.seqr.Stats()
+	sq := n.ldr.Sequencer().Stats()
 	return progress{st.Applied, st.Journal.LastSeq, sq.Commands, sq.Frames, st.Node.Commands}
 }
 

@@ -44,9 +44,7 @@ func (n *Node) startRecompute(job session.Job, to netip.AddrPort) {
 	go func() {
 		defer n.wg.Done()
 		n.recompute.done.Store(run())
-		if a.parked.Load() && a.poller != nil {
-			_ = a.poller.Wake()
-		}
+		a.runner.Wake() // after the store: Pending sees it (bus.AgentRunner.Wake)
 	}()
 }
 

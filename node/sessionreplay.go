@@ -73,7 +73,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 	}
 	q := session.Request{Session: req.Session, From: req.From, NowNs: now, Leading: n.mayLeadNow(now)}
 	if q.Leading {
-		q.Released, q.Durable, q.Epoch = n.prim.Gate().Released(), n.j.Durable(), n.epoch
+		q.Released, q.Durable, q.Epoch = n.ldr.Primary().Gate().Released(), n.j.Durable(), n.epoch
 	}
 	q.Engine, _ = n.eng.(session.OutSeqer)
 	n.carryOut(n.replay.Request(q), from)
@@ -83,7 +83,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 // session is, then start a recompute, or send the replayed OUTPUT frames
 // and REPLAY_END.
 func (n *Node) carryOut(a session.Answer, to netip.AddrPort) {
-	if a.NoteSession && !n.noteSession(a.End.Session, to) {
+	if a.NoteSession && !n.sessions.Note(a.End.Session, to) {
 		n.stats.SessionsFull++
 	}
 	switch a.Action {

@@ -63,7 +63,7 @@ func TestPassSendsItsDataFramesInOneCall(t *testing.T) {
 			calls = append(calls, c)
 		}
 	}
-	frames := n.seqr.Stats().Frames
+	frames := n.ldr.Sequencer().Stats().Frames
 	if frames < 2 {
 		t.Fatalf("the pass filled %d DATA frames; the test needs several", frames)
 	}
@@ -97,7 +97,7 @@ func TestPassSendsDataBeforeItsJournalWrite(t *testing.T) {
 	now := n.nowNs()
 	n.beginPass()
 	n.onDatagram(commandsFrame(7, 1, 10), replayClient, now)
-	n.seqr.Flush(now)
+	n.ldr.EndBatch(now)
 	n.flushData()
 	sentBeforeWrite := len(*log)
 	_, written := n.j.Last()
@@ -266,7 +266,7 @@ func TestLongPassSendsDataInBoundedCalls(t *testing.T) {
 	}
 	log = log[:0]
 	onePass(n, pkts...)
-	frames := int(n.seqr.Stats().Frames)
+	frames := int(n.ldr.Sequencer().Stats().Frames)
 	if frames <= dataFramesPerSend {
 		t.Fatalf("the pass filled %d DATA frames; the test needs more than %d", frames, dataFramesPerSend)
 	}

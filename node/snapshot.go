@@ -55,7 +55,7 @@ func (n *Node) latestSnapshotSeq() (uint64, bool) {
 func (n *Node) initSnapshots() {
 	n.snapw = journal.NewSnapshotWriter(n.j, journal.SnapshotWriterOptions{Inline: n.cfg.Clock != nil, NowNs: n.nowNs})
 	n.snapServe = sequencer.NewSnapshotServer(sequencer.SnapshotServerConfig{
-		Every: n.cfg.SnapshotEvery, ChunkBytes: wire.MaxSnapshotData(n.datagramLen()), Burst: SnapshotChunkBurst, Budget: n.snapBudget,
+		Every: n.cfg.SnapshotEvery, ChunkBytes: wire.MaxSnapshotData(n.datagramLen()), Burst: SnapshotChunkBurst, Budget: sequencer.NewSnapshotBudget(0, 0),
 	})
 }
 
@@ -132,8 +132,8 @@ func (n *Node) snapshotsWritten(done []journal.SnapshotWrite) {
 		}
 		n.snapServe.Hold(w.Seq, w.Epoch, w.Data)
 		n.stats.Snapshots++
-		if n.seqr != nil && n.role == RolePrimary {
-			n.seqr.SetSnapshotSeq(w.Seq)
+		if n.ldr != nil && n.role == RolePrimary {
+			n.ldr.SnapshotWritten(w.Seq)
 		}
 		if w.CompactErr != nil {
 			n.cfg.Log.Warn("journal compaction failed", "err", w.CompactErr)

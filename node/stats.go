@@ -13,6 +13,7 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/internal/monotime"
+	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -292,9 +293,9 @@ func (n *Node) statusLocked() Status {
 		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
 	}
 	if n.role == RolePrimary {
-		st.Released = n.prim.Gate().Released()
-		st.Sequencer = n.seqr.Stats()
-		st.Gate = n.prim.Gate().Stats()
+		st.Released = n.ldr.Primary().Gate().Released()
+		st.Sequencer = n.ldr.Sequencer().Stats()
+		st.Gate = n.ldr.Primary().Gate().Stats()
 		st.Standbys = n.standbysLocked(st.UptimeNs)
 		h := n.rel.hist
 		if h.TotalCount() > 0 {
@@ -369,9 +370,22 @@ func (n *Node) standbysLocked(nowNs int64) []StandbyStatus {
 	ids = slices.Compact(ids)
 	var out []StandbyStatus
 	for _, id := range ids {
-		if g, ok := n.prim.Gate().Standby(id); ok {
+		if g, ok := n.ldr.Primary().Gate().Standby(id); ok {
 			out = append(out, StandbyStatus{ID: id, Acked: g.AckSeq, LastAckAgeNs: max(nowNs-g.LastAckNs, 0), InSync: g.Member})
 		}
 	}
 	return out
+}
+
+// addLeader adds what the leader core counted (its Ready's Counts) to
+// the node's counters, which outlive its terms.
+func (s *Stats) addLeader(c *replica.LeaderCounts) {
+	s.Commands += c.Commands
+	s.BadCommands += c.BadCommands
+	s.NotLeading += c.NotLeading
+	s.SessionsFull += c.SessionsFull
+	s.Backpressure += c.Backpressure
+	s.AnsweredFromTable += c.AnsweredFromTable
+	s.OutputsLost += c.OutputsLost
+	s.OutputsReleased += c.OutputsReleased
 }

@@ -105,7 +105,7 @@ func (t *stageTrace) Released(r ReleaseEvent) {
 // Acked stamps what the in-sync set has acknowledged as a whole (the
 // gate's required ack), not any one standby's ack.
 func (t *stageTrace) Acked(id, from uint32, ackSeq uint64, nowNs int64) {
-	if ack, ok := t.n.prim.Gate().RequiredAck(); ok && ack != ^uint64(0) {
+	if ack, ok := t.n.ldr.Primary().Gate().RequiredAck(); ok && ack != ^uint64(0) {
 		t.rec.Stamp(t.acked, ack, monotime.Now())
 	}
 	if t.nextStages != nil {

@@ -28,12 +28,25 @@
 //     snapshot to install (then Install, Next, Installed), the NAK, the
 //     snapshot request and the ACK (never above Durable), carried out in
 //     that order, then Advance. Scenarios: testdata/follower/*.txt.
+//   - Leader: the leading side's command path, composing the term's
+//     sequencer, Primary, the gate's publisher and the state machine (its
+//     Emitter is the Leader's own), holding the bounded session table
+//     (Sessions, kept across terms by the runtime). Commands(frame, from)
+//     then Next() admits the commands (bad header, lease, sessions,
+//     back-pressure, the dedup table's answers gated at the applied seq)
+//     and hands out one sequenced Entry at a time; the runtime sends the
+//     LeaderReady's frames, appends the entry, then calls Apply (a failed
+//     append: JournalFailed, and stop before the apply). LeaderReady:
+//     the sequencer's frames, the counts, a lost output, a snapshot due,
+//     in that order, then Advance. Scenarios: testdata/leader/*.txt.
 //   - ReleaseFramer: the primary's release framing: the publisher's
 //     released outputs in, finished OUTPUT frames (one per client per
 //     release, market data apart) with their destination out, in the
 //     order to send them (release.go).
 //
-// The usage contract, for a primary (the standby's is Follower's, above):
+// The usage contract, for a primary's gate and lease (Leader composes the
+// Primary and takes the commands and acks; the standby's contract is
+// Follower's, above):
 //
 //  1. Feed every input as it happens: Applied(seq) after a command is
 //     journaled and applied, Ack(from, epoch, seq, nowNs) for each ACK,

@@ -25,7 +25,7 @@ var mayImport = map[string][]string{
 	"sequencer":           {"wire"},
 	"standby":             {"wire"},
 	"mdfeed":              {"engine", "wire"},
-	"replica":             {"arbiter", "gating", "standby", "wire"},
+	"replica":             {"arbiter", "engine", "gating", "sequencer", "standby", "wire"},
 	"session":             {"engine", "wire"},
 	"auth":                {"wire"}, // auth.Frames: the key of each frame class
 	"bus":                 {},

@@ -1,0 +1,47 @@
+package replica
+
+// Sessions is the bounded table of where each client session's outputs
+// go: the address its last command came from. It is kept across terms
+// (a client that reconnects to the same primary after a new term is
+// still known), so the runtime owns it and hands it to each Leader. A is
+// the address type (the runtime's netip.AddrPort; the core never looks
+// inside it).
+//
+// The bound: at most Max sessions; a new session beyond it is refused
+// (the command is not sequenced, and counted as SessionsFull), a known
+// one is always admitted.
+type Sessions[A comparable] struct {
+	max  int
+	addr map[uint64]A
+}
+
+// NewSessions returns an empty table of at most max sessions.
+func NewSessions[A comparable](max int) *Sessions[A] {
+	return &Sessions[A]{max: max, addr: make(map[uint64]A)}
+}
+
+// Note records that session's command came from from; false: a new
+// session and the table is full (nothing recorded). A known session that
+// moved (the client reconnected) is updated.
+func (s *Sessions[A]) Note(session uint64, from A) bool {
+	if cur, ok := s.addr[session]; ok {
+		if cur != from {
+			s.addr[session] = from
+		}
+		return true
+	}
+	if len(s.addr) >= s.max {
+		return false
+	}
+	s.addr[session] = from
+	return true
+}
+
+// Addr is where session's outputs go (false: never seen).
+func (s *Sessions[A]) Addr(session uint64) (A, bool) {
+	a, ok := s.addr[session]
+	return a, ok
+}
+
+// Len is how many sessions the table holds.
+func (s *Sessions[A]) Len() int { return len(s.addr) }
