@@ -57,7 +57,9 @@
 //
 // A witness verifies a LEASE_QUERY under the PeerRing when the header's
 // node is a configured peer and under ClientKey otherwise, and answers
-// under the key that verified it.
+// under the key that verified it. A node applies the table through Frames:
+// Seal, Verify (with the bounded derivation of a new epoch's key) and Fresh
+// (the DATA replay window below).
 //
 // # Rotation
 //

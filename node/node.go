@@ -2,15 +2,14 @@ package node
 
 import (
 	"errors"
-	"os"
 	"runtime"
-	"strings"
 
 	"fmt"
 	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
@@ -62,17 +61,17 @@ type Node struct {
 // transport is how the node talks: its endpoints and what one pass
 // sends.
 type transport struct {
-	uc     Endpoint  // unicast endpoint
-	mcRecv Endpoint  // replication group receiver
-	mcSend Endpoint  // replication group sender
-	mdSend Endpoint  // market-data sender (nil when not configured)
-	auth   *nodeAuth // nil without Config.Key
+	uc     Endpoint     // unicast endpoint
+	mcRecv Endpoint     // replication group receiver
+	mcSend Endpoint     // replication group sender
+	mdSend Endpoint     // market-data sender (nil when not configured)
+	auth   *auth.Frames // nil without Config.Key
 	// scratch, reused
 	sealBuf  []byte
 	sendBuf  [1][]byte
 	frameBuf []byte
 	// txq batches the sends of one pass (txqueue.go).
-	txq txQueue
+	txq bus.TxQueue
 	// drainer empties the send-only sockets (mcSend, mdSend) at tick
 	// cadence, outside the lock; only the agent uses it.
 	drainer *bus.Drainer
@@ -193,7 +192,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.stages, _ = n.cfg.Observer.(StageObserver)
 	if cfg.Key != nil {
-		n.auth = newNodeAuth(cfg.Key, cfg.Stream, cfg.ID)
+		n.auth = auth.NewFrames(cfg.Key, cfg.Stream, cfg.ID)
 		n.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
 	}
 	if err := n.openLease(); err != nil {
@@ -260,7 +259,7 @@ func (n *Node) recover() error {
 	if errors.Is(err, journal.ErrCorrupt) && n.cfg.Role != RolePrimary {
 		// etcd's rule: never serve from a damaged log, never skip a bad
 		// record. Set the whole journal aside and rebuild from a peer.
-		aside, merr := n.setJournalAside()
+		aside, merr := journal.SetAside(n.cfg.FS, n.cfg.Dir, time.Now().Unix())
 		if merr != nil {
 			return fmt.Errorf("node: journal %s is corrupt (%v) and could not be set aside: %w", n.cfg.Dir, err, merr)
 		}
@@ -274,7 +273,7 @@ func (n *Node) recover() error {
 		return fmt.Errorf("node: open journal %s: %w", n.cfg.Dir, err)
 	}
 	n.j = j
-	if !n.refetching && n.hasRefetchMarker() {
+	if !n.refetching && journal.HasRefetchMarker(n.cfg.FS, n.cfg.Dir) {
 		n.refetching = true
 		n.cfg.Log.Warn("this node had discarded its history and not caught up before it stopped: refetching; it will not lead until caught up")
 	}
@@ -291,75 +290,16 @@ func (n *Node) recover() error {
 	return nil
 }
 
-// refetchMarker, present in the journal directory, says the node threw
-// its history away and has not yet caught up with a primary: it survives a
-// crash, so a restarted node that is still in the in-sync set does not ask
-// for the lease with an empty or partial state (sim bug E).
-const refetchMarker = "REFETCHING"
-
-// setRefetching sets or clears the refetch state, durably.
+// setRefetching sets or clears the refetch state, durably (the journal
+// directory's marker: journal.RefetchMarker).
 func (n *Node) setRefetching(on bool) {
 	n.refetching = on
-	path := n.cfg.Dir + "/" + refetchMarker
-	var err error
-	if on {
-		var f journal.File
-		if f, err = n.cfg.FS.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			if err = f.Sync(); err == nil {
-				err = f.Close()
-			} else {
-				f.Close()
-			}
-		}
-	} else if err = n.cfg.FS.Remove(path); errors.Is(err, os.ErrNotExist) {
-		err = nil
-	}
-	if err == nil {
-		err = n.cfg.FS.SyncDir(n.cfg.Dir)
-	}
-	if err != nil {
+	if err := journal.SetRefetchMarker(n.cfg.FS, n.cfg.Dir, on); err != nil {
 		// Without the marker a crash could let this node lead with a
 		// partial history: stop it from ever leading in this process.
 		n.journalBroken = true
 		n.cfg.Log.Error("cannot record the refetch state; this node will not lead", "err", err)
 	}
-}
-
-// hasRefetchMarker reports whether a previous run left the marker.
-func (n *Node) hasRefetchMarker() bool {
-	names, err := n.cfg.FS.ReadDir(n.cfg.Dir)
-	if err != nil {
-		return false
-	}
-	for _, name := range names {
-		if name == refetchMarker {
-			return true
-		}
-	}
-	return false
-}
-
-// setJournalAside renames every journal and snapshot file in the
-// directory with a .corrupt-<unix seconds> suffix (kept for an operator's
-// post-mortem; the journal ignores them) and returns how many.
-func (n *Node) setJournalAside() (int, error) {
-	names, err := n.cfg.FS.ReadDir(n.cfg.Dir)
-	if err != nil {
-		return 0, err
-	}
-	suffix := fmt.Sprintf(".corrupt-%d", time.Now().Unix())
-	moved := 0
-	for _, name := range names {
-		if strings.Contains(name, ".corrupt-") || name == refetchMarker {
-			continue
-		}
-		from := n.cfg.Dir + "/" + name
-		if err := n.cfg.FS.Rename(from, from+suffix); err != nil {
-			return moved, err
-		}
-		moved++
-	}
-	return moved, n.cfg.FS.SyncDir(n.cfg.Dir)
 }
 
 // rebuildState builds a fresh state machine from the latest snapshot and
@@ -649,10 +589,10 @@ func (n *Node) send(frame []byte, to netip.AddrPort) {
 // for). Outside a pass it leaves at once.
 func (n *Node) multicast(frame []byte) {
 	sealed := n.seal(frame)
-	if n.queueFrame(n.mcSend, sealed, n.cfg.Group) {
-		if n.txq.n >= dataFramesPerSend {
-			n.flushTx() // a long pass: the frames filled so far need not wait for the rest
-		}
+	// A long pass: the frames filled so far need not wait for the rest.
+	queued, failed := n.txq.QueueUpTo(n.mcSend, sealed, n.cfg.Group, dataFramesPerSend)
+	n.stats.SendErrors += uint64(failed)
+	if queued {
 		return
 	}
 	n.flushTx()

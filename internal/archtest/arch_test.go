@@ -27,7 +27,7 @@ var mayImport = map[string][]string{
 	"mdfeed":              {"engine", "wire"},
 	"replica":             {"arbiter", "engine", "gating", "sequencer", "standby", "wire"},
 	"session":             {"engine", "wire"},
-	"auth":                {},
+	"auth":                {"wire"}, // auth.Frames: the key of each frame class
 	"bus":                 {},
 	"journal":             {},
 	"internal/monotime":   {},

@@ -1,0 +1,166 @@
+package auth
+
+import (
+	"errors"
+
+	"github.com/seqbus/seqbus/wire"
+)
+
+// InstallEveryNs bounds the key derivations Frames.Verify makes for epochs
+// not yet held (a new primary's first frames): at most one per
+// millisecond, so a flood of forged frames with made-up epochs costs a
+// table lookup each.
+const InstallEveryNs = 1_000_000
+
+// Frames seals and verifies the frames of one node of one stream. Which
+// key signs what:
+//
+//   - replication (DATA, HEARTBEAT, RETRANSMIT, HASH, NEW_EPOCH, snapshots,
+//     ACK, NAK): the stream's key for the frame's epoch (DataKey), so a
+//     frame captured in one epoch verifies under nothing after the keys of
+//     old epochs are retired (KeyringEpochs are held);
+//   - lease requests and replies: the key this node shares with the
+//     witness alone (LeaseKey);
+//   - COMMAND, OUTPUT, REPLAY_REQUEST, REPLAY_END and market-data recovery:
+//     the stream's client key (ClientKey).
+//
+// Replayed DATA is refused by Fresh, an EpochFilter keyed by (epoch, seq)
+// that advances only for frames whose MAC verified.
+//
+// Frames is pure (time is passed in) and not safe for concurrent use:
+// it holds hash state. Seal and Verify do not allocate, except Verify's
+// bounded derivation of a new epoch's key and Seal's once per epoch.
+type Frames struct {
+	ring          *Keyring
+	lease         *MAC
+	client        *MAC
+	replay        EpochFilter
+	lastInstallNs int64
+}
+
+// NewFrames returns the frame keys of node id on stream. It derives keys
+// and allocates: call it once, at start-up.
+func NewFrames(master *MasterKey, stream uint16, id uint32) *Frames {
+	return &Frames{
+		ring:          NewKeyring(master, stream),
+		lease:         NewMAC(LeaseKey(master, stream, id)),
+		client:        NewMAC(ClientKey(master, stream)),
+		lastInstallNs: -InstallEveryNs,
+	}
+}
+
+// Verdict is what Verify found.
+type Verdict uint8
+
+const (
+	// Verified: the MAC is good under a key already held.
+	Verified Verdict = iota
+	// VerifiedNewEpoch: the MAC is good under the key of an epoch above
+	// every epoch accepted, derived and installed for it; the keys of
+	// epochs more than one below it were retired (the previous epoch's
+	// stays, so acks and retransmits in flight at a failover still
+	// verify, and the fence judges them).
+	VerifiedNewEpoch
+	// NoMAC: the frame carries no tag.
+	NoMAC
+	// UnknownKey: no key is held for the frame's epoch and none was
+	// derived (an epoch not above every epoch accepted, the derivation
+	// rate limit, or a full keyring refusing an old epoch).
+	UnknownKey
+	// BadMAC: the tag does not verify.
+	BadMAC
+)
+
+// OK reports whether the frame verified.
+func (v Verdict) OK() bool { return v == Verified || v == VerifiedNewEpoch }
+
+// clientClass reports whether frames of type t are signed with the
+// client key.
+func clientClass(t wire.Type) bool {
+	return t == wire.TypeCommand || t == wire.TypeOutput || t == wire.TypeReplayRequest || t == wire.TypeReplayEnd || wire.IsMDRecovery(t)
+}
+
+// Seal appends to dst the frame with FlagMAC set and its tag under the key
+// of its class, and returns the extended slice. A frame whose header does
+// not parse (never, for a frame the caller built) is appended unsealed.
+// The key of the frame's own epoch is derived on its first frame (once
+// per epoch); otherwise Seal does not allocate when dst has room for the
+// frame and TagLen bytes.
+func (a *Frames) Seal(dst, frame []byte) []byte {
+	h, err := wire.ParseHeader(frame)
+	if err != nil {
+		return append(dst, frame...)
+	}
+	b := wire.Seal(dst, frame)
+	switch {
+	case wire.IsLease(h.Type):
+		b = a.lease.Sign(b, b)
+	case clientClass(h.Type):
+		b = a.client.Sign(b, b)
+	default:
+		if !a.ring.Has(h.Epoch) {
+			_ = a.ring.Install(h.Epoch) // our own epoch: derived once per epoch
+		}
+		b, _ = a.ring.Sign(b, b, h.Epoch)
+	}
+	return b
+}
+
+// Verify checks a received frame's MAC. highestEpoch is the highest epoch
+// the node accepted: a key is derived for an unheld epoch only above it,
+// and at most once per InstallEveryNs of nowNs (monotonic nanoseconds).
+func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict {
+	if f.Tag == nil {
+		return NoMAC
+	}
+	var err error
+	installed := false
+	switch {
+	case wire.IsLease(f.Type):
+		err = a.lease.Verify(f.Signed, f.Tag)
+	case clientClass(f.Type):
+		err = a.client.Verify(f.Signed, f.Tag)
+	default:
+		err = a.ring.Verify(f.Signed, f.Tag, f.Epoch)
+		if errors.Is(err, ErrUnknownKey) && f.Epoch > highestEpoch && nowNs-a.lastInstallNs >= InstallEveryNs {
+			a.lastInstallNs = nowNs
+			err = a.ring.VerifyInstall(f.Signed, f.Tag, f.Epoch)
+			if err == nil {
+				installed = true
+				a.retireBelow(f.Epoch)
+			}
+		}
+	}
+	switch {
+	case err == nil && installed:
+		return VerifiedNewEpoch
+	case err == nil:
+		return Verified
+	case errors.Is(err, ErrUnknownKey):
+		return UnknownKey
+	default:
+		return BadMAC
+	}
+}
+
+// Fresh advances the DATA replay window and reports whether the frame is
+// new; frames of other types are always fresh. Call it only after the MAC
+// verified and the sender was found to be a configured node, so nothing
+// from outside the cluster can move the window.
+func (a *Frames) Fresh(f *wire.Frame) bool {
+	if f.Type != wire.TypeData {
+		return true
+	}
+	return a.replay.Accept(f.Epoch, f.Seq) == nil
+}
+
+// retireBelow forgets the keys of epochs more than one below epoch.
+func (a *Frames) retireBelow(epoch uint64) {
+	if epoch > 1 {
+		a.ring.RetireBelow(epoch - 1)
+	}
+}
+
+// Epochs appends the epochs whose data keys are held to dst, for logs and
+// tests.
+func (a *Frames) Epochs(dst []uint64) []uint64 { return a.ring.Epochs(dst) }

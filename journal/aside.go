@@ -1,0 +1,88 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// The journal directory's two durable flags a node keeps beside its
+// journal: the refetch marker, and the sets of files put aside as corrupt.
+// They are functions over the FS seam, so the simulator's MemFS crashes
+// them like any journal file; what to do about a failure (stop leading,
+// log, count) is the caller's decision.
+
+// RefetchMarker is the name of the file that, present in a journal
+// directory, says the node threw its history away and has not yet caught
+// up with a primary. It survives a crash, so a restarted node that is
+// still in the in-sync set does not ask for the lease with an empty or
+// partial state (sim bug E). Open and Inspect ignore it.
+const RefetchMarker = "REFETCHING"
+
+// SetRefetchMarker creates (on) or removes (off) the refetch marker in dir
+// durably: the file is created and fsynced, or removed (a missing one is
+// not an error), and then the directory is synced. An error means the
+// marker's state on disk is unknown.
+func SetRefetchMarker(fsys FS, dir string, on bool) error {
+	path := dir + "/" + RefetchMarker
+	var err error
+	if on {
+		var f File
+		if f, err = fsys.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			if err = f.Sync(); err == nil {
+				err = f.Close()
+			} else {
+				f.Close()
+			}
+		}
+	} else if err = fsys.Remove(path); errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}
+
+// HasRefetchMarker reports whether dir holds the refetch marker. A
+// directory that cannot be read has none.
+func HasRefetchMarker(fsys FS, dir string) bool {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		if name == RefetchMarker {
+			return true
+		}
+	}
+	return false
+}
+
+// SetAside renames every file in dir but the refetch marker and the files
+// already set aside with the suffix AsideMarker+"<nowUnix>" (kept for an
+// operator's post-mortem; Open ignores them, so it then finds an empty
+// journal), syncs the directory and returns how many it renamed. nowUnix
+// is the wall clock in Unix seconds, passed in so that the journal reads
+// no clock. On an error the files renamed so far are counted and stay
+// renamed.
+func SetAside(fsys FS, dir string, nowUnix int64) (int, error) {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	suffix := AsideMarker + strconv.FormatInt(nowUnix, 10)
+	moved := 0
+	for _, name := range names {
+		if strings.Contains(name, AsideMarker) || name == RefetchMarker {
+			continue
+		}
+		from := dir + "/" + name
+		if err := fsys.Rename(from, from+suffix); err != nil {
+			return moved, err
+		}
+		moved++
+	}
+	return moved, fsys.SyncDir(dir)
+}
