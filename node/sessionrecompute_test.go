@@ -180,7 +180,8 @@ func TestReplayRecomputeFromJournal(t *testing.T) {
 	recomputeIdle(t, n1)
 	entered, release := make(chan struct{}), make(chan struct{})
 	n1.mu.Lock()
-	n1.recompute.hook = func() { close(entered); <-release }
+	var enteredOnce sync.Once // a refused first answer makes a second recompute (below)
+	n1.recompute.hook = func() { enteredOnce.Do(func() { close(entered) }); <-release }
 	n1.mu.Unlock()
 	a := newReplayConn(t)
 	defer a.uc.Close()
