@@ -33,16 +33,22 @@ func TestEtcdArbiterFailover(t *testing.T) {
 	}
 	c.start(1, withEtcd)
 	c.start(2, withEtcd)
-	first := c.waitPrimary(10*time.Second, 0)
+	// Bounded waits, generous: a 3-member etcd cluster and two -race
+	// nodes on a loaded 2-core machine take seconds to settle.
+	first := c.waitPrimary(30*time.Second, 0)
 	var mu sync.Mutex
 	answered := map[uint64]engine.OutputKind{}
 	cl, err := client.Dial(client.Options{Core: client.Config{Session: 12}, Primary: c.addrs[first], Idle: testIdle})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
 	done := make(chan error, 1)
+	loadDone := make(chan struct{})
+	// On a failure below, the load must end before the test does (the
+	// next test's leak check would see its goroutine).
+	defer func() { cl.Close(); <-loadDone }()
 	go func() {
+		defer close(loadDone)
 		_, err := cl.Load(context.Background(), client.LoadConfig{Rate: 3_000, Count: 9_000, Seed: 4, Drain: 30 * time.Second},
 			func(r client.Result) {
 				mu.Lock()
@@ -54,7 +60,7 @@ func TestEtcdArbiterFailover(t *testing.T) {
 	time.Sleep(time.Second)
 	stoppedAt := time.Now()
 	c.stop(first)
-	second := c.waitPrimary(10*time.Second, first)
+	second := c.waitPrimary(30*time.Second, first)
 	t.Logf("etcd arbiter: node %d promoted %v after node %d stopped", second, time.Since(stoppedAt), first)
 	cl.SetPrimary(c.addrs[second]) // no witness to follow: the test points the client
 	if err := <-done; err != nil {
