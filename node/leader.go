@@ -194,8 +194,7 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 		n.announce(now)
 	}
 	n.stats.Promotions++
-	n.rel.promotedNs = now
-	n.rel.firstLogged = false
+	n.ldr.Promoted(now)
 	n.cfg.Log.Info("PROMOTED",
 		"epoch", lead.Epoch, "from_seq", lead.LeadFrom, "prev_epoch", lead.PrevEpoch,
 		"since_last_primary_frame", time.Duration(detectNs),

@@ -43,13 +43,12 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()},
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
 		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.journalBroken,
-		DatagramLen: n.datagramLen(), MarketData: n.mdSend != nil,
+		DatagramLen: n.datagramLen(), MarketData: n.mdSend != nil, Track: n.rel.core,
 	}, prim, n.eng, n.j, n.sessions, n.replay, n.md.Feed)
 	if err != nil {
 		return err
 	}
 	n.ldr = l
-	n.rel.last = applied
 	n.mdPromoted()
 	if seq, ok := n.latestSnapshotSeq(); ok {
 		l.SnapshotWritten(seq)
@@ -97,6 +96,9 @@ func (n *Node) leaderReady() {
 	n.stats.addLeader(&rd.Counts)
 	if rd.Lost != nil {
 		n.cfg.Log.Error("engine output dropped", "dropped", rd.Counts.OutputsLost, "last", rd.Lost)
+	}
+	if rd.FirstRelease != 0 {
+		n.cfg.Log.Info("first release after promotion", "after", time.Duration(rd.SincePromotionNs), "released", rd.FirstRelease)
 	}
 	l.Advance()
 	if rd.Snapshot != 0 {
@@ -167,7 +169,6 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.journalFailed(err)
 			return
 		}
-		n.rel.assignNs[e.Seq&assignMask] = now
 		l.Apply(e)
 		if o := n.cfg.Observer; o != nil {
 			o.Applied(n.cfg.ID, n.tm.Epoch(), e.Seq, e.Cmd)
@@ -249,24 +250,40 @@ func (n *Node) primaryTick(now int64) {
 	n.writePendingSnapshot()
 }
 
-// release carries out the primary core's Ready: the in-sync set's news
-// and proposal, then every output the gate allows, packed into OUTPUT
-// frames per destination.
+// release carries out the leader core's release step (replica.Leader's
+// Release): the in-sync set's news and proposal, then, when something
+// may leave, the observer's event before any frame, every OUTPUT frame
+// in the order the core hands them out, the counts and the first
+// release after a promotion (leaderReady), the released watermark, and
+// the market data.
 func (n *Node) release(now int64) {
-	rd := n.ldr.Primary().Ready(now)
-	n.carryOutInSync(&rd, now)
-	// The lease is checked at the moment of release (Ready's now), not
-	// only on the ticker: a primary resumed after a pause must not release
-	// a batch of acks that queued up while its lease ran out.
-	if rd.Release > 0 && !n.journalBroken {
-		n.releaseUpTo(rd.Release, now)
+	l := n.ldr
+	rr := l.Release(now, replica.ReleaseInput{
+		Origin: n.origin(), Durable: n.j.Durable(),
+		LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
+	})
+	n.carryOutInSync(&rr, now)
+	if rr.Released == 0 {
+		return
 	}
-	n.ldr.Primary().Advance(rd)
+	if o := n.cfg.Observer; o != nil && rr.Report {
+		e := &rr.Event
+		o.Released(ReleaseEvent{
+			Node: n.cfg.ID, Epoch: e.Epoch, Released: e.Released, Applied: e.Applied, Durable: e.Durable,
+			RequiredAck: e.RequiredAck, RequiredOK: e.RequiredOK, LeaseHeld: e.LeaseHeld,
+		})
+	}
+	for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
+		n.sendReleased(fr)
+	}
+	n.leaderReady() // OutputsReleased, the first release after a promotion
+	n.stats.Released = rr.Released
+	n.mdAfterRelease(now)
 }
 
 // carryOutInSync logs and counts what the core says of the in-sync set
 // and hands its proposal to the arbiter.
-func (n *Node) carryOutInSync(rd *replica.Ready, now int64) {
+func (n *Node) carryOutInSync(rd *replica.ReleaseReady, now int64) {
 	if rd.RunningAlone {
 		n.stats.RunningAlone++
 		n.cfg.Log.Warn("RUNNING ALONE: the in-sync set is empty; releases are durable on this node's disk only until a standby catches up")
@@ -279,80 +296,23 @@ func (n *Node) carryOutInSync(rd *replica.Ready, now int64) {
 	}
 }
 
-// releaseUpTo hands out every queued output at or below released.
-func (n *Node) releaseUpTo(released uint64, now int64) {
-	g := n.ldr.Primary().Gate()
-	// Reported before the outputs leave, so the observer's time is
-	// never after the client's.
-	if o := n.cfg.Observer; o != nil && released > n.rel.observed {
-		n.rel.observed = released
-		ack, ok := g.RequiredAck()
-		o.Released(ReleaseEvent{
-			Node: n.cfg.ID, Epoch: n.tm.Epoch(), Released: released,
-			Applied: n.eng.AppliedSeq(), Durable: n.j.Durable(),
-			RequiredAck: ack, RequiredOK: ok,
-			LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
-		})
-	}
-	if n.releaseOutputs(released) {
-		if !n.rel.firstLogged && n.rel.promotedNs != 0 {
-			n.rel.firstLogged = true
-			n.cfg.Log.Info("first release after promotion", "after", time.Duration(now-n.rel.promotedNs), "released", released)
-		}
-	}
-	n.stats.Released = released
-	n.recordReleases(released, now)
-	n.mdAfterRelease(now)
-}
-
-// releaseTrack follows what a primary released, for the assign ->
-// release latency histogram, the first release after a promotion and the
-// Observer.
+// releaseTrack is the node's side of the release's bookkeeping: the
+// assign -> release latency histogram (status and metrics read it) and
+// the core's ReleaseTrack that fills it, both kept across terms.
 type releaseTrack struct {
-	// assignNs[seq&assignMask] is when seq was assigned.
-	assignNs    []int64
-	last        uint64 // released as last recorded
-	observed    uint64 // released as last reported to the Observer
-	hist        *hdrhistogram.Histogram
-	promotedNs  int64 // when this node last promoted (0: never)
-	firstLogged bool  // the first release after it was logged
+	hist *hdrhistogram.Histogram
+	core *replica.ReleaseTrack
 }
 
 func newReleaseTrack() releaseTrack {
-	return releaseTrack{
-		assignNs: make([]int64, assignMask+1),
-		// µs from 1 to 10 s at 2 significant digits (1%): reading
-		// percentiles walks every bucket under the lock, so it stays small.
-		hist: hdrhistogram.New(1, 10_000_000, 2),
+	// µs from 1 to 10 s at 2 significant digits (1%): reading
+	// percentiles walks every bucket under the lock, so it stays small.
+	h := hdrhistogram.New(1, 10_000_000, 2)
+	core, err := replica.NewReleaseTrack(assignMask+1, h)
+	if err != nil {
+		panic(err) // assignMask+1 is a power of two
 	}
-}
-
-// recordReleases adds assign -> release latency for every seq released
-// since the last call (at most the ring's worth).
-func (n *Node) recordReleases(r uint64, now int64) {
-	from := max(n.rel.last+1, r-min(r, assignMask))
-	for s := from; s <= r && s > n.rel.last; s++ {
-		if at := n.rel.assignNs[s&assignMask]; at > 0 {
-			_ = n.rel.hist.RecordValue(max((now-at)/1000, 1))
-		}
-	}
-	n.rel.last = max(n.rel.last, r)
-}
-
-// releaseOutputs carries out the leader core's release up to released:
-// the frames it packs, in the order it hands them out (every output at
-// or below released, one OUTPUT frame per client, market data apart),
-// then the count. It reports whether any frame left.
-func (n *Node) releaseOutputs(released uint64) bool {
-	l := n.ldr
-	l.Release(released, n.origin())
-	sent := false
-	for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
-		n.sendReleased(fr)
-		sent = true
-	}
-	n.leaderReady() // OutputsReleased
-	return sent
+	return releaseTrack{hist: h, core: core}
 }
 
 // sendReleased sends one released frame: to its client's address

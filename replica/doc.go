@@ -37,8 +37,20 @@
 //     and hands out one sequenced Entry at a time; the runtime sends the
 //     LeaderReady's frames, appends the entry, then calls Apply (a failed
 //     append: JournalFailed, and stop before the apply). LeaderReady:
-//     the sequencer's frames, the counts, a lost output, a snapshot due,
-//     in that order, then Advance. Scenarios: testdata/leader/*.txt.
+//     the sequencer's frames, the counts, a lost output, the first
+//     release after a promotion (once per term begun with Promoted), a
+//     snapshot due, in that order, then Advance. The release step:
+//     Release(nowNs, ReleaseInput) takes the Primary's Ready (and
+//     advances it) and returns a ReleaseReady, carried out in field
+//     order: the in-sync news (log RunningAlone and InSyncError, hand
+//     Propose to the arbiter, then Proposed), then, when Released is
+//     not 0 (never after the journal failed), the observer's Event
+//     (only when the watermark rose) before any frame, then NextFrame
+//     until it says no more, then the LeaderReady. A ReleaseTrack,
+//     kept by the runtime across terms, holds the assign -> release
+//     latency ring (stamped at Apply, recorded at the release into a
+//     LatencyRecorder) and the watermark last reported. Scenarios:
+//     testdata/leader/*.txt.
 //   - Roles: the term: the role (primary or standby), the epoch led or
 //     followed, the fence and the History, and the role changes as data.
 //     Lease(decision) (promotion, new term, step-down, a lapse) and
@@ -71,7 +83,8 @@
 //  4. Take Ready(nowNs) at the moment of release and carry it out in the
 //     order of its fields: log RunningAlone, hand Propose to the arbiter
 //     (then Proposed), then release every queued output with seq <=
-//     Release, and only those.
+//     Release, and only those. (A Leader does this step itself:
+//     Leader.Release hands the news on in a ReleaseReady.)
 //  5. Call Advance(rd) once rd was carried out.
 //
 // A runtime's loop, in outline:

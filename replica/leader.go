@@ -78,6 +78,9 @@ type LeaderConfig struct {
 	// data outputs to (without one they are dropped at release).
 	DatagramLen int
 	MarketData  bool
+	// Track is the runtime's ReleaseTrack, kept across terms (nil: a
+	// track of this term's own that measures no latency).
+	Track *ReleaseTrack
 }
 
 // LeaderCounts are what the Leader counted since the last Advance, for
@@ -110,6 +113,12 @@ type LeaderReady struct {
 	// Lost, when not nil, is why the last output counted in OutputsLost
 	// was dropped: log it.
 	Lost error
+	// FirstRelease, when not 0, after the Counts: the release just
+	// finished (its last NextFrame) was the first since this term's
+	// promotion (Promoted) to send a frame, up to FirstRelease,
+	// SincePromotionNs after the promotion: log it. Once per term.
+	FirstRelease     uint64
+	SincePromotionNs int64
 	// Snapshot, when not 0, last: cut a snapshot of the state at this seq
 	// (just applied), after the Frames and what the pass queued before
 	// them left (the encoding must not hold back the frames sealed so
@@ -160,10 +169,11 @@ type Entry struct {
 //
 // The other inputs: EndBatch and Tick (the batch's frames sealed; a
 // heartbeat when idle), Ack, Nak, Durable, Announce, SetReleased and
-// Heartbeat, SnapshotWritten. The release: Release(rd.Release, origin)
-// with the Primary's Ready, then NextFrame until it says no more (each
-// finished OUTPUT frame sent before the next call), then the Ready (the
-// outputs counted).
+// Heartbeat, SnapshotWritten, Promoted. The release: Release(nowNs, in)
+// returns a ReleaseReady (the in-sync news, the observer's event), then
+// NextFrame until it says no more (each finished OUTPUT frame sent
+// before the next call), then the Ready (the outputs counted, the first
+// release after a promotion).
 type Leader[A comparable] struct {
 	cfg      LeaderConfig
 	seqr     *sequencer.Sequencer
@@ -184,14 +194,24 @@ type Leader[A comparable] struct {
 	nowNs int64
 
 	// the release under way (Release, NextFrame)
-	framer    *ReleaseFramer
-	releaseTo uint64
-	releasing bool
-	flushed   []Frame
+	framer       *ReleaseFramer
+	releaseTo    uint64
+	releasing    bool
+	flushed      []Frame
+	releaseNowNs int64
+	releaseSent  bool // the release under way handed out a frame
 
-	counts   LeaderCounts
-	lost     error
-	snapshot uint64
+	track       *ReleaseTrack
+	latencyLast uint64 // the last seq whose latency was recorded (or applied before the term)
+	promoted    bool   // the term began with a promotion (Promoted), at promotedNs
+	promotedNs  int64
+	firstDone   bool // the first release after the promotion was reported
+
+	counts           LeaderCounts
+	lost             error
+	firstRelease     uint64
+	sincePromotionNs int64
+	snapshot         uint64
 }
 
 // NewLeader starts a term: a sequencer continuing at cfg.Applied+1 that
@@ -211,6 +231,10 @@ func NewLeader[A comparable](cfg LeaderConfig, prim *Primary, sm engine.StateMac
 		cfg: cfg, seqr: sequencer.New(cfg.Sequencer, cfg.Epoch, cfg.Applied, hist),
 		prim: prim, pub: pub, sessions: sessions, sm: sm, rec: rec, md: md,
 		broken: cfg.JournalBroken, framer: NewReleaseFramer(cmp.Or(cfg.DatagramLen, wire.DefaultDatagramLen)),
+		track: cfg.Track, latencyLast: cfg.Applied,
+	}
+	if l.track == nil {
+		l.track = &ReleaseTrack{}
 	}
 	l.dedup, _ = sm.(engine.Deduper)
 	l.emitter.l = l
@@ -314,8 +338,12 @@ func (l *Leader[A]) answer(cmd []byte) bool {
 
 // Apply applies e, which the runtime appended to the journal: its outputs
 // are queued in the gate under e.Seq, the gate learns it is applied, and
-// a HASH or a snapshot due at e.Seq is added to the Ready.
+// a HASH or a snapshot due at e.Seq is added to the Ready. The
+// assign -> release latency of e is measured from the frame's nowNs.
 func (l *Leader[A]) Apply(e Entry) {
+	if t := l.track; t.assignNs != nil {
+		t.assignNs[e.Seq&t.mask] = l.nowNs
+	}
 	l.applySeq = e.Seq
 	l.sm.Apply(e.Seq, e.Cmd, &l.emitter)
 	l.prim.Applied(e.Seq)
@@ -380,20 +408,13 @@ func (l *Leader[A]) Queued() int { return l.pub.Len() }
 // continues (NewTerm).
 func (l *Leader[A]) TakeQueued(old *Leader[A]) { l.pub = old.pub }
 
-// Release starts handing out every queued output at or below released
-// (release only <= released: the Primary's Ready.Release) as OUTPUT
-// frames of origin o, packed by the ReleaseFramer's rules; NextFrame
-// returns them in the order to send them, and Ready counts the outputs
-// taken (OutputsReleased).
-func (l *Leader[A]) Release(released uint64, o wire.Origin) {
-	l.framer.Begin(o)
-	l.releaseTo, l.releasing, l.flushed = released, true, nil
-}
-
 // NextFrame returns the release's next finished frame (false: the
 // release is done). Send each before the next call: its bytes are valid
 // until then. A client's frame goes to its session's address in the
-// table (Sessions.Addr; none: dropped), market data to its group.
+// table (Sessions.Addr; none: dropped), market data to its group. The
+// frames are every queued output at or below ReleaseReady.Released
+// (release only <= released), packed by the ReleaseFramer's rules, and
+// the Ready counts the outputs taken (OutputsReleased).
 func (l *Leader[A]) NextFrame() (Frame, bool) {
 	for l.releasing {
 		seq, out, ok := l.pub.Next(l.releaseTo)
@@ -413,14 +434,17 @@ func (l *Leader[A]) NextFrame() (Frame, bool) {
 			ok = false // no market-data group: dropped
 		}
 		if ok {
+			l.releaseSent = true
 			return fr, true
 		}
 	}
 	if len(l.flushed) == 0 {
+		l.releaseDone()
 		return Frame{}, false
 	}
 	fr := l.flushed[0]
 	l.flushed = l.flushed[1:]
+	l.releaseSent = true
 	return fr, true
 }
 
@@ -465,16 +489,20 @@ func (l *Leader[A]) SnapshotWritten(seq uint64) { l.seqr.SetSnapshotSeq(seq) }
 
 // HasReady reports whether there is a LeaderReady to carry out.
 func (l *Leader[A]) HasReady() bool {
-	return len(l.seqr.Outbox()) > 0 || l.counts != (LeaderCounts{}) || l.lost != nil || l.snapshot != 0
+	return len(l.seqr.Outbox()) > 0 || l.counts != (LeaderCounts{}) || l.lost != nil || l.firstRelease != 0 || l.snapshot != 0
 }
 
 // Ready returns what to do; carry it out in field order, then Advance.
 func (l *Leader[A]) Ready() LeaderReady {
-	return LeaderReady{Frames: l.seqr.Outbox(), Counts: l.counts, Lost: l.lost, Snapshot: l.snapshot}
+	return LeaderReady{
+		Frames: l.seqr.Outbox(), Counts: l.counts, Lost: l.lost,
+		FirstRelease: l.firstRelease, SincePromotionNs: l.sincePromotionNs, Snapshot: l.snapshot,
+	}
 }
 
 // Advance says the last Ready was carried out.
 func (l *Leader[A]) Advance() {
 	l.seqr.ClearOutbox()
 	l.counts, l.lost, l.snapshot = LeaderCounts{}, nil, 0
+	l.firstRelease, l.sincePromotionNs = 0, 0
 }

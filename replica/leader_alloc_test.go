@@ -34,11 +34,17 @@ func TestLeaderNoAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLeader[string](LeaderConfig{Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1, MarketData: true,
-		PublisherCapacity: 256, HashEvery: 16, SnapshotEvery: 1 << 40}, p, eng, &j, sessions, &rec, &ring)
+	var lat latencyCounter
+	track, err := NewReleaseTrack(1<<10, &lat)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l, err := NewLeader[string](LeaderConfig{Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1, MarketData: true,
+		PublisherCapacity: 256, HashEvery: 16, SnapshotEvery: 1 << 40, Track: track}, p, eng, &j, sessions, &rec, &ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Promoted(0)
 	const perFrame = 8
 	var id uint64
 	var frame []byte
@@ -81,14 +87,13 @@ func TestLeaderNoAllocations(t *testing.T) {
 		l.Advance()
 		l.Durable(j.last)
 		l.Ack(2, 1, j.last, now)
-		rd := p.Ready(now)
-		l.Release(rd.Release, wire.Origin{Stream: 9, Node: 1, Epoch: 1})
+		rr := l.Release(now, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Durable: j.last, LeaseHeld: true})
+		sink += rr.Event.Released
 		for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
 			sink += uint64(len(fr.Bytes))
 		}
 		sink += l.Ready().Counts.OutputsReleased
 		l.Advance()
-		p.Advance(rd)
 	}
 	for range 50 {
 		pass() // warm up: sessions known, buffers grown
@@ -97,7 +102,12 @@ func TestLeaderNoAllocations(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per pass of %d commands", allocs, perFrame)
 	}
-	if st := l.Sequencer().Stats(); st.Commands == 0 || rec.n == 0 || sink == 0 {
-		t.Fatalf("nothing went through: %+v, %d outputs recorded", st, rec.n)
+	if st := l.Sequencer().Stats(); st.Commands == 0 || rec.n == 0 || sink == 0 || lat.n == 0 {
+		t.Fatalf("nothing went through: %+v, %d outputs recorded, %d latencies", st, rec.n, lat.n)
 	}
 }
+
+// latencyCounter is a LatencyRecorder that counts.
+type latencyCounter struct{ n, sumUs int64 }
+
+func (c *latencyCounter) RecordValue(v int64) error { c.n++; c.sumUs += v; return nil }

@@ -32,6 +32,7 @@ func leaderInvariants(t *testing.T, ops []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Promoted(1)
 	var (
 		now                  int64
 		last, durable, acked uint64
@@ -40,6 +41,8 @@ func leaderInvariants(t *testing.T, ops []byte) {
 		broken               bool
 		buf                  []byte
 		counted, offered     uint64
+		reported, watermark  uint64 // the released watermark last reported, and the highest released
+		firsts               int    // first releases after the promotion reported
 	)
 	next := func(i int) byte {
 		if i < len(ops) {
@@ -125,26 +128,41 @@ func leaderInvariants(t *testing.T, ops []byte) {
 			now += int64(x) * 1_000_000
 			l.Tick(now)
 		case 7: // the release
-			rd := l.Primary().Ready(now)
-			if broken && rd.Release != 0 {
-				t.Fatalf("released %d after the journal failed", rd.Release)
+			rr := l.Release(now, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Durable: durable, LeaseHeld: true})
+			rel := rr.Released
+			if broken && rel != 0 {
+				t.Fatalf("released %d after the journal failed", rel)
 			}
-			if rd.Release > min(durable, acked) || rd.Release > sm.AppliedSeq() {
-				t.Fatalf("release %d with durable %d, acked %d, applied %d", rd.Release, durable, acked, sm.AppliedSeq())
+			if rel > min(durable, acked) || rel > sm.AppliedSeq() || rel < watermark && rel != 0 {
+				t.Fatalf("release %d with durable %d, acked %d, applied %d, released before %d", rel, durable, acked, sm.AppliedSeq(), watermark)
 			}
-			l.Release(rd.Release, wire.Origin{Stream: 9, Node: 1, Epoch: 1})
-			for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
+			if rr.Report != (rel > reported) || rr.Report && (rr.Event.Released != rel || rr.Event.Applied != sm.AppliedSeq() || rr.Event.Durable != durable) {
+				t.Fatalf("release %d after %d reported: %v %+v", rel, reported, rr.Report, rr.Event)
+			}
+			reported, watermark = max(reported, rel), max(watermark, rel)
+			sent := false
+			for fr, ok := l.NextFrame(); ok && rel != 0; fr, ok = l.NextFrame() {
 				f, _, err := wire.Parse(fr.Bytes)
 				if err != nil || f.Type != wire.TypeOutput || f.Count == 0 {
 					t.Fatalf("released frame %v (%v)", f.Type, err)
 				}
-				if f.Seq > rd.Release || f.Seq < lastOut[fr.Session] {
-					t.Fatalf("a frame of seq %d for session %d released at %d after one of %d", f.Seq, fr.Session, rd.Release, lastOut[fr.Session])
+				if f.Seq > rel || f.Seq < lastOut[fr.Session] {
+					t.Fatalf("a frame of seq %d for session %d released at %d after one of %d", f.Seq, fr.Session, rel, lastOut[fr.Session])
 				}
 				lastOut[fr.Session] = f.Seq
 				framed += uint64(f.Count)
+				sent = true
 			}
-			l.Primary().Advance(rd)
+			if l.HasReady() {
+				if first := l.Ready().FirstRelease; first != 0 && (!sent || first != rel || firsts > 0) {
+					t.Fatalf("first release %d reported (release %d, sent %v, reported before %d)", first, rel, sent, firsts)
+				} else if first != 0 {
+					firsts++
+				}
+			}
+			if sent && firsts == 0 {
+				t.Fatalf("release %d sent frames: not reported as the first after the promotion", rel)
+			}
 		}
 		ready()
 	}

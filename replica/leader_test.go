@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
@@ -152,6 +155,19 @@ type lharness struct {
 	ring     testRing
 	j        testJournal
 	sessions *Sessions[string]
+	lease    *testLease // with a lease (leader lease): the in-sync set is maintained
+	// leaseHeld is the keeper's MayLead as the release's input reports it
+	leaseHeld bool
+}
+
+// testLease is a lease the harness holds or not; it never names
+// another holder.
+type testLease struct{ held bool }
+
+func (l *testLease) MayLead(int64) bool { return l.held }
+func (l *testLease) Epoch() uint64      { return 1 }
+func (l *testLease) LastDeny() (arbiter.NodeID, uint64, int64) {
+	return arbiter.NodeNone, 0, 0
 }
 
 func (h *lharness) run(w *strings.Builder, line string) {
@@ -165,7 +181,13 @@ func (h *lharness) run(w *strings.Builder, line string) {
 	case "commands":
 		h.commands(w, a)
 	case "lease":
-		h.l.Primary().SetLease(a.has("held"))
+		h.leaseHeld = a.has("held")
+		h.l.Primary().SetLease(h.leaseHeld)
+	case "promoted":
+		h.l.Promoted(h.nowNs)
+	case "sleep":
+		h.nowNs += h.dur(args{"d": fields[1]}, "d", 0)
+		return
 	case "md-full":
 		h.ring.full = !a.has("off")
 	case "journal-fail":
@@ -175,10 +197,12 @@ func (h *lharness) run(w *strings.Builder, line string) {
 	case "tick":
 		h.nowNs += h.dur(args{"d": fields[1]}, "d", 0)
 		h.l.Tick(h.nowNs)
+		h.l.Primary().Tick(h.nowNs) // the in-sync upkeep (node's maintainInSync)
 	case "ack":
 		h.l.Ack(uint32(h.u64(a, "from", 2)), h.u64(a, "epoch", h.l.Epoch()), h.u64(a, "seq", 0), h.nowNs)
 	case "durable":
-		h.l.Durable(h.u64(args{"": fields[1]}, "", 0))
+		h.durable = h.u64(args{"": fields[1]}, "", 0)
+		h.l.Durable(h.durable)
 	case "nak":
 		nak := wire.Nak{Origin: wire.Origin{Stream: 9, Node: uint32(h.u64(a, "from", 2)), Epoch: 1}}
 		nak.Add(wire.Range{From: h.u64(a, "from-seq", 1), To: h.u64(a, "to-seq", 1)})
@@ -204,9 +228,21 @@ func (h *lharness) newLeader(w *strings.Builder, a args) {
 	if a["peers"] == "none" {
 		peers = nil
 	}
-	p, err := NewPrimary(PrimaryConfig{Self: 1, Epoch: 1, Peers: peers}, &h.isr, nil, h.sm.applied, h.sm.applied, h.nowNs)
+	h.durable, h.leaseHeld, h.lease, h.isr = h.sm.applied, true, nil, InSync{}
+	var lease Lease
+	if a.has("lease") {
+		// The witness confirmed no member yet: the primary runs alone
+		// until it proposes a caught-up standby.
+		h.lease = &testLease{held: true}
+		lease = h.lease
+		h.isr.Confirm(&arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 1, InSyncVersion: 1})
+	}
+	p, err := NewPrimary(PrimaryConfig{Self: 1, Epoch: 1, Peers: peers, InSyncTimeoutNs: 200_000_000, RetryNs: 50_000_000}, &h.isr, lease, h.sm.applied, h.sm.applied, h.nowNs)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	if lease != nil {
+		p.SetLease(true)
 	}
 	cfg := LeaderConfig{
 		Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1, Applied: h.sm.applied,
@@ -306,6 +342,9 @@ func (h *lharness) ready(w *strings.Builder) {
 	if rd.Lost != nil {
 		fmt.Fprintf(w, "lost: %v\n", rd.Lost)
 	}
+	if rd.FirstRelease != 0 {
+		fmt.Fprintf(w, "first release after promotion: released=%d after=%v\n", rd.FirstRelease, time.Duration(rd.SincePromotionNs))
+	}
 	h.l.Advance()
 	if rd.Snapshot != 0 {
 		fmt.Fprintf(w, "cut snapshot at %d\n", rd.Snapshot)
@@ -329,14 +368,34 @@ func countsString(c LeaderCounts) string {
 	return strings.Join(parts, " ")
 }
 
-// release takes the Primary's Ready and carries out the release as
-// node's release does, printing each frame, where it goes and its
-// outputs.
+// release carries out the Leader's release step as node's release
+// does: the in-sync news (a proposal handed to the arbiter), the
+// watermark, the observer's event, each frame (where it goes and its
+// outputs), then the Ready.
 func (h *lharness) release(w *strings.Builder) {
-	p := h.l.Primary()
-	rd := p.Ready(h.nowNs)
-	fmt.Fprintf(w, "release <= %d\n", rd.Release)
-	h.l.Release(rd.Release, wire.Origin{Stream: 9, Node: 1, Epoch: 1})
+	rr := h.l.Release(h.nowNs, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Durable: h.durable, LeaseHeld: h.leaseHeld})
+	if rr.RunningAlone {
+		fmt.Fprintln(w, "running alone")
+	}
+	if rr.InSyncError != nil {
+		fmt.Fprintf(w, "in-sync error: %v\n", rr.InSyncError)
+	}
+	if rr.Propose != nil {
+		fmt.Fprintf(w, "propose %v base=%d lagging=%v\n", rr.Propose, rr.ProposeBase, rr.Lagging)
+		h.l.Primary().Proposed(rr.Propose, h.nowNs)
+	}
+	fmt.Fprintf(w, "release <= %d\n", rr.Released)
+	if rr.Released == 0 {
+		return
+	}
+	if e := rr.Event; rr.Report {
+		ack := fmt.Sprint(e.RequiredAck)
+		if e.RequiredAck == math.MaxUint64 {
+			ack = "none"
+		}
+		fmt.Fprintf(w, "  observe released=%d epoch=%d applied=%d durable=%d required-ack=%s ok=%v lease=%v\n",
+			e.Released, e.Epoch, e.Applied, e.Durable, ack, e.RequiredOK, e.LeaseHeld)
+	}
 	for fr, ok := h.l.NextFrame(); ok; fr, ok = h.l.NextFrame() {
 		to := "market-data"
 		if !fr.MarketData {
@@ -359,7 +418,6 @@ func (h *lharness) release(w *strings.Builder) {
 		}
 		fmt.Fprintf(w, "  OUTPUT seq=%d to %s: %s\n", f.Seq, to, strings.Join(outs, " "))
 	}
-	p.Advance(rd)
 	if len(h.ring.kept) > 0 {
 		sort.Strings(h.ring.kept)
 		fmt.Fprintf(w, "  md ring holds %v\n", h.ring.kept)
