@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,15 +25,35 @@ import (
 
 var testIdle = bus.Idle{Kind: bus.IdleBlock}
 
+// freePort returns a UDP port on 127.0.0.1 that was free a moment ago.
+// It is picked below the kernel's ephemeral range (32768 and up by
+// default), from a per-process random start, so a socket another test or
+// process binds to port 0 in the meantime (a client, a probe) never takes
+// it between this check and the node's bind.
 func freePort(t testing.TB) uint16 {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 1000; i++ {
+		p := testPortLow + int(testPortNext.Add(1))%testPortSpan
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p})
+		if err != nil {
+			continue // taken: try the next one
+		}
+		c.Close()
+		return uint16(p)
 	}
-	defer c.Close()
-	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	t.Fatal("no free UDP port in the test range")
+	return 0
 }
+
+// The test port range, and the next offset into it (random per process,
+// so parallel test binaries start far apart).
+const testPortLow, testPortSpan = 20000, 12000
+
+var testPortNext = func() *atomic.Uint32 {
+	var n atomic.Uint32
+	n.Store(uint32(rand.IntN(testPortSpan)))
+	return &n
+}()
 
 func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
