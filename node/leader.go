@@ -10,59 +10,61 @@ import (
 	"github.com/seqbus/seqbus/witness"
 )
 
-// leaseLink is the node's side of the lease: the keeper (the arbiter
-// core) and the backend that carries its requests, nil for a static node.
+// leaseLink is the node's side of the lease: the arbiter.Link (keeper
+// and backend; nil for a static node) and, for the UDP witness, its
+// backend, whose replies arrive on the node's socket (onLease).
 type leaseLink struct {
-	keeper      *arbiter.Keeper
-	wc          *witness.Client // the UDP witness's client (nil otherwise)
-	arb         arbiter.Backend
-	deliver     func(arbiter.Reply)
-	lastReplyNs int64 // last reply from the arbiter
-	silent      bool  // logged as unreachable (once per episode)
+	link    *arbiter.Link
+	keeper  *arbiter.Keeper  // link's keeper (nil for a static node)
+	udp     *witness.Backend // the UDP witness (nil otherwise)
+	deliver func(arbiter.Reply)
 }
 
-// openLease builds the keeper and its backend (the UDP witness, or
+// openLease builds the link and its backend (the UDP witness, or
 // Config.NewArbiter's) when the node runs with a lease.
 func (n *Node) openLease() error {
 	cfg := &n.cfg
 	if !cfg.Witness.IsValid() && cfg.NewArbiter == nil {
 		return nil // a static node
 	}
-	k, err := arbiter.NewKeeper(arbiter.NodeID(cfg.ID), cfg.Lease)
+	// Request IDs start from the wall clock, unique to this process run
+	// (arbiter.NewLink); a simulated clock keeps simulated runs replayable.
+	var after uint64
+	if cfg.Clock != nil {
+		after = uint64(cfg.Clock.NowNs()) << 20
+	} else {
+		after = uint64(time.Now().UnixNano())
+	}
+	l, err := arbiter.NewLink(arbiter.NodeID(cfg.ID), cfg.Lease, after, n.newBackend)
 	if err != nil {
 		return err
 	}
-	// Request IDs start from the wall clock, unique to this process run,
-	// so a grant captured before a restart matches no request of this one
-	// (the keeper matches replies by ID). (A simulated clock gives
-	// simulated runs the same property and keeps them bit-for-bit
-	// replayable.)
-	if cfg.Clock != nil {
-		k.StartRequestIDsAfter(uint64(cfg.Clock.NowNs()) << 20)
-	} else {
-		k.StartRequestIDsAfter(uint64(time.Now().UnixNano()))
-	}
-	n.lease.keeper = k
+	n.lease.link, n.lease.keeper = l, l.Keeper()
 	n.lease.deliver = n.deliverLease // one func value, not one per tick
-	if cfg.NewArbiter != nil {
-		n.lease.arb, err = cfg.NewArbiter(k)
-		return err
-	}
-	n.lease.wc = witness.NewClient(k, cfg.Stream)
-	n.lease.arb = witness.NewBackend(n.lease.wc, n.sendWitness)
 	return nil
+}
+
+// newBackend is Config.NewArbiter's backend, or the UDP witness's, which
+// sends with sendWitness.
+func (n *Node) newBackend(k *arbiter.Keeper) (arbiter.Backend, error) {
+	if n.cfg.NewArbiter != nil {
+		return n.cfg.NewArbiter(k)
+	}
+	n.lease.udp = witness.NewBackend(witness.NewClient(k, n.cfg.Stream), n.sendWitness)
+	return n.lease.udp, nil
 }
 
 // leaseTick sends the keeper's due request to the witness and acts on the
 // lease: a primary releases only while it may lead; a standby that was
 // granted a newer epoch promotes.
 func (n *Node) leaseTick(now int64) {
-	if n.lease.arb == nil {
+	if n.lease.link == nil {
 		return
 	}
-	n.lease.keeper.SetWantLead(replica.WantLead(n.journalBroken, n.refetching, n.tm.Primary(), n.fol.Fetching()))
-	n.lease.arb.Tick(now, n.lease.deliver)
-	n.checkWitnessSilent(now)
+	want := replica.WantLead(n.journalBroken, n.refetching, n.tm.Primary(), n.fol.Fetching())
+	if rd := n.lease.link.Tick(now, want, n.lease.deliver); rd.WentSilent {
+		n.witnessSilent(rd.SilentNs)
+	}
 	n.leaseChanged(now)
 }
 
@@ -81,24 +83,18 @@ func (n *Node) deliverLease(r arbiter.Reply) {
 }
 
 func (n *Node) noteLeaseReply(now int64) {
-	n.lease.lastReplyNs = now
-	if n.lease.silent {
-		n.lease.silent = false
+	if n.lease.link.Replied(now) {
 		n.cfg.Log.Info("arbiter answering again")
 	}
 }
 
-// checkWitnessSilent says, once per episode, that the witness has not
-// answered for three lease durations: an unreachable or misconfigured
-// witness otherwise looks like a node that simply never leads.
-func (n *Node) checkWitnessSilent(now int64) {
-	silentNs := now - n.lease.lastReplyNs
-	if n.lease.silent || silentNs < 3*n.cfg.Lease.LeaseDurationNs {
-		return
-	}
-	n.lease.silent = true
+// witnessSilent says, once per episode (arbiter.Link), that the witness
+// has not answered for three lease durations: an unreachable or
+// misconfigured witness otherwise looks like a node that simply never
+// leads.
+func (n *Node) witnessSilent(silentNs int64) {
 	n.stats.WitnessSilent++
-	if n.lease.wc != nil {
+	if n.lease.udp != nil {
 		n.cfg.Log.Error("witness unreachable: no reply; nobody leads without it (is `seqbus witness` running there, with the same --lease, --stream and --key?)",
 			"witness", n.cfg.Witness, "silent", time.Duration(silentNs))
 		return
@@ -108,11 +104,11 @@ func (n *Node) checkWitnessSilent(now int64) {
 
 // onLease handles a reply from the witness.
 func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
-	if n.lease.wc == nil || from != n.cfg.Witness {
+	if n.lease.udp == nil || from != n.cfg.Witness {
 		n.stats.DropUnexpected++
 		return
 	}
-	r, used, err := n.lease.wc.OnDatagram(pkt)
+	r, used, err := n.lease.udp.OnDatagram(pkt)
 	if err != nil {
 		n.stats.countDrop(err)
 		return
@@ -347,12 +343,10 @@ func (n *Node) epochOf(seq uint64) uint64 {
 
 // leaseView reports the lease as the node sees it, for status.
 func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64) {
-	if n.lease.keeper == nil {
+	if n.lease.link == nil {
 		return n.tm.Primary(), 0, n.tm.Epoch()
 	}
-	v := n.lease.keeper.View()
-	end := v.SentAtNs + v.DurationNs
-	return n.lease.keeper.MayLead(now), max(end-now, 0), v.Epoch
+	return n.lease.link.Lease(now)
 }
 
 // stepDownRecord describes the latest step-down, for checkers: the epoch

@@ -226,8 +226,8 @@ func New(cfg Config) (*Node, error) {
 }
 
 func (n *Node) closeArbiter() {
-	if n.lease.arb != nil {
-		if err := n.lease.arb.Close(); err != nil {
+	if n.lease.link != nil {
+		if err := n.lease.link.Close(); err != nil {
 			n.cfg.Log.Warn("closing the arbiter client", "err", err)
 		}
 	}
