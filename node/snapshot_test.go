@@ -66,18 +66,21 @@ func snapshotFiles(t *testing.T, dir string) (seqs []string, bytes int64, segmen
 }
 
 // waitNewestSnapshot waits for the snapshot at seq to be written in dir
-// (either role writes it off its agent, after the pass).
-func waitNewestSnapshot(t *testing.T, dir string, seq uint64) {
+// and finished by n (either role writes it off its agent, after the pass,
+// and compacts behind it at a later pass: the file appears before the
+// older ones go, so the file alone is not the end).
+func waitNewestSnapshot(t *testing.T, n *Node, dir string, seq uint64) {
 	t.Helper()
 	want := fmt.Sprintf("%020d.snap", seq)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		names, _, _ := snapshotFiles(t, dir)
-		if len(names) > 0 && names[len(names)-1] == want {
+		st := n.Status()
+		if len(names) > 0 && names[len(names)-1] == want && st.Applied >= seq && st.SnapshotsWriting == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("snapshot %s not written in %s: %v", want, dir, names)
+			t.Fatalf("snapshot %s not written and finished in %s: %v (applied %d, %d writing)", want, dir, names, st.Applied, st.SnapshotsWriting)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -111,9 +114,9 @@ func TestStandbySnapshotsAndCompacts(t *testing.T) {
 			t.Fatalf("load: %v (%+v)", err, rep)
 		}
 		c.waitConverged(10 * time.Second)
-		waitNewestSnapshot(t, c.dirs[2], c.nodes[2].Status().Applied/every*every)
+		waitNewestSnapshot(t, c.nodes[2], c.dirs[2], c.nodes[2].Status().Applied/every*every)
 		// The primary writes its snapshots off its agent too.
-		waitNewestSnapshot(t, c.dirs[1], c.nodes[1].Status().Applied/every*every)
+		waitNewestSnapshot(t, c.nodes[1], c.dirs[1], c.nodes[1].Status().Applied/every*every)
 		_, b, _ := snapshotFiles(t, c.dirs[2])
 		maxBytes = max(maxBytes, b)
 	}
@@ -325,7 +328,7 @@ func TestPrimarySnapshotWriteOffTheAgent(t *testing.T) {
 	}
 	close(disk.release)
 	released = true
-	waitNewestSnapshot(t, c.dirs[1], 2*every)
+	waitNewestSnapshot(t, c.nodes[1], c.dirs[1], 2*every)
 	names, _, _ := snapshotFiles(t, c.dirs[1])
 	if want := []string{fmt.Sprintf("%020d.snap", every), fmt.Sprintf("%020d.snap", 2*every)}; !slices.Equal(names, want) {
 		t.Fatalf("snapshots %v, want %v", names, want)

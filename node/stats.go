@@ -205,16 +205,20 @@ type Status struct {
 		FirstSeq uint64 `json:"first_seq"`
 		LastSeq  uint64 `json:"last_seq"`
 	} `json:"journal"`
-	Node      Stats        `json:"node"`
-	MD        MDStats      `json:"md"` // market-data ring and recovery (mdfeed.go)
-	Sequencer any          `json:"sequencer,omitempty"`
-	Window    any          `json:"window,omitempty"`
-	Naks      any          `json:"naks,omitempty"`
-	Fetch     any          `json:"fetch,omitempty"`
-	Hashes    any          `json:"hashes,omitempty"`
-	Gate      any          `json:"gate,omitempty"`
-	Unicast   SocketStatus `json:"unicast"`
-	Multicast SocketStatus `json:"multicast"`
+	// SnapshotsWriting: snapshots cut and not yet finished (0, 1 or 2):
+	// waiting for the disk, being written, or written and not yet
+	// compacted behind (the agent finishes a write at its next pass).
+	SnapshotsWriting int          `json:"snapshots_writing"`
+	Node             Stats        `json:"node"`
+	MD               MDStats      `json:"md"` // market-data ring and recovery (mdfeed.go)
+	Sequencer        any          `json:"sequencer,omitempty"`
+	Window           any          `json:"window,omitempty"`
+	Naks             any          `json:"naks,omitempty"`
+	Fetch            any          `json:"fetch,omitempty"`
+	Hashes           any          `json:"hashes,omitempty"`
+	Gate             any          `json:"gate,omitempty"`
+	Unicast          SocketStatus `json:"unicast"`
+	Multicast        SocketStatus `json:"multicast"`
 	// MulticastSend and MarketDataSend are the send-only sockets: all
 	// they receive is drained and counted (drops.send_only).
 	MulticastSend  SocketStatus  `json:"multicast_send"`
@@ -275,6 +279,7 @@ func (n *Node) statusLocked() Status {
 	}
 	st.Journal.FirstSeq = n.j.First()
 	_, st.Journal.LastSeq = n.j.Last()
+	st.SnapshotsWriting = n.snapw.Waiting()
 	if n.uc != nil {
 		st.Unicast = socketStatus(n.uc.Counters())
 	}
