@@ -47,7 +47,7 @@ func mdStandby(t *testing.T, ringSize, cmds int, mutate ...func(*Config)) (*Node
 		// Alternate sides around one price: rests, then trades.
 		side := engine.Side(1 + seq%2)
 		cmd := engine.AppendRequest(nil, 7, uint64(seq), &engine.Request{Op: engine.OpNewOrder, Instrument: uint32(seq % 3), Side: side, Type: engine.Limit, Price: 100 + int64(seq%4), Qty: 5})
-		n.applyEntry(uint64(seq), cmd)
+		n.applyEntry(uint64(seq), cmd, n.nowNs())
 	}
 	return n, clk
 }
