@@ -98,3 +98,43 @@ func TestLoadWindowFullParks(t *testing.T) {
 		t.Fatalf("%d more receive calls in 300 ms more of a full window, want at most 1500 (parked, not polling)", long-short)
 	}
 }
+
+// TestLoadCoalesceSendsBursts: with CoalesceNs the generator waits until
+// the oldest unsent command is that late and then sends all that are due,
+// so a 50,000/s load with a 1 ms window leaves in bursts of ~50 commands
+// (two datagrams of real orders each), not one datagram per 20 µs; every
+// command is still answered and its lateness is still counted from its
+// intended time. Counted by the socket, not by the wall clock.
+func TestLoadCoalesceSendsBursts(t *testing.T) {
+	p := startFakePrimary(t)
+	cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	u := cl.uc.(*bus.UDP)
+	const count = 5_000
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var lateMax int64
+	rep, err := cl.Load(ctx, LoadConfig{Rate: 50_000, Count: count, Seed: 1, Drain: 5 * time.Second, Park: true, CoalesceNs: 1_000_000}, func(r Result) {
+		lateMax = max(lateMax, r.SentNs-r.IntendedNs)
+	})
+	if err != nil {
+		t.Fatalf("%v: %+v", err, rep)
+	}
+	if rep.Answered != count {
+		t.Fatalf("answered %d of %d", rep.Answered, count)
+	}
+	sent := u.Counters().DatagramsSent
+	t.Logf("%d commands in %d datagrams; latest send %v after its intended time", count, sent, time.Duration(lateMax))
+	if sent > count/10 {
+		t.Fatalf("%d datagrams for %d commands: the load was not sent in bursts", sent, count)
+	}
+	if lateMax < 500_000 {
+		t.Fatalf("no command left more than 0.5 ms after its intended time (latest %v): the wait was not charged to the commands", time.Duration(lateMax))
+	}
+	if _, err := cl.Load(ctx, LoadConfig{Rate: 1000, Count: 1, CoalesceNs: CoalesceNsMax + 1}, nil); err == nil {
+		t.Fatal("a coalesce window over CoalesceNsMax was accepted")
+	}
+}

@@ -525,7 +525,22 @@ type LoadConfig struct {
 	// whose idle vCPUs halt, ~20 µs at p50: docs/tuning.md). Off, the
 	// generator spins then yields, and reads answers as they arrive.
 	Park bool
+	// CoalesceNs, when > 0, makes the generator send in bursts: it waits
+	// until the oldest unsent command is CoalesceNs past its intended
+	// time, then sends every command due (in as few datagrams as they
+	// fill), as an application that hands its client a burst per event
+	// would. Without it, at rates whose interval is under the spin window
+	// the generator never waits long enough to yield or park and takes a
+	// whole core: on a machine the nodes share, that core is taken from
+	// them. The added wait is not hidden: latency still runs from each
+	// command's intended time, so a burst's first command is charged up to
+	// CoalesceNs (plus the wake-up) more. 0: send each command at its
+	// time. At most CoalesceNsMax.
+	CoalesceNs int64
 }
+
+// CoalesceNsMax bounds LoadConfig.CoalesceNs: 10 ms.
+const CoalesceNsMax = int64(10_000_000)
 
 // LoadReport is what a Load run saw.
 type LoadReport struct {
@@ -598,7 +613,7 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 				return report(), err
 			}
 		}
-		now := w.Until(sched.Due(sent), poll)
+		now := w.Until(sched.Due(sent)+cfg.CoalesceNs, poll)
 		queued := 0
 		c.mu.Lock()
 		for sent < cfg.Count && sched.Due(sent) <= now {
@@ -630,7 +645,7 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		}
 		// Read answers after every send too: a generator behind its
 		// schedule never waits, and Until polls only while waiting.
-		if queued == 0 || !w.Parks(now, sched.Due(sent)) {
+		if queued == 0 || !w.Parks(now, sched.Due(sent)+cfg.CoalesceNs) {
 			poll(now) // else the next wait parks on the socket
 		}
 		if queued == 0 {
@@ -675,6 +690,9 @@ func (c *Client) awaitWindow(w *pace.Waiter, poll func(nowNs int64) int) {
 func (cfg *LoadConfig) defaults() ([]byte, error) {
 	if cfg.Rate <= 0 || cfg.Count == 0 {
 		return nil, fmt.Errorf("client: load needs a rate and a count")
+	}
+	if cfg.CoalesceNs < 0 || cfg.CoalesceNs > CoalesceNsMax {
+		return nil, fmt.Errorf("client: load coalesce window %v not in 0..%v", time.Duration(cfg.CoalesceNs), time.Duration(CoalesceNsMax))
 	}
 	if cfg.Instruments == 0 {
 		cfg.Instruments = 1

@@ -28,6 +28,19 @@ type ThroughputConfig struct {
 	LatencySeconds float64
 	// Out receives the tables; the files go under Base.Out.
 	Out io.Writer
+	// LevelLoad is how the load generator paces the runs at a fraction
+	// of the maximum (the flat-out runs send as the window allows).
+	LevelLoad LevelLoad
+}
+
+// LevelLoad is the load generator's pacing in the fixed-rate runs.
+type LevelLoad struct {
+	// CoalesceNs: send in bursts at most this far apart
+	// (client.LoadConfig.CoalesceNs); Park: park between them; Nice:
+	// the generator thread's nice value (0: leave it).
+	CoalesceNs int64
+	Park       bool
+	Nice       int
 }
 
 // RunThroughput runs the cells in order and returns their reports; it
@@ -41,7 +54,7 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRun, 
 			for _, eng := range []string{"matching", "none"} {
 				base := b
 				base.Size, base.Fsync, base.Engine = size, fsync, eng
-				if err := throughputEngine(ctx, cfg.Out, cfg.Bin, &run, base, cfg.Count, cfg.LatencySeconds, b.Out); err != nil {
+				if err := throughputEngine(ctx, cfg.Out, cfg.Bin, &run, base, cfg.LevelLoad, cfg.Count, cfg.LatencySeconds, b.Out); err != nil {
 					return nil, err
 				}
 			}
@@ -85,7 +98,7 @@ var throughputPercents = []int{25, 50, 90}
 
 // throughputEngine runs one engine's flat-out run, then the runs at
 // throughputPercents of its maximum, into run.
-func throughputEngine(ctx context.Context, w io.Writer, bin string, run *ThroughputRun, base cluster.BenchConfig, count int, latSeconds float64, out string) error {
+func throughputEngine(ctx context.Context, w io.Writer, bin string, run *ThroughputRun, base cluster.BenchConfig, level LevelLoad, count int, latSeconds float64, out string) error {
 	eng, size, fsync := base.Engine, base.Size, base.Fsync
 	flat := base
 	flat.Count, flat.Warmup = count, count/10
@@ -103,11 +116,13 @@ func throughputEngine(ctx context.Context, w io.Writer, bin string, run *Through
 	fmt.Fprintf(w, "\nsize %s B, fsync %s, engine %s: flat out %.0f answered/s, %.0f replicated/s\n", SizeName(size), fsync, eng, res.AchievedPerSec, res.ReplicatedPerSec)
 	WriteProcesses(w, res.Processes)
 	fmt.Fprintf(w, "  %-8s %10s %10s | %-32s | %s\n", "load", "rate/s", "achieved", "end-to-end p50 / p99 / p99.9 µs", "intended->sent p99 µs")
+	paced := base
+	paced.GeneratorCoalesceNs, paced.GeneratorPark, paced.GeneratorNice = level.CoalesceNs, level.Park, level.Nice
 	for _, pct := range throughputPercents {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := throughputLevelRun(ctx, w, bin, run, base, pct, maxRate, latSeconds, out); err != nil {
+		if err := throughputLevelRun(ctx, w, bin, run, paced, pct, maxRate, latSeconds, out); err != nil {
 			return err
 		}
 	}

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/seqbus/seqbus/bench/suite"
+	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 )
@@ -16,6 +18,9 @@ func benchThroughput(ctx context.Context, args []string) error {
 	bf := addBenchFlags(fs, "none")
 	count := fs.Int("count", 200_000, "commands in each flat-out run")
 	latSeconds := fs.Float64("latency-seconds", 3, "length of each run at 25%, 50% and 90% of the maximum")
+	coalesce := fs.Duration("generator-coalesce", 100*time.Microsecond, "in the runs at 25/50/90 %, the load generator sends in bursts this far apart at most (seqbus client --coalesce; latency still runs from each intended time; 0: each command at its time, spinning a core between; at most 10ms)")
+	nice := fs.Int("generator-nice", 0, "in the runs at 25/50/90 %, the nice value of the load generator's thread (seqbus client --nice; 0: leave it; below 0 needs root, else it runs at 0 and says so)")
+	park := fs.Bool("generator-park", true, "in the runs at 25/50/90 %, the load generator parks on its socket between sends (seqbus client --park)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchUsage(err)
 	}
@@ -28,6 +33,10 @@ func benchThroughput(ctx context.Context, args []string) error {
 		return benchUsagef("--count: want 1000..%d, got %d", stagetrace.RowsMax/2, *count)
 	case !(*latSeconds > 0 && *latSeconds <= 600):
 		return benchUsagef("--latency-seconds: want 0 < s <= 600, got %v", *latSeconds)
+	case *nice < -20 || *nice > 19:
+		return benchUsagef("--generator-nice: want -20..19, got %d", *nice)
+	case *coalesce < 0 || int64(*coalesce) > client.CoalesceNsMax:
+		return benchUsagef("--generator-coalesce: want 0..%v, got %v", time.Duration(client.CoalesceNsMax), *coalesce)
 	}
 	if err := os.MkdirAll(*bf.out, 0o755); err != nil {
 		return err
@@ -36,15 +45,21 @@ func benchThroughput(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	niceLevel, niceNote := suite.ProbeGeneratorNice(*nice)
+	if niceNote != "" {
+		fmt.Println(niceNote)
+	}
 	machine := suite.NewMachine()
 	fmt.Printf("seqbus bench throughput on %s\nidle %s; layout %s; %d standby(s); every role a separate process\n", machine.Text(), *bf.idle, p.layout, p.standbys)
+	fmt.Printf("generator at 25/50/90 %%: bursts at most %v apart, park %v, nice %d (latency from each intended send time)\n", *coalesce, *park, niceLevel)
 	runs, err := suite.RunThroughput(ctx, suite.ThroughputConfig{Bin: bin, Sizes: p.sizes, Fsyncs: p.fsyncs, Count: *count, LatencySeconds: *latSeconds,
-		Out: os.Stdout, Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out}})
+		Out: os.Stdout, Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out},
+		LevelLoad: suite.LevelLoad{CoalesceNs: int64(*coalesce), Park: *park, Nice: niceLevel}})
 	if err != nil {
 		return err
 	}
 	machine.Finish()
 	machine.WriteConditions(os.Stdout)
 	return suite.WriteSummary(os.Stdout, *bf.out, map[string]any{"command": "throughput", "args": args, "machine": machine, "idle": *bf.idle,
-		"layout": p.layout.String(), "runs": runs})
+		"layout": p.layout.String(), "level_generator": map[string]any{"coalesce_ns": int64(*coalesce), "park": *park, "nice": niceLevel}, "runs": runs})
 }

@@ -26,7 +26,7 @@ type clientFlags struct {
 	session, count, seed                                                    *uint64
 	rate                                                                    *float64
 	instruments, stream                                                     *uint
-	drain, spin                                                             *time.Duration
+	drain, spin, coalesce                                                   *time.Duration
 	nice, size, traceStages                                                 *int
 	nodes                                                                   peerFlags
 	traceWindow                                                             *string
@@ -45,6 +45,7 @@ func defineClientFlags(fs *flag.FlagSet) *clientFlags {
 	f.nice = fs.Int("nice", 0, "nice value of the generator's thread for the run (0: leave it; below 0 needs root): keeps node wake-ups on a shared core from preempting it at its send times")
 	f.spin = fs.Duration("spin", 0, "the generator spins this long before each send and yields (with --park: parks on its socket) before that (0: 20µs, 10µs with --park; ≥ the interval: spin throughout)")
 	f.park = fs.Bool("park", false, "the generator parks on its socket (epoll_pwait2) between sends: a few syscalls per command and no CPU while waiting, but a wake-up per answer (docs/tuning.md)")
+	f.coalesce = fs.Duration("coalesce", 0, "send in bursts: wait until the oldest unsent command is this late, then send all that are due (latency still runs from each intended time; 0: each at its time; at most 10ms). Frees the core a generator at a high rate spins on")
 	f.out = fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
 	f.idle = fs.String("idle", "block", "receive idle strategy (unused by the load itself: its paced generator polls the socket between sends)")
 	f.witnessAddr = fs.String("witness", "", "the witness's address: follow the lease holder across failovers (needs --node)")
@@ -66,6 +67,7 @@ func (f *clientFlags) check() error {
 		checkPositive("count", *f.count), checkRange("instruments", *f.instruments, 1, 1<<32-1), checkPositive("drain", *f.drain),
 		checkIdle("idle", *f.idle), checkAddr("witness", *f.witnessAddr, true), checkStream(*f.stream),
 		checkFollow(*f.witnessAddr, *f.arbiterURL, f.nodes), checkNonNegative("spin", *f.spin), checkRange("nice", *f.nice, -20, 19),
+		checkRange("coalesce", *f.coalesce, 0, time.Duration(client.CoalesceNsMax)),
 		asUsage(second(traceStagesFlag(*f.traceStages))), asUsage(prefixed("size", checkLoadSize(*f.size))),
 		asUsage(traceWindowFlag(*f.traceWindow, *f.traceStages)),
 	)
@@ -137,7 +139,7 @@ func (f *clientFlags) runLoad(cl *client.Client) error {
 	}
 	res, err := loadclient.Run(ctx, cl, loadclient.RunConfig{Progress: progress, Session: *f.session,
 		TraceStages: *f.traceStages, TraceWindow: *f.traceWindow, TraceFile: *f.traceFile,
-		Load: client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice, Park: *f.park}})
+		Load: client.LoadConfig{Rate: *f.rate, Count: *f.count, Instruments: uint32(*f.instruments), Seed: *f.seed, Drain: *f.drain, Size: *f.size, SpinNs: int64(*f.spin), Nice: *f.nice, Park: *f.park, CoalesceNs: int64(*f.coalesce)}})
 	if res != nil && res.Report.NiceErr != nil {
 		fmt.Fprintf(os.Stderr, "seqbus client: --nice %d not applied (the generator ran at its own priority): %v\n", *f.nice, res.Report.NiceErr)
 	}

@@ -166,6 +166,10 @@ type BenchConfig struct {
 	// GeneratorPark: the load client parks on its socket between sends
 	// (seqbus client --park).
 	GeneratorPark bool
+	// GeneratorCoalesceNs: the load client sends in bursts this far
+	// apart at most (seqbus client --coalesce; 0: each command at its
+	// time).
+	GeneratorCoalesceNs int64
 }
 
 // ProcessInfo is one process of a run, as summary.json reports it.
@@ -489,6 +493,9 @@ func LoadArgs(cfg BenchConfig) []string {
 	}
 	if cfg.GeneratorPark {
 		args = append(args, "--park")
+	}
+	if cfg.GeneratorCoalesceNs > 0 {
+		args = append(args, "--coalesce", time.Duration(cfg.GeneratorCoalesceNs).String())
 	}
 	return args
 }
