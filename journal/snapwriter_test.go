@@ -237,11 +237,27 @@ func TestSnapshotWriterAbandon(t *testing.T) {
 		}
 		first := j.First()
 		w := NewSnapshotWriter(j, SnapshotWriterOptions{Inline: inline})
+		var release chan struct{}
+		if !inline {
+			// Held on the disk until Cut(300) has polled it: a write that
+			// finished first would be reported (and compacted behind) by
+			// that Cut, not abandoned (CI saw it once).
+			release = make(chan struct{})
+			fsys.mu.Lock()
+			fsys.hold, fsys.held = release, make(chan struct{})
+			fsys.mu.Unlock()
+		}
 		w.Cut(200, 1, snapshotState(200))
 		if !inline {
 			w.Start() // under way when abandoned
+			<-fsys.held
 		}
-		w.Cut(300, 1, snapshotState(300))
+		if _, done := w.Cut(300, 1, snapshotState(300)); len(done) != 0 {
+			t.Fatalf("Cut(300) finished %+v while the write of 200 was held", done)
+		}
+		if release != nil {
+			close(release)
+		}
 		w.Abandon()
 		if w.Waiting() != 0 || len(w.Poll()) != 0 || len(w.Finish()) != 0 {
 			t.Fatalf("after Abandon: waiting %d", w.Waiting())
