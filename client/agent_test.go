@@ -20,16 +20,8 @@ import (
 // empty receives per command at this rate). Counted by the bus, not by
 // the wall clock.
 func TestLoadPollParksOnSocket(t *testing.T) {
-	p := startFakePrimary(t)
-	cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	u := cl.uc.(*bus.UDP)
+	cl, u, ctx := pollClientOnFake(t)
 	const count = 2_000
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	rep, err := cl.Load(ctx, LoadConfig{Rate: 5_000, Count: count, Seed: 1, Drain: 5 * time.Second, Park: true}, nil)
 	if err != nil {
 		t.Fatalf("%v: %+v", err, rep)
@@ -106,16 +98,8 @@ func TestLoadWindowFullParks(t *testing.T) {
 // command is still answered and its lateness is still counted from its
 // intended time. Counted by the socket, not by the wall clock.
 func TestLoadCoalesceSendsBursts(t *testing.T) {
-	p := startFakePrimary(t)
-	cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	u := cl.uc.(*bus.UDP)
+	cl, u, ctx := pollClientOnFake(t)
 	const count = 5_000
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	var lateMax int64
 	rep, err := cl.Load(ctx, LoadConfig{Rate: 50_000, Count: count, Seed: 1, Drain: 5 * time.Second, Park: true, CoalesceNs: 1_000_000}, func(r Result) {
 		lateMax = max(lateMax, r.SentNs-r.IntendedNs)
@@ -137,4 +121,20 @@ func TestLoadCoalesceSendsBursts(t *testing.T) {
 	if _, err := cl.Load(ctx, LoadConfig{Rate: 1000, Count: 1, CoalesceNs: CoalesceNsMax + 1}, nil); err == nil {
 		t.Fatal("a coalesce window over CoalesceNsMax was accepted")
 	}
+}
+
+// pollClientOnFake dials a poll-mode client to a fake primary and returns
+// it, its UDP socket (for the bus's counters) and a 30 s context; all are
+// closed when the test ends.
+func pollClientOnFake(t *testing.T) (*Client, *bus.UDP, context.Context) {
+	t.Helper()
+	p := startFakePrimary(t)
+	cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return cl, cl.uc.(*bus.UDP), ctx
 }
