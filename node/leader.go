@@ -15,9 +15,16 @@ import (
 // backend, whose replies arrive on the node's socket (onLease).
 type leaseLink struct {
 	link    *arbiter.Link
-	keeper  *arbiter.Keeper  // link's keeper (nil for a static node)
 	udp     *witness.Backend // the UDP witness (nil otherwise)
 	deliver func(arbiter.Reply)
+}
+
+// Keeper is the link's keeper (nil for a static node).
+func (l *leaseLink) Keeper() *arbiter.Keeper {
+	if l.link == nil {
+		return nil
+	}
+	return l.link.Keeper()
 }
 
 // openLease builds the link and its backend (the UDP witness, or
@@ -39,7 +46,7 @@ func (n *Node) openLease() error {
 	if err != nil {
 		return err
 	}
-	n.lease.link, n.lease.keeper = l, l.Keeper()
+	n.lease.link = l
 	n.lease.deliver = n.deliverLease // one func value, not one per tick
 	return nil
 }
@@ -115,7 +122,7 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 	}
 	n.noteLeaseReply(now)
 	if used && r.Granted() && n.cfg.Unsafe.LeaseFromReply {
-		n.lease.keeper.UnsafeRestamp(now) // UNSAFE (mutation test)
+		n.lease.Keeper().UnsafeRestamp(now) // UNSAFE (mutation test)
 	}
 	n.onWitnessSet(&r, now)
 	// What the lease decides is carried out after the batch (afterBatch).
@@ -129,7 +136,7 @@ func (n *Node) leaseChanged(now int64) {
 	if n.tm.Primary() {
 		d = n.ldr.Primary().LeaseChanged(now)
 	} else {
-		d = replica.StandbyLease(n.lease.keeper, n.tm.Epoch(), now)
+		d = replica.StandbyLease(n.lease.Keeper(), n.tm.Epoch(), now)
 	}
 	switch rd := n.tm.Lease(d); {
 	case rd.Drain:
@@ -184,7 +191,7 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 		n.becomeStandby()
 		return
 	}
-	n.ldr.Primary().SetLease(n.lease.keeper.MayLead(now))
+	n.ldr.Primary().SetLease(n.lease.Keeper().MayLead(now))
 	led := n.tm.Led() // our own history is this epoch's
 	if led.Announce {
 		n.announce(now)
@@ -194,7 +201,7 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 	n.cfg.Log.Info("PROMOTED",
 		"epoch", lead.Epoch, "from_seq", lead.LeadFrom, "prev_epoch", lead.PrevEpoch,
 		"since_last_primary_frame", time.Duration(detectNs),
-		"lease_acquired_in", time.Duration(now-n.lease.keeper.View().SentAtNs),
+		"lease_acquired_in", time.Duration(now-n.lease.Keeper().View().SentAtNs),
 		"drain", time.Duration(drainNs),
 		"promotion", time.Duration(n.nowNs()-promoteStart))
 	if led.KeepQueued {
@@ -210,8 +217,8 @@ func (n *Node) stepDown(rd *replica.RolesReady) {
 	dropped := n.ldr.DropQueued()
 	n.stats.StepDowns++
 	n.lastStepDown = stepDownRecord{Count: n.stats.StepDowns, From: rd.From, To: rd.To}
-	if n.lease.keeper != nil {
-		n.lastStepDown.KeeperEpoch = n.lease.keeper.Epoch()
+	if n.lease.Keeper() != nil {
+		n.lastStepDown.KeeperEpoch = n.lease.Keeper().Epoch()
 	}
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
 	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", rd.From, "newer", rd.To, "dropped_outputs", dropped)

@@ -515,7 +515,7 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 }
 
 func (n *Node) afterBatch(now int64) {
-	if n.lease.keeper != nil {
+	if n.lease.Keeper() != nil {
 		// What the lease replies of this batch decided (promotion,
 		// step-down, a lapse) is carried out here, between batches.
 		n.leaseChanged(now)

@@ -32,8 +32,8 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	// Required acks: without a witness, every peer; with one, the in-sync
 	// set the witness granted with our lease (replica.NewPrimary).
 	var lease replica.Lease
-	if n.lease.keeper != nil {
-		lease = n.lease.keeper
+	if n.lease.Keeper() != nil {
+		lease = n.lease.Keeper()
 	}
 	prim, err := replica.NewPrimary(n.primaryConfig(epoch), &n.isr, lease, applied, n.j.Durable(), n.nowNs())
 	if err != nil {
@@ -260,7 +260,7 @@ func (n *Node) release(now int64) {
 	l := n.ldr
 	rr := l.Release(now, replica.ReleaseInput{
 		Origin: n.origin(), Durable: n.j.Durable(),
-		LeaseHeld: n.lease.keeper == nil || n.lease.keeper.MayLead(now),
+		LeaseHeld: n.lease.Keeper() == nil || n.lease.Keeper().MayLead(now),
 	})
 	n.carryOutInSync(&rr, now)
 	if rr.Released == 0 {
