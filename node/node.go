@@ -329,6 +329,7 @@ func (n *Node) rebuildState() error {
 		if j.First() > snapSeq+1 {
 			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
 		}
+		n.trace.stampBatch() // the replay's time for the tracer's records
 		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
 			eng.Apply(seq, payload, n.applyOut(seq)) // refills the session history and the market-data ring
 			if o := n.cfg.Observer; o != nil {

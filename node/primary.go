@@ -159,6 +159,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 	l := n.ldr
 	l.Commands(f, from, now)
+	n.trace.stampBatch()
 	for {
 		e, ok := l.Next()
 		n.leaderReady() // a batch of earlier commands Submit sealed: journaled already
