@@ -23,17 +23,23 @@ type DrainEndpoint interface {
 // ReceiveOverflows with the next datagram read. It owns its buffers, so a
 // drain never allocates; it is not safe for concurrent use.
 type Drainer struct {
-	arena [BatchSizeMax * DatagramBytesDefault]byte
 	bufs  [BatchSizeMax][]byte
 	sizes [BatchSizeMax]int
 	from  [BatchSizeMax]netip.AddrPort
 }
 
-// NewDrainer returns a Drainer with its buffers allocated.
-func NewDrainer() *Drainer {
+// NewDrainer returns a Drainer with its buffers allocated, each
+// datagramBytes long (0 or less: DatagramBytesDefault). Sized like the
+// owner's receive buffers, a drain counts as truncated only what they
+// would truncate too.
+func NewDrainer(datagramBytes int) *Drainer {
+	if datagramBytes <= 0 {
+		datagramBytes = DatagramBytesDefault
+	}
 	d := &Drainer{}
+	arena := make([]byte, BatchSizeMax*datagramBytes)
 	for i := range d.bufs {
-		d.bufs[i] = d.arena[i*DatagramBytesDefault : (i+1)*DatagramBytesDefault : (i+1)*DatagramBytesDefault]
+		d.bufs[i] = arena[i*datagramBytes : (i+1)*datagramBytes : (i+1)*datagramBytes]
 	}
 	return d
 }

@@ -130,7 +130,7 @@ func TestSendOnlySocketDrainedAndCounted(t *testing.T) {
 		t.Fatalf("send-only SO_RCVBUF = %d (report %d), want the kernel minimum (≤ %d)", granted, r.RecvBufferBytesGranted, sendOnlyBufferMax)
 	}
 	payload := make([]byte, 100)
-	d := NewDrainer()
+	d := NewDrainer(0)
 
 	// One at a time: each injected datagram is read and counted exactly.
 	const singles = 50

@@ -76,6 +76,9 @@ type AgentRunnerConfig struct {
 	// PinCPU pins the runner's thread to CPU (LockAgentThread).
 	PinCPU bool
 	CPU    int
+	// DatagramBytes is each receive buffer's size (0: DatagramBytesDefault):
+	// a datagram longer than it is dropped and counted as a truncation.
+	DatagramBytes int
 	// NowNs is the runner's clock, monotonic nanoseconds: the clock of
 	// DoWork's nowNs and of DeadlineNs. Required.
 	NowNs func() int64
@@ -112,13 +115,17 @@ func NewAgentRunner(cfg AgentRunnerConfig, a Agent, endpoints ...Receiver) (*Age
 	}
 	r := &AgentRunner{cfg: cfg, agent: a, done: make(chan struct{})}
 	r.rx.r = r
-	arena := make([]byte, len(endpoints)*BatchSizeDefault*DatagramBytesDefault)
+	size := cfg.DatagramBytes
+	if size <= 0 {
+		size = DatagramBytesDefault
+	}
+	arena := make([]byte, len(endpoints)*BatchSizeDefault*size)
 	for i, c := range endpoints {
 		e := runnerRecv{c: c, bufs: make([][]byte, BatchSizeDefault), sizes: make([]int, BatchSizeDefault),
 			from: make([]netip.AddrPort, BatchSizeDefault)}
 		for j := range e.bufs {
-			at := (i*BatchSizeDefault + j) * DatagramBytesDefault
-			e.bufs[j] = arena[at : at+DatagramBytesDefault : at+DatagramBytesDefault]
+			at := (i*BatchSizeDefault + j) * size
+			e.bufs[j] = arena[at : at+size : at+size]
 		}
 		r.recv = append(r.recv, e)
 	}

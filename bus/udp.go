@@ -321,6 +321,39 @@ func CheckInterface(name string) error {
 	return err
 }
 
+// IPv4UDPHeaderBytes is what a datagram's payload carries on the wire
+// besides itself: the IPv4 header (20 bytes, no options) and UDP's (8).
+const IPv4UDPHeaderBytes = 28
+
+// MTUError says that datagrams of DatagramBytes do not fit the multicast
+// interface's MTU: the kernel would fragment every one (and a network that
+// drops fragments would lose them all).
+type MTUError struct {
+	Name          string // the interface
+	DatagramBytes int    // the datagram size asked for
+	MTU           int    // the interface's MTU
+}
+
+func (e *MTUError) Error() string {
+	return fmt.Sprintf("bus: datagrams of %d bytes need an MTU of %d on interface %q, which has %d: lower the datagram size to at most %d or raise the interface's MTU",
+		e.DatagramBytes, e.DatagramBytes+IPv4UDPHeaderBytes, e.Name, e.MTU, e.MTU-IPv4UDPHeaderBytes)
+}
+
+// CheckInterfaceMTU is CheckInterface, and then an *MTUError when a
+// datagram of datagramBytes with its IPv4 and UDP headers is larger than
+// the interface's MTU. An interface that reports no MTU passes. It opens
+// nothing, like CheckInterface.
+func CheckInterfaceMTU(name string, datagramBytes int) error {
+	ifi, err := lookupInterface(name)
+	if err != nil {
+		return err
+	}
+	if ifi.MTU > 0 && datagramBytes+IPv4UDPHeaderBytes > ifi.MTU {
+		return &MTUError{Name: ifi.Name, DatagramBytes: datagramBytes, MTU: ifi.MTU}
+	}
+	return nil
+}
+
 func lookupInterface(name string) (*net.Interface, error) {
 	if name == "" {
 		name = DefaultInterface

@@ -51,6 +51,13 @@ type Options struct {
 	// does not carry a good MAC. Stream selects the key (0: 1).
 	Key    *auth.MasterKey
 	Stream uint16
+	// DatagramBytes is the largest datagram the client sends (a batch of
+	// commands, the MAC tag included with Key) and the size of its
+	// receive buffers (never below bus.DatagramBytesDefault): 0 is
+	// wire.DefaultDatagramLen, else wire.MinDatagramLen..wire.MaxFrameLen.
+	// It must be the nodes' (node.Config.DatagramBytes): a primary drops
+	// and counts a larger datagram than its own size.
+	DatagramBytes int
 	// Poll, when set, starts no receive goroutine: the socket is read only
 	// by PollIO, on the caller's thread, without blocking. Load then reads
 	// answers between sends from its generator loop (one locked OS thread
@@ -113,6 +120,10 @@ func Dial(opts Options) (*Client, error) {
 	if opts.Core.Session == 0 {
 		return nil, errors.New("client: session 0 is reserved for market data")
 	}
+	var err error
+	if opts.DatagramBytes, err = datagramBytes(opts.DatagramBytes); err != nil {
+		return nil, err
+	}
 	// 4 MB of receive buffer: answers arrive in bursts when a batch of
 	// commands is released at once.
 	var uc Conn = opts.Conn
@@ -129,27 +140,27 @@ func Dial(opts Options) (*Client, error) {
 		}
 		uc = u
 	}
-	var err error
 	if opts.QueryEvery <= 0 {
 		opts.QueryEvery = DefaultQueryEvery
 	}
 	if opts.Stream == 0 {
 		opts.Stream = 1
 	}
-	batchLen := 0
+	batchLen := opts.DatagramBytes
 	c := &Client{opts: opts, uc: uc, core: NewCore(opts.Core), primary: opts.Primary}
 	if opts.Key != nil {
 		c.mac = auth.NewMAC(auth.ClientKey(opts.Key, opts.Stream))
 		c.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
-		batchLen = wire.DefaultDatagramLen - wire.TagLen // the tag fits the datagram
+		batchLen -= wire.TagLen // the tag fits the datagram
 	}
 	c.batch = wire.NewBatch(batchLen)
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+	rxBytes := recvDatagramBytes(opts.DatagramBytes)
 	if opts.Poll {
-		arena := make([]byte, pollBatch*bus.DatagramBytesDefault)
+		arena := make([]byte, pollBatch*rxBytes)
 		c.rxBufs = make([][]byte, pollBatch)
 		for i := range c.rxBufs {
-			c.rxBufs[i] = arena[i*bus.DatagramBytesDefault : (i+1)*bus.DatagramBytesDefault : (i+1)*bus.DatagramBytesDefault]
+			c.rxBufs[i] = arena[i*rxBytes : (i+1)*rxBytes : (i+1)*rxBytes]
 		}
 		c.rxSizes = make([]int, pollBatch)
 		c.rxFrom = make([]netip.AddrPort, pollBatch)
@@ -162,13 +173,30 @@ func Dial(opts Options) (*Client, error) {
 		}
 		return c, nil
 	}
-	c.loop, err = bus.StartLoop(uc, bus.LoopConfig{Idle: opts.Idle}, c.onBatch)
+	c.loop, err = bus.StartLoop(uc, bus.LoopConfig{Idle: opts.Idle, DatagramBytes: rxBytes}, c.onBatch)
 	if err != nil {
 		uc.Close()
 		return nil, err
 	}
 	return c, nil
 }
+
+// datagramBytes defaults and bounds a configured datagram size
+// (Options.DatagramBytes, MDOptions.DatagramBytes).
+func datagramBytes(n int) (int, error) {
+	if n == 0 {
+		return wire.DefaultDatagramLen, nil
+	}
+	if n < wire.MinDatagramLen || n > wire.MaxFrameLen {
+		return 0, fmt.Errorf("client: datagram size %d bytes not in %d..%d", n, wire.MinDatagramLen, wire.MaxFrameLen)
+	}
+	return n, nil
+}
+
+// recvDatagramBytes is each receive buffer's size for datagrams of n
+// bytes (the MAC tag is inside them): never less than
+// bus.DatagramBytesDefault, the buffer of the default size.
+func recvDatagramBytes(n int) int { return max(bus.DatagramBytesDefault, n) }
 
 // nowNs is CLOCK_MONOTONIC: every time the client stamps (Result's stage
 // times) is absolute and comparable with the nodes' on the same host.

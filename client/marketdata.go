@@ -113,6 +113,10 @@ type MDOptions struct {
 	// Recovery timers (MDRecoveryConfig); zero takes the defaults.
 	RetryNs, ProbeNs int64
 	MaxRetries       int
+	// DatagramBytes is the nodes' datagram size (node.Config.DatagramBytes;
+	// 0: wire.DefaultDatagramLen): the receive buffers hold one, so no
+	// update or recovery answer is truncated.
+	DatagramBytes int
 }
 
 // mdTickNs is how often a quiet MarketData runs its recovery timers. It is
@@ -125,6 +129,11 @@ const mdTickNs = 5 * time.Millisecond
 // its gaps by re-request and resynchronizes from book snapshots on its own
 // (MDRecovery), so OnMD sees every MD seq once, in order.
 func OpenMarketData(opts MDOptions) (*MarketData, error) {
+	size, err := datagramBytes(opts.DatagramBytes)
+	if err != nil {
+		return nil, err
+	}
+	loopCfg := bus.LoopConfig{DatagramBytes: recvDatagramBytes(size)}
 	c, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: opts.Group, Interface: opts.Iface, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
 	if err != nil {
 		return nil, err
@@ -151,7 +160,7 @@ func OpenMarketData(opts MDOptions) (*MarketData, error) {
 			RetryNs: opts.RetryNs, ProbeNs: opts.ProbeNs, MaxRetries: opts.MaxRetries,
 			Send: m.sendRequest, Deliver: m.deliver, OnSnapshot: opts.OnSnapshot,
 		})
-		if m.uloop, err = bus.StartLoop(m.uc, bus.LoopConfig{}, m.onUnicast); err != nil {
+		if m.uloop, err = bus.StartLoop(m.uc, loopCfg, m.onUnicast); err != nil {
 			m.uc.Close()
 			c.Close()
 			return nil, err
@@ -159,7 +168,7 @@ func OpenMarketData(opts MDOptions) (*MarketData, error) {
 		m.stop, m.done = make(chan struct{}), make(chan struct{})
 		go m.tickLoop()
 	}
-	if m.loop, err = bus.StartLoop(c, bus.LoopConfig{}, m.onBatch); err != nil {
+	if m.loop, err = bus.StartLoop(c, loopCfg, m.onBatch); err != nil {
 		m.Close()
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func newAgent(n *Node) (*agent, error) {
 			recv = append(recv, c)
 		}
 	}
-	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs,
+	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs, DatagramBytes: n.cfg.recvDatagramBytes(),
 		Warn: func(msg string, err error) { n.cfg.Log.Warn(msg, "err", err) }}
 	r, err := bus.NewAgentRunner(cfg, a, recv...)
 	if err != nil {

@@ -77,6 +77,15 @@ type Config struct {
 	MarketData netip.AddrPort // market-data multicast group (optional)
 	Interface  string         // multicast interface; "" means lo
 	TTL        int            // multicast TTL; 0 means 0 on lo, 1 elsewhere
+	// DatagramBytes is the largest datagram the node sends, a MAC tag
+	// included when Key is set, and the size of its receive buffers
+	// (never below bus.DatagramBytesDefault): 0 is wire.DefaultDatagramLen,
+	// else wire.MinDatagramLen..wire.MaxFrameLen bytes. Every member and
+	// client of a stream must use the same size: a datagram larger than a
+	// receiver's is dropped and counted (its socket's ReceiveTruncations).
+	// With real UDP the interface's MTU must hold it and its IPv4 and UDP
+	// headers (network.go, checkNetwork).
+	DatagramBytes int
 
 	// Peers maps every other node's id to its unicast address.
 	Peers map[uint32]netip.AddrPort
@@ -240,15 +249,7 @@ func (c *Config) checkRequired() error {
 	if c.TTL < 0 || c.TTL > 255 {
 		return fmt.Errorf("%w: multicast TTL %d not in 0..255", ErrConfig, c.TTL)
 	}
-	switch c.Network.(type) {
-	case nil, UDPNetwork:
-		// The sockets would refuse it too, but only after the journal was
-		// opened (and its directory made).
-		if err := bus.CheckInterface(c.Interface); err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-	}
-	return nil
+	return c.checkNetwork()
 }
 
 // ioDefaults fills the socket, journal and network defaults.

@@ -111,6 +111,7 @@ func (n *Node) SyncStep() bool {
 }
 
 func (n *Node) tickLocked(now int64) {
+	n.noteTruncations()
 	n.leaseTick(now)
 	if n.tm.Primary() {
 		n.primaryTick(now)

@@ -53,7 +53,7 @@ func (c *Config) mdDefaults() error {
 
 // mdInit builds the feed: with a ring when the node publishes market data.
 func (n *Node) mdInit() error {
-	cfg := mdfeed.Config{DatagramLen: datagramLen(n.cfg.Key != nil), // n.auth is not set yet
+	cfg := mdfeed.Config{DatagramLen: datagramLen(n.cfg.DatagramBytes, n.cfg.Key != nil), // n.auth is not set yet
 		ReserveUpdates: outputReserve, HeartbeatEveryNs: mdHeartbeatEveryNs, NoRepublish: n.cfg.Unsafe.NoMDRepublish}
 	if n.cfg.MarketData.IsValid() { // else a disabled feed: it keeps nothing and refuses requests
 		cfg.RingUpdates = n.cfg.MDRingUpdates

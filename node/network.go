@@ -1,10 +1,41 @@
 package node
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/wire"
 )
+
+// checkNetwork defaults and bounds DatagramBytes and, with real UDP
+// sockets (Network nil or UDPNetwork), checks that the multicast
+// interface exists, is up, and has an MTU that holds a datagram of
+// DatagramBytes with its IPv4 and UDP headers. The sockets would refuse a
+// missing interface too, but only after the journal was opened (and its
+// directory made); an MTU too small would pass them and fragment every
+// frame.
+func (c *Config) checkNetwork() error {
+	if c.DatagramBytes == 0 {
+		c.DatagramBytes = wire.DefaultDatagramLen
+	}
+	if c.DatagramBytes < wire.MinDatagramLen || c.DatagramBytes > wire.MaxFrameLen {
+		return fmt.Errorf("%w: datagram size %d bytes not in %d..%d", ErrConfig, c.DatagramBytes, wire.MinDatagramLen, wire.MaxFrameLen)
+	}
+	switch c.Network.(type) {
+	case nil, UDPNetwork:
+		if err := bus.CheckInterfaceMTU(c.Interface, c.DatagramBytes); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	return nil
+}
+
+// recvDatagramBytes is the size of each of the node's receive buffers:
+// one datagram of DatagramBytes (the MAC tag is inside that budget, see
+// datagramLen), and never less than bus.DatagramBytesDefault, today's
+// buffer for the default size.
+func (c *Config) recvDatagramBytes() int { return max(bus.DatagramBytesDefault, c.DatagramBytes) }
 
 // Endpoint is one of a node's sockets: batched receive and send, and
 // counters.

@@ -75,6 +75,9 @@ type transport struct {
 	// drainer empties the send-only sockets (mcSend, mdSend) at tick
 	// cadence, outside the lock; only the agent uses it.
 	drainer *bus.Drainer
+	// truncationsLogged: the first datagram too large for the receive
+	// buffers was logged (noteTruncations); the sockets count them all.
+	truncationsLogged bool
 }
 
 // term is what the node knows of its term and whether it may lead:
@@ -151,12 +154,12 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	dlen := datagramLen(cfg.Key != nil)
+	dlen := datagramLen(cfg.DatagramBytes, cfg.Key != nil)
 	n := &Node{
 		cfg: cfg,
 		transport: transport{
 			frameBuf: make([]byte, 0, wire.MaxFrameLen),
-			drainer:  bus.NewDrainer(),
+			drainer:  bus.NewDrainer(cfg.recvDatagramBytes()),
 		},
 		primaryState: primaryState{
 			sessions: replica.NewSessions[netip.AddrPort](cfg.MaxSessions),
@@ -233,16 +236,41 @@ func (n *Node) closeArbiter() {
 	}
 }
 
-// datagramLen is the frame budget of one datagram: the MAC tag, when
-// frames are sealed, must fit too.
-func datagramLen(sealed bool) int {
-	if sealed {
-		return wire.DefaultDatagramLen - wire.TagLen
+// noteTruncations logs, once, that a receiving socket dropped a datagram
+// longer than its buffers: a member or client sends larger datagrams than
+// this node's DatagramBytes. Every one is counted in the status
+// (unicast and multicast ReceiveTruncations). Tick cadence: a few atomic
+// loads a millisecond until the first one, nothing after.
+func (n *Node) noteTruncations() {
+	if n.truncationsLogged {
+		return
 	}
-	return wire.DefaultDatagramLen
+	var unicast, multicast uint64
+	if n.uc != nil {
+		unicast = n.uc.Counters().ReceiveTruncations
+	}
+	if n.mcRecv != nil {
+		multicast = n.mcRecv.Counters().ReceiveTruncations
+	}
+	if unicast+multicast == 0 {
+		return
+	}
+	n.truncationsLogged = true
+	n.cfg.Log.Error("dropped a datagram larger than this node's datagram size: every member and client must use the same datagram size",
+		"datagram_bytes", n.cfg.DatagramBytes, "unicast_truncations", unicast, "multicast_truncations", multicast)
 }
 
-func (n *Node) datagramLen() int { return datagramLen(n.auth != nil) }
+// datagramLen is the frame budget of one datagram of datagramBytes
+// (Config.DatagramBytes): the MAC tag, when frames are sealed, must fit
+// too.
+func datagramLen(datagramBytes int, sealed bool) int {
+	if sealed {
+		return datagramBytes - wire.TagLen
+	}
+	return datagramBytes
+}
+
+func (n *Node) datagramLen() int { return datagramLen(n.cfg.DatagramBytes, n.auth != nil) }
 
 // nowNs is monotonic nanoseconds since the node started (Go's monotonic
 // clock; never the wall clock).

@@ -10,13 +10,15 @@ import (
 
 // standbyMaxPending is how far ahead of applied a standby buffers before
 // it needs a snapshot: 8192 frames' worth of single messages, 12 MB of
-// slots at one datagram each.
+// slots at one default datagram each (a slot holds the largest message a
+// DATA frame can carry, so it grows with Config.DatagramBytes: 73 MB at
+// 8972 bytes).
 const standbyMaxPending = 8192
 
 // newFollower is the standby's core (replica.Follower) for cfg.
 func newFollower(cfg *Config, dlen int) *replica.Follower {
 	return replica.NewFollower(replica.FollowerConfig{
-		Window:     standby.Config{MaxPending: standbyMaxPending, MaxMessageBytes: wire.DefaultDatagramLen},
+		Window:     standby.Config{MaxPending: standbyMaxPending, MaxMessageBytes: cfg.DatagramBytes},
 		Nak:        standby.NakConfig{Seed: uint64(cfg.ID)},
 		Standby:    replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing},
 		ChunkBurst: SnapshotChunkBurst,

@@ -25,7 +25,10 @@ const (
 	// whole primary, shared by all standbys: 100 MB/s, under a 1 GbE link,
 	// so NAK storms cannot starve the live stream.
 	DefaultRetransmitBytesPerSec = 100_000_000
-	// DefaultRetransmitBurstBytes is the token-bucket depth: one full NAK.
+	// DefaultRetransmitBurstBytes is the token-bucket depth: one full NAK
+	// of default-sized datagrams. With another Config.DatagramLen the
+	// default depth is DefaultMaxFramesPerNak of those, so a NAK's worth
+	// of jumbo frames is still one burst.
 	DefaultRetransmitBurstBytes = DefaultMaxFramesPerNak * wire.DefaultDatagramLen
 )
 
@@ -85,7 +88,7 @@ func (c *Config) withDefaults() {
 		c.RetransmitBytesPerSec = DefaultRetransmitBytesPerSec
 	}
 	if c.RetransmitBurstBytes == 0 {
-		c.RetransmitBurstBytes = DefaultRetransmitBurstBytes
+		c.RetransmitBurstBytes = DefaultMaxFramesPerNak * int64(c.DatagramLen)
 	}
 }
 

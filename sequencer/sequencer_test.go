@@ -520,3 +520,28 @@ func TestHeartbeatCarriesReleased(t *testing.T) {
 		t.Fatalf("heartbeat %+v, %v", hb, err)
 	}
 }
+
+// The default retransmit burst follows DatagramLen: one NAK of jumbo
+// frames is answered in full at once, as one NAK of 1472-byte frames is
+// with the default length (a fixed 64 × 1472-byte bucket would send ten).
+func TestRetransmitBurstFollowsDatagramLen(t *testing.T) {
+	for _, dlen := range []int{wire.DefaultDatagramLen, 8972} {
+		var out recorder
+		s := New(Config{DatagramLen: dlen}, 1, 0, nil)
+		perFrame := (dlen - wire.HeaderLen) / (wire.MessageOverhead + 100)
+		fill(s, &out, uint64(perFrame*(DefaultMaxFramesPerNak+10)), 100)
+		if got := len(out.multicast); got < DefaultMaxFramesPerNak+10 {
+			t.Fatalf("datagram %d: %d frames multicast, want at least %d", dlen, got, DefaultMaxFramesPerNak+10)
+		}
+		for _, f := range out.multicast[:DefaultMaxFramesPerNak] {
+			if len(f) < dlen-wire.MessageOverhead-100 || len(f) > dlen {
+				t.Fatalf("datagram %d: a full frame of %d bytes", dlen, len(f))
+			}
+		}
+		s.OnNak(nak(wire.Range{From: 1, To: s.LastAssigned()}), 0)
+		out.take(s)
+		if len(out.unicast) != DefaultMaxFramesPerNak || s.Stats().NakBudgetExceeded != 0 {
+			t.Fatalf("datagram %d: resent %d frames of %d, stats %+v", dlen, len(out.unicast), DefaultMaxFramesPerNak, s.Stats())
+		}
+	}
+}

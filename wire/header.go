@@ -44,6 +44,13 @@ const (
 	// DefaultDatagramLen is the default batch size: an Ethernet MTU of 1500
 	// less the IPv4 (20) and UDP (8) headers, so a frame never fragments.
 	DefaultDatagramLen = 1472
+	// MinDatagramLen is the smallest datagram a node or client may be
+	// configured to: a header, one 1024-byte command (the client's
+	// largest) with its length prefix and a MAC tag take 1082 bytes;
+	// 1200 (QUIC's floor) leaves room and fits every IPv4 path that is
+	// still in use. Every frame the protocol builds to a budget (DATA,
+	// OUTPUT, snapshot and market-data snapshot chunks) has room in it.
+	MinDatagramLen = 1200
 	// MaxMessageLen is the largest message a DATA frame can carry: message
 	// lengths are u16 on the wire.
 	MaxMessageLen = 65535

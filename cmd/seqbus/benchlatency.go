@@ -14,24 +14,26 @@ import (
 	"github.com/seqbus/seqbus/bench/suite"
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/stagetrace"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // benchFlags are the flags `bench latency` and `bench throughput` share.
 type benchFlags struct {
 	out, idle, cpus, fsync, sizes *string
-	standbys                      *int
+	standbys, datagramBytes       *int
 	keep                          *bool
 }
 
 func addBenchFlags(fs *flag.FlagSet, fsyncDefault string) benchFlags {
 	return benchFlags{
-		out:      fs.String("out", "bench-out", "directory for .hgrm files and summary.json"),
-		idle:     fs.String("idle", "backoff", "idle strategy of every node and the client: backoff, backoff:DURATION, block, spin, yield"),
-		cpus:     fs.String("cpus", "", "pin each process: role=cpu or role=cpu-cpu, comma-separated, roles witness, primary, standby (or standby1, standby2...), client; e.g. primary=1,standby=0,client=0 (default: unpinned, what a user gets)"),
-		fsync:    fs.String("fsync", fsyncDefault, "journal fsync policies, comma-separated: none, group, always"),
-		sizes:    fs.String("sizes", "32,256,1024", "command sizes in bytes, comma-separated (0: real 39-byte new orders that trade)"),
-		standbys: fs.Int("standbys", 1, "standby processes (1..8)"),
-		keep:     fs.Bool("keep", false, "keep each run's directory (logs, journals, traces) under --out"),
+		out:           fs.String("out", "bench-out", "directory for .hgrm files and summary.json"),
+		idle:          fs.String("idle", "backoff", "idle strategy of every node and the client: backoff, backoff:DURATION, block, spin, yield"),
+		cpus:          fs.String("cpus", "", "pin each process: role=cpu or role=cpu-cpu, comma-separated, roles witness, primary, standby (or standby1, standby2...), client; e.g. primary=1,standby=0,client=0 (default: unpinned, what a user gets)"),
+		fsync:         fs.String("fsync", fsyncDefault, "journal fsync policies, comma-separated: none, group, always"),
+		sizes:         fs.String("sizes", "32,256,1024", "command sizes in bytes, comma-separated (0: real 39-byte new orders that trade)"),
+		standbys:      fs.Int("standbys", 1, "standby processes (1..8)"),
+		keep:          fs.Bool("keep", false, "keep each run's directory (logs, journals, traces) under --out"),
+		datagramBytes: fs.Int("datagram-bytes", wire.DefaultDatagramLen, "every node's and the client's --datagram-bytes: "+datagramBytesUsage),
 	}
 }
 
@@ -83,6 +85,9 @@ func (f benchFlags) check() (parsedBench, error) {
 		return p, benchUsagef("--standbys: want 1..8, got %d", *f.standbys)
 	}
 	p.standbys = *f.standbys
+	if err := checkDatagramBytes(*f.datagramBytes); err != nil {
+		return p, err
+	}
 	for role := range p.layout {
 		if n, _ := strconv.Atoi(strings.TrimPrefix(role, "standby")); cluster.IsStandbyN(role) && n > p.standbys {
 			return p, benchUsagef("--cpus: %s but --standbys %d", role, p.standbys)
@@ -190,7 +195,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	}
 	runs, err := suite.RunLatency(ctx, suite.LatencyConfig{Bin: bin, Sizes: p.sizes, Fsyncs: p.fsyncs, Auths: f.auths,
 		FloorCount: *f.floorCount, FloorIdles: f.idles, Out: os.Stdout,
-		Cell: cluster.BenchConfig{Idle: *bf.idle, Engine: *f.engineName, Standbys: p.standbys, Layout: p.layout,
+		Cell: cluster.BenchConfig{Idle: *bf.idle, Engine: *f.engineName, Standbys: p.standbys, Layout: p.layout, DatagramBytes: *bf.datagramBytes,
 			Rate: *f.rate, Count: *f.count, Warmup: *f.warmup, Keep: *bf.keep, Out: *bf.out, GeneratorNice: nice, GeneratorPark: *f.genPark}})
 	if err != nil {
 		return err

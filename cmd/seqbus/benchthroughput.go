@@ -53,7 +53,8 @@ func benchThroughput(ctx context.Context, args []string) error {
 	fmt.Printf("seqbus bench throughput on %s\nidle %s; layout %s; %d standby(s); every role a separate process\n", machine.Text(), *bf.idle, p.layout, p.standbys)
 	fmt.Printf("generator at 25/50/90 %%: bursts at most %v apart, park %v, nice %d (latency from each intended send time)\n", *coalesce, *park, niceLevel)
 	runs, err := suite.RunThroughput(ctx, suite.ThroughputConfig{Bin: bin, Sizes: p.sizes, Fsyncs: p.fsyncs, Count: *count, LatencySeconds: *latSeconds,
-		Out: os.Stdout, Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out},
+		Out: os.Stdout, Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out,
+			DatagramBytes: *bf.datagramBytes},
 		LevelLoad: suite.LevelLoad{CoalesceNs: int64(*coalesce), Park: *park, Nice: niceLevel}})
 	if err != nil {
 		return err

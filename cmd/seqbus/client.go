@@ -15,6 +15,7 @@ import (
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/loadclient"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // clientSummary is what `seqbus client` prints (and writes with --json).
@@ -27,7 +28,7 @@ type clientFlags struct {
 	rate                                                                    *float64
 	instruments, stream                                                     *uint
 	drain, spin, coalesce                                                   *time.Duration
-	nice, size, traceStages                                                 *int
+	nice, size, traceStages, datagramBytes                                  *int
 	nodes                                                                   peerFlags
 	traceWindow                                                             *string
 	park                                                                    *bool
@@ -57,6 +58,7 @@ func defineClientFlags(fs *flag.FlagSet) *clientFlags {
 	f.traceStages = fs.Int("trace-stages", 0, "record intended/sent/received of the first N commands and write them at exit to --trace-file (seqbus bench; 0: off)")
 	f.traceFile = fs.String("trace-file", "client.trace", "where --trace-stages writes")
 	f.traceWindow = fs.String("trace-window", "", traceWindowUsage)
+	f.datagramBytes = fs.Int("datagram-bytes", wire.DefaultDatagramLen, datagramBytesUsage)
 	f.record = fs.String("record", "", "write every output received to this file, one JSON line each (for seqbus verify)")
 	return f
 }
@@ -69,7 +71,7 @@ func (f *clientFlags) check() error {
 		checkFollow(*f.witnessAddr, *f.arbiterURL, f.nodes), checkNonNegative("spin", *f.spin), checkRange("nice", *f.nice, -20, 19),
 		checkRange("coalesce", *f.coalesce, 0, time.Duration(client.CoalesceNsMax)),
 		asUsage(second(traceStagesFlag(*f.traceStages))), asUsage(prefixed("size", checkLoadSize(*f.size))),
-		asUsage(traceWindowFlag(*f.traceWindow, *f.traceStages)),
+		asUsage(traceWindowFlag(*f.traceWindow, *f.traceStages)), checkDatagramBytes(*f.datagramBytes),
 	)
 }
 
@@ -88,7 +90,8 @@ func runClient(args []string) error {
 	// Poll: the load's generator (internal/pace) reads the answers between
 	// sends on its own thread, so latency counts from the intended send
 	// time of a generator that keeps time.
-	opts := client.Options{Core: client.Config{Session: *f.session}, Primary: addr, Idle: idl, Nodes: f.nodes, Stream: uint16(*f.stream), Poll: true}
+	opts := client.Options{Core: client.Config{Session: *f.session}, Primary: addr, Idle: idl, Nodes: f.nodes, Stream: uint16(*f.stream), Poll: true,
+		DatagramBytes: *f.datagramBytes}
 	if opts.Key, err = loadKey(*f.keyFile); err != nil {
 		return asUsage(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +62,7 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 	badLine := conf("bad.conf", "fsync group\n")
 	badValue := conf("badvalue.conf", "insync-timeout = -1s\n")
 	missing := filepath.Join(confDir, "missing.conf")
+	datagramConf := conf("datagram.conf", "datagram-bytes = 1000\n")
 	const dirArg = "DIR" // replaced by a path inside the run's directory that must stay absent
 	node := func(extra ...string) []string {
 		return append([]string{"node", "--id", "1", "--dir", dirArg}, extra...)
@@ -117,6 +119,9 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{node("--config", missing), []string{"--config", "missing.conf"}},
 		{node("--config", badLine), []string{"bad.conf:1: want `name = value`"}},
 		{node("extra"), []string{`unexpected argument "extra"`}},
+		{node("--datagram-bytes", "1199"), []string{"--datagram-bytes must be 1200..65507, got 1199"}},
+		{node("--datagram-bytes", "65508"), []string{"--datagram-bytes must be 1200..65507, got 65508"}},
+		{node("--config", datagramConf), []string{"--datagram-bytes must be 1200..65507, got 1000"}},
 		{[]string{"drill", "node", "--id", "0", "--dir", dirArg}, []string{"--id must be a node id"}},
 		// witness
 		{[]string{"witness"}, []string{"--dir is required"}},
@@ -141,6 +146,8 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"client", "--witness", "127.0.0.1:7000"}, []string{"--node id=host:port"}},
 		{[]string{"client", "--arbiter", "etcd://", "--node", "1=127.0.0.1:9"}, []string{"--arbiter: want etcd://"}},
 		{[]string{"client", "--key", filepath.Join(confDir, "no.key")}, []string{"--key", "no.key"}},
+		{[]string{"client", "--datagram-bytes", "0"}, []string{"--datagram-bytes must be 1200..65507, got 0"}},
+		{[]string{"client", "--datagram-bytes", "70000"}, []string{"--datagram-bytes must be 1200..65507, got 70000"}},
 		// stat
 		{[]string{"stat"}, []string{"--dir", "is required"}},
 		{[]string{"stat", "--dir", confDir, "--interval", "0s"}, []string{"--interval must be > 0"}},
@@ -185,12 +192,23 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"bench", "throughput", "--generator-coalesce", "20ms"}, []string{"--generator-coalesce", "got 20ms"}},
 		{[]string{"bench", "throughput", "--generator-coalesce", "-1us"}, []string{"--generator-coalesce", "got -1µs"}},
 		{[]string{"bench", "throughput", "--generator-nice", "30"}, []string{"--generator-nice", "got 30"}},
+		{[]string{"bench", "latency", "--datagram-bytes", "512"}, []string{"--datagram-bytes must be 1200..65507, got 512"}},
+		{[]string{"bench", "throughput", "--datagram-bytes", "65508"}, []string{"--datagram-bytes must be 1200..65507, got 65508"}},
 		{[]string{"bench", "floor", "--size", "1"}, []string{"--size must be 8..8192"}},
 		{[]string{"bench", "floor", "--hops", "3"}, []string{"--hops must be one of 2, 4"}},
 		{[]string{"bench", "floor", "--rate", "-1"}, []string{"--rate must be >= 0"}},
 		{[]string{"bench", "floor", "--count", "0"}, []string{"--count must be > 0"}},
 		{[]string{"bench", "compare"}, []string{"usage: seqbus bench compare"}},
 		{[]string{"bench", "compare", "--plot", "x.gif", "a.hgrm"}, []string{"--plot must name a .png or .svg"}},
+	}
+	if ifi := smallMTUInterface(); ifi != nil {
+		// One byte more than the interface's MTU carries with the IPv4 and
+		// UDP headers: refused naming both numbers, before the journal.
+		over := strconv.Itoa(ifi.MTU - 28 + 1)
+		cases = append(cases, struct {
+			args []string
+			want []string
+		}{node("--iface", ifi.Name, "--datagram-bytes", over), []string{"--datagram-bytes " + over + " does not fit --iface " + ifi.Name, "its MTU is " + strconv.Itoa(ifi.MTU)}})
 	}
 	for _, tc := range cases {
 		name := strings.Join(tc.args, " ")
@@ -335,4 +353,20 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// smallMTUInterface is an interface of this host that is up and whose MTU
+// cannot carry the largest datagram (lo's 65536 can), with room for the
+// smallest; nil without one.
+func smallMTUInterface() *net.Interface {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	for i := range ifs {
+		if ifi := &ifs[i]; ifi.Flags&net.FlagUp != 0 && ifi.MTU > 1200+28 && ifi.MTU < 65507+28 {
+			return ifi
+		}
+	}
+	return nil
 }

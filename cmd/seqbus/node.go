@@ -22,6 +22,7 @@ import (
 	"github.com/seqbus/seqbus/internal/serve"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // peerFlags collects repeated --peer id=host:port flags.
@@ -95,7 +96,7 @@ type nodeFlags struct {
 	keyFile, metricsAddr, traceFile, engineName *string
 	ttl, minInSync, recvBuf, cpu, traceStages   *int
 	epoch, snapEvery                            *uint64
-	mdRing, sessionHistory                      *int
+	mdRing, sessionHistory, datagramBytes       *int
 	verbose, noFencing, noGating                *bool
 	lease, renew, margin, retry, ackDelay       *time.Duration
 	insyncTimeout, busyPoll                     *time.Duration
@@ -120,6 +121,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	f.snapEvery = fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
 	f.mdRing = fs.Int("md-ring", node.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
+	f.datagramBytes = fs.Int("datagram-bytes", wire.DefaultDatagramLen, datagramBytesUsage)
 	f.sessionHistory = fs.Int("session-history", node.DefaultSessionHistory, "outputs to client sessions kept for replay after a failover or a gap, over all sessions (0: none, replay requests answered TooOld)")
 	f.verbose = fs.Bool("v", false, "log at debug level")
 	f.arbiterURL = fs.String("arbiter", "", "lease arbiter other than the UDP witness: etcd://host1:2379,host2:2379,host3:2379 (an etcd cluster; see README)")
@@ -160,6 +162,7 @@ func (f *nodeFlags) check() error {
 		checkPositive("insync-timeout", *f.insyncTimeout), checkMinInSync(*f.minInSync, len(f.peers)),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
 		checkPeers(f.peers, *f.id), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
+		checkDatagramBytes(*f.datagramBytes),
 	)
 }
 
@@ -191,7 +194,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 // config turns the flags into the node's Config.
 func (f *nodeFlags) config() (node.Config, error) {
 	cfg := node.Config{
-		ID: uint32(*f.id), Stream: uint16(*f.stream), Dir: *f.dir, Interface: *f.iface, TTL: *f.ttl,
+		ID: uint32(*f.id), Stream: uint16(*f.stream), Dir: *f.dir, Interface: *f.iface, TTL: *f.ttl, DatagramBytes: *f.datagramBytes,
 		Peers: f.peers, Epoch: *f.epoch, SnapshotEvery: *f.snapEvery, MDRingUpdates: *f.mdRing,
 		SessionHistory:  sessionHistoryConfig(*f.sessionHistory),
 		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },

@@ -10,6 +10,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/internal/flagcheck"
 	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // Every command checks every flag right after parsing them, before it
@@ -119,7 +120,21 @@ func checkNodeConfig(cfg node.Config) error {
 	if errors.As(err, new(*bus.InterfaceError)) {
 		return checkInterface("iface", cfg.Interface)
 	}
+	if me := (*bus.MTUError)(nil); errors.As(err, &me) {
+		return usagef("--datagram-bytes %d does not fit --iface %s: its MTU is %d, and a datagram takes %d more for the IPv4 and UDP headers (at most %d; or raise the MTU)",
+			me.DatagramBytes, me.Name, me.MTU, bus.IPv4UDPHeaderBytes, me.MTU-bus.IPv4UDPHeaderBytes)
+	}
 	return usagef("%s", strings.TrimPrefix(err.Error(), "node: "))
+}
+
+// datagramBytesUsage is --datagram-bytes's help, the same for every
+// command that has it.
+const datagramBytesUsage = "largest datagram sent, and the receive buffers' size, in bytes: every node and client of a stream must use the same (1472 never fragments on standard Ethernet; 8972 for a 9000-byte MTU; at most 65507; a node refuses one its --iface's MTU cannot carry; see docs/tuning.md)"
+
+// checkDatagramBytes: --datagram-bytes is wire.MinDatagramLen up to the
+// largest UDP payload.
+func checkDatagramBytes(v int) error {
+	return checkRange("datagram-bytes", v, wire.MinDatagramLen, wire.MaxFrameLen)
 }
 
 // checkSessionHistory: --session-history is 0 (off) up to

@@ -170,6 +170,9 @@ type BenchConfig struct {
 	// apart at most (seqbus client --coalesce; 0: each command at its
 	// time).
 	GeneratorCoalesceNs int64
+	// DatagramBytes is every node's and the load client's datagram size
+	// (seqbus node and client --datagram-bytes; 0: their default).
+	DatagramBytes int
 }
 
 // ProcessInfo is one process of a run, as summary.json reports it.
@@ -296,6 +299,7 @@ func (c *benchCluster) startNode(id uint32) error {
 	args := append([]string{"node"}, c.NodeArgs(id)...)
 	args = append(args, "--fsync", cfg.Fsync, "--idle", cfg.Idle, "--engine", cfg.Engine,
 		"--trace-stages", strconv.Itoa(cfg.Count+cfg.Warmup+1024), "--trace-window", stagetrace.WindowText(cfg.Warmup, cfg.Count))
+	args = append(args, datagramArgs(cfg)...)
 	return c.StartOn(c.nodeName(id), cfg.Layout.CPUsOf(c.nodeRole(id)), append(args, c.keyArgs...)...)
 }
 
@@ -497,5 +501,14 @@ func LoadArgs(cfg BenchConfig) []string {
 	if cfg.GeneratorCoalesceNs > 0 {
 		args = append(args, "--coalesce", time.Duration(cfg.GeneratorCoalesceNs).String())
 	}
-	return args
+	return append(args, datagramArgs(cfg)...)
+}
+
+// datagramArgs is --datagram-bytes for every node and the load client
+// of a run: all of them must use the same size.
+func datagramArgs(cfg BenchConfig) []string {
+	if cfg.DatagramBytes == 0 {
+		return nil
+	}
+	return []string{"--datagram-bytes", strconv.Itoa(cfg.DatagramBytes)}
 }
