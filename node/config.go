@@ -83,8 +83,9 @@ type Config struct {
 	// else wire.MinDatagramLen..wire.MaxFrameLen bytes. Every member and
 	// client of a stream must use the same size: a datagram larger than a
 	// receiver's is dropped and counted (its socket's ReceiveTruncations).
-	// With real UDP the interface's MTU must hold it and its IPv4 and UDP
-	// headers (network.go, checkNetwork).
+	// With real UDP the interface's MTU must hold a size set here and its
+	// IPv4 and UDP headers; the default shrinks to fit a smaller MTU
+	// (network.go, checkNetwork).
 	DatagramBytes int
 
 	// Peers maps every other node's id to its unicast address.

@@ -80,6 +80,25 @@ func TestDatagramBytesOverMTURefused(t *testing.T) {
 	}
 }
 
+// TestDefaultDatagramFitsMTU: the default size (0) never fragments: on an
+// interface whose MTU cannot hold wire.DefaultDatagramLen it shrinks to
+// the MTU less the IPv4 and UDP headers, and stays the default where it
+// fits.
+func TestDefaultDatagramFitsMTU(t *testing.T) {
+	ifi := smallMTUInterface(t)
+	c := newCluster(t, 1)
+	cfg := c.config(1)
+	cfg.Interface = ifi.Name
+	cfg.DatagramBytes = 0
+	if err := cfg.withDefaults(); err != nil {
+		t.Fatalf("default size on %s (MTU %d): %v", ifi.Name, ifi.MTU, err)
+	}
+	want := min(wire.DefaultDatagramLen, ifi.MTU-bus.IPv4UDPHeaderBytes)
+	if cfg.DatagramBytes != want {
+		t.Fatalf("default size on %s (MTU %d): %d bytes, want %d", ifi.Name, ifi.MTU, cfg.DatagramBytes, want)
+	}
+}
+
 // smallMTUInterface is an interface of this host that is up and whose MTU
 // is below the largest UDP payload's (lo's 65536 is not), with room for the
 // smallest datagram; the test skips without one.

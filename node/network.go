@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -14,9 +15,15 @@ import (
 // DatagramBytes with its IPv4 and UDP headers. The sockets would refuse a
 // missing interface too, but only after the journal was opened (and its
 // directory made); an MTU too small would pass them and fragment every
-// frame.
+// frame. A size the operator set is refused when the MTU cannot hold
+// it; the default (0) shrinks to the MTU instead (a 1400-byte tunnel or
+// overlay gets 1372-byte datagrams, not a node that will not start):
+// every receiver's buffers hold at least bus.DatagramBytesDefault, so a
+// default node on a smaller interface still reads its peers' and clients'
+// default datagrams whole.
 func (c *Config) checkNetwork() error {
-	if c.DatagramBytes == 0 {
+	explicit := c.DatagramBytes != 0
+	if !explicit {
 		c.DatagramBytes = wire.DefaultDatagramLen
 	}
 	if c.DatagramBytes < wire.MinDatagramLen || c.DatagramBytes > wire.MaxFrameLen {
@@ -24,7 +31,14 @@ func (c *Config) checkNetwork() error {
 	}
 	switch c.Network.(type) {
 	case nil, UDPNetwork:
-		if err := bus.CheckInterfaceMTU(c.Interface, c.DatagramBytes); err != nil {
+		err := bus.CheckInterfaceMTU(c.Interface, c.DatagramBytes)
+		var me *bus.MTUError
+		if fits := 0; !explicit && errors.As(err, &me) {
+			if fits = me.MTU - bus.IPv4UDPHeaderBytes; fits >= wire.MinDatagramLen {
+				c.DatagramBytes, err = fits, nil
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}

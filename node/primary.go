@@ -40,7 +40,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		return err
 	}
 	l, err := replica.NewLeader(replica.LeaderConfig{
-		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen()},
+		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen(), MaxCommandBytes: MaxCommandBytes},
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
 		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.journalBroken,
 		DatagramLen: n.datagramLen(), MarketData: n.mdSend != nil, Track: n.rel.core,

@@ -10,15 +10,20 @@ import (
 
 // standbyMaxPending is how far ahead of applied a standby buffers before
 // it needs a snapshot: 8192 frames' worth of single messages, 12 MB of
-// slots at one default datagram each (a slot holds the largest message a
-// DATA frame can carry, so it grows with Config.DatagramBytes: 73 MB at
-// 8972 bytes).
+// slots of one default datagram each. A slot holds the largest command
+// (MaxCommandBytes), which does not grow with Config.DatagramBytes.
 const standbyMaxPending = 8192
+
+// MaxCommandBytes is the largest command a primary sequences, whatever
+// the datagram size: what one default (1472-byte) DATA frame holds.
+// Jumbo datagrams batch more commands a frame; they do not make the
+// largest command, and with it every standby's window, larger.
+const MaxCommandBytes = wire.DefaultDatagramLen - wire.HeaderLen - wire.MessageOverhead
 
 // newFollower is the standby's core (replica.Follower) for cfg.
 func newFollower(cfg *Config, dlen int) *replica.Follower {
 	return replica.NewFollower(replica.FollowerConfig{
-		Window:     standby.Config{MaxPending: standbyMaxPending, MaxMessageBytes: cfg.DatagramBytes},
+		Window:     standby.Config{MaxPending: standbyMaxPending, MaxMessageBytes: wire.DefaultDatagramLen},
 		Nak:        standby.NakConfig{Seed: uint64(cfg.ID)},
 		Standby:    replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing},
 		ChunkBurst: SnapshotChunkBurst,

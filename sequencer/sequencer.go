@@ -12,8 +12,15 @@ const (
 	// DefaultRingFrames keeps the last 4096 frames (about 6 MB of 1472-byte
 	// frames, ~170k 32-byte commands, ~15 ms at 10M commands/s or seconds at
 	// typical venue rates) in memory for NAKs; older ranges come from the
-	// journal.
+	// journal. With a larger Config.DatagramLen the default is the same
+	// bytes (DefaultRingBytes) in fewer, fuller frames: about as many
+	// commands, not six or forty times the memory.
 	DefaultRingFrames = 4096
+	// DefaultRingBytes is the default ring's memory.
+	DefaultRingBytes = DefaultRingFrames * wire.DefaultDatagramLen
+	// minDefaultRingFrames is the fewest frames the default ring keeps
+	// (the largest datagram: 92 frames).
+	minDefaultRingFrames = 64
 	// DefaultHeartbeatIntervalNs is 10 ms: a standby sees a tail gap within
 	// one interval after traffic stops (DESIGN.md).
 	DefaultHeartbeatIntervalNs = 10_000_000
@@ -69,6 +76,11 @@ type Config struct {
 	MaxFramesPerNak       int
 	RetransmitBytesPerSec int64
 	RetransmitBurstBytes  int64
+	// MaxCommandBytes bounds one command (0: whatever one DATA frame of
+	// DatagramLen holds). A node caps it apart from the datagram size, so
+	// that jumbo frames batch more commands without growing the largest
+	// command, and with it every standby's window slots.
+	MaxCommandBytes int
 }
 
 func (c *Config) withDefaults() {
@@ -76,7 +88,7 @@ func (c *Config) withDefaults() {
 		c.DatagramLen = wire.DefaultDatagramLen
 	}
 	if c.RingFrames == 0 {
-		c.RingFrames = DefaultRingFrames
+		c.RingFrames = max(minDefaultRingFrames, min(DefaultRingFrames, DefaultRingBytes/c.DatagramLen))
 	}
 	if c.HeartbeatIntervalNs == 0 {
 		c.HeartbeatIntervalNs = DefaultHeartbeatIntervalNs
@@ -237,14 +249,19 @@ func (s *Sequencer) ClearOutbox() { s.out.clear() }
 func (s *Sequencer) Stats() Stats { return s.stats }
 
 // MaxCommand is the largest command Submit accepts.
-func (s *Sequencer) MaxCommand() int { return s.batch.MaxMessage() }
+func (s *Sequencer) MaxCommand() int {
+	if m := s.cfg.MaxCommandBytes; m > 0 {
+		return min(m, s.batch.MaxMessage())
+	}
+	return s.batch.MaxMessage()
+}
 
 // Submit assigns the next seq to cmd and packs it into the open batch,
 // sealing the batch into the outbox first if cmd does not fit. cmd is
 // copied.
 func (s *Sequencer) Submit(cmd []byte, nowNs int64) (uint64, error) {
-	if len(cmd) > s.batch.MaxMessage() {
-		return 0, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(cmd), s.batch.MaxMessage())
+	if m := s.MaxCommand(); len(cmd) > m {
+		return 0, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(cmd), m)
 	}
 	if !s.batch.Add(cmd) {
 		s.seal(nowNs)

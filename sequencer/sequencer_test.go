@@ -545,3 +545,54 @@ func TestRetransmitBurstFollowsDatagramLen(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultRingKeepsItsBytes: the default ring is the same memory at
+// any datagram size (fewer, fuller frames), never fewer than 64 frames.
+func TestDefaultRingKeepsItsBytes(t *testing.T) {
+	for _, tc := range []struct{ dlen, frames int }{
+		{0, DefaultRingFrames},
+		{wire.DefaultDatagramLen, DefaultRingFrames},
+		{1200, DefaultRingFrames},
+		{8972, DefaultRingBytes / 8972},
+		{wire.MaxFrameLen, DefaultRingBytes / wire.MaxFrameLen},
+	} {
+		c := Config{DatagramLen: tc.dlen}
+		c.withDefaults()
+		if c.RingFrames != tc.frames {
+			t.Errorf("DatagramLen %d: %d ring frames, want %d", tc.dlen, c.RingFrames, tc.frames)
+		}
+		if got := c.RingFrames * c.DatagramLen; got > DefaultRingBytes && c.RingFrames > minDefaultRingFrames {
+			t.Errorf("DatagramLen %d: ring of %d bytes over %d", tc.dlen, got, DefaultRingBytes)
+		}
+	}
+	c := Config{DatagramLen: 8972, RingFrames: 10}
+	c.withDefaults()
+	if c.RingFrames != 10 {
+		t.Errorf("a configured ring changed: %d frames", c.RingFrames)
+	}
+}
+
+// TestMaxCommandBytesCapsJumboFrames: a cap set apart from the datagram
+// size bounds a command while the frames still batch up to DatagramLen.
+func TestMaxCommandBytesCapsJumboFrames(t *testing.T) {
+	s := New(Config{DatagramLen: 8972, MaxCommandBytes: 1430}, 1, 0, nil)
+	if got := s.MaxCommand(); got != 1430 {
+		t.Fatalf("MaxCommand %d, want 1430", got)
+	}
+	if _, err := s.Submit(make([]byte, 1431), 0); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("1431 bytes: err %v, want ErrTooLarge", err)
+	}
+	for i := 0; i < 6; i++ {
+		if _, err := s.Submit(make([]byte, 1430), 0); err != nil {
+			t.Fatalf("1430 bytes: %v", err)
+		}
+	}
+	s.Flush(0)
+	out := s.Outbox()
+	if len(out) != 1 || len(out[0].Frame) <= wire.DefaultDatagramLen {
+		t.Fatalf("6 × 1430 bytes left in %d frame(s), first %d bytes: want one jumbo frame", len(out), len(out[0].Frame))
+	}
+	if s := New(Config{DatagramLen: 1472, MaxCommandBytes: 5000}, 1, 0, nil); s.MaxCommand() != wire.DefaultDatagramLen-wire.HeaderLen-wire.MessageOverhead {
+		t.Fatalf("a cap over the frame: MaxCommand %d", s.MaxCommand())
+	}
+}
