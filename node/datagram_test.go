@@ -156,6 +156,9 @@ func TestJumboDatagramsReplicate(t *testing.T) {
 		t.Fatalf("standby: %d bytes in %d datagrams received, none larger than %d", got.BytesReceived, got.DatagramsReceived, wire.DefaultDatagramLen)
 	}
 	for id, st := range map[uint32]Status{1: p, 2: s} {
+		if st.DatagramBytes != size {
+			t.Fatalf("node %d status says datagram_bytes %d, want %d", id, st.DatagramBytes, size)
+		}
 		if st.Unicast.ReceiveTruncations+st.Multicast.ReceiveTruncations != 0 {
 			t.Fatalf("node %d truncated datagrams: unicast %d, multicast %d", id, st.Unicast.ReceiveTruncations, st.Multicast.ReceiveTruncations)
 		}

@@ -208,17 +208,21 @@ type Status struct {
 	// SnapshotsWriting: snapshots cut and not yet finished (0, 1 or 2):
 	// waiting for the disk, being written, or written and not yet
 	// compacted behind (the agent finishes a write at its next pass).
-	SnapshotsWriting int          `json:"snapshots_writing"`
-	Node             Stats        `json:"node"`
-	MD               MDStats      `json:"md"` // market-data ring and recovery (mdfeed.go)
-	Sequencer        any          `json:"sequencer,omitempty"`
-	Window           any          `json:"window,omitempty"`
-	Naks             any          `json:"naks,omitempty"`
-	Fetch            any          `json:"fetch,omitempty"`
-	Hashes           any          `json:"hashes,omitempty"`
-	Gate             any          `json:"gate,omitempty"`
-	Unicast          SocketStatus `json:"unicast"`
-	Multicast        SocketStatus `json:"multicast"`
+	SnapshotsWriting int `json:"snapshots_writing"`
+	// DatagramBytes is the largest datagram this node sends and reads
+	// (Config.DatagramBytes after defaults): every member and client of a
+	// stream must use the same.
+	DatagramBytes int          `json:"datagram_bytes"`
+	Node          Stats        `json:"node"`
+	MD            MDStats      `json:"md"` // market-data ring and recovery (mdfeed.go)
+	Sequencer     any          `json:"sequencer,omitempty"`
+	Window        any          `json:"window,omitempty"`
+	Naks          any          `json:"naks,omitempty"`
+	Fetch         any          `json:"fetch,omitempty"`
+	Hashes        any          `json:"hashes,omitempty"`
+	Gate          any          `json:"gate,omitempty"`
+	Unicast       SocketStatus `json:"unicast"`
+	Multicast     SocketStatus `json:"multicast"`
 	// MulticastSend and MarketDataSend are the send-only sockets: all
 	// they receive is drained and counted (drops.send_only).
 	MulticastSend  SocketStatus  `json:"multicast_send"`
@@ -250,15 +254,16 @@ func (n *Node) Status() Status {
 
 func (n *Node) statusLocked() Status {
 	st := Status{
-		ID:         n.cfg.ID,
-		Role:       n.role().String(),
-		Epoch:      n.tm.Epoch(),
-		Applied:    n.eng.AppliedSeq(),
-		Durable:    n.j.Durable(),
-		StateHash:  Hash64(n.eng.StateHash()),
-		Refetching: n.refetching,
-		Node:       n.stats,
-		UptimeNs:   n.nowNs(),
+		ID:            n.cfg.ID,
+		Role:          n.role().String(),
+		Epoch:         n.tm.Epoch(),
+		Applied:       n.eng.AppliedSeq(),
+		Durable:       n.j.Durable(),
+		StateHash:     Hash64(n.eng.StateHash()),
+		Refetching:    n.refetching,
+		DatagramBytes: n.cfg.DatagramBytes,
+		Node:          n.stats,
+		UptimeNs:      n.nowNs(),
 		// Status is read every StatusIntervalNs or on demand, never per
 		// command: the clock reads here cost nothing on the hot path.
 		WrittenAt:       time.Now().UTC().Format(time.RFC3339Nano),

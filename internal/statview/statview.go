@@ -211,8 +211,12 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 		printWitnessStat(w, s)
 		return
 	}
-	fmt.Fprintf(w, "node %v  role %v  epoch %v  primary %v  uptime %.1fs  pid %v  written %s ago\n",
-		get(s, "id"), get(s, "role"), get(s, "epoch"), get(s, "primary"), toF(get(s, "uptime_ns"))/1e9, get(s, "pid"), age.Round(time.Millisecond))
+	datagram := ""
+	if d, ok := s["datagram_bytes"]; ok {
+		datagram = fmt.Sprintf("  datagram %v B", d)
+	}
+	fmt.Fprintf(w, "node %v  role %v  epoch %v  primary %v  uptime %.1fs  pid %v%s  written %s ago\n",
+		get(s, "id"), get(s, "role"), get(s, "epoch"), get(s, "primary"), toF(get(s, "uptime_ns"))/1e9, get(s, "pid"), datagram, age.Round(time.Millisecond))
 	lease := sub(s, "lease")
 	fmt.Fprintf(w, "lease held %v  epoch %v  time left %.0f ms\n", get(lease, "held"), get(lease, "epoch"), toF(get(lease, "remaining_ns"))/1e6)
 	acked := fmt.Sprint(get(s, "ack"))
@@ -271,6 +275,7 @@ var clusterRows = []struct {
 	{"in-sync", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "in_sync"), "members")) }},
 	{"state hash", stateHash},
 	{"p99 µs", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "latency_us"), "p99")) }},
+	{"datagram B", func(s map[string]any) string { return fmt.Sprint(get(s, "datagram_bytes")) }},
 	{"socket drops", func(s map[string]any) string {
 		var parts []string
 		for _, k := range []string{"unicast", "multicast"} {
@@ -338,6 +343,28 @@ func printCluster(w io.Writer, sts []loadedStatus, now time.Time) {
 			fmt.Fprintf(tw, "%s: %v\n", heads[i], st.err)
 		}
 	}
+	if sizes := datagramSizes(sts); len(sizes) > 1 {
+		fmt.Fprintf(tw, "DATAGRAM SIZES DIFFER (%s bytes): a datagram larger than a receiver's is dropped; every member and client must use the same --datagram-bytes\n", strings.Join(sizes, ", "))
+	}
+}
+
+// datagramSizes lists the distinct datagram sizes the nodes' statuses
+// report (a witness reports none), in order of first appearance.
+func datagramSizes(sts []loadedStatus) []string {
+	var sizes []string
+	for _, st := range sts {
+		if st.err != nil || st.s == nil {
+			continue
+		}
+		v, ok := st.s["datagram_bytes"]
+		if !ok {
+			continue
+		}
+		if d := fmt.Sprint(v); !slices.Contains(sizes, d) {
+			sizes = append(sizes, d)
+		}
+	}
+	return sizes
 }
 
 // clusterColumns is each status's column head and values.

@@ -112,3 +112,45 @@ func TestRenderWitness(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderDatagramSizes: each node's datagram size has a row, and
+// members whose sizes differ get a warning naming the fix; equal sizes
+// (or statuses from before the field) get none.
+func TestRenderDatagramSizes(t *testing.T) {
+	now := time.Now()
+	sized := func(id int, role string, bytes int) string {
+		return strings.Replace(statusAt(id, role, now), `"epoch":3,`, fmt.Sprintf(`"epoch":3,"datagram_bytes":%d,`, bytes), 1)
+	}
+	a := writeStatus(t, "node1", sized(1, "primary", 8972))
+	b := writeStatus(t, "node2", sized(2, "standby", 1472))
+	c := writeStatus(t, "node3", sized(3, "standby", 1472))
+	old := writeStatus(t, "node4", statusAt(4, "standby", now))
+	for _, tc := range []struct {
+		dirs []string
+		warn bool
+	}{
+		{[]string{a, b}, true},
+		{[]string{b, c}, false},
+		{[]string{b, old}, false},
+		{[]string{a, b, c, old}, true},
+	} {
+		var buf bytes.Buffer
+		if err := Render(&buf, tc.dirs, now); err != nil {
+			t.Fatal(err)
+		}
+		text := buf.String()
+		if got := strings.Contains(text, "DATAGRAM SIZES DIFFER"); got != tc.warn {
+			t.Errorf("%d statuses: warning %v, want %v:\n%s", len(tc.dirs), got, tc.warn, text)
+		}
+		if tc.warn && !strings.Contains(text, "(8972, 1472 bytes)") {
+			t.Errorf("the warning does not name both sizes:\n%s", text)
+		}
+		if !strings.Contains(text, "datagram B") {
+			t.Errorf("no datagram row:\n%s", text)
+		}
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, []string{a}, now); err != nil || !strings.Contains(buf.String(), "datagram 8972 B") {
+		t.Fatalf("one node's view lacks its datagram size: %v\n%s", err, buf.String())
+	}
+}
