@@ -1,14 +1,12 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/internal/syncbuf"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -177,7 +176,7 @@ func TestLargerClientTruncated(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	c.start(1, func(cfg *Config) { cfg.Log = slog.New(slog.NewTextHandler(&logBuf, nil)) })
 	c.start(2, nil)
 	good := dialClient(t, c.addrs[1], 7)
@@ -226,23 +225,4 @@ func TestLargerClientTruncated(t *testing.T) {
 	if s := c.nodes[2].Status(); s.Journal.LastSeq != after.Applied {
 		t.Fatalf("standby journal ends at %d, primary applied %d", s.Journal.LastSeq, after.Applied)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a node's logger writes from its threads
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

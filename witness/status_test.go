@@ -1,18 +1,17 @@
 package witness
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seqbus/seqbus/auth"
+	"github.com/seqbus/seqbus/internal/syncbuf"
 )
 
 // TestStatusFile (issue 15 item 7): a witness started on a directory keeps
@@ -72,24 +71,6 @@ func TestStatusFile(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the server's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestAuthFailuresAreLoggedRateLimited (issue 15 item 7): a node whose
 // key file differs from the witness's sees every request dropped; the
 // witness says so in its log at once, and then at most once per 10 s
@@ -103,7 +84,7 @@ func TestAuthFailuresAreLoggedRateLimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cfg := testConfig()
 	cfg.Key, cfg.Nodes, cfg.Stream = &key, []uint32{1, 2}, 7
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -10,10 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/internal/syncbuf"
 )
 
 // runBin runs the built binary with args in dir (also its TMPDIR), bounded
@@ -299,7 +300,7 @@ func TestDemoInterrupt(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo", "--duration", "60s", "--rate", "1000", "--kill-after", "0s")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -335,24 +336,6 @@ func TestDemoInterrupt(t *testing.T) {
 		t.Errorf("the demo left %v behind", entries)
 	}
 	noChildLeft(t, bin)
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // smallMTUInterface is an interface of this host that is up and whose MTU

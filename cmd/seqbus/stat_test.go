@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/syncbuf"
 )
 
 // statusAt is a primary's status in today's form, written at t.
@@ -98,7 +97,7 @@ func TestStatNoANSIWhenNotATerminal(t *testing.T) {
 	bin := buildBinary(t)
 	dir := writeStatus(t, statusAt(t, 1, "primary", time.Now()))
 	cmd := exec.Command(bin, "stat", "--interval", "50ms", dir)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -115,25 +114,6 @@ func TestStatNoANSIWhenNotATerminal(t *testing.T) {
 	if strings.Contains(out.String(), "\033") {
 		t.Fatalf("screen codes written to a pipe: %q", out.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that the exec copier goroutine and the
-// test may use at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startStaticPrimary runs `seqbus node --role primary` on loopback with
@@ -153,7 +133,7 @@ func startStaticPrimary(t *testing.T, extra ...string) (*exec.Cmd, string) {
 	args := append([]string{"node", "--id", "1", "--role", "primary", "--dir", dir,
 		"--listen", cluster.Loopback(ports[0]).String(), "--group", fmt.Sprintf("239.77.9.%d:%d", 1+ports[1]%250, ports[1]), "--iface", "lo"}, extra...)
 	cmd := exec.Command(bin, args...)
-	var errOut lockedBuffer
+	var errOut syncbuf.Buffer
 	cmd.Stderr = &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

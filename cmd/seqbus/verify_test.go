@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/syncbuf"
 )
 
 // runBin runs the built binary with a bound and returns its output and
@@ -153,7 +154,7 @@ func TestClientRecordFlushedOnSIGTERM(t *testing.T) {
 	}
 	addr := cluster.Loopback(port).String()
 	nodeDir := filepath.Join(dir, "node1")
-	var nodeOut lockedBuffer
+	var nodeOut syncbuf.Buffer
 	nodeCmd := exec.Command(bin, "node", "--id", "1", "--dir", nodeDir, "--listen", addr, "--role", "primary",
 		"--group", "239.77.201.9:"+strconv.Itoa(int(gport)), "--iface", "lo")
 	nodeCmd.Stdout, nodeCmd.Stderr = &nodeOut, &nodeOut
@@ -162,7 +163,7 @@ func TestClientRecordFlushedOnSIGTERM(t *testing.T) {
 	}
 	defer func() { _ = nodeCmd.Process.Kill(); _ = nodeCmd.Wait() }()
 	rec := filepath.Join(dir, "client.jsonl")
-	var clOut lockedBuffer
+	var clOut syncbuf.Buffer
 	cl := exec.Command(bin, "client", "--primary", addr, "--rate", "2000", "--count", "1000000", "--record", rec)
 	cl.Stdout, cl.Stderr = &clOut, &clOut
 	if err := cl.Start(); err != nil {

@@ -34,6 +34,7 @@ var mayImport = map[string][]string{
 	"internal/stagetrace": {},
 	"internal/netns":      {},
 	"internal/etcdtest":   {},
+	"internal/syncbuf":    {},
 	"internal/pace":       {"internal/monotime"},
 	"witness":             {"arbiter", "auth", "bus", "wire"},
 	"etcdarb":             {"arbiter"},

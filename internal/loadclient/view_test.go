@@ -4,32 +4,13 @@ import (
 	"bytes"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer the progress goroutine and the test
-// share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestClientSummaryTable(t *testing.T) {
 	var b bytes.Buffer
@@ -56,9 +37,9 @@ func TestClientProgressLine(t *testing.T) {
 	defer cl.Close()
 	lat := NewLatency()
 	lat.Record(client.Result{LatencyNs: 250_000, Epoch: 3})
-	var off lockedBuffer
+	var off syncbuf.Buffer
 	StartProgress(&off, false, cl, lat)()
-	var on lockedBuffer
+	var on syncbuf.Buffer
 	stop := StartProgress(&on, true, cl, lat)
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(on.String(), "\n") && time.Now().Before(deadline) {
