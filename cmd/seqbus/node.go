@@ -22,7 +22,6 @@ import (
 	"github.com/seqbus/seqbus/internal/serve"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
-	"github.com/seqbus/seqbus/wire"
 )
 
 // peerFlags collects repeated --peer id=host:port flags.
@@ -121,7 +120,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	f.snapEvery = fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
 	f.mdRing = fs.Int("md-ring", node.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
-	f.datagramBytes = fs.Int("datagram-bytes", wire.DefaultDatagramLen, datagramBytesUsage)
+	f.datagramBytes = fs.Int("datagram-bytes", 0, nodeDatagramBytesUsage)
 	f.sessionHistory = fs.Int("session-history", node.DefaultSessionHistory, "outputs to client sessions kept for replay after a failover or a gap, over all sessions (0: none, replay requests answered TooOld)")
 	f.verbose = fs.Bool("v", false, "log at debug level")
 	f.arbiterURL = fs.String("arbiter", "", "lease arbiter other than the UDP witness: etcd://host1:2379,host2:2379,host3:2379 (an etcd cluster; see README)")
@@ -162,7 +161,7 @@ func (f *nodeFlags) check() error {
 		checkPositive("insync-timeout", *f.insyncTimeout), checkMinInSync(*f.minInSync, len(f.peers)),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
 		checkPeers(f.peers, *f.id), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
-		checkDatagramBytes(*f.datagramBytes),
+		checkNodeDatagramBytes(*f.datagramBytes),
 	)
 }
 

@@ -131,6 +131,19 @@ func checkNodeConfig(cfg node.Config) error {
 // command that has it.
 const datagramBytesUsage = "largest datagram sent, and the receive buffers' size, in bytes: every node and client of a stream must use the same (1472 never fragments on standard Ethernet; 8972 for a 9000-byte MTU; at most 65507; a node refuses one its --iface's MTU cannot carry; see docs/tuning.md)"
 
+// nodeDatagramBytesUsage is `seqbus node --datagram-bytes`'s help: 0
+// picks the size that fits the interface.
+const nodeDatagramBytesUsage = "largest datagram sent, and the receive buffers' size, in bytes: every node and client of a stream must use the same (0: 1472, which never fragments on standard Ethernet, or less to fit --iface's MTU; 8972 for a 9000-byte MTU; at most 65507; a size given here that the --iface's MTU cannot carry is refused; see docs/tuning.md)"
+
+// checkNodeDatagramBytes: 0 (fit the interface) or a size
+// checkDatagramBytes takes.
+func checkNodeDatagramBytes(v int) error {
+	if v == 0 {
+		return nil
+	}
+	return checkDatagramBytes(v)
+}
+
 // checkDatagramBytes: --datagram-bytes is wire.MinDatagramLen up to the
 // largest UDP payload.
 func checkDatagramBytes(v int) error {
