@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"net/netip"
 
 	"github.com/seqbus/seqbus/arbiter"
@@ -47,7 +48,7 @@ func newSimClient(s *sim, host int, session uint64, addr netip.AddrPort, nodes m
 		s: s, host: host, session: session, addr: addr, nodes: nodes,
 		core: client.NewCore(client.Config{Session: session, MaxInFlight: clientInFlight, ResendAfterNs: clientResendNs,
 			ReplayEveryNs: clientReplayNs, ProbeEveryNs: clientProbeNs}),
-		batch: wire.NewBatch(wire.DefaultDatagramLen),
+		batch: wire.NewBatch(cmp.Or(s.opts.DatagramBytes, wire.DefaultDatagramLen)),
 		// Until the witness says otherwise, guess node 1.
 		primary: nodes[1], leader: 1,
 	}

@@ -111,6 +111,7 @@ type group_ struct {
 func (s *sim) send(from int, fromAddr, to netip.AddrPort, pkt []byte) {
 	s.digest = digestPacket(s.digest, s.now, from, pkt)
 	s.stats.Datagrams++
+	s.stats.LargestDatagram = max(s.stats.LargestDatagram, uint64(len(pkt)))
 	cp := append([]byte(nil), pkt...)
 	if to == s.mdGroupAddr {
 		s.chk.onPublishedMD(cp)

@@ -75,6 +75,10 @@ type Options struct {
 	// QuietNs bounds the quiet phase in which every command must be
 	// answered (DefaultQuietNs when 0).
 	FaultNs, QuietNs int64
+	// DatagramBytes is every node's and client's datagram size (0: the
+	// default, wire.DefaultDatagramLen): jumbo frames through the same
+	// faults (TestSimJumbo).
+	DatagramBytes int
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -149,6 +153,8 @@ type Stats struct {
 	Commands, Answered, Releases, Promotions, Crashes, Pauses    uint64
 	WitnessCrashes, Partitions, Spikes, SnapshotsInstalled       uint64
 	HighestEpoch, Released                                       uint64
+	// LargestDatagram is the longest datagram any host sent (bytes).
+	LargestDatagram uint64
 }
 
 // Add sums s and o.
@@ -170,6 +176,7 @@ func (s *Stats) Add(o Stats) {
 	s.Spikes += o.Spikes
 	s.SnapshotsInstalled += o.SnapshotsInstalled
 	s.HighestEpoch = max(s.HighestEpoch, o.HighestEpoch)
+	s.LargestDatagram = max(s.LargestDatagram, o.LargestDatagram)
 	s.Released += o.Released
 }
 
@@ -449,7 +456,7 @@ func (s *sim) build() {
 			jopts.Policy = journal.SyncAlways
 		}
 		cfg := node.Config{
-			ID: uint32(i), Stream: 1, Dir: "/n",
+			ID: uint32(i), Stream: 1, Dir: "/n", DatagramBytes: s.opts.DatagramBytes,
 			Listen: peers[uint32(i)], Group: s.groupAddr, MarketData: s.mdGroupAddr,
 			Peers: others, Witness: s.witnessAddr, Lease: s.lease,
 			InSyncTimeoutNs:        100_000_000,

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/seqbus/seqbus/wire"
 )
 
 var (
@@ -325,5 +327,30 @@ func BenchmarkSeed(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		Run(uint64(i+1), Options{})
+	}
+}
+
+// TestSimJumbo runs a tenth of the budget with every node and client at
+// jumbo and at the largest datagram size: fuller DATA, RETRANSMIT, OUTPUT,
+// snapshot and market-data frames through the same faults and the same
+// invariants.
+func TestSimJumbo(t *testing.T) {
+	known := KnownSignatures(regressions(t))
+	for _, size := range []int{8972, wire.MaxFrameLen} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			sum := RunMany(1, max(budget()/10, 10), runtime.GOMAXPROCS(0), Options{DatagramBytes: size}, known, nil)
+			t.Logf("%s; largest datagram %d bytes", sum.String(), sum.Stats.LargestDatagram)
+			for _, r := range sum.Failures {
+				if !Tolerated(r, known) {
+					reportFailure(t, r)
+				}
+			}
+			if sum.Stats.Promotions == 0 || sum.Stats.Crashes == 0 || sum.Stats.Answered == 0 {
+				t.Fatalf("the budget exercised nothing: %+v", sum.Stats)
+			}
+			if got := sum.Stats.LargestDatagram; got <= wire.DefaultDatagramLen || got > uint64(size) {
+				t.Fatalf("largest datagram %d bytes: want one over the default %d, none over %d", got, wire.DefaultDatagramLen, size)
+			}
+		})
 	}
 }
