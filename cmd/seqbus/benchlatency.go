@@ -187,8 +187,8 @@ func benchLatency(ctx context.Context, args []string) error {
 	}
 	machine := suite.NewMachine()
 	nice, niceNote := suite.ProbeGeneratorNice(*f.genNice)
-	fmt.Printf("seqbus bench latency on %s\n%d commands at %.0f/s per run after %d of warm-up; idle %s; layout %s; %d standby(s); every role a separate process; generator thread nice %d%s\n",
-		machine.Text(), *f.count, *f.rate, *f.warmup, *bf.idle, p.layout, p.standbys, nice, niceNote)
+	fmt.Printf("seqbus bench latency on %s\n%d commands at %.0f/s per run after %d of warm-up; idle %s; layout %s; %d standby(s); every role a separate process; datagrams of %d bytes; generator thread nice %d%s\n",
+		machine.Text(), *f.count, *f.rate, *f.warmup, *bf.idle, p.layout, p.standbys, *bf.datagramBytes, nice, niceNote)
 	bin, err := os.Executable()
 	if err != nil {
 		return err
@@ -203,5 +203,5 @@ func benchLatency(ctx context.Context, args []string) error {
 	machine.Finish()
 	machine.WriteConditions(os.Stdout)
 	return suite.WriteSummary(os.Stdout, *bf.out, map[string]any{"command": "latency", "args": args, "machine": machine, "idle": *bf.idle, "generator_nice": nice,
-		"layout": p.layout.String(), "runs": runs})
+		"layout": p.layout.String(), "datagram_bytes": *bf.datagramBytes, "runs": runs})
 }

@@ -50,7 +50,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 		fmt.Println(niceNote)
 	}
 	machine := suite.NewMachine()
-	fmt.Printf("seqbus bench throughput on %s\nidle %s; layout %s; %d standby(s); every role a separate process\n", machine.Text(), *bf.idle, p.layout, p.standbys)
+	fmt.Printf("seqbus bench throughput on %s\nidle %s; layout %s; %d standby(s); every role a separate process; datagrams of %d bytes\n", machine.Text(), *bf.idle, p.layout, p.standbys, *bf.datagramBytes)
 	fmt.Printf("generator at 25/50/90 %%: bursts at most %v apart, park %v, nice %d (latency from each intended send time)\n", *coalesce, *park, niceLevel)
 	runs, err := suite.RunThroughput(ctx, suite.ThroughputConfig{Bin: bin, Sizes: p.sizes, Fsyncs: p.fsyncs, Count: *count, LatencySeconds: *latSeconds,
 		Out: os.Stdout, Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out,
@@ -62,5 +62,5 @@ func benchThroughput(ctx context.Context, args []string) error {
 	machine.Finish()
 	machine.WriteConditions(os.Stdout)
 	return suite.WriteSummary(os.Stdout, *bf.out, map[string]any{"command": "throughput", "args": args, "machine": machine, "idle": *bf.idle,
-		"layout": p.layout.String(), "level_generator": map[string]any{"coalesce_ns": int64(*coalesce), "park": *park, "nice": niceLevel}, "runs": runs})
+		"layout": p.layout.String(), "datagram_bytes": *bf.datagramBytes, "level_generator": map[string]any{"coalesce_ns": int64(*coalesce), "park": *park, "nice": niceLevel}, "runs": runs})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seqbus/seqbus/bench"
 	"github.com/seqbus/seqbus/internal/stagetrace"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // buildBinary builds seqbus once per test binary run.
@@ -278,8 +279,9 @@ func TestBenchCommands(t *testing.T) {
 func checkLatencySummary(t *testing.T, path string, count int) {
 	t.Helper()
 	var sum struct {
-		Machine map[string]any `json:"machine"`
-		Runs    []struct {
+		Machine       map[string]any `json:"machine"`
+		DatagramBytes int            `json:"datagram_bytes"`
+		Runs          []struct {
 			Stages    map[string]map[string]float64 `json:"stages_us"`
 			Ratio4    map[string]float64            `json:"end_to_end_over_floor_4hop"`
 			Processes []struct {
@@ -299,6 +301,9 @@ func checkLatencySummary(t *testing.T, path string, count int) {
 	}
 	if err := json.Unmarshal(b, &sum); err != nil {
 		t.Fatal(err)
+	}
+	if sum.DatagramBytes != wire.DefaultDatagramLen {
+		t.Errorf("summary says datagram_bytes %d, want the default %d", sum.DatagramBytes, wire.DefaultDatagramLen)
 	}
 	for _, k := range []string{"load_before", "load_after", "steal_pct", "gomaxprocs", "cpu_model", "num_cpu"} {
 		if _, ok := sum.Machine[k]; !ok {
@@ -347,7 +352,8 @@ func checkLatencySummary(t *testing.T, path string, count int) {
 func checkThroughputSummary(t *testing.T, path string) {
 	t.Helper()
 	var sum struct {
-		Runs []struct {
+		DatagramBytes int `json:"datagram_bytes"`
+		Runs          []struct {
 			Released   float64           `json:"max_released_per_second"`
 			Replicated float64           `json:"max_replicated_per_second"`
 			Processes  []json.RawMessage `json:"processes"`
@@ -366,6 +372,9 @@ func checkThroughputSummary(t *testing.T, path string) {
 	}
 	if len(sum.Runs) != 1 {
 		t.Fatalf("%d runs", len(sum.Runs))
+	}
+	if sum.DatagramBytes != wire.DefaultDatagramLen {
+		t.Errorf("summary says datagram_bytes %d, want the default %d", sum.DatagramBytes, wire.DefaultDatagramLen)
 	}
 	r := sum.Runs[0]
 	if r.Released <= 0 || r.Replicated <= 0 || len(r.Processes) < 3 || len(r.Levels) != 6 {
