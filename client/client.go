@@ -96,11 +96,17 @@ type Client struct {
 	leader  uint32
 	epoch   uint64
 	batch   *wire.Batch
-	sendBuf [1][]byte
-	lastQ   int64
-	qbuf    []byte
-	rbuf    []byte // the replay request
-	qid     uint64
+	// resendBatch carries the overdue resends in default-sized datagrams
+	// when DatagramBytes is larger (nil otherwise): a resend still gets
+	// through to a primary configured smaller, or across a path that
+	// drops jumbo frames, at the resend delay instead of never.
+	resendBatch *wire.Batch
+	resendFn    func(cmd []byte) // c.queueResend, made once
+	sendBuf     [1][]byte
+	lastQ       int64
+	qbuf        []byte
+	rbuf        []byte // the replay request
+	qid         uint64
 	// Failovers counts primary changes seen through the witness.
 	failovers uint64
 	mac       *auth.MAC // nil without Options.Key
@@ -155,6 +161,11 @@ func Dial(opts Options) (*Client, error) {
 	}
 	c.batch = wire.NewBatch(batchLen)
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+	if opts.DatagramBytes > wire.DefaultDatagramLen {
+		c.resendBatch = wire.NewBatch(wire.DefaultDatagramLen - (opts.DatagramBytes - batchLen))
+		c.resendBatch.Reset(wire.TypeCommand, c.origin(), 1)
+	}
+	c.resendFn = c.queueResend
 	rxBytes := recvDatagramBytes(opts.DatagramBytes)
 	if opts.Poll {
 		arena := make([]byte, pollBatch*rxBytes)
@@ -311,16 +322,33 @@ func (c *Client) queue(cmd []byte) {
 	}
 }
 
-func (c *Client) flushLocked() {
-	if c.batch.Count() == 0 {
+func (c *Client) flushLocked() { c.sendBatch(c.batch) }
+
+// queueResend adds an overdue resend to its own default-sized frame
+// (resendBatch), or to the outgoing frame when there is none.
+func (c *Client) queueResend(cmd []byte) {
+	b := c.resendBatch
+	if b == nil {
+		c.queue(cmd)
 		return
 	}
-	c.sendBuf[0] = c.seal(c.batch.Bytes())
+	if !b.Add(cmd) {
+		c.sendBatch(b)
+		b.Add(cmd)
+	}
+}
+
+// sendBatch sends b's COMMAND frame to the primary, if it holds any.
+func (c *Client) sendBatch(b *wire.Batch) {
+	if b == nil || b.Count() == 0 {
+		return
+	}
+	c.sendBuf[0] = c.seal(b.Bytes())
 	if err := c.uc.Send(c.sendBuf[:], c.primary); err != nil {
 		c.core.stats.SendErrors++
 	}
 	c.sendBuf[0] = nil
-	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+	b.Reset(wire.TypeCommand, c.origin(), 1)
 }
 
 // Poll resends overdue commands and asks the witness who leads; call it
@@ -332,8 +360,9 @@ func (c *Client) Poll() int {
 }
 
 func (c *Client) pollLocked(now int64) int {
-	n := c.core.Poll(now, c.queue)
+	n := c.core.Poll(now, c.resendFn)
 	c.flushLocked()
+	c.sendBatch(c.resendBatch)
 	c.core.PollReplay(now, c.sendReplayRequest)
 	if c.opts.Witness.IsValid() && now-c.lastQ >= int64(c.opts.QueryEvery) {
 		c.lastQ = now

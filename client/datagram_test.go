@@ -28,9 +28,11 @@ func TestDialDatagramBytesBounds(t *testing.T) {
 }
 
 // The client packs its commands into datagrams of DatagramBytes (less the
-// MAC tag with a key): a resend of many unanswered commands goes out in
-// frames up to that size, never larger, and with the default never over
-// wire.DefaultDatagramLen.
+// MAC tag with a key): resending everything in flight (a new primary)
+// goes out in frames up to that size, never larger; the overdue resends
+// of Poll go out in default-sized frames (at most wire.DefaultDatagramLen),
+// so they reach a primary configured smaller or cross a path that drops
+// jumbo frames.
 func TestClientDatagramBytes(t *testing.T) {
 	for _, size := range []int{0, 8972} {
 		want := size
@@ -53,39 +55,50 @@ func TestClientDatagramBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(5 * time.Millisecond) // past ResendAfterNs: Poll resends all in full frames
+		cl.SetPrimary(sink.LocalAddr()) // resends all in full frames
+		if got, largest := receiveCommands(t, sink, 2*commands); largest > want || largest < want-200 {
+			t.Fatalf("size %d: largest datagram %d bytes of %d commands, want full frames of at most %d", size, largest, got, want)
+		}
+		time.Sleep(5 * time.Millisecond) // past ResendAfterNs: Poll resends them all
 		for range (commands + MaxResendsPerPoll - 1) / MaxResendsPerPoll {
 			cl.Poll() // each resends at most MaxResendsPerPoll
 		}
-		largest, resent := 0, 0
-		bufs := [][]byte{make([]byte, 65536)}
-		sizes, from := make([]int, 1), make([]netip.AddrPort, 1)
-		deadline := time.Now().Add(10 * time.Second)
-		for resent < 2*commands && time.Now().Before(deadline) {
-			n, err := sink.Receive(bufs, sizes, from, 100*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n == 0 {
-				continue
-			}
-			f, _, err := wire.Parse(bufs[0][:sizes[0]])
-			if err != nil {
-				t.Fatalf("datagram of %d bytes: %v", sizes[0], err)
-			}
-			if f.Type != wire.TypeCommand {
-				continue // the session's replay probe
-			}
-			resent += int(f.Count)
-			largest = max(largest, sizes[0])
+		if got, largest := receiveCommands(t, sink, commands); largest > wire.DefaultDatagramLen || largest < wire.DefaultDatagramLen-200 {
+			t.Fatalf("size %d: Poll's resends: largest datagram %d bytes of %d commands, want full default frames (at most %d)", size, largest, got, wire.DefaultDatagramLen)
 		}
 		cl.Close()
 		sink.Close()
-		if resent < 2*commands {
-			t.Fatalf("size %d: %d commands arrived, want %d (sent and resent)", size, resent, 2*commands)
-		}
-		if largest > want || largest < want-200 {
-			t.Fatalf("size %d: largest datagram %d bytes, want full frames of at most %d", size, largest, want)
-		}
 	}
+}
+
+// receiveCommands reads COMMAND frames from sink until want commands
+// arrived (failing after 10 s) and returns how many and the largest
+// datagram.
+func receiveCommands(t *testing.T, sink *bus.UDP, want int) (got, largest int) {
+	t.Helper()
+	bufs := [][]byte{make([]byte, 65536)}
+	sizes, from := make([]int, 1), make([]netip.AddrPort, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for got < want && time.Now().Before(deadline) {
+		n, err := sink.Receive(bufs, sizes, from, 100*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			continue
+		}
+		f, _, err := wire.Parse(bufs[0][:sizes[0]])
+		if err != nil {
+			t.Fatalf("datagram of %d bytes: %v", sizes[0], err)
+		}
+		if f.Type != wire.TypeCommand {
+			continue // the session's replay probe
+		}
+		got += int(f.Count)
+		largest = max(largest, sizes[0])
+	}
+	if got < want {
+		t.Fatalf("%d commands arrived, want %d", got, want)
+	}
+	return got, largest
 }
