@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
+	harness "github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/etcdtest"
 )
 
@@ -137,22 +137,18 @@ func newEtcdCluster(t *testing.T, o etcdOptions) *ecluster {
 	return c
 }
 
-// etcdFreeUDPPorts reserves n distinct loopback UDP ports by binding port 0;
-// they are released before the nodes bind them.
+// etcdFreeUDPPorts is n distinct UDP ports free a moment ago, drawn below
+// the kernel's ephemeral range (harness.FreeLoopbackPorts), so no other
+// test's ephemeral socket takes one before the nodes bind it.
 func etcdFreeUDPPorts(t *testing.T, n int) []int {
 	t.Helper()
-	var conns []net.PacketConn
-	var ports []int
-	for range n {
-		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("reserve a UDP port: %v", err)
-		}
-		conns = append(conns, pc)
-		ports = append(ports, pc.LocalAddr().(*net.UDPAddr).Port)
+	got, err := harness.FreeLoopbackPorts(n)
+	if err != nil {
+		t.Fatalf("reserve UDP ports: %v", err)
 	}
-	for _, pc := range conns {
-		pc.Close()
+	ports := make([]int, n)
+	for i, p := range got {
+		ports[i] = int(p)
 	}
 	return ports
 }
