@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/witness"
 )
 
@@ -71,10 +72,9 @@ func TestStatWitness(t *testing.T) {
 // freeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago.
 func freeUDPPort(t *testing.T) uint16 {
 	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	p, err := cluster.FreeLoopbackPort() // below the ephemeral range
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	return p
 }
