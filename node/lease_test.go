@@ -1,35 +1,19 @@
 package node
 
 import (
-	"bytes"
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/internal/syncbuf"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/wire"
 )
 
 // lockedLog is a log sink a test reads while the node may write.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type lockedLog struct{ syncbuf.Buffer }
 
 func (l *lockedLog) count(s string) int { return strings.Count(l.String(), s) }
 
