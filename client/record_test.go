@@ -16,6 +16,7 @@ import (
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/syncbuf"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -183,20 +184,8 @@ func TestRecorderCountsDropsWhenTheWriterIsBlocked(t *testing.T) {
 	}
 }
 
-// countingWriter is a writer safe to read after Close.
-type countingWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
 func TestRecorderFlushesOnClose(t *testing.T) {
-	w := &countingWriter{}
+	w := &syncbuf.Buffer{}
 	rec := NewRecorder(w, 1024)
 	f := wire.Frame{Header: wire.Header{Node: 1, Epoch: 1, Seq: 1}}
 	o := engine.Output{Kind: engine.KindAck, ClientOrderID: 1}
@@ -207,9 +196,7 @@ func TestRecorderFlushesOnClose(t *testing.T) {
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if got := strings.Count(w.b.String(), "\n"); got != 500 {
+	if got := strings.Count(w.String(), "\n"); got != 500 {
 		t.Fatalf("%d lines after Close, want 500", got)
 	}
 }
