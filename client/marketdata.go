@@ -111,8 +111,8 @@ type MDOptions struct {
 	// FromStart delivers from MD seq 1 even when subscribing late.
 	FromStart bool
 	// Recovery timers (MDRecoveryConfig); zero takes the defaults.
-	RetryNs, ProbeNs int64
-	MaxRetries       int
+	RetryNs, ProbeNs, WaitNs int64
+	MaxRetries               int
 	// DatagramBytes is the nodes' datagram size (node.Config.DatagramBytes;
 	// 0: wire.DefaultDatagramLen): the receive buffers hold one, so no
 	// update or recovery answer is truncated.
@@ -157,7 +157,7 @@ func OpenMarketData(opts MDOptions) (*MarketData, error) {
 		m.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
 		m.rec = NewMDRecovery(MDRecoveryConfig{
 			Servers: len(opts.Recovery), FromStart: opts.FromStart,
-			RetryNs: opts.RetryNs, ProbeNs: opts.ProbeNs, MaxRetries: opts.MaxRetries,
+			RetryNs: opts.RetryNs, ProbeNs: opts.ProbeNs, WaitNs: opts.WaitNs, MaxRetries: opts.MaxRetries,
 			Send: m.sendRequest, Deliver: m.deliver, OnSnapshot: opts.OnSnapshot,
 		})
 		if m.uloop, err = bus.StartLoop(m.uc, loopCfg, m.onUnicast); err != nil {

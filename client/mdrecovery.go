@@ -16,7 +16,15 @@ import (
 //   - a gap is buffered (up to MDPendingUpdates ahead) and asked for as one
 //     range, from the first missing seq to the highest seen, from one
 //     node; no answer within RetryNs asks the next node; MaxRetries
-//     unanswered asks give up and report the gap (MDTracker.Gaps);
+//     unanswered asks in a row give up and report the gap
+//     (MDTracker.Gaps);
+//   - a node that answers the gap is not released there yet (MDNotYet) is
+//     alive and will serve it: a standby that is about to be promoted
+//     after the primary died knows only what the primary's heartbeats
+//     said was released, and publishes the rest once it leads. Such an
+//     answer resets the count of unanswered asks; the gap is waited on
+//     up to WaitNs from its first ask (a failover takes a lease), then
+//     given up;
 //   - a node that says the range is older than its ring (MDTooOld) is
 //     asked for the books instead; once every chunk of one snapshot has
 //     arrived, OnSnapshot gets the levels at its MD seq and delivery
@@ -34,13 +42,16 @@ type MDRecovery struct {
 	pend    []mdPending
 
 	// One request in flight at a time.
-	inflight   bool
-	probe      bool // the request in flight is a tail probe
-	reqFirst   uint64
-	reqLast    uint64
-	reqSentNs  int64
-	retries    int
-	server     int
+	inflight  bool
+	probe     bool // the request in flight is a tail probe
+	reqFirst  uint64
+	reqLast   uint64
+	reqSentNs int64
+	retries   int // timeouts in a row with no node alive to say not yet
+	server    int
+	// The gap being asked for starts at gapFirst, first asked at gapNs.
+	gapFirst   uint64
+	gapNs      int64
 	lastSeenNs int64
 	// Snapshot being assembled (snapshotting: one was asked for).
 	snapshotting bool
@@ -78,9 +89,12 @@ type MDRecoveryConfig struct {
 	FromStart bool
 	// RetryNs: a request unanswered this long is sent to the next server
 	// (default 20 ms); MaxRetries such timeouts give the gap up (default
-	// 25); ProbeNs: quiet time before a tail probe (default 50 ms).
-	RetryNs, ProbeNs int64
-	MaxRetries       int
+	// 25); ProbeNs: quiet time before a tail probe (default 50 ms);
+	// WaitNs: how long a gap that a node answers MDNotYet for is waited
+	// on from its first ask (default 10 s: a lease expiry and a
+	// promotion, with room).
+	RetryNs, ProbeNs, WaitNs int64
+	MaxRetries               int
 	// Send sends req to server index server (0..Servers-1).
 	Send func(server int, req wire.MDRequest)
 	// Deliver gets each update, in MD seq order, exactly once; payload is
@@ -99,6 +113,9 @@ type MDRecoveryConfig struct {
 // dropped and asked for again once the gap is filled.
 const MDPendingUpdates = 8192
 
+// DefaultMDWaitNs is MDRecoveryConfig.WaitNs's default: 10 s.
+const DefaultMDWaitNs = int64(10_000_000_000)
+
 // mdMaxRequest is the most updates one request asks for (a node answers
 // at most 2048).
 const mdMaxRequest = 2048
@@ -113,6 +130,9 @@ func NewMDRecovery(cfg MDRecoveryConfig) *MDRecovery {
 	}
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = 25
+	}
+	if cfg.WaitNs <= 0 {
+		cfg.WaitNs = DefaultMDWaitNs
 	}
 	return &MDRecovery{cfg: cfg, pend: make([]mdPending, MDPendingUpdates), delivered: make([]mdDelivered, MDPendingUpdates)}
 }
@@ -141,6 +161,9 @@ func (r *MDRecovery) Update(seq uint64, payload []byte, replayed bool, nowNs int
 		r.duplicate(seq, payload)
 		return
 	case seq == r.next:
+		if replayed {
+			r.retries = 0 // a node answered: the unanswered asks start over
+		}
 		r.deliver(seq, payload, replayed)
 		r.drain()
 	case r.cfg.Servers == 0:
@@ -219,6 +242,9 @@ func (r *MDRecovery) ask(probe bool, nowNs int64) {
 	count := uint64(mdMaxRequest)
 	if !probe {
 		count = min(r.highest-r.next+1, mdMaxRequest)
+		if r.gapFirst != r.next {
+			r.gapFirst, r.gapNs = r.next, nowNs // a new gap (or progress on one)
+		}
 	}
 	r.reqLast = r.next + count - 1
 	r.cfg.Send(r.server, wire.MDRequest{Kind: wire.MDRequestRange, First: r.next, Count: uint32(count)})
@@ -247,12 +273,15 @@ func (r *MDRecovery) Tick(nowNs int64) {
 		return
 	}
 	if r.probe {
-		r.inflight = false // a lost probe: the next one follows ProbeNs
+		// A lost probe: the next one follows ProbeNs, to the next node
+		// (this one may be dead).
+		r.inflight = false
+		r.server = (r.server + 1) % r.cfg.Servers
 		return
 	}
 	r.retries++
 	r.server = (r.server + 1) % r.cfg.Servers
-	if r.retries <= r.cfg.MaxRetries {
+	if r.retries <= r.cfg.MaxRetries && nowNs-r.gapNs < r.cfg.WaitNs {
 		r.ask(false, nowNs)
 		return
 	}
@@ -292,11 +321,17 @@ func (r *MDRecovery) Status(st wire.MDStatus, nowNs int64) {
 			r.ask(false, nowNs)
 		}
 	case wire.MDNotYet:
-		if r.probe && st.First == r.reqFirst {
-			r.inflight = false // nothing more anywhere yet: caught up
+		if st.First != r.reqFirst {
+			break // the answer to an older request
 		}
-		// A gap not yet released at that node: the retry timer asks
-		// the next one.
+		if r.probe {
+			r.inflight = false // nothing more anywhere yet: caught up
+			break
+		}
+		// A gap not yet released at that node: the node is alive and
+		// will serve it once it is (WaitNs bounds that); the retry
+		// timer asks the next one meanwhile.
+		r.retries = 0
 	}
 	// MDRateLimited and MDUnavailable: the retry timer moves on.
 }

@@ -114,6 +114,57 @@ func TestMDRecoveryRetriesTheNextNodeThenGivesUp(t *testing.T) {
 	}
 }
 
+// TestMDRecoveryWaitsOutAFailover: the primary died just after releasing
+// updates the consumer lost; the standby knows them only once it leads,
+// so it answers NotYet meanwhile, and the dead node never answers. The
+// consumer keeps asking past MaxRetries timeouts (a live node said not
+// yet) and the promoted node fills the gap: no hole. Before, the retry
+// budget (25 x 20 ms by default) ran out inside a 1 s lease.
+func TestMDRecoveryWaitsOutAFailover(t *testing.T) {
+	h := newMDHarness(t, false)
+	h.r.cfg.WaitNs = 1000
+	h.feed(1, 1, 2, 3, 6) // 4 and 5 lost; 6 the dead primary's last
+	now := int64(1)
+	for ; now < 200; now++ {
+		if h.servers[len(h.servers)-1] == 1 {
+			h.answer(now, 1, 3) // the standby: released 3 as far as it knows
+		}
+		h.r.Tick(now)
+	}
+	if n := len(h.asked); n < 2*(h.r.cfg.MaxRetries+1) {
+		t.Fatalf("asked %d times in 200 ns of a failover", n)
+	}
+	if tr := h.r.Tracker(); tr.Gaps != 0 || !slices.Equal(h.got, []uint64{1, 2, 3}) {
+		t.Fatalf("gave up while a live node said not yet: %+v delivered %v", tr, h.got)
+	}
+	for ; h.servers[len(h.servers)-1] != 1; now++ {
+		h.r.Tick(now)
+	}
+	h.answer(now, 1, 6) // promoted: it publishes and serves 4..6
+	if tr := h.r.Tracker(); tr.Gaps != 0 || tr.Filled != 2 || !slices.Equal(h.got, seqs(1, 6)) {
+		t.Fatalf("%+v delivered %v", tr, h.got)
+	}
+}
+
+// TestMDRecoveryWaitIsBounded: a node that says not yet for ever (no
+// primary comes) holds delivery up for WaitNs, then the gap is reported.
+func TestMDRecoveryWaitIsBounded(t *testing.T) {
+	h := newMDHarness(t, false)
+	h.r.cfg.WaitNs = 500
+	h.feed(1, 1, 4, 5)
+	now := int64(2)
+	for ; now < 2000 && h.r.Tracker().Gaps == 0; now++ {
+		h.answer(now, 1, 1) // every node: not yet
+		h.r.Tick(now)
+	}
+	if tr := h.r.Tracker(); tr.Gaps != 1 || tr.Missing != 2 || now < 500 || now > 500+3*10 {
+		t.Fatalf("%+v at %d, want the gap 2..3 reported 500 after its first ask", tr, now)
+	}
+	if !slices.Equal(h.got, []uint64{1, 4, 5}) {
+		t.Fatalf("delivered %v", h.got)
+	}
+}
+
 // TestMDRecoveryResyncsFromASnapshotPastTheRing: a gap older than the
 // ring is answered TooOld; the consumer asks for the books, takes them at
 // their MD seq and resumes after it, then fills the rest by re-request.
