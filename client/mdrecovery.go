@@ -338,8 +338,8 @@ func (r *MDRecovery) Status(st wire.MDStatus, nowNs int64) {
 
 // SnapshotChunk takes one MD_SNAPSHOT chunk.
 func (r *MDRecovery) SnapshotChunk(s *wire.MDSnapshot, nowNs int64) {
-	if !r.snapshotting {
-		return
+	if !r.snapshotting || s.Chunks == 0 || s.Chunk >= s.Chunks {
+		return // not asked for, or malformed (wire.Parse refuses those)
 	}
 	if s.MDSeq != r.snapSeq || s.Chunks != r.snapChunks || len(r.snapGot) != int(s.Chunks) {
 		r.snapSeq, r.snapChunks = s.MDSeq, s.Chunks
