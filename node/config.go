@@ -186,10 +186,6 @@ type Config struct {
 	Clock    Clock
 	Observer Observer
 
-	// TraceStages, when > 0, records the stage times of the first
-	// TraceStages seqs (see trace.go) for WriteTrace; 0 records nothing.
-	TraceStages int
-
 	// Key, when set, turns on frame authentication (see auth.go): every
 	// frame sent carries a MAC, every frame received must.
 	Key *auth.MasterKey

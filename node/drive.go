@@ -41,11 +41,19 @@ type Observer interface {
 }
 
 // StageObserver is an optional extension of Observer for latency
-// benchmarks: when Config.Observer also implements it, the primary reports
-// each ack it receives and each rise of its durable watermark, with the
-// node's clock.
+// benchmarks (internal/nodetrace): when Config.Observer also implements
+// it, the node reports each pass whose commands follow as Applied, and
+// the primary each ack it receives and each rise of its durable
+// watermark, with the node's clock.
 type StageObserver interface {
-	Acked(node, from uint32, ackSeq uint64, nowNs int64)
+	// Batch: the commands Applied reports next were sequenced (primary:
+	// one COMMAND frame) or applied (a standby's run of entries, or the
+	// start-up replay) in one pass.
+	Batch(node uint32, primary bool)
+	// Acked: an ack from a standby; requiredAck is what the in-sync set
+	// as a whole has acknowledged since (the gate's required ack;
+	// MaxUint64 when there is none to require).
+	Acked(node, from uint32, ackSeq, requiredAck uint64, nowNs int64)
 	Durable(node uint32, durable uint64, nowNs int64)
 }
 

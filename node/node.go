@@ -2,7 +2,6 @@ package node
 
 import (
 	"errors"
-	"runtime"
 
 	"fmt"
 	"net/netip"
@@ -53,7 +52,6 @@ type Node struct {
 	lifecycle    // the agent, the fsync thread's kick, stop, status writer
 
 	stages StageObserver // Config.Observer, if it implements it
-	trace  *stageTrace   // nil without Config.TraceStages
 	stats  Stats
 	md     mdState // market-data ring and recovery (mdfeed.go)
 }
@@ -181,17 +179,6 @@ func New(cfg Config) (*Node, error) {
 	n.replay = session.New(session.Config{History: cfg.SessionHistory, Off: cfg.Unsafe.NoSessionReplay, DatagramBytes: dlen})
 	if err := n.mdInit(); err != nil {
 		return nil, err
-	}
-	if cfg.TraceStages > 0 {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		t, err := newStageTrace(n, cfg.TraceStages)
-		if err != nil {
-			return nil, fmt.Errorf("%w: trace stages: %v", ErrConfig, err)
-		}
-		t.mallocs0 = ms.Mallocs
-		n.trace = t
-		n.cfg.Observer = t
 	}
 	n.stages, _ = n.cfg.Observer.(StageObserver)
 	if cfg.Key != nil {
@@ -357,7 +344,7 @@ func (n *Node) rebuildState() error {
 		if j.First() > snapSeq+1 {
 			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
 		}
-		n.trace.stampBatch() // the replay's time for the tracer's records
+		n.stageBatch()
 		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
 			eng.Apply(seq, payload, n.applyOut(seq)) // refills the session history and the market-data ring
 			if o := n.cfg.Observer; o != nil {

@@ -129,7 +129,11 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		n.stats.AcksReceived++
 		if n.stages != nil {
-			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, now)
+			required, ok := n.ldr.Primary().Gate().RequiredAck()
+			if !ok {
+				required = ^uint64(0)
+			}
+			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, required, now)
 		}
 	case wire.TypeNak:
 		if _, ok := n.cfg.Peers[f.Node]; !ok {
@@ -159,7 +163,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 	l := n.ldr
 	l.Commands(f, from, now)
-	n.trace.stampBatch()
+	n.stageBatch()
 	for {
 		e, ok := l.Next()
 		n.leaderReady() // a batch of earlier commands Submit sealed: journaled already

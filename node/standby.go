@@ -45,7 +45,7 @@ func (n *Node) becomeStandby() error {
 // per entry was 4 % of a standby's CPU at 1.2M commands/s.
 func (n *Node) applyEntries() {
 	now := n.nowNs()
-	n.trace.stampBatch()
+	n.stageBatch()
 	for {
 		seq, payload, ok := n.fol.Next()
 		if !ok {

@@ -399,3 +399,45 @@ func (s *Stats) addLeader(c *replica.LeaderCounts) {
 	s.OutputsLost += c.OutputsLost
 	s.OutputsReleased += c.OutputsReleased
 }
+
+// Syscalls is the number of send and receive calls that moved data on
+// every socket of the node (sendmmsg and recvmmsg calls, from the bus
+// counters); receive calls that found nothing are not counted.
+func (s *Status) Syscalls() uint64 {
+	var sum uint64
+	sockets := []bus.Counters{s.Unicast.Counters, s.Multicast.Counters, s.MulticastSend.Counters}
+	if s.MarketDataSend != nil {
+		sockets = append(sockets, s.MarketDataSend.Counters)
+	}
+	for _, c := range sockets {
+		for i := range c.SendBatches {
+			sum += c.SendBatches[i] + c.ReceiveBatches[i]
+		}
+	}
+	return sum
+}
+
+// SocketSyscalls is Status.Syscalls read straight from the sockets'
+// atomic counters (no lock, no allocation): a stage trace's window
+// samples it from the node's agent, in an Observer call.
+func (n *Node) SocketSyscalls() uint64 {
+	var sum uint64
+	for _, s := range [...]Endpoint{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
+		if s == nil {
+			continue
+		}
+		c := s.Counters()
+		for i := range c.SendBatches {
+			sum += c.SendBatches[i] + c.ReceiveBatches[i]
+		}
+	}
+	return sum
+}
+
+// stageBatch tells a StageObserver that the commands about to be
+// sequenced or applied are one pass's.
+func (n *Node) stageBatch() {
+	if n.stages != nil {
+		n.stages.Batch(n.cfg.ID, n.tm.Primary())
+	}
+}

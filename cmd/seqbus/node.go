@@ -187,7 +187,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	if err := checkNodeConfig(cfg); err != nil {
 		return err
 	}
-	return serve.Node(cfg, serve.NodeOptions{MetricsAddr: metricsAddr, TraceWindow: *f.traceWindow, TraceFile: *f.traceFile}, waitSignal)
+	return serve.Node(cfg, serve.NodeOptions{MetricsAddr: metricsAddr, TraceStages: *f.traceStages, TraceWindow: *f.traceWindow, TraceFile: *f.traceFile}, waitSignal)
 }
 
 // config turns the flags into the node's Config.
@@ -202,10 +202,10 @@ func (f *nodeFlags) config() (node.Config, error) {
 	if cfg.NewStateMachine, err = stateMachineFlag(*f.engineName); err != nil {
 		return cfg, asUsage(err)
 	}
-	if cfg.TraceStages, err = traceStagesFlag(*f.traceStages); err != nil {
+	if _, err = traceStagesFlag(*f.traceStages); err != nil {
 		return cfg, asUsage(err)
 	}
-	if err := traceWindowFlag(*f.traceWindow, cfg.TraceStages); err != nil {
+	if err := traceWindowFlag(*f.traceWindow, *f.traceStages); err != nil {
 		return cfg, asUsage(err)
 	}
 	if err := f.addresses(&cfg); err != nil {

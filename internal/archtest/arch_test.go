@@ -39,14 +39,15 @@ var mayImport = map[string][]string{
 	"witness":             {"arbiter", "auth", "bus", "wire"},
 	"etcdarb":             {"arbiter"},
 	"node": {"arbiter", "auth", "bus", "engine", "gating", "journal", "mdfeed", "replica", "sequencer", "session", "standby", "wire", "witness",
-		"internal/monotime", "internal/stagetrace"},
-	"client":           {"arbiter", "auth", "bus", "engine", "wire", "witness", "internal/monotime", "internal/pace"},
-	"internal/verdict": {"client", "engine", "journal"},
-	"internal/metrics": {"arbiter", "node", "witness"},
-	"internal/cluster": {"auth", "bus", "client", "engine", "journal", "node", "wire", "internal/stagetrace", "internal/verdict"},
-	"bench":            {"bus", "internal/cluster", "internal/monotime", "internal/pace"},
-	"sim":              {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
-	"cmd/seqbus":       {"*"},
+		"internal/monotime"},
+	"client":             {"arbiter", "auth", "bus", "engine", "wire", "witness", "internal/monotime", "internal/pace"},
+	"internal/verdict":   {"client", "engine", "journal"},
+	"internal/metrics":   {"arbiter", "node", "witness"},
+	"internal/nodetrace": {"engine", "node", "internal/monotime", "internal/stagetrace"},
+	"internal/cluster":   {"auth", "bus", "client", "engine", "journal", "node", "wire", "internal/stagetrace", "internal/verdict"},
+	"bench":              {"bus", "internal/cluster", "internal/monotime", "internal/pace"},
+	"sim":                {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
+	"cmd/seqbus":         {"*"},
 
 	// Under the command layer: what `seqbus demo`, `drill`, `stat` and
 	// `bench latency|throughput` run (cmd/seqbus keeps flags and printing).
@@ -56,7 +57,7 @@ var mayImport = map[string][]string{
 	"internal/journalview": {"engine", "journal"},
 	"internal/flagcheck":   {"bus"},
 	"internal/loadclient":  {"arbiter", "bus", "client", "etcdarb", "internal/cluster", "internal/stagetrace"},
-	"internal/serve":       {"bus", "internal/metrics", "internal/stagetrace", "node", "witness"},
+	"internal/serve":       {"bus", "internal/metrics", "internal/nodetrace", "internal/stagetrace", "node", "witness"},
 	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 

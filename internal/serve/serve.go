@@ -18,6 +18,7 @@ import (
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/internal/metrics"
+	"github.com/seqbus/seqbus/internal/nodetrace"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 	"github.com/seqbus/seqbus/node"
 	"github.com/seqbus/seqbus/witness"
@@ -27,9 +28,12 @@ import (
 type NodeOptions struct {
 	// MetricsAddr serves Prometheus metrics on /metrics ("" for none).
 	MetricsAddr string
-	// TraceWindow (stagetrace.ParseWindow's FROM-TO, "" for none) is the
-	// measured window of the stage trace; TraceFile where the trace is
-	// written at the end ("": Dir/stages.trace), when cfg.TraceStages > 0.
+	// TraceStages, when > 0, records the stage times of the first
+	// TraceStages seqs (internal/nodetrace, wrapping cfg.Observer); 0
+	// records nothing. TraceWindow (stagetrace.ParseWindow's FROM-TO, ""
+	// for none) is the trace's measured window; TraceFile where the trace
+	// is written at the end ("": Dir/stages.trace).
+	TraceStages            int
 	TraceWindow, TraceFile string
 }
 
@@ -56,6 +60,13 @@ func Node(cfg node.Config, o NodeOptions, wait func()) error {
 		return err
 	}
 	defer closeMetrics()
+	var tr *nodetrace.Tracer
+	if o.TraceStages > 0 {
+		if tr, err = nodetrace.New(o.TraceStages, cfg.Observer); err != nil {
+			return fmt.Errorf("--trace-stages: %w", err)
+		}
+		cfg.Observer = tr
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
@@ -63,9 +74,9 @@ func Node(cfg node.Config, o NodeOptions, wait func()) error {
 	if reg != nil {
 		reg.MustRegister(metrics.NodeCollector{N: n})
 	}
-	if w, _ := stagetrace.ParseWindow(o.TraceWindow, nil); w != nil {
-		if err := n.TraceWindow(w.From, w.To); err != nil {
-			return err
+	if w, _ := stagetrace.ParseWindow(o.TraceWindow, nil); w != nil && tr != nil {
+		if err := tr.Window(w.From, w.To, n.SocketSyscalls); err != nil {
+			return fmt.Errorf("--trace-window: %w", err)
 		}
 	}
 	WarnSockets(cfg.Log, n)
@@ -75,12 +86,12 @@ func Node(cfg node.Config, o NodeOptions, wait func()) error {
 	wait()
 	cfg.Log.Info("stopping")
 	err = n.Close()
-	if cfg.TraceStages > 0 {
+	if tr != nil {
 		path := o.TraceFile
 		if path == "" {
 			path = filepath.Join(cfg.Dir, "stages.trace")
 		}
-		if werr := n.WriteTrace(path, os.Getpid()); werr != nil && err == nil {
+		if werr := tr.WriteFile(path, os.Getpid(), cfg.ID, n.Status()); werr != nil && err == nil {
 			err = fmt.Errorf("--trace-file: %w", werr)
 		}
 	}
