@@ -19,7 +19,9 @@
 // command per datagram (one send, one receive, the parks and the spin
 // margin's readiness checks; docs/tuning.md), against 40–70 before; no
 // empty receive, no sched_yield. In goroutine mode (the default) the client runs one receive
-// goroutine on the netpoller.
+// goroutine on the netpoller. A market-data consumer (OpenMarketData)
+// adds one agent thread (bus.AgentRunner) over the feed and its recovery
+// socket, its recovery timers checked every pass: no ticker goroutine.
 package client
 
 import (

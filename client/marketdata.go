@@ -61,10 +61,13 @@ func (t MDTracker) Summary(republished uint64) string {
 }
 
 // MarketData subscribes to a market-data multicast group and tracks its
-// sequence.
+// sequence. It runs one agent thread (bus.AgentRunner) over the feed's
+// socket and, with recovery, the unicast socket its requests go out and
+// its answers come in on; the recovery timers run on that thread, checked
+// every pass, so there is no ticker goroutine.
 type MarketData struct {
-	conn *bus.UDP
-	loop *bus.Loop
+	conn   *bus.UDP
+	runner *bus.AgentRunner
 
 	mu      sync.Mutex
 	tracker MDTracker
@@ -77,15 +80,13 @@ type MarketData struct {
 	// Recovery (OpenMarketData with Recovery nodes; nil otherwise).
 	rec       *MDRecovery
 	uc        *bus.UDP
-	uloop     *bus.Loop
 	servers   []netip.AddrPort
 	stream    uint16
 	sealBuf   []byte
 	sendBuf   [1][]byte
 	frame     []byte
 	levels    []wire.MDLevel
-	stop      chan struct{}
-	done      chan struct{}
+	nextTick  int64 // the agent's next run of the recovery timers
 	closeOnce sync.Once
 }
 
@@ -117,13 +118,23 @@ type MDOptions struct {
 	// 0: wire.DefaultDatagramLen): the receive buffers hold one, so no
 	// update or recovery answer is truncated.
 	DatagramBytes int
+	// Idle is what the consumer's agent thread does between arrivals
+	// (bus.Idle; the zero value parks at once, in epoll on both sockets,
+	// woken by an arrival or the next recovery timer).
+	Idle bus.Idle
 }
 
-// mdTickNs is how often a quiet MarketData runs its recovery timers. It is
-// the fallback for a quiet feed only: while updates or answers arrive, the
-// timers run on every batch. No update waits on it except a retry of a
-// request whose answer was lost while the feed was silent.
-const mdTickNs = 5 * time.Millisecond
+// mdTickNs is how often a quiet MarketData runs its recovery timers (its
+// agent's deadline: a park ends by then). It is the fallback for a quiet
+// feed only: while updates or answers arrive, the timers run on every
+// batch. No update waits on it except a retry of a request whose answer
+// was lost while the feed was silent.
+const mdTickNs = int64(5 * time.Millisecond)
+
+// mdIdleDeadlineNs bounds a park of a consumer without recovery (no
+// timers): it only bounds how long a Close may wait, which Stop's wake
+// makes immediate anyway.
+const mdIdleDeadlineNs = int64(time.Second)
 
 // OpenMarketData subscribes to the feed and, with opts.Recovery, fills
 // its gaps by re-request and resynchronizes from book snapshots on its own
@@ -133,7 +144,6 @@ func OpenMarketData(opts MDOptions) (*MarketData, error) {
 	if err != nil {
 		return nil, err
 	}
-	loopCfg := bus.LoopConfig{DatagramBytes: recvDatagramBytes(size)}
 	c, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: opts.Group, Interface: opts.Iface, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
 	if err != nil {
 		return nil, err
@@ -160,36 +170,74 @@ func OpenMarketData(opts MDOptions) (*MarketData, error) {
 			RetryNs: opts.RetryNs, ProbeNs: opts.ProbeNs, WaitNs: opts.WaitNs, MaxRetries: opts.MaxRetries,
 			Send: m.sendRequest, Deliver: m.deliver, OnSnapshot: opts.OnSnapshot,
 		})
-		if m.uloop, err = bus.StartLoop(m.uc, loopCfg, m.onUnicast); err != nil {
-			m.uc.Close()
-			c.Close()
-			return nil, err
-		}
-		m.stop, m.done = make(chan struct{}), make(chan struct{})
-		go m.tickLoop()
 	}
-	if m.loop, err = bus.StartLoop(c, loopCfg, m.onBatch); err != nil {
-		m.Close()
+	if err := m.start(opts.Idle, recvDatagramBytes(size)); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *MarketData) tickLoop() {
-	defer close(m.done)
-	t := time.NewTicker(mdTickNs)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-			m.mu.Lock()
-			m.rec.Tick(monotime.Now())
-			m.mu.Unlock()
+// start runs the consumer's agent over its sockets (the feed first, then
+// the recovery socket, if any); on an error it closes them.
+func (m *MarketData) start(idle bus.Idle, datagramBytes int) error {
+	endpoints := []bus.Receiver{m.conn}
+	if m.uc != nil {
+		endpoints = append(endpoints, m.uc)
+	}
+	r, err := bus.NewAgentRunner(bus.AgentRunnerConfig{Idle: idle, DatagramBytes: datagramBytes, NowNs: monotime.Now}, (*mdAgent)(m), endpoints...)
+	if err == nil {
+		if err = r.Start(); err != nil {
+			r.Close()
 		}
 	}
+	if err != nil {
+		m.closeSockets()
+		return err
+	}
+	m.runner = r
+	return nil
 }
+
+// mdAgent is MarketData's bus.Agent: one pass reads what the feed and
+// the recovery socket delivered, then runs the recovery timers when due.
+type mdAgent MarketData
+
+func (a *mdAgent) DoWork(nowNs int64, rx *bus.Received) int {
+	m := (*MarketData)(a)
+	work := 0
+	for b, ok := rx.Next(); ok; b, ok = rx.Next() {
+		m.mu.Lock()
+		for j := range b.Len() {
+			pkt, _ := b.Datagram(j)
+			if b.Endpoint == 0 {
+				m.onFeed(pkt, nowNs)
+			} else {
+				m.onAnswer(pkt, nowNs)
+			}
+		}
+		if m.rec != nil {
+			m.rec.Tick(nowNs)
+		}
+		m.mu.Unlock()
+		work += b.Len()
+	}
+	if m.rec != nil && nowNs >= m.nextTick {
+		m.mu.Lock()
+		m.rec.Tick(nowNs)
+		m.mu.Unlock()
+		m.nextTick = nowNs + mdTickNs
+	}
+	return work
+}
+
+func (a *mdAgent) DeadlineNs() int64 {
+	if a.rec == nil {
+		return monotime.Now() + mdIdleDeadlineNs
+	}
+	return a.nextTick
+}
+
+func (a *mdAgent) Pending() bool { return false }
 
 // sendRequest is MDRecovery's Send (under m.mu).
 func (m *MarketData) sendRequest(server int, req wire.MDRequest) {
@@ -219,40 +267,34 @@ func (m *MarketData) deliver(_ uint64, payload []byte, _ bool) {
 	m.onMD(&m.out)
 }
 
-// onUnicast takes the answers to recovery requests.
-func (m *MarketData) onUnicast(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := monotime.Now()
-	for i := range sizes {
-		f, _, err := wire.Parse(bufs[i][:sizes[i]])
-		if err != nil {
-			continue
-		}
-		if !verifyClientFrame(m.mac, &f) {
-			m.badMAC++
-			continue
-		}
-		switch f.Type {
-		case wire.TypeMDReplay:
-			it := f.Messages()
-			for {
-				seq, msg, ok := it.Next()
-				if !ok {
-					break
-				}
-				m.rec.Update(seq, msg, true, now)
-			}
-		case wire.TypeMDStatus:
-			st, _ := wire.DecodeMDStatus(&f)
-			m.rec.Status(st, now)
-		case wire.TypeMDSnapshot:
-			s, _ := wire.DecodeMDSnapshot(&f, m.levels)
-			m.levels = s.Levels[:0]
-			m.rec.SnapshotChunk(&s, now)
-		}
+// onAnswer takes one answer to a recovery request (under m.mu).
+func (m *MarketData) onAnswer(pkt []byte, now int64) {
+	f, _, err := wire.Parse(pkt)
+	if err != nil {
+		return
 	}
-	m.rec.Tick(now)
+	if !verifyClientFrame(m.mac, &f) {
+		m.badMAC++
+		return
+	}
+	switch f.Type {
+	case wire.TypeMDReplay:
+		it := f.Messages()
+		for {
+			seq, msg, ok := it.Next()
+			if !ok {
+				break
+			}
+			m.rec.Update(seq, msg, true, now)
+		}
+	case wire.TypeMDStatus:
+		st, _ := wire.DecodeMDStatus(&f)
+		m.rec.Status(st, now)
+	case wire.TypeMDSnapshot:
+		s, _ := wire.DecodeMDSnapshot(&f, m.levels)
+		m.levels = s.Levels[:0]
+		m.rec.SnapshotChunk(&s, now)
+	}
 }
 
 // SubscribeMarketData joins group on iface ("" means lo). onMD, if set, is
@@ -272,46 +314,39 @@ func SubscribeMarketDataKey(group netip.AddrPort, iface string, onMD func(o *eng
 	if key != nil {
 		m.mac = auth.NewMAC(auth.ClientKey(key, max(stream, 1)))
 	}
-	m.loop, err = bus.StartLoop(c, bus.LoopConfig{}, m.onBatch)
-	if err != nil {
-		c.Close()
+	if err := m.start(bus.Idle{}, 0); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *MarketData) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i := range sizes {
-		f, _, err := wire.Parse(bufs[i][:sizes[i]])
-		if err != nil || f.Type != wire.TypeOutput {
-			continue
-		}
-		if !verifyClientFrame(m.mac, &f) {
-			m.badMAC++
-			continue
-		}
-		if m.rec != nil {
-			now := monotime.Now()
-			eachOutput(&f, &m.out, func(_ int, o *engine.Output, payload []byte) {
-				if o.Kind == engine.KindMarketData {
-					m.rec.Update(o.MDSeq, payload, false, now)
-				}
-			})
-			m.rec.Tick(now)
-			continue
-		}
-		eachOutput(&f, &m.out, func(_ int, o *engine.Output, _ []byte) {
-			if o.Kind != engine.KindMarketData {
-				return
-			}
-			m.tracker.Observe(o.MDSeq)
-			if m.onMD != nil {
-				m.onMD(o)
+// onFeed takes one datagram of the feed (under m.mu).
+func (m *MarketData) onFeed(pkt []byte, now int64) {
+	f, _, err := wire.Parse(pkt)
+	if err != nil || f.Type != wire.TypeOutput {
+		return
+	}
+	if !verifyClientFrame(m.mac, &f) {
+		m.badMAC++
+		return
+	}
+	if m.rec != nil {
+		eachOutput(&f, &m.out, func(_ int, o *engine.Output, payload []byte) {
+			if o.Kind == engine.KindMarketData {
+				m.rec.Update(o.MDSeq, payload, false, now)
 			}
 		})
+		return
 	}
+	eachOutput(&f, &m.out, func(_ int, o *engine.Output, _ []byte) {
+		if o.Kind != engine.KindMarketData {
+			return
+		}
+		m.tracker.Observe(o.MDSeq)
+		if m.onMD != nil {
+			m.onMD(o)
+		}
+	})
 }
 
 // Tracker returns a copy of the sequence tracker.
@@ -342,18 +377,16 @@ func (m *MarketData) Close() error {
 }
 
 func (m *MarketData) close() {
-	m.conn.Close()
-	if m.loop != nil {
-		m.loop.Stop()
+	if m.runner != nil {
+		m.runner.Stop()
+		m.runner.Close()
 	}
+	m.closeSockets()
+}
+
+func (m *MarketData) closeSockets() {
+	m.conn.Close()
 	if m.uc != nil {
 		m.uc.Close()
-		if m.uloop != nil {
-			m.uloop.Stop()
-		}
-	}
-	if m.stop != nil {
-		close(m.stop)
-		<-m.done
 	}
 }
