@@ -210,25 +210,38 @@ func (c *Cluster) WaitHealthy(bound time.Duration) {
 	c.tb.Fatalf("etcd cluster not healthy within %v: %v", bound, err)
 }
 
-// leaderIndex returns the index of the member that is etcd's raft leader.
+// LeaderIndex returns the index of the member that is etcd's raft
+// leader. It asks every running member and, while none says it leads (an
+// election under way: with the short timers of StartTimed and a loaded
+// machine, a healthy cluster changes leaders now and then), asks again
+// for up to leaderWait before failing the test.
 func (c *Cluster) LeaderIndex() int {
 	c.tb.Helper()
 	cl := c.Client()
 	defer cl.Close()
-	for i, m := range c.members {
-		if m.cmd == nil {
-			continue
+	for deadline := time.Now().Add(leaderWait); ; time.Sleep(50 * time.Millisecond) {
+		for i, m := range c.members {
+			if m.cmd == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := cl.Status(ctx, m.clientURL)
+			cancel()
+			if err == nil && st.Header.MemberId == st.Leader {
+				return i
+			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := cl.Status(ctx, m.clientURL)
-		cancel()
-		if err == nil && st.Header.MemberId == st.Leader {
-			return i
+		if time.Now().After(deadline) {
+			break
 		}
 	}
-	c.tb.Fatalf("no etcd leader found")
+	c.DumpLogs()
+	c.tb.Fatalf("no etcd leader found within %v", leaderWait)
 	return -1
 }
+
+// leaderWait bounds LeaderIndex's wait for an election to end.
+const leaderWait = 10 * time.Second
 
 func (c *Cluster) DumpLogs() {
 	for _, m := range c.members {
