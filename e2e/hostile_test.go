@@ -18,7 +18,7 @@ import (
 
 	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
-	"github.com/seqbus/seqbus/node"
+	nodestatus "github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -57,8 +57,8 @@ const (
 // hostileStatus is the part of status.json with the drop counters.
 type hostileStatus struct {
 	Node      map[string]uint64 `json:"node"`
-	Unicast   struct{ Drops node.SocketDrops }
-	Multicast struct{ Drops node.SocketDrops }
+	Unicast   struct{ Drops nodestatus.SocketDrops }
+	Multicast struct{ Drops nodestatus.SocketDrops }
 }
 
 func readHostileStatus(t *testing.T, m *member) hostileStatus {

@@ -14,7 +14,7 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	harness "github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/netns"
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/mdfeed"
 )
 
 // mdLossTable is the nftables table mdLoss installs.
@@ -34,9 +34,9 @@ func mdLoss(t *testing.T, h *netns.Host, every int) {
 }
 
 // mdStatus reads the "md" object of a node's status.json.
-func mdStatus(dir string) node.MDStats {
+func mdStatus(dir string) mdfeed.Stats {
 	var s struct {
-		MD node.MDStats `json:"md"`
+		MD mdfeed.Stats `json:"md"`
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "status.json")); err == nil {
 		_ = json.Unmarshal(b, &s)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/status"
 )
 
 // The agent (issue 18, items 1–3 and 5): one locked OS thread per node
@@ -49,10 +50,9 @@ type agent struct {
 	syncFailureSeen uint64
 	syncErr         atomic.Pointer[error]
 
-	// status is the latest copy the agent published; statusWriter
-	// writes it (marshal and file I/O off the agent and off the lock).
-	status       atomic.Pointer[Status]
-	statusWriter *bus.Worker
+	// status writes the latest copy the agent published (marshal and
+	// file I/O off the agent and off the lock); nil without a status file.
+	status *status.Publisher
 }
 
 var _ bus.Agent = (*agent)(nil)
@@ -61,11 +61,9 @@ var _ bus.Agent = (*agent)(nil)
 // sockets, its timers starting now; the thread is not started.
 func newAgent(n *Node) (*agent, error) {
 	a := &agent{n: n}
-	a.statusWriter = bus.NewWorker(func() {
-		if st := a.status.Load(); st != nil {
-			n.writeStatus(st)
-		}
-	})
+	if n.cfg.StatusFile != "" {
+		a.status = status.NewPublisher(n.cfg.StatusFile, n.statusWrite)
+	}
 	var recv []bus.Receiver
 	for _, c := range []Endpoint{n.uc, n.mcRecv} {
 		if c != nil {
@@ -81,7 +79,7 @@ func newAgent(n *Node) (*agent, error) {
 	a.runner = r
 	now := n.nowNs()
 	a.nextTickNs = now + n.cfg.TickIntervalNs
-	a.nextStatusNs = now + StatusIntervalNs
+	a.nextStatusNs = now + status.IntervalNs
 	a.durableSeen = n.j.Durable()
 	return a, nil
 }
@@ -128,8 +126,8 @@ func (n *Node) startAgent() error {
 		// fsync thread to do, so there is none.
 		n.syncer.Start()
 	}
-	if n.cfg.StatusFile != "" {
-		a.statusWriter.Start()
+	if a.status != nil {
+		a.status.Start()
 	}
 	return nil
 }
@@ -139,7 +137,9 @@ func (n *Node) startAgent() error {
 func (n *Node) stopAgent() {
 	if n.agent != nil {
 		n.agent.runner.Stop()
-		n.agent.statusWriter.Stop()
+		if n.agent.status != nil {
+			n.agent.status.Stop()
+		}
 	}
 }
 
@@ -259,9 +259,9 @@ func (n *Node) timerPass(now int64, l *passLock) bool {
 		}
 	}
 	if now >= a.nextStatusNs {
-		a.nextStatusNs += StatusIntervalNs
+		a.nextStatusNs += status.IntervalNs
 		if a.nextStatusNs <= now {
-			a.nextStatusNs = now + StatusIntervalNs
+			a.nextStatusNs = now + status.IntervalNs
 		}
 		if n.cfg.StatusFile != "" {
 			if !l.lock() {
@@ -270,8 +270,7 @@ func (n *Node) timerPass(now int64, l *passLock) bool {
 			// A copy of values, made at status cadence (never per command);
 			// the writer marshals and writes it on its own goroutine.
 			st := n.statusLocked()
-			a.status.Store(&st)
-			a.statusWriter.Kick()
+			a.status.Publish(&st)
 		}
 	}
 	return true

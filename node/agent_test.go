@@ -10,6 +10,7 @@ import (
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/session"
+	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
 	"go.uber.org/goleak"
 )
@@ -128,7 +129,7 @@ func TestHungStatusWriteStopsNoTimers(t *testing.T) {
 	n.statusWrite = func(path string, b []byte) error {
 		entered.Store(true)
 		<-stuck
-		return writeFileAtomic(path, b)
+		return status.WriteFileAtomic(path, b)
 	}
 	if err := n.Start(); err != nil {
 		t.Fatal(err)

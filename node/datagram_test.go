@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/syncbuf"
+	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
+	"go.uber.org/goleak"
 )
 
 // TestDatagramBytesValidation: 0 is the default, the bounds are
@@ -154,7 +154,7 @@ func TestJumboDatagramsReplicate(t *testing.T) {
 	if got := s.Multicast; got.BytesReceived <= got.DatagramsReceived*wire.DefaultDatagramLen {
 		t.Fatalf("standby: %d bytes in %d datagrams received, none larger than %d", got.BytesReceived, got.DatagramsReceived, wire.DefaultDatagramLen)
 	}
-	for id, st := range map[uint32]Status{1: p, 2: s} {
+	for id, st := range map[uint32]status.Status{1: p, 2: s} {
 		if st.DatagramBytes != size {
 			t.Fatalf("node %d status says datagram_bytes %d, want %d", id, st.DatagramBytes, size)
 		}

@@ -21,8 +21,8 @@
 //     agent through an eventfd. Under fsync none there is none: a record
 //     is durable as the pass's journal write returns, with no wake-up and
 //     no syscall;
-//   - the status writer marshals and writes the copy of the status the
-//     agent publishes every StatusIntervalNs.
+//   - the status writer (status.Publisher) marshals and writes the copy
+//     of the status the agent publishes every status.IntervalNs.
 //
 // API calls (Status, Role, Released) take n.mu and wait at most one pass.
 // The simulator runs no thread: Deliver, Tick and SyncStep run the pieces

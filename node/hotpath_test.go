@@ -14,6 +14,7 @@ import (
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/replica"
+	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
 	"go.uber.org/goleak"
 )
@@ -136,7 +137,7 @@ func TestStatusWrittenOffTheLock(t *testing.T) {
 	n, clk := drivenPrimary(t, journal.SyncNone)
 	n.cfg.StatusFile = t.TempDir() + "/status.json"
 	var writes, lockedWrites int
-	var last Status
+	var last status.Status
 	n.statusWrite = func(path string, b []byte) error {
 		writes++
 		if !n.mu.TryLock() {
@@ -147,7 +148,7 @@ func TestStatusWrittenOffTheLock(t *testing.T) {
 		if err := json.Unmarshal(b, &last); err != nil {
 			t.Errorf("status does not parse: %v", err)
 		}
-		return writeFileAtomic(path, b)
+		return status.WriteFileAtomic(path, b)
 	}
 	n.Deliver(commandFrame(7, 1, 100), replayClient)
 	clk.ns += int64(time.Millisecond)
@@ -169,7 +170,7 @@ func TestStatusWrittenOffTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var onDisk Status
+	var onDisk status.Status
 	if err := json.Unmarshal(b, &onDisk); err != nil || onDisk.Applied != 2 {
 		t.Fatalf("status.json on disk: applied %d, err %v", onDisk.Applied, err)
 	}

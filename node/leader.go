@@ -117,7 +117,7 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 	}
 	r, used, err := n.lease.udp.OnDatagram(pkt)
 	if err != nil {
-		n.stats.countDrop(err)
+		n.stats.CountDrop(err)
 		return
 	}
 	n.noteLeaseReply(now)

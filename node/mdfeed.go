@@ -37,9 +37,6 @@ func (m *mdState) Emit(to uint64, payload []byte) {
 	}
 }
 
-// MDStats are the market-data recovery counters (status.json "md").
-type MDStats = mdfeed.Stats
-
 // mdDefaults validates and defaults Config.MDRingUpdates.
 func (c *Config) mdDefaults() error {
 	if c.MDRingUpdates == 0 {

@@ -1,5 +1,7 @@
 package node
 
+import "github.com/seqbus/seqbus/status"
+
 // LatencyBuckets is the assign -> release latency histogram (the one
 // status.json's latency_us percentiles come from) cut at caller-given
 // upper bounds, for an exporter such as Prometheus.
@@ -16,7 +18,7 @@ type LatencyBuckets struct {
 // together under the node's lock, as Status() does. It is meant for a
 // scrape (every few seconds): it walks the histogram's buckets, and adds
 // nothing to the path of a command.
-func (n *Node) MetricsSnapshot(boundsUs []float64) (Status, LatencyBuckets) {
+func (n *Node) MetricsSnapshot(boundsUs []float64) (status.Status, LatencyBuckets) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st := n.statusLocked()

@@ -2,7 +2,6 @@ package node
 
 import (
 	"errors"
-
 	"fmt"
 	"net/netip"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/session"
+	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -52,7 +52,7 @@ type Node struct {
 	lifecycle    // the agent, the fsync thread's kick, stop, status writer
 
 	stages StageObserver // Config.Observer, if it implements it
-	stats  Stats
+	stats  status.Stats
 	md     mdState // market-data ring and recovery (mdfeed.go)
 }
 
@@ -491,7 +491,7 @@ func (n *Node) Close() error {
 func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 	f, _, err := wire.Parse(pkt)
 	if err != nil {
-		n.stats.countDrop(err)
+		n.stats.CountDrop(err)
 		return
 	}
 	if n.auth != nil && !n.verify(&f, now) {

@@ -93,7 +93,7 @@ func (n *Node) leaderReady() {
 			n.stats.DropUnknownNode++
 		}
 	}
-	n.stats.addLeader(&rd.Counts)
+	n.stats.AddLeader(&rd.Counts)
 	if rd.Lost != nil {
 		n.cfg.Log.Error("engine output dropped", "dropped", rd.Counts.OutputsLost, "last", rd.Lost)
 	}

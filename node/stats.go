@@ -1,265 +1,30 @@
 package node
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
-	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/internal/monotime"
-	"github.com/seqbus/seqbus/replica"
-	"github.com/seqbus/seqbus/session"
-	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/status"
 )
 
-// StatusIntervalNs is how often a running node rewrites its status file.
-// A reader that finds the file older than a few intervals knows the node
-// is dead or stalled (`seqbus stat` says STALE at 3).
-const StatusIntervalNs = int64(100 * time.Millisecond)
-
-// Hash64 is a 64-bit hash that JSON carries as 16 hex digits: a JSON
-// number above 2^53 is rounded by jq and JavaScript, so comparing state
-// hashes with standard tools would be wrong. It still reads the old
-// numeric form.
-type Hash64 uint64
-
-// MarshalJSON implements json.Marshaler.
-func (h Hash64) MarshalJSON() ([]byte, error) {
-	return fmt.Appendf(nil, "\"%016x\"", uint64(h)), nil
-}
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (h *Hash64) UnmarshalJSON(b []byte) error {
-	var text string
-	if err := json.Unmarshal(b, &text); err != nil {
-		v, nerr := strconv.ParseUint(string(b), 10, 64)
-		if nerr != nil {
-			return fmt.Errorf("state hash: want a hex string, got %s", b)
-		}
-		*h = Hash64(v)
-		return nil
-	}
-	v, err := strconv.ParseUint(text, 16, 64)
-	if err != nil {
-		return fmt.Errorf("state hash: %w", err)
-	}
-	*h = Hash64(v)
-	return nil
-}
-
-// SocketDrops are a socket's receive drops by reason (bus.DropReason),
-// named: an unnamed array hid 9,806 bad-header drops from the operator.
-// Reasons a filter adds beyond the named ones count as Other.
-type SocketDrops struct {
-	WrongGroup    uint64 `json:"wrong_group"`
-	BadHeader     uint64 `json:"bad_header"`
-	UnknownSender uint64 `json:"unknown_sender"`
-	SendOnly      uint64 `json:"send_only"` // arrived on a send-only socket
-	// OwnFrame: this node's own multicast, looped back (dropped at the
-	// header; a primary normally left the group and sees none).
-	OwnFrame uint64 `json:"own_frame"`
-	Other    uint64 `json:"other"`
-}
-
-// SocketStatus is a socket's counters as status.json shows them: the
-// bus's counters with the drops named.
-type SocketStatus struct {
-	bus.Counters
-	Drops SocketDrops `json:"drops"` // shadows Counters.Drops in JSON
-}
-
-func socketStatus(c bus.Counters) SocketStatus {
-	s := SocketStatus{Counters: c}
-	s.Drops.WrongGroup = c.Drops[bus.DropWrongGroup]
-	s.Drops.BadHeader = c.Drops[bus.DropBadHeader]
-	s.Drops.UnknownSender = c.Drops[bus.DropUnknownSender]
-	s.Drops.SendOnly = c.Drops[bus.DropSendOnly]
-	s.Drops.OwnFrame = c.Drops[bus.DropOwnFrame]
-	for r := bus.DropOther; r < bus.DropReasonsMax; r++ {
-		if r != bus.DropSendOnly && r != bus.DropOwnFrame {
-			s.Drops.Other += c.Drops[r]
-		}
-	}
-	return s
-}
-
-// StandbyStatus is what a primary knows of one standby.
-type StandbyStatus struct {
-	ID    uint32 `json:"id"`
-	Acked uint64 `json:"acked"` // highest contiguous seq it acknowledged
-	// LastAckAgeNs: time since its last accepted ack (or since the
-	// primary first saw it, if it never acked).
-	LastAckAgeNs int64 `json:"last_ack_age_ns"`
-	InSync       bool  `json:"in_sync"`
-}
-
-// Stats are the node's own counters (the bus, sequencer, window and gate
-// keep theirs; Status gathers them all).
-type Stats struct {
-	Commands, BadCommands, Backpressure, SessionsFull uint64
-	OutputsReleased, OutputsLost                      uint64
-	Released, Applied                                 uint64
-	AcksReceived, AcksSent, NaksSent                  uint64
-	RetransmitsReceived                               uint64
-	Snapshots, SnapshotsInstalled, SnapshotFetches    uint64
-	SnapshotChunksSent                                uint64
-	// SnapshotChunksRefused: chunks not sent because one standby reached
-	// its bound for one snapshot (sequencer.SnapshotBudget).
-	SnapshotChunksRefused uint64
-	// SnapshotsOnDemand: snapshots cut to answer a fetch (none was ahead
-	// of the standby, or the latest was stale).
-	SnapshotsOnDemand uint64
-	// SnapshotRequestsNotBehind: fetches from a standby not behind us.
-	SnapshotRequestsNotBehind uint64
-	// SnapshotsNotAhead: offered snapshots a standby refused as not ahead
-	// of what it applied; CatchUpsByRetransmit: catch-ups by retransmit
-	// begun after a snapshot (installed or refused).
-	SnapshotsNotAhead, CatchUpsByRetransmit uint64
-	// A snapshot's cost (either role), each the longest seen: encoding
-	// the state during the apply, on the agent (delays that pass);
-	// writing and fsyncing the file, off the agent after the pass (delays
-	// nothing); and the agent's wait for a disk two snapshots behind
-	// (0 unless the disk is slower than SnapshotEvery commands).
-	SnapshotEncodeNsMax, SnapshotWriteNsMax, SnapshotWaitNsMax int64
-	HashMismatches                                             uint64
-	JournalErrors, SyncErrors, SendErrors                      uint64
-	JournalsSetAside, TornTailBytes                            uint64
-	// RefetchesDone: times a node that set its journal aside caught up
-	// with a live primary and may lead again.
-	RefetchesDone uint64
-	// GroupMembershipErrors: leaving the replication group on promotion,
-	// or rejoining it on step-down, failed (logged).
-	GroupMembershipErrors uint64
-	// Session replay's counters (session.Counters: ReplayRequests,
-	// ReplayServed, ...), flat, as every counter here: status.json's node
-	// object holds numbers only. The core keeps them; Status copies them.
-	session.Counters
-
-	Promotions, StepDowns, LeaseLost, NotLeading uint64
-	// NewTerms counts newer epochs granted to this node while it led
-	// (a seamless change of term, never a step-down).
-	NewTerms                                     uint64
-	WitnessSilent                                uint64
-	OutputsDroppedAtGate                         uint64
-	SuffixDiscarded, HistoryDiscarded            uint64
-	InSyncMembers, InSyncProposals, RunningAlone uint64
-
-	DropStaleEpoch, DropWrongStream, DropUnknownNode  uint64
-	DropAwaitingNewEpoch                              uint64
-	DropNotPrimary, DropUnexpected                    uint64
-	DropShort, DropChecksum, DropMalformed            uint64
-	DropNoMAC, DropBadMAC, DropUnknownKey, DropReplay uint64
-	// DropSendOnly: datagrams that arrived on the send-only sockets
-	// (replication and market-data senders), drained and discarded; the
-	// sum of their bus counters' Drops[bus.DropSendOnly].
-	DropSendOnly uint64
-
-	// AnsweredFromTable: commands the primary answered from the state
-	// machine's dedup table (replays, resends, too-old ids) without
-	// sequencing, journaling or replicating them.
-	AnsweredFromTable uint64
-}
-
-func (s *Stats) countDrop(err error) {
-	switch {
-	case errors.Is(err, wire.ErrShort), errors.Is(err, wire.ErrLength):
-		s.DropShort++
-	case errors.Is(err, wire.ErrChecksum):
-		s.DropChecksum++
-	default:
-		s.DropMalformed++
-	}
-}
-
-// Status is everything an operator (and `seqbus stat`) reads about a node.
-type Status struct {
-	ID       uint32 `json:"id"`
-	Role     string `json:"role"`
-	Epoch    uint64 `json:"epoch"`
-	Applied  uint64 `json:"applied"`
-	Durable  uint64 `json:"durable"`
-	Released uint64 `json:"released"`
-	Ack      uint64 `json:"ack"` // standby: highest contiguous seq acknowledged
-	Primary  uint32 `json:"primary"`
-	InSync   struct {
-		Version uint64           `json:"version"`
-		Members []arbiter.NodeID `json:"members"`
-		Adding  []arbiter.NodeID `json:"adding,omitempty"`
-	} `json:"in_sync"`
-	Lease struct {
-		Held        bool   `json:"held"`
-		Epoch       uint64 `json:"epoch"`
-		RemainingNs int64  `json:"remaining_ns"`
-	} `json:"lease"`
-	StateHash Hash64 `json:"state_hash"` // 16 hex digits
-	// Refetching: the journal was set aside as corrupt and the node has
-	// not yet caught up with a primary; it will not ask to lead.
-	Refetching bool `json:"refetching,omitempty"`
-	Journal    struct {
-		FirstSeq uint64 `json:"first_seq"`
-		LastSeq  uint64 `json:"last_seq"`
-	} `json:"journal"`
-	// SnapshotsWriting: snapshots cut and not yet finished (0, 1 or 2):
-	// waiting for the disk, being written, or written and not yet
-	// compacted behind (the agent finishes a write at its next pass).
-	SnapshotsWriting int `json:"snapshots_writing"`
-	// DatagramBytes is the largest datagram this node sends and reads
-	// (Config.DatagramBytes after defaults): every member and client of a
-	// stream must use the same.
-	DatagramBytes int          `json:"datagram_bytes"`
-	Node          Stats        `json:"node"`
-	MD            MDStats      `json:"md"` // market-data ring and recovery (mdfeed.go)
-	Sequencer     any          `json:"sequencer,omitempty"`
-	Window        any          `json:"window,omitempty"`
-	Naks          any          `json:"naks,omitempty"`
-	Fetch         any          `json:"fetch,omitempty"`
-	Hashes        any          `json:"hashes,omitempty"`
-	Gate          any          `json:"gate,omitempty"`
-	Unicast       SocketStatus `json:"unicast"`
-	Multicast     SocketStatus `json:"multicast"`
-	// MulticastSend and MarketDataSend are the send-only sockets: all
-	// they receive is drained and counted (drops.send_only).
-	MulticastSend  SocketStatus  `json:"multicast_send"`
-	MarketDataSend *SocketStatus `json:"market_data_send,omitempty"`
-	UptimeNs       int64         `json:"uptime_ns"`
-	// Standbys: on the primary, every standby it has heard from or
-	// requires, with its acked seq.
-	Standbys []StandbyStatus `json:"standbys,omitempty"`
-	// When and by whom this status was written: the wall time (RFC 3339),
-	// the host's CLOCK_MONOTONIC (comparable across processes on one
-	// host), the process and when it started, and how often it rewrites
-	// the file, so a reader can tell a dead node's last words from news.
-	WrittenAt       string `json:"written_at"`
-	WrittenAtMonoNs int64  `json:"written_at_mono_ns"`
-	PID             int    `json:"pid"`
-	StartedAt       string `json:"started_at"`
-	WriteIntervalNs int64  `json:"write_interval_ns"`
-	// LatencyUs: assign -> release (gated), µs percentiles over the
-	// node's life as primary.
-	LatencyUs map[string]int64 `json:"latency_us,omitempty"`
-}
-
 // Status returns a snapshot of the node's state and counters.
-func (n *Node) Status() Status {
+func (n *Node) Status() status.Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.statusLocked()
 }
 
-func (n *Node) statusLocked() Status {
-	st := Status{
+func (n *Node) statusLocked() status.Status {
+	st := status.Status{
 		ID:            n.cfg.ID,
 		Role:          n.role().String(),
 		Epoch:         n.tm.Epoch(),
 		Applied:       n.eng.AppliedSeq(),
 		Durable:       n.j.Durable(),
-		StateHash:     Hash64(n.eng.StateHash()),
+		StateHash:     status.Hash64(n.eng.StateHash()),
 		Refetching:    n.refetching,
 		DatagramBytes: n.cfg.DatagramBytes,
 		Node:          n.stats,
@@ -270,7 +35,7 @@ func (n *Node) statusLocked() Status {
 		WrittenAtMonoNs: monotime.Now(),
 		PID:             os.Getpid(),
 		StartedAt:       n.start.UTC().Format(time.RFC3339Nano),
-		WriteIntervalNs: StatusIntervalNs,
+		WriteIntervalNs: status.IntervalNs,
 	}
 	st.Node.Counters = n.replay.Counters()
 	st.MD = n.md.Stats()
@@ -286,19 +51,19 @@ func (n *Node) statusLocked() Status {
 	_, st.Journal.LastSeq = n.j.Last()
 	st.SnapshotsWriting = n.snapw.Waiting()
 	if n.uc != nil {
-		st.Unicast = socketStatus(n.uc.Counters())
+		st.Unicast = status.FromCounters(n.uc.Counters())
 	}
 	if n.mcRecv != nil {
-		st.Multicast = socketStatus(n.mcRecv.Counters())
+		st.Multicast = status.FromCounters(n.mcRecv.Counters())
 	}
 	if n.mcSend != nil {
 		c := n.mcSend.Counters()
-		st.MulticastSend = socketStatus(c)
+		st.MulticastSend = status.FromCounters(c)
 		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
 	}
 	if n.mdSend != nil {
 		c := n.mdSend.Counters()
-		md := socketStatus(c)
+		md := status.FromCounters(c)
 		st.MarketDataSend = &md
 		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
 	}
@@ -325,10 +90,8 @@ func (n *Node) statusLocked() Status {
 }
 
 // publishStatus copies the status under the lock (values only: cheap)
-// and marshals and writes it outside, so the file system never holds up a
-// command (issue 18, item 5). Only the ticker and Close call it, one after
-// the other (Close waits for the ticker), so two writes never race on the
-// temporary file.
+// and marshals and writes it outside (the drivers' and tests' way; the
+// agent publishes to its status.Publisher instead).
 func (n *Node) publishStatus() {
 	if n.cfg.StatusFile == "" {
 		return
@@ -339,36 +102,17 @@ func (n *Node) publishStatus() {
 	n.writeStatus(&st)
 }
 
-// writeStatus marshals st and rewrites StatusFile atomically (temp +
-// rename) through n.statusWrite. It takes no lock.
-func (n *Node) writeStatus(st *Status) {
-	if n.cfg.StatusFile == "" {
-		return
+// writeStatus marshals st and rewrites StatusFile atomically through
+// n.statusWrite (nil: status.WriteFileAtomic). It takes no lock.
+func (n *Node) writeStatus(st *status.Status) {
+	if n.cfg.StatusFile != "" {
+		_ = status.Write(n.cfg.StatusFile, st, n.statusWrite)
 	}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return
-	}
-	write := n.statusWrite
-	if write == nil {
-		write = writeFileAtomic
-	}
-	_ = write(n.cfg.StatusFile, b)
-}
-
-// writeFileAtomic writes b to path+".tmp" and renames it over path, so a
-// reader sees the old file or the new one, never a torn one.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Clean(path))
 }
 
 // standbysLocked lists what the gate knows of every configured peer and
 // every in-sync member, in id order.
-func (n *Node) standbysLocked(nowNs int64) []StandbyStatus {
+func (n *Node) standbysLocked(nowNs int64) []status.StandbyStatus {
 	ids := make([]uint32, 0, len(n.cfg.Peers)+len(n.isr.Members()))
 	for id := range n.cfg.Peers {
 		ids = append(ids, id)
@@ -378,43 +122,13 @@ func (n *Node) standbysLocked(nowNs int64) []StandbyStatus {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	var out []StandbyStatus
+	var out []status.StandbyStatus
 	for _, id := range ids {
 		if g, ok := n.ldr.Primary().Gate().Standby(id); ok {
-			out = append(out, StandbyStatus{ID: id, Acked: g.AckSeq, LastAckAgeNs: max(nowNs-g.LastAckNs, 0), InSync: g.Member})
+			out = append(out, status.StandbyStatus{ID: id, Acked: g.AckSeq, LastAckAgeNs: max(nowNs-g.LastAckNs, 0), InSync: g.Member})
 		}
 	}
 	return out
-}
-
-// addLeader adds what the leader core counted (its Ready's Counts) to
-// the node's counters, which outlive its terms.
-func (s *Stats) addLeader(c *replica.LeaderCounts) {
-	s.Commands += c.Commands
-	s.BadCommands += c.BadCommands
-	s.NotLeading += c.NotLeading
-	s.SessionsFull += c.SessionsFull
-	s.Backpressure += c.Backpressure
-	s.AnsweredFromTable += c.AnsweredFromTable
-	s.OutputsLost += c.OutputsLost
-	s.OutputsReleased += c.OutputsReleased
-}
-
-// Syscalls is the number of send and receive calls that moved data on
-// every socket of the node (sendmmsg and recvmmsg calls, from the bus
-// counters); receive calls that found nothing are not counted.
-func (s *Status) Syscalls() uint64 {
-	var sum uint64
-	sockets := []bus.Counters{s.Unicast.Counters, s.Multicast.Counters, s.MulticastSend.Counters}
-	if s.MarketDataSend != nil {
-		sockets = append(sockets, s.MarketDataSend.Counters)
-	}
-	for _, c := range sockets {
-		for i := range c.SendBatches {
-			sum += c.SendBatches[i] + c.ReceiveBatches[i]
-		}
-	}
-	return sum
 }
 
 // SocketSyscalls is Status.Syscalls read straight from the sockets'

@@ -8,12 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/status"
 	"go.uber.org/goleak"
 )
 
@@ -75,7 +74,7 @@ func TestStatusFileIsTruthful(t *testing.T) {
 	if started, _ := raw["started_at"].(string); started == "" {
 		t.Fatal("no started_at")
 	}
-	if raw["pid"] != float64(os.Getpid()) || raw["write_interval_ns"] != float64(StatusIntervalNs) {
+	if raw["pid"] != float64(os.Getpid()) || raw["write_interval_ns"] != float64(status.IntervalNs) {
 		t.Fatalf("pid %v write_interval_ns %v", raw["pid"], raw["write_interval_ns"])
 	}
 	if mono, _ := raw["written_at_mono_ns"].(float64); mono <= 0 {
@@ -86,53 +85,9 @@ func TestStatusFileIsTruthful(t *testing.T) {
 		t.Fatalf("standby %v", sb)
 	}
 	// The Go form reads back, hash and all.
-	var back Status
+	var back status.Status
 	b, _ := os.ReadFile(statusFile)
 	if err := json.Unmarshal(b, &back); err != nil || back.StateHash != want.StateHash || back.Unicast.Drops.BadHeader != 1 {
 		t.Fatalf("read back: %v, hash %x drops %+v", err, back.StateHash, back.Unicast.Drops)
-	}
-}
-
-func TestHash64JSON(t *testing.T) {
-	for _, h := range []Hash64{0, 1, 1<<53 + 1, 1<<64 - 1} {
-		b, err := json.Marshal(h)
-		if err != nil || string(b) != fmt.Sprintf(`"%016x"`, uint64(h)) {
-			t.Fatalf("%d: %s %v", h, b, err)
-		}
-		var back Hash64
-		if err := json.Unmarshal(b, &back); err != nil || back != h {
-			t.Fatalf("%s: %d %v", b, back, err)
-		}
-	}
-	var old Hash64
-	if err := json.Unmarshal([]byte("18446744073709551615"), &old); err != nil || old != 1<<64-1 {
-		t.Fatalf("numeric form: %d %v", old, err)
-	}
-	if err := json.Unmarshal([]byte(`"xyz"`), &old); err == nil {
-		t.Fatal("accepted a non-hex hash")
-	}
-}
-
-// A socket's drops appear once in status.json, by name: with the bus's
-// unnamed array beside them (a JSON name differing only in case) the file
-// no longer decoded into a Status (seen in the hostile-traffic test).
-func TestSocketStatusJSONRoundTrip(t *testing.T) {
-	var c bus.Counters
-	c.Drops[bus.DropBadHeader] = 7
-	c.Drops[bus.DropSendOnly] = 2
-	st := Status{Unicast: socketStatus(c)}
-	b, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(strings.ToLower(string(b)), `"drops":`); n != 3 {
-		t.Fatalf("%d drops fields in %s, want one per socket (unicast, multicast, multicast_send)", n, b)
-	}
-	var back Status
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatalf("status.json does not decode: %v\n%s", err, b)
-	}
-	if back.Unicast.Drops.BadHeader != 7 || back.Unicast.Drops.SendOnly != 2 {
-		t.Fatalf("drops after a round trip: %+v", back.Unicast.Drops)
 	}
 }

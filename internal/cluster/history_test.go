@@ -8,7 +8,7 @@ import (
 
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/status"
 )
 
 // cleanHistory is a run of 20 orders of session 9, every one answered,
@@ -25,7 +25,7 @@ func cleanHistory(t *testing.T, base string) *History {
 	}
 	h := &History{Sent: 20, Stats: client.Stats{Answered: 20}, Primary: p, Standby: s}
 	h.PrimaryStatus = Status{ID: 1, Role: "primary", Epoch: 1, Applied: p.Applied}
-	h.PrimaryStatus.StateHash = node.Hash64(p.Hash)
+	h.PrimaryStatus.StateHash = status.Hash64(p.Hash)
 	h.StandbyStatus = h.PrimaryStatus
 	h.StandbyStatus.ID, h.StandbyStatus.Role = 2, "standby"
 	for id := uint64(1); id <= 20; id++ {

@@ -5,7 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/mdfeed"
+	"github.com/seqbus/seqbus/status"
 )
 
 // Status is the part of a node's status.json the harness reads.
@@ -23,7 +24,7 @@ type Status struct {
 		Epoch       uint64 `json:"epoch"`
 		RemainingNs int64  `json:"remaining_ns"`
 	} `json:"lease"`
-	StateHash node.Hash64 `json:"state_hash"`
+	StateHash status.Hash64 `json:"state_hash"`
 	InSync    struct {
 		Members []uint32 `json:"members"`
 	} `json:"in_sync"`
@@ -34,7 +35,7 @@ type Status struct {
 	Node      map[string]uint64 `json:"node"`
 	Sequencer map[string]uint64 `json:"sequencer"`
 	Window    map[string]uint64 `json:"window"`
-	MD        node.MDStats      `json:"md"`
+	MD        mdfeed.Stats      `json:"md"`
 	Multicast struct {
 		DatagramsReceived uint64
 		ReceiveOverflows  uint64

@@ -3,7 +3,7 @@
 // format every venue's monitoring already scrapes).
 //
 // Nothing here runs on the path of a command. The collectors read a
-// snapshot when scraped, the same way status.json is built (node.Status
+// snapshot when scraped, the same way status.json is built (status.Status
 // and witness.Server.Stats take the owner's lock for a copy), and the
 // counter names are status.json's: a counter at status.json's
 // section.Name is seqbus_counter_total{section="section",name="Name"}.
@@ -28,6 +28,7 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/witness"
 )
 
@@ -127,7 +128,7 @@ func (c NodeCollector) Collect(ch chan<- prometheus.Metric) {
 
 // emitSections walks status.json's own form of the counter sections, so
 // the names are exactly the ones an operator reads there.
-func emitSections(ch chan<- prometheus.Metric, st node.Status) {
+func emitSections(ch chan<- prometheus.Metric, st status.Status) {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return // a Status always marshals; nothing to export otherwise

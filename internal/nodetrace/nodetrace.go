@@ -24,6 +24,7 @@ import (
 	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/status"
 )
 
 // ErrNoWindow: Window was called twice.
@@ -175,7 +176,7 @@ func (t *Tracer) Durable(id uint32, durable uint64, nowNs int64) {
 // WriteFile writes the trace to path with the node's role, pid, mallocs
 // since New, syscalls and commands, from st (the node's Status after
 // Close: nothing records any more).
-func (t *Tracer) WriteFile(path string, pid int, id uint32, st node.Status) error {
+func (t *Tracer) WriteFile(path string, pid int, id uint32, st status.Status) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	role := stagetrace.RoleStandby

@@ -1,0 +1,93 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/bus"
+)
+
+func TestHash64JSON(t *testing.T) {
+	for _, h := range []Hash64{0, 1, 1<<53 + 1, 1<<64 - 1} {
+		b, err := json.Marshal(h)
+		if err != nil || string(b) != fmt.Sprintf(`"%016x"`, uint64(h)) {
+			t.Fatalf("%d: %s %v", h, b, err)
+		}
+		var back Hash64
+		if err := json.Unmarshal(b, &back); err != nil || back != h {
+			t.Fatalf("%s: %d %v", b, back, err)
+		}
+	}
+	var old Hash64
+	if err := json.Unmarshal([]byte("18446744073709551615"), &old); err != nil || old != 1<<64-1 {
+		t.Fatalf("numeric form: %d %v", old, err)
+	}
+	if err := json.Unmarshal([]byte(`"xyz"`), &old); err == nil {
+		t.Fatal("accepted a non-hex hash")
+	}
+}
+
+// A socket's drops appear once in status.json, by name: with the bus's
+// unnamed array beside them (a JSON name differing only in case) the file
+// no longer decoded into a Status (seen in the hostile-traffic test).
+func TestSocketStatusJSONRoundTrip(t *testing.T) {
+	var c bus.Counters
+	c.Drops[bus.DropBadHeader] = 7
+	c.Drops[bus.DropSendOnly] = 2
+	st := Status{Unicast: FromCounters(c)}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.ToLower(string(b)), `"drops":`); n != 3 {
+		t.Fatalf("%d drops fields in %s, want one per socket (unicast, multicast, multicast_send)", n, b)
+	}
+	var back Status
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("status.json does not decode: %v\n%s", err, b)
+	}
+	if back.Unicast.Drops.BadHeader != 7 || back.Unicast.Drops.SendOnly != 2 {
+		t.Fatalf("drops after a round trip: %+v", back.Unicast.Drops)
+	}
+}
+
+// The publisher writes the latest copy it was handed, on its own
+// goroutine, and the file decodes back into what was published.
+func TestPublisherWritesTheLatest(t *testing.T) {
+	path := t.TempDir() + "/status.json"
+	wrote := make(chan uint64, 16)
+	p := NewPublisher(path, func(path string, b []byte) error {
+		var st Status
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Errorf("written status does not decode: %v", err)
+		}
+		err := WriteFileAtomic(path, b)
+		wrote <- st.Applied
+		return err
+	})
+	p.Start()
+	defer p.Stop()
+	for applied := uint64(1); applied <= 3; applied++ {
+		p.Publish(&Status{Applied: applied, StateHash: 1<<64 - 1})
+	}
+	deadline := time.After(10 * time.Second)
+	for last := uint64(0); last != 3; {
+		select {
+		case last = <-wrote:
+		case <-deadline:
+			t.Fatalf("the latest status (applied 3) was never written; last %d", last)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Status
+	if err := json.Unmarshal(b, &back); err != nil || back.Applied != 3 || back.StateHash != 1<<64-1 {
+		t.Fatalf("on disk: %+v %v", back.Applied, err)
+	}
+}

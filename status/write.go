@@ -1,0 +1,75 @@
+package status
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/seqbus/seqbus/bus"
+)
+
+// WriteFileAtomic writes b to path+".tmp" and renames it over path, so a
+// reader sees the old file or the new one, never a torn one.
+func WriteFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Clean(path))
+}
+
+// Publisher writes the latest Status published to it to a file, on a
+// goroutine of its own: Publish stores a pointer and kicks the writer
+// (no lock, no I/O, no allocation beyond the caller's copy), so the
+// agent that publishes never waits for marshalling or the disk. A write
+// that is slow only makes the next one skip the copies published
+// meanwhile: the file always ends at the latest.
+type Publisher struct {
+	path   string
+	write  func(path string, b []byte) error
+	latest atomic.Pointer[Status]
+	worker *bus.Worker
+}
+
+// NewPublisher returns a publisher for path, not started. write replaces
+// WriteFileAtomic when not nil (tests see what runs during a write).
+func NewPublisher(path string, write func(path string, b []byte) error) *Publisher {
+	p := &Publisher{path: path, write: write}
+	p.worker = bus.NewWorker(p.writeLatest)
+	return p
+}
+
+// Start runs the writer's goroutine.
+func (p *Publisher) Start() { p.worker.Start() }
+
+// Stop stops the writer; a write under way finishes first.
+func (p *Publisher) Stop() { p.worker.Stop() }
+
+// Publish hands st to the writer, which writes it when it is next free.
+func (p *Publisher) Publish(st *Status) {
+	p.latest.Store(st)
+	p.worker.Kick()
+}
+
+// WriteNow writes st on the caller's goroutine (a final status, after
+// Stop). Errors are the caller's to ignore: a status file is advisory.
+func (p *Publisher) WriteNow(st *Status) error { return Write(p.path, st, p.write) }
+
+// Write marshals st and rewrites path with write (nil: WriteFileAtomic).
+func Write(path string, st *Status, write func(path string, b []byte) error) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if write == nil {
+		write = WriteFileAtomic
+	}
+	return write(path, b)
+}
+
+func (p *Publisher) writeLatest() {
+	if st := p.latest.Load(); st != nil {
+		_ = p.WriteNow(st)
+	}
+}
