@@ -7,6 +7,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/status"
+	"github.com/seqbus/seqbus/transport"
 )
 
 // The agent (issue 18, items 1–3 and 5): one locked OS thread per node
@@ -64,15 +65,9 @@ func newAgent(n *Node) (*agent, error) {
 	if n.cfg.StatusFile != "" {
 		a.status = status.NewPublisher(n.cfg.StatusFile, n.statusWrite)
 	}
-	var recv []bus.Receiver
-	for _, c := range []Endpoint{n.uc, n.mcRecv} {
-		if c != nil {
-			recv = append(recv, c)
-		}
-	}
-	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs, DatagramBytes: n.cfg.recvDatagramBytes(),
+	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs, DatagramBytes: transport.RecvDatagramBytes(n.cfg.DatagramBytes),
 		Warn: func(msg string, err error) { n.cfg.Log.Warn(msg, "err", err) }}
-	r, err := bus.NewAgentRunner(cfg, a, recv...)
+	r, err := bus.NewAgentRunner(cfg, a, n.tr.Receivers()...)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +179,7 @@ type passLock struct {
 func (l *passLock) lock() bool {
 	if !l.locked {
 		l.n.mu.Lock()
-		l.n.beginPass()
+		l.n.tr.Begin()
 		l.locked = true
 	}
 	return !l.n.closed
@@ -192,7 +187,7 @@ func (l *passLock) lock() bool {
 
 func (l *passLock) unlock() {
 	if l.locked {
-		l.n.endPass()
+		l.n.tr.End()
 		l.n.mu.Unlock()
 		l.locked = false
 	}
@@ -248,7 +243,7 @@ func (n *Node) timerPass(now int64, l *passLock) bool {
 		// drainSendOnly runs off the lock (what the pass queued leaves
 		// first): it never delays an API caller waiting for the lock.
 		l.unlock()
-		n.drainSendOnly()
+		n.tr.DrainSendOnly()
 		if !l.lock() {
 			return false
 		}

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
-	"go.uber.org/goleak"
 )
 
 // withAgent gives a hand-driven node the agent and its runner without
@@ -32,7 +33,7 @@ func withAgent(t testing.TB, n *Node) *agent {
 func TestAgentPassRunsTimersByTheClock(t *testing.T) {
 	n, clk := drivenPrimary(t, journal.SyncNone)
 	a := withAgent(t, n)
-	mc := n.mcSend.(*nopEndpoint)
+	mc := n.tr.Sockets().MulticastSend.(*nopEndpoint)
 	before := mc.sent
 	a.runner.PassAt(a.nextTickNs - 1)
 	if mc.sent != before {

@@ -85,7 +85,7 @@ type Config struct {
 	// receiver's is dropped and counted (its socket's ReceiveTruncations).
 	// With real UDP the interface's MTU must hold a size set here and its
 	// IPv4 and UDP headers; the default shrinks to fit a smaller MTU
-	// (network.go, checkNetwork).
+	// (transport.FitDatagram).
 	DatagramBytes int
 
 	// Peers maps every other node's id to its unicast address.
@@ -186,7 +186,7 @@ type Config struct {
 	Clock    Clock
 	Observer Observer
 
-	// Key, when set, turns on frame authentication (see auth.go): every
+	// Key, when set, turns on frame authentication (transport.Transport): every
 	// frame sent carries a MAC, every frame received must.
 	Key *auth.MasterKey
 }

@@ -81,10 +81,10 @@ func (n *Node) Deliver(pkt []byte, from netip.AddrPort) {
 		return
 	}
 	now := n.nowNs()
-	n.beginPass()
+	n.tr.Begin()
 	n.onDatagram(pkt, from, now)
 	n.afterBatch(now)
-	n.endPass()
+	n.tr.End()
 }
 
 // Tick runs one ticker period: the lease keeper, heartbeats, NAK timers,
@@ -93,9 +93,9 @@ func (n *Node) Tick() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.closed {
-		n.beginPass()
+		n.tr.Begin()
 		n.tickLocked(n.nowNs())
-		n.endPass()
+		n.tr.End()
 	}
 }
 
@@ -112,14 +112,14 @@ func (n *Node) SyncStep() bool {
 		n.syncFailedLocked(err)
 		return false
 	}
-	n.beginPass()
+	n.tr.Begin()
 	n.syncedLocked(n.nowNs())
-	n.endPass()
+	n.tr.End()
 	return true
 }
 
 func (n *Node) tickLocked(now int64) {
-	n.noteTruncations()
+	n.tr.NoteTruncations()
 	n.leaseTick(now)
 	if n.tm.Primary() {
 		n.primaryTick(now)

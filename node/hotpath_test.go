@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/status"
-	"github.com/seqbus/seqbus/wire"
-	"go.uber.org/goleak"
 )
 
 // drivenPrimary is a static primary driven by hand (no Start, so no
@@ -251,30 +251,5 @@ func TestPrimaryLeavesGroupAndRejoinsOnStepDown(t *testing.T) {
 	n.mu.Unlock()
 	if !mc.joined || n.Role() != RoleStandby {
 		t.Fatalf("stepped down, joined %v, role %v", mc.joined, n.Role())
-	}
-}
-
-// The multicast filter drops the node's own frames at the header, before
-// the checksum, and passes everyone else's, commands and lease frames.
-func TestMulticastFilterDropsOwnFrames(t *testing.T) {
-	n, _ := drivenPrimary(t, journal.SyncNone)
-	hb := wire.Heartbeat{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, HighestSeq: 3}
-	own := hb.Append(nil)
-	hb.Node = 2
-	other := hb.Append(nil)
-	cmd := commandFrame(7, 1, 100)
-	own[len(own)-1] ^= 0xff // a bad checksum: the filter must not need it
-	from := netip.MustParseAddrPort("127.0.0.1:9")
-	if r := n.multicastFilter(own, from); r != bus.DropOwnFrame {
-		t.Fatalf("own frame: %v, want own-frame", r)
-	}
-	if r := n.multicastFilter(other, from); r != bus.Accept {
-		t.Fatalf("another node's frame: %v, want accept", r)
-	}
-	if r := n.multicastFilter(cmd, from); r != bus.Accept {
-		t.Fatalf("a command: %v, want accept", r)
-	}
-	if r := n.multicastFilter([]byte{1, 2, 3}, from); r != bus.DropBadHeader {
-		t.Fatalf("garbage: %v, want bad-header", r)
 	}
 }

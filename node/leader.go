@@ -79,7 +79,7 @@ func (n *Node) leaseTick(now int64) {
 // witness.Backend's send, called from leaseTick under the lock). Another
 // backend (package etcdarb) sends its own requests and delivers its
 // replies from Tick, already given to the keeper.
-func (n *Node) sendWitness(pkt []byte) { n.send(pkt, n.cfg.Witness) }
+func (n *Node) sendWitness(pkt []byte) { n.tr.Send(pkt, n.cfg.Witness) }
 
 // deliverLease acts on a reply another backend already gave the keeper
 // (from leaseTick, which then carries out what the lease decides).

@@ -50,7 +50,7 @@ func (c *Config) mdDefaults() error {
 
 // mdInit builds the feed: with a ring when the node publishes market data.
 func (n *Node) mdInit() error {
-	cfg := mdfeed.Config{DatagramLen: datagramLen(n.cfg.DatagramBytes, n.cfg.Key != nil), // n.auth is not set yet
+	cfg := mdfeed.Config{DatagramLen: n.tr.DatagramLen(),
 		ReserveUpdates: outputReserve, HeartbeatEveryNs: mdHeartbeatEveryNs, NoRepublish: n.cfg.Unsafe.NoMDRepublish}
 	if n.cfg.MarketData.IsValid() { // else a disabled feed: it keeps nothing and refuses requests
 		cfg.RingUpdates = n.cfg.MDRingUpdates
@@ -74,7 +74,7 @@ func (n *Node) mdStandbyEmitter() engine.Emitter {
 
 // mdPublish sends the ring's released updates on the market-data group.
 func (n *Node) mdPublish(released uint64) {
-	if n.mdSend == nil {
+	if !n.tr.MarketData() {
 		return
 	}
 	o, state := n.origin(), n.engineMDSeq()
@@ -132,6 +132,6 @@ func (n *Node) onMDRecovery(f *wire.Frame, from netip.AddrPort, now int64) {
 // mdSendReplies sends the unicast frames the feed has to send.
 func (n *Node) mdSendReplies() {
 	for b, to, ok := n.md.Next(n.origin()); ok; b, to, ok = n.md.Next(n.origin()) {
-		n.send(b, to)
+		n.tr.Send(b, to)
 	}
 }

@@ -1,138 +1,40 @@
 package node
 
 import (
-	"errors"
 	"fmt"
-	"net/netip"
 
-	"github.com/seqbus/seqbus/bus"
-	"github.com/seqbus/seqbus/wire"
+	"github.com/seqbus/seqbus/transport"
 )
 
-// checkNetwork defaults and bounds DatagramBytes and, with real UDP
-// sockets (Network nil or UDPNetwork), checks that the multicast
-// interface exists, is up, and has an MTU that holds a datagram of
-// DatagramBytes with its IPv4 and UDP headers. The sockets would refuse a
-// missing interface too, but only after the journal was opened (and its
-// directory made); an MTU too small would pass them and fragment every
-// frame. A size the operator set is refused when the MTU cannot hold
-// it; the default (0) shrinks to the MTU instead (a 1400-byte tunnel or
-// overlay gets 1372-byte datagrams, not a node that will not start):
-// every receiver's buffers hold at least bus.DatagramBytesDefault, so a
-// default node on a smaller interface still reads its peers' and clients'
-// default datagrams whole.
+// The node's sockets and send path are package transport's; these names
+// stay for the node's configuration (Config.Network).
+type (
+	// Endpoint is one of a node's sockets (transport.Endpoint).
+	Endpoint = transport.Endpoint
+	// Network opens a node's endpoints (transport.Network).
+	Network = transport.Network
+	// UDPNetwork opens real UDP sockets (transport.UDPNetwork).
+	UDPNetwork = transport.UDPNetwork
+	// MemNetwork places a node on an in-memory network
+	// (transport.MemNetwork).
+	MemNetwork = transport.MemNetwork
+)
+
+// checkNetwork defaults and bounds DatagramBytes against the network and
+// the multicast interface (transport.FitDatagram): the interface must
+// exist and be up, and its MTU hold a datagram; the default shrinks to a
+// smaller MTU, a size the operator set is refused.
 func (c *Config) checkNetwork() error {
-	explicit := c.DatagramBytes != 0
-	if !explicit {
-		c.DatagramBytes = wire.DefaultDatagramLen
+	b, err := transport.FitDatagram(c.Network, c.Interface, c.DatagramBytes)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if c.DatagramBytes < wire.MinDatagramLen || c.DatagramBytes > wire.MaxFrameLen {
-		return fmt.Errorf("%w: datagram size %d bytes not in %d..%d", ErrConfig, c.DatagramBytes, wire.MinDatagramLen, wire.MaxFrameLen)
-	}
-	switch c.Network.(type) {
-	case nil, UDPNetwork:
-		err := bus.CheckInterfaceMTU(c.Interface, c.DatagramBytes)
-		var me *bus.MTUError
-		if fits := 0; !explicit && errors.As(err, &me) {
-			if fits = me.MTU - bus.IPv4UDPHeaderBytes; fits >= wire.MinDatagramLen {
-				c.DatagramBytes, err = fits, nil
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-	}
+	c.DatagramBytes = b
 	return nil
 }
 
-// recvDatagramBytes is the size of each of the node's receive buffers:
-// one datagram of DatagramBytes (the MAC tag is inside that budget, see
-// datagramLen), and never less than bus.DatagramBytesDefault, today's
-// buffer for the default size.
-func (c *Config) recvDatagramBytes() int { return max(bus.DatagramBytesDefault, c.DatagramBytes) }
-
-// Endpoint is one of a node's sockets: batched receive and send, and
-// counters.
-type Endpoint interface {
-	bus.Conn
-	bus.CounterReader
-}
-
-// groupMember is the optional ability of a multicast receiver to leave
-// its group and rejoin it (bus.UDP has it). A primary leaves: it needs
-// nothing that arrives on the group, and its own frames, looped back to
-// every socket on the host, would wake it for nothing (issue 18, item 4).
-// An endpoint without it (in-memory, simulated) stays joined and the
-// multicast filter drops the node's own frames instead.
-type groupMember interface {
-	LeaveGroup() error
-	RejoinGroup() error
-}
-
-// Network opens a node's endpoints. UDPNetwork (the default) opens real
-// sockets; MemNetwork runs a node over bus.MemNetwork, so the same runtime
-// is tested under seeded loss, duplication and reordering.
-type Network interface {
-	Unicast(local netip.AddrPort, filter bus.Filter) (Endpoint, error)
-	MulticastReceiver(group netip.AddrPort, iface string, filter bus.Filter) (Endpoint, error)
-	MulticastSender(group netip.AddrPort, iface string, ttl int) (Endpoint, error)
-}
-
-// UDPNetwork opens real UDP sockets with the given tuning.
-type UDPNetwork struct {
-	Tuning bus.Tuning
-}
-
-// Unicast implements Network.
-func (u UDPNetwork) Unicast(local netip.AddrPort, filter bus.Filter) (Endpoint, error) {
-	return endpoint(bus.ListenUnicast(bus.UnicastConfig{Addr: local, Tuning: u.Tuning, Filter: filter}))
-}
-
-// MulticastReceiver implements Network.
-func (u UDPNetwork) MulticastReceiver(group netip.AddrPort, iface string, filter bus.Filter) (Endpoint, error) {
-	return endpoint(bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: iface, Tuning: u.Tuning, Filter: filter}))
-}
-
-// MulticastSender implements Network.
-func (u UDPNetwork) MulticastSender(group netip.AddrPort, iface string, ttl int) (Endpoint, error) {
-	return endpoint(bus.NewMulticastSender(bus.MulticastSenderConfig{Group: group, Interface: iface, TTL: ttl, Tuning: u.Tuning}))
-}
-
-// endpoint returns a failed open as a nil Endpoint: returning the nil
-// *bus.UDP itself would make a non-nil interface holding a nil pointer,
-// which the node's cleanup would then Close.
-func endpoint(u *bus.UDP, err error) (Endpoint, error) {
-	if err != nil {
-		return nil, err
-	}
-	return u, nil
-}
-
-// MemNetwork places a node on host Host of an in-memory network.
-type MemNetwork struct {
-	Net  *bus.MemNetwork
-	Host netip.Addr
-}
-
-// Unicast implements Network.
-func (m MemNetwork) Unicast(local netip.AddrPort, filter bus.Filter) (Endpoint, error) {
-	return m.Net.Listen(local, filter)
-}
-
-// MulticastReceiver implements Network.
-func (m MemNetwork) MulticastReceiver(group netip.AddrPort, _ string, filter bus.Filter) (Endpoint, error) {
-	c, err := m.Net.Listen(netip.AddrPortFrom(m.Host, group.Port()), filter)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.JoinGroup(group.Addr()); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// MulticastSender implements Network.
-func (m MemNetwork) MulticastSender(netip.AddrPort, string, int) (Endpoint, error) {
-	return m.Net.Listen(netip.AddrPortFrom(m.Host, 0), bus.SendOnly)
+// transportConfig is the transport's part of c.
+func (c *Config) transportConfig() transport.Config {
+	return transport.Config{Network: c.Network, Listen: c.Listen, Group: c.Group, MarketData: c.MarketData, Interface: c.Interface, TTL: c.TTL,
+		Stream: c.Stream, Node: c.ID, DatagramBytes: c.DatagramBytes, Key: c.Key, Log: c.Log}
 }

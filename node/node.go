@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
@@ -15,6 +14,7 @@ import (
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/status"
+	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -43,7 +43,6 @@ type Node struct {
 
 	// The node's state, grouped by who owns it (each group's fields are
 	// promoted, so methods name them directly):
-	transport    // sockets, the pass's send queue, frame scratch, MACs
 	term         // the epoch, its fence and history, lease, in-sync set
 	primaryState // the leader core (sequencer, gate, publisher), the session table
 	replayState  // session replay: the output history and its budget
@@ -51,31 +50,13 @@ type Node struct {
 	snapshots    // the latest snapshot and the cuts waiting for the disk
 	lifecycle    // the agent, the fsync thread's kick, stop, status writer
 
+	// tr: the sockets, the MACs and the pass's send queue.
+	tr       *transport.Transport
+	frameBuf []byte // scratch: one frame being encoded, reused
+
 	stages StageObserver // Config.Observer, if it implements it
 	stats  status.Stats
 	md     mdState // market-data ring and recovery (mdfeed.go)
-}
-
-// transport is how the node talks: its endpoints and what one pass
-// sends.
-type transport struct {
-	uc     Endpoint     // unicast endpoint
-	mcRecv Endpoint     // replication group receiver
-	mcSend Endpoint     // replication group sender
-	mdSend Endpoint     // market-data sender (nil when not configured)
-	auth   *auth.Frames // nil without Config.Key
-	// scratch, reused
-	sealBuf  []byte
-	sendBuf  [1][]byte
-	frameBuf []byte
-	// txq batches the sends of one pass (txqueue.go).
-	txq bus.TxQueue
-	// drainer empties the send-only sockets (mcSend, mdSend) at tick
-	// cadence, outside the lock; only the agent uses it.
-	drainer *bus.Drainer
-	// truncationsLogged: the first datagram too large for the receive
-	// buffers was logged (noteTruncations); the sockets count them all.
-	truncationsLogged bool
 }
 
 // term is what the node knows of its term and whether it may lead:
@@ -152,13 +133,11 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	dlen := datagramLen(cfg.DatagramBytes, cfg.Key != nil)
+	dlen := transport.DatagramLen(cfg.DatagramBytes, cfg.Key != nil)
 	n := &Node{
-		cfg: cfg,
-		transport: transport{
-			frameBuf: make([]byte, 0, wire.MaxFrameLen),
-			drainer:  bus.NewDrainer(cfg.recvDatagramBytes()),
-		},
+		cfg:      cfg,
+		tr:       transport.New(cfg.transportConfig()),
+		frameBuf: make([]byte, 0, wire.MaxFrameLen),
 		primaryState: primaryState{
 			sessions: replica.NewSessions[netip.AddrPort](cfg.MaxSessions),
 			mdBatch:  wire.NewBatch(dlen),
@@ -181,10 +160,6 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.stages, _ = n.cfg.Observer.(StageObserver)
-	if cfg.Key != nil {
-		n.auth = auth.NewFrames(cfg.Key, cfg.Stream, cfg.ID)
-		n.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
-	}
 	if err := n.openLease(); err != nil {
 		return nil, err
 	}
@@ -193,21 +168,21 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.initSnapshots()
-	if err := n.openSockets(); err != nil {
+	if err := n.tr.Open(); err != nil {
 		n.j.Close()
 		n.closeArbiter()
-		return nil, err
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	if cfg.Role == RolePrimary {
 		if err := n.becomePrimary(cfg.Epoch); err != nil {
-			n.closeSockets()
+			n.tr.Close()
 			n.j.Close()
 			return nil, err
 		}
 		// A static primary's history is all its own: announce it from 0.
 		n.tm.History().Reset()
 	} else if err := n.becomeStandby(); err != nil {
-		n.closeSockets()
+		n.tr.Close()
 		n.j.Close()
 		n.closeArbiter()
 		return nil, err
@@ -222,42 +197,6 @@ func (n *Node) closeArbiter() {
 		}
 	}
 }
-
-// noteTruncations logs, once, that a receiving socket dropped a datagram
-// longer than its buffers: a member or client sends larger datagrams than
-// this node's DatagramBytes. Every one is counted in the status
-// (unicast and multicast ReceiveTruncations). Tick cadence: a few atomic
-// loads a millisecond until the first one, nothing after.
-func (n *Node) noteTruncations() {
-	if n.truncationsLogged {
-		return
-	}
-	var unicast, multicast uint64
-	if n.uc != nil {
-		unicast = n.uc.Counters().ReceiveTruncations
-	}
-	if n.mcRecv != nil {
-		multicast = n.mcRecv.Counters().ReceiveTruncations
-	}
-	if unicast+multicast == 0 {
-		return
-	}
-	n.truncationsLogged = true
-	n.cfg.Log.Error("dropped a datagram larger than this node's datagram size: every member and client must use the same datagram size",
-		"datagram_bytes", n.cfg.DatagramBytes, "unicast_truncations", unicast, "multicast_truncations", multicast)
-}
-
-// datagramLen is the frame budget of one datagram of datagramBytes
-// (Config.DatagramBytes): the MAC tag, when frames are sealed, must fit
-// too.
-func datagramLen(datagramBytes int, sealed bool) int {
-	if sealed {
-		return datagramBytes - wire.TagLen
-	}
-	return datagramBytes
-}
-
-func (n *Node) datagramLen() int { return datagramLen(n.cfg.DatagramBytes, n.auth != nil) }
 
 // nowNs is monotonic nanoseconds since the node started (Go's monotonic
 // clock; never the wall clock).
@@ -361,90 +300,6 @@ func (n *Node) rebuildState() error {
 	return nil
 }
 
-func (n *Node) openSockets() error {
-	nw := n.cfg.Network
-	var err error
-	n.uc, err = nw.Unicast(n.cfg.Listen, headerFilter)
-	if err != nil {
-		return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
-	}
-	n.mcRecv, err = nw.MulticastReceiver(n.cfg.Group, n.cfg.Interface, n.multicastFilter)
-	if err != nil {
-		n.closeSockets()
-		return fmt.Errorf("node: join %s on %q: %w", n.cfg.Group, n.cfg.Interface, err)
-	}
-	n.mcSend, err = nw.MulticastSender(n.cfg.Group, n.cfg.Interface, n.cfg.TTL)
-	if err != nil {
-		n.closeSockets()
-		return fmt.Errorf("node: multicast sender %s: %w", n.cfg.Group, err)
-	}
-	if n.cfg.MarketData.IsValid() {
-		n.mdSend, err = nw.MulticastSender(n.cfg.MarketData, n.cfg.Interface, n.cfg.TTL)
-		if err != nil {
-			n.closeSockets()
-			return fmt.Errorf("node: market-data sender %s: %w", n.cfg.MarketData, err)
-		}
-	}
-	return nil
-}
-
-func (n *Node) closeSockets() {
-	for _, c := range []Endpoint{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
-		if c != nil {
-			c.Close()
-		}
-	}
-}
-
-// headerFilter drops datagrams whose header does not parse, so the bus
-// counts them by reason before they reach the lock.
-func headerFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
-	if _, err := wire.ParseHeader(pkt); err != nil {
-		return bus.DropBadHeader
-	}
-	return bus.Accept
-}
-
-// multicastFilter is headerFilter for the replication group, and it also
-// drops this node's own frames (the kernel loops a sender's multicast back
-// to every socket on the host) at the header, before any checksum or MAC
-// work, counting them as bus.DropOwnFrame. A primary normally left the
-// group (setGroupMember); this catches what was queued before it left and
-// what an endpoint that cannot leave delivers. COMMAND frames carry the
-// client's node field and lease frames the witness's, so they pass.
-func (n *Node) multicastFilter(pkt []byte, _ netip.AddrPort) bus.DropReason {
-	h, err := wire.ParseHeader(pkt)
-	if err != nil {
-		return bus.DropBadHeader
-	}
-	if h.Node == n.cfg.ID && h.Type != wire.TypeCommand && !wire.IsLease(h.Type) {
-		return bus.DropOwnFrame
-	}
-	return bus.Accept
-}
-
-// setGroupMember makes the multicast receiver leave the group (member
-// false: this node leads, and nothing on the group is for it) or rejoin
-// it (a standby follows the group). A failure is logged and counted; the
-// multicast filter still drops the node's own frames, so leading on while
-// joined costs wake-ups, never correctness.
-func (n *Node) setGroupMember(member bool) {
-	g, ok := n.mcRecv.(groupMember)
-	if !ok {
-		return
-	}
-	var err error
-	if member {
-		err = g.RejoinGroup()
-	} else {
-		err = g.LeaveGroup()
-	}
-	if err != nil {
-		n.stats.GroupMembershipErrors++
-		n.cfg.Log.Warn("multicast group membership", "member", member, "err", err)
-	}
-}
-
 // Start runs the node's agent thread (agent.go), and the fsync thread and
 // status writer where the configuration needs them.
 func (n *Node) Start() error {
@@ -475,7 +330,7 @@ func (n *Node) Close() error {
 		n.agent.runner.Close()
 	}
 	n.closeArbiter()
-	n.closeSockets()
+	n.tr.Close()
 	n.mu.Lock()
 	n.finishSnapshotWrite()
 	err := n.j.Sync()
@@ -494,7 +349,7 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.CountDrop(err)
 		return
 	}
-	if n.auth != nil && !n.verify(&f, now) {
+	if !n.tr.Verify(&f, n.tm.Fence().Highest(), now) {
 		return
 	}
 	if wire.IsLease(f.Type) {
@@ -520,7 +375,7 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.DropUnknownNode++ // not a configured node of this cluster
 		return
 	}
-	if !n.fresh(&f) {
+	if !n.tr.Fresh(&f) {
 		return
 	}
 	if n.tm.Primary() {
@@ -540,21 +395,6 @@ func (n *Node) afterBatch(now int64) {
 		n.primaryAfterBatch(now)
 	} else {
 		n.standbyAfterBatch(now)
-	}
-}
-
-// drainSendOnly reads and discards whatever arrived on the send-only
-// sockets: nobody should send to them, but anyone can, and the bus counts
-// each datagram (DropSendOnly) as it drains it. One non-blocking read per
-// socket per tick when nothing arrived; it runs outside the node's lock so
-// it never delays a command.
-func (n *Node) drainSendOnly() {
-	for _, c := range []Endpoint{n.mcSend, n.mdSend} {
-		if c != nil {
-			// Errors are counted by the bus (ReceiveErrors); ErrClosed
-			// only happens while the node closes.
-			_, _ = n.drainer.Drain(c)
-		}
 	}
 }
 
@@ -583,42 +423,6 @@ func (n *Node) onDurable(now int64) {
 	}
 }
 
-// send sends one frame to addr on the unicast socket (at the end of the
-// pass, during one: txqueue.go).
-func (n *Node) send(frame []byte, to netip.AddrPort) {
-	sealed := n.seal(frame)
-	if n.queueFrame(n.uc, sealed, to) {
-		return
-	}
-	n.sendBuf[0] = sealed
-	if err := n.uc.Send(n.sendBuf[:], to); err != nil {
-		n.stats.SendErrors++
-	}
-	n.sendBuf[0] = nil
-}
-
-// multicast sends one frame to the replication group. During a pass it is
-// queued behind what the pass queued before it (txqueue.go), so the DATA
-// frames a pass sealed leave together, with one sendmmsg, when the
-// primary flushes the queue after sequencing the pass (flushData: before
-// the journal write and the releases, which the standby's ack waits
-// for). Outside a pass it leaves at once.
-func (n *Node) multicast(frame []byte) {
-	sealed := n.seal(frame)
-	// A long pass: the frames filled so far need not wait for the rest.
-	queued, failed := n.txq.QueueUpTo(n.mcSend, sealed, n.cfg.Group, dataFramesPerSend)
-	n.stats.SendErrors += uint64(failed)
-	if queued {
-		return
-	}
-	n.flushTx()
-	n.sendBuf[0] = sealed
-	if err := n.mcSend.Send(n.sendBuf[:], n.cfg.Group); err != nil {
-		n.stats.SendErrors++
-	}
-	n.sendBuf[0] = nil
-}
-
 func (n *Node) origin() wire.Origin {
 	return wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: n.tm.Epoch()}
 }
@@ -636,15 +440,7 @@ func (n *Node) Released() uint64 {
 
 // SocketReports says what the kernel granted each socket (buffers,
 // busy-poll), for start-up warnings and `stat`.
-func (n *Node) SocketReports() []bus.Report {
-	var out []bus.Report
-	for _, c := range []Endpoint{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
-		if r, ok := c.(interface{ Report() bus.Report }); ok && c != nil {
-			out = append(out, r.Report())
-		}
-	}
-	return out
-}
+func (n *Node) SocketReports() []bus.Report { return n.tr.Reports() }
 
 // Role returns the current role.
 func (n *Node) Role() Role {

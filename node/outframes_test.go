@@ -107,12 +107,12 @@ func passOf(n *Node, pkts [][]byte, from []netip.AddrPort) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.nowNs()
-	n.beginPass()
+	n.tr.Begin()
 	for i, p := range pkts {
 		n.onDatagram(p, from[i], now)
 	}
 	n.afterBatch(now)
-	n.endPass()
+	n.tr.End()
 }
 
 // releaseAll acknowledges seq as the standby, in one Deliver (one pass):

@@ -40,10 +40,10 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		return err
 	}
 	l, err := replica.NewLeader(replica.LeaderConfig{
-		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.datagramLen(), MaxCommandBytes: MaxCommandBytes},
+		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.tr.DatagramLen(), MaxCommandBytes: MaxCommandBytes},
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
 		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.journalBroken,
-		DatagramLen: n.datagramLen(), MarketData: n.mdSend != nil, Track: n.rel.core,
+		DatagramLen: n.tr.DatagramLen(), MarketData: n.tr.MarketData(), Track: n.rel.core,
 	}, prim, n.eng, n.j, n.sessions, n.replay, n.md.Feed)
 	if err != nil {
 		return err
@@ -53,7 +53,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if seq, ok := n.latestSnapshotSeq(); ok {
 		l.SnapshotWritten(seq)
 	}
-	n.setGroupMember(false) // our own DATA must not wake us
+	n.tr.SetGroupMember(false) // our own DATA must not wake us
 	n.cfg.Log.Info("leading", "epoch", epoch, "from", applied+1, "standbys", prim.Gate().InSync(nil))
 	return nil
 }
@@ -77,7 +77,7 @@ func (n *Node) primaryConfig(epoch uint64) replica.PrimaryConfig {
 // line, then a snapshot due. It runs right after every leader input that
 // can produce frames (Next, Apply, Heartbeat, Announce, Nak; EndBatch and
 // Tick through flushData), so each frame meets the node's send path (the
-// pass's queue, txqueue.go) in the order the sequencer sealed it.
+// pass's queue, transport.Transport) in the order the sequencer sealed it.
 func (n *Node) leaderReady() {
 	l := n.ldr
 	if !l.HasReady() {
@@ -86,9 +86,9 @@ func (n *Node) leaderReady() {
 	rd := l.Ready()
 	for _, o := range rd.Frames {
 		if o.Group {
-			n.multicast(o.Frame)
+			n.tr.Multicast(o.Frame)
 		} else if addr, ok := n.cfg.Peers[o.Node]; ok {
-			n.send(o.Frame, addr)
+			n.tr.Send(o.Frame, addr)
 		} else {
 			n.stats.DropUnknownNode++
 		}
@@ -102,7 +102,7 @@ func (n *Node) leaderReady() {
 	}
 	l.Advance()
 	if rd.Snapshot != 0 {
-		n.flushTx() // the encoding must not hold back the frames sealed so far
+		n.tr.Flush() // the encoding must not hold back the frames sealed so far
 		n.periodicSnapshot(rd.Snapshot)
 	}
 }
@@ -218,7 +218,7 @@ func (n *Node) primaryAfterBatch(now int64) {
 // leader's Ready first (what an EndBatch or Tick just produced).
 func (n *Node) flushData() {
 	n.leaderReady()
-	n.flushTx()
+	n.tr.Flush()
 }
 
 // afterAppend lets durability follow the appends: with fsync none the
@@ -324,11 +324,11 @@ func newReleaseTrack() releaseTrack {
 // (dropped when the session has none) or to the market-data group.
 func (n *Node) sendReleased(fr replica.Frame) {
 	if fr.MarketData {
-		n.sendMarketData(fr.Bytes)
+		n.tr.SendMarketData(fr.Bytes)
 		return
 	}
 	if addr, ok := n.sessions.Addr(fr.Session); ok {
-		n.send(fr.Bytes, addr)
+		n.tr.Send(fr.Bytes, addr)
 	}
 }
 
@@ -337,16 +337,8 @@ func (n *Node) flushMarketData() {
 	if n.mdBatch.Count() == 0 {
 		return
 	}
-	n.sendMarketData(n.mdBatch.Bytes())
+	n.tr.SendMarketData(n.mdBatch.Bytes())
 	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
-}
-
-func (n *Node) sendMarketData(frame []byte) {
-	n.sendBuf[0] = n.seal(frame)
-	if err := n.mdSend.Send(n.sendBuf[:], n.cfg.MarketData); err != nil {
-		n.stats.SendErrors++
-	}
-	n.sendBuf[0] = nil
 }
 
 // mayLeadNow is the pure query before a command is accepted: this node

@@ -92,9 +92,9 @@ func (n *Node) carryOut(a session.Answer, to netip.AddrPort) {
 	case session.Send:
 		frames := n.replay.Frames(&a, n.origin())
 		for frame, ok := frames.Next(); ok; frame, ok = frames.Next() {
-			n.send(frame, to)
+			n.tr.Send(frame, to)
 		}
 		a.End.Origin = n.origin()
-		n.send(a.End.Append(n.frameBuf[:0]), to)
+		n.tr.Send(a.End.Append(n.frameBuf[:0]), to)
 	}
 }

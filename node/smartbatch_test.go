@@ -9,6 +9,7 @@ import (
 
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -32,12 +33,12 @@ func onePass(n *Node, pkts ...[]byte) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.nowNs()
-	n.beginPass()
+	n.tr.Begin()
 	for _, p := range pkts {
 		n.onDatagram(p, replayClient, now)
 	}
 	n.afterBatch(now)
-	n.endPass()
+	n.tr.End()
 }
 
 // Smart batching (issue 18 item 7): a pass that received many COMMAND
@@ -95,7 +96,7 @@ func TestPassSendsDataBeforeItsJournalWrite(t *testing.T) {
 	*log = (*log)[:0]
 	n.mu.Lock()
 	now := n.nowNs()
-	n.beginPass()
+	n.tr.Begin()
 	n.onDatagram(commandsFrame(7, 1, 10), replayClient, now)
 	n.ldr.EndBatch(now)
 	n.flushData()
@@ -103,7 +104,7 @@ func TestPassSendsDataBeforeItsJournalWrite(t *testing.T) {
 	_, written := n.j.Last()
 	durable := n.j.Durable()
 	n.afterAppend(now)
-	n.endPass()
+	n.tr.End()
 	n.mu.Unlock()
 	if sentBeforeWrite != 1 || written != 10 || durable != 0 {
 		t.Fatalf("before the journal write: %d calls sent, journal last %d durable %d; want the DATA call sent and nothing durable", sentBeforeWrite, written, durable)
@@ -143,12 +144,12 @@ func TestPassAndReleaseDoNotAllocate(t *testing.T) {
 	step := func() {
 		n.mu.Lock()
 		now := n.nowNs()
-		n.beginPass()
+		n.tr.Begin()
 		for k, cmd := range cmds[i*perPass : (i+1)*perPass] {
 			n.onDatagram(cmd, from[k%len(from)], now)
 		}
 		n.afterBatch(now)
-		n.endPass()
+		n.tr.End()
 		n.mu.Unlock()
 		clk.ns += 1000
 		n.Deliver(acks[i], n.cfg.Peers[replayStandby])
@@ -233,12 +234,12 @@ func TestStandbyAcksOncePerPass(t *testing.T) {
 	}
 	n.mu.Lock()
 	now := n.nowNs()
-	n.beginPass()
+	n.tr.Begin()
 	for _, p := range pkts {
 		n.onDatagram(p, primary, now)
 	}
 	n.afterBatch(now)
-	n.endPass()
+	n.tr.End()
 	n.mu.Unlock()
 	var acks []uint64
 	for _, c := range log {
@@ -253,7 +254,7 @@ func TestStandbyAcksOncePerPass(t *testing.T) {
 	}
 }
 
-// A pass that fills more DATA frames than dataFramesPerSend sends them in
+// A pass that fills more DATA frames than transport.FramesPerSend sends them in
 // calls of that many as they fill, not all at the end of the pass: the
 // first frames do not wait for hundreds more commands.
 func TestLongPassSendsDataInBoundedCalls(t *testing.T) {
@@ -267,8 +268,8 @@ func TestLongPassSendsDataInBoundedCalls(t *testing.T) {
 	log = log[:0]
 	onePass(n, pkts...)
 	frames := int(n.ldr.Sequencer().Stats().Frames)
-	if frames <= dataFramesPerSend {
-		t.Fatalf("the pass filled %d DATA frames; the test needs more than %d", frames, dataFramesPerSend)
+	if frames <= transport.FramesPerSend {
+		t.Fatalf("the pass filled %d DATA frames; the test needs more than %d", frames, transport.FramesPerSend)
 	}
 	var sizes []int
 	total := 0
@@ -278,13 +279,13 @@ func TestLongPassSendsDataInBoundedCalls(t *testing.T) {
 			total += len(c.types)
 		}
 	}
-	want := (frames + dataFramesPerSend - 1) / dataFramesPerSend
+	want := (frames + transport.FramesPerSend - 1) / transport.FramesPerSend
 	if total != frames || len(sizes) != want {
-		t.Fatalf("%d DATA frames went out in calls of %v, want %d calls of at most %d", frames, sizes, want, dataFramesPerSend)
+		t.Fatalf("%d DATA frames went out in calls of %v, want %d calls of at most %d", frames, sizes, want, transport.FramesPerSend)
 	}
 	for _, k := range sizes[:len(sizes)-1] {
-		if k != dataFramesPerSend {
-			t.Fatalf("calls of %v: every call but the last should carry %d", sizes, dataFramesPerSend)
+		if k != transport.FramesPerSend {
+			t.Fatalf("calls of %v: every call but the last should carry %d", sizes, transport.FramesPerSend)
 		}
 	}
 }

@@ -55,7 +55,7 @@ func (n *Node) latestSnapshotSeq() (uint64, bool) {
 func (n *Node) initSnapshots() {
 	n.snapw = journal.NewSnapshotWriter(n.j, journal.SnapshotWriterOptions{Inline: n.cfg.Clock != nil, NowNs: n.nowNs})
 	n.snapServe = sequencer.NewSnapshotServer(sequencer.SnapshotServerConfig{
-		Every: n.cfg.SnapshotEvery, ChunkBytes: wire.MaxSnapshotData(n.datagramLen()), Burst: SnapshotChunkBurst, Budget: sequencer.NewSnapshotBudget(0, 0),
+		Every: n.cfg.SnapshotEvery, ChunkBytes: wire.MaxSnapshotData(n.tr.DatagramLen()), Burst: SnapshotChunkBurst, Budget: sequencer.NewSnapshotBudget(0, 0),
 	})
 }
 
@@ -166,7 +166,7 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.Ad
 		switch st {
 		case sequencer.ChunkReady:
 			n.frameBuf = frame
-			n.send(frame, to)
+			n.tr.Send(frame, to)
 			n.stats.SnapshotChunksSent++
 		case sequencer.ChunkRefusedFirst:
 			seq, _ := n.snapServe.Latest()
@@ -184,7 +184,7 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.Ad
 func (n *Node) sendSnapshotRequest(req *wire.SnapshotRequest) {
 	req.Origin = n.origin()
 	n.frameBuf = req.Append(n.frameBuf[:0])
-	n.send(n.frameBuf, n.primaryAddr)
+	n.tr.Send(n.frameBuf, n.primaryAddr)
 }
 
 // installSnapshot replaces the state with a fetched snapshot at seq,

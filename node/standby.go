@@ -33,7 +33,7 @@ func newFollower(cfg *Config, dlen int) *replica.Follower {
 
 // becomeStandby makes this node follow the highest epoch it knows.
 func (n *Node) becomeStandby() error {
-	n.setGroupMember(true) // a no-op unless we led
+	n.tr.SetGroupMember(true) // a no-op unless we led
 	n.tm.BecomeStandby()
 	return n.fol.Reset(n.eng.AppliedSeq())
 }
@@ -202,7 +202,7 @@ func (n *Node) followerReady() {
 	if rd.HasNak {
 		rd.Nak.Origin = n.origin()
 		n.frameBuf = rd.Nak.Append(n.frameBuf[:0])
-		n.send(n.frameBuf, n.primaryAddr)
+		n.tr.Send(n.frameBuf, n.primaryAddr)
 		n.stats.NaksSent++
 	}
 	if rd.HasRequest {
@@ -211,7 +211,7 @@ func (n *Node) followerReady() {
 	if rd.HasAck {
 		a := wire.Ack{Origin: n.origin(), Seq: rd.Ack}
 		n.frameBuf = a.Append(n.frameBuf[:0])
-		n.send(n.frameBuf, n.primaryAddr)
+		n.tr.Send(n.frameBuf, n.primaryAddr)
 		n.stats.AcksSent++
 	}
 	n.fol.Advance()
@@ -268,5 +268,5 @@ func (n *Node) askForNewEpoch(id uint32, now int64) {
 	}
 	a := wire.Ack{Origin: n.origin(), Seq: n.fol.Window().Ack()}
 	n.frameBuf = a.Append(n.frameBuf[:0])
-	n.send(n.frameBuf, addr)
+	n.tr.Send(n.frameBuf, addr)
 }

@@ -50,23 +50,7 @@ func (n *Node) statusLocked() status.Status {
 	st.Journal.FirstSeq = n.j.First()
 	_, st.Journal.LastSeq = n.j.Last()
 	st.SnapshotsWriting = n.snapw.Waiting()
-	if n.uc != nil {
-		st.Unicast = status.FromCounters(n.uc.Counters())
-	}
-	if n.mcRecv != nil {
-		st.Multicast = status.FromCounters(n.mcRecv.Counters())
-	}
-	if n.mcSend != nil {
-		c := n.mcSend.Counters()
-		st.MulticastSend = status.FromCounters(c)
-		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
-	}
-	if n.mdSend != nil {
-		c := n.mdSend.Counters()
-		md := status.FromCounters(c)
-		st.MarketDataSend = &md
-		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
-	}
+	n.socketStatus(&st)
 	if n.tm.Primary() {
 		st.Released = n.ldr.Primary().Gate().Released()
 		st.Sequencer = n.ldr.Sequencer().Stats()
@@ -134,18 +118,31 @@ func (n *Node) standbysLocked(nowNs int64) []status.StandbyStatus {
 // SocketSyscalls is Status.Syscalls read straight from the sockets'
 // atomic counters (no lock, no allocation): a stage trace's window
 // samples it from the node's agent, in an Observer call.
-func (n *Node) SocketSyscalls() uint64 {
-	var sum uint64
-	for _, s := range [...]Endpoint{n.uc, n.mcRecv, n.mcSend, n.mdSend} {
-		if s == nil {
-			continue
-		}
-		c := s.Counters()
-		for i := range c.SendBatches {
-			sum += c.SendBatches[i] + c.ReceiveBatches[i]
-		}
+func (n *Node) SocketSyscalls() uint64 { return n.tr.Syscalls() }
+
+// socketStatus fills st's socket rows and the transport's counters.
+func (n *Node) socketStatus(st *status.Status) {
+	s := n.tr.Sockets()
+	if s.Unicast != nil {
+		st.Unicast = status.FromCounters(s.Unicast.Counters())
 	}
-	return sum
+	if s.Multicast != nil {
+		st.Multicast = status.FromCounters(s.Multicast.Counters())
+	}
+	if s.MulticastSend != nil {
+		c := s.MulticastSend.Counters()
+		st.MulticastSend = status.FromCounters(c)
+		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
+	}
+	if s.MarketDataSend != nil {
+		c := s.MarketDataSend.Counters()
+		md := status.FromCounters(c)
+		st.MarketDataSend = &md
+		st.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
+	}
+	tc := n.tr.Counters()
+	st.Node.SendErrors, st.Node.GroupMembershipErrors = tc.SendErrors, tc.GroupMembershipErrors
+	st.Node.DropNoMAC, st.Node.DropBadMAC, st.Node.DropUnknownKey, st.Node.DropReplay = tc.DropNoMAC, tc.DropBadMAC, tc.DropUnknownKey, tc.DropReplay
 }
 
 // stageBatch tells a StageObserver that the commands about to be
