@@ -304,7 +304,7 @@ func (n *Node) reconcile(rd *replica.RolesReady, ne *wire.NewEpoch, applied uint
 // past it and rebuilds the state machine from what is left.
 func (n *Node) resetHistory(seq uint64) error {
 	n.fol.ResetHashes()
-	n.abandonSnapshotWrite() // it may hold state past seq
+	n.snaps.Abandon() // it may hold state past seq
 	if err := n.j.DropSnapshotsAbove(seq); err != nil {
 		return err
 	}
@@ -313,8 +313,8 @@ func (n *Node) resetHistory(seq uint64) error {
 	// to that snapshot (it was compacted behind a snapshot just dropped),
 	// nothing short of the whole history can be rebuilt: discard it all
 	// and fetch the state from the primary (sim bug D).
-	n.snapServe.Drop() // it may hold a snapshot just dropped
-	base, _ := n.latestSnapshotSeq()
+	n.snaps.Drop() // it may hold a snapshot just dropped
+	base, _ := n.snaps.Latest()
 	var err error
 	if seq == 0 || seq < n.j.First() || n.j.First() > base+1 {
 		n.setRefetching(true) // before the history goes: a crash must not forget
@@ -329,7 +329,7 @@ func (n *Node) resetHistory(seq uint64) error {
 	if err != nil {
 		return err
 	}
-	n.snapServe.Drop()
+	n.snaps.Drop()
 	if err := n.rebuildState(); err != nil {
 		// Never run on a half-built state: start empty and refetch.
 		n.cfg.Log.Error("rebuild after truncation failed: discarding the history, refetching", "err", err)

@@ -714,7 +714,6 @@ func TestMDRingRefilledBelowTheSnapshot(t *testing.T) {
 			t.Fatalf("snapshots %v, want 80 and 40", seqs)
 		}
 		n.mu.Lock()
-		n.pollSnapshotWrite()
 		n.writePendingSnapshot()
 		n.mu.Unlock()
 		time.Sleep(time.Millisecond)

@@ -11,8 +11,8 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/replica"
-	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/session"
+	"github.com/seqbus/seqbus/snapshot"
 	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
@@ -47,12 +47,12 @@ type Node struct {
 	primaryState // the leader core (sequencer, gate, publisher), the session table
 	replayState  // session replay: the output history and its budget
 	standbyState // the follower core (window, NAKs, fetch, acks), the primary's address
-	snapshots    // the latest snapshot and the cuts waiting for the disk
 	lifecycle    // the agent, the fsync thread's kick, stop, status writer
 
 	// tr: the sockets, the MACs and the pass's send queue.
 	tr       *transport.Transport
-	frameBuf []byte // scratch: one frame being encoded, reused
+	snaps    *snapshot.Store // either role's: cut, written off the agent, served (snapshot.go)
+	frameBuf []byte          // scratch: one frame being encoded, reused
 
 	stages StageObserver // Config.Observer, if it implements it
 	stats  status.Stats
@@ -100,14 +100,6 @@ type standbyState struct {
 	// (replica.Follower); node carries out its Ready.
 	fol         *replica.Follower
 	primaryAddr netip.AddrPort
-}
-
-// snapshots are either role's (snapshot.go): the latest written (or cut
-// on demand), served to a fetching standby, and the cuts waiting for the
-// disk, written off the agent in order.
-type snapshots struct {
-	snapw     *journal.SnapshotWriter   // the cuts waiting for the disk
-	snapServe *sequencer.SnapshotServer // the latest, served in chunks
 }
 
 // lifecycle is the node's threads and their signals.
@@ -167,7 +159,6 @@ func New(cfg Config) (*Node, error) {
 		n.closeArbiter()
 		return nil, err
 	}
-	n.initSnapshots()
 	if err := n.tr.Open(); err != nil {
 		n.j.Close()
 		n.closeArbiter()
@@ -227,6 +218,7 @@ func (n *Node) recover() error {
 		return fmt.Errorf("node: open journal %s: %w", n.cfg.Dir, err)
 	}
 	n.j = j
+	n.initSnapshots()
 	if !n.refetching && journal.HasRefetchMarker(n.cfg.FS, n.cfg.Dir) {
 		n.refetching = true
 		n.cfg.Log.Warn("this node had discarded its history and not caught up before it stopped: refetching; it will not lead until caught up")

@@ -50,7 +50,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	}
 	n.ldr = l
 	n.mdPromoted()
-	if seq, ok := n.latestSnapshotSeq(); ok {
+	if seq, ok := n.snaps.Latest(); ok {
 		l.SnapshotWritten(seq)
 	}
 	n.tr.SetGroupMember(false) // our own DATA must not wake us
@@ -205,7 +205,6 @@ func (n *Node) primaryAfterBatch(now int64) {
 	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
-	n.pollSnapshotWrite()
 	n.writePendingSnapshot() // after the pass's frames and releases, off the agent
 }
 
@@ -251,7 +250,6 @@ func (n *Node) primaryTick(now int64) {
 	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
-	n.pollSnapshotWrite()
 	n.writePendingSnapshot()
 }
 

@@ -255,7 +255,7 @@ func TestSnapshotChunksBoundedPerStandby(t *testing.T) {
 		n.Deliver(frame, from)
 	}
 	st := n.Status()
-	chunks := n.snapServe.Chunks()
+	chunks := n.snaps.Chunks()
 	t.Logf("snapshot of %d chunks; sent %d, refused %d", chunks, st.Node.SnapshotChunksSent, st.Node.SnapshotChunksRefused)
 	if st.Node.SnapshotChunksSent > sequencer.DefaultSnapshotTransfersPerStandby*chunks || st.Node.SnapshotChunksRefused == 0 {
 		t.Fatalf("1000 requests of a %d-chunk snapshot: %d chunks sent, %d refused", chunks, st.Node.SnapshotChunksSent, st.Node.SnapshotChunksRefused)

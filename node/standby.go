@@ -222,7 +222,8 @@ func (n *Node) followerReady() {
 }
 
 func (n *Node) standbyAfterBatch(now int64) {
-	n.pollSnapshotWrite()
+	n.snaps.Poll()
+	n.snapshotsWritten()
 	if n.refetching && n.fol.Standby().Primary() != 0 && n.fol.Highest() > 0 && n.fol.Applied() >= n.fol.Highest() && !n.fol.Fetching() {
 		n.setRefetching(false)
 		n.stats.RefetchesDone++
@@ -249,7 +250,6 @@ func (n *Node) flushJournal() {
 }
 
 func (n *Node) standbyTick(now int64) {
-	n.pollSnapshotWrite()
 	n.writePendingSnapshot()
 	n.flushJournal()
 	n.fol.Durable(n.j.Durable())

@@ -49,7 +49,11 @@ func (n *Node) statusLocked() status.Status {
 	}
 	st.Journal.FirstSeq = n.j.First()
 	_, st.Journal.LastSeq = n.j.Last()
-	st.SnapshotsWriting = n.snapw.Waiting()
+	st.SnapshotsWriting = n.snaps.Waiting()
+	sc := n.snaps.Counters()
+	st.Node.Snapshots, st.Node.SnapshotsOnDemand, st.Node.SnapshotsInstalled = sc.Written, sc.OnDemand, sc.Installed
+	st.Node.SnapshotChunksSent, st.Node.SnapshotChunksRefused, st.Node.SnapshotRequestsNotBehind = sc.ChunksSent, sc.ChunksRefused, sc.RequestsNotBehind
+	st.Node.SnapshotEncodeNsMax, st.Node.SnapshotWriteNsMax, st.Node.SnapshotWaitNsMax = sc.EncodeNsMax, sc.WriteNsMax, sc.WaitNsMax
 	n.socketStatus(&st)
 	if n.tm.Primary() {
 		st.Released = n.ldr.Primary().Gate().Released()
