@@ -36,7 +36,7 @@ func (n *Node) onWitnessSet(r *arbiter.Reply, now int64) {
 // members and additions of caught-up standbys (witness mode); the
 // proposal leaves with the next release.
 func (n *Node) maintainInSync(now int64) {
-	if n.lease.link == nil || !n.tm.Primary() {
+	if n.lease == nil || !n.tm.Primary() {
 		return
 	}
 	n.ldr.Primary().Tick(now)
@@ -45,7 +45,7 @@ func (n *Node) maintainInSync(now int64) {
 
 // proposeInSync hands a Ready's in-sync proposal to the arbiter.
 func (n *Node) proposeInSync(base uint64, members []arbiter.NodeID, lagging []uint32, now int64) {
-	if err := n.lease.link.ProposeInSync(base, members, now); err != nil {
+	if err := n.lease.ProposeInSync(base, members, now); err != nil {
 		n.cfg.Log.Error("in-sync proposal", "err", err)
 		return
 	}

@@ -1,38 +1,22 @@
 package node
 
 import (
+	"errors"
 	"net/netip"
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/lease"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/wire"
-	"github.com/seqbus/seqbus/witness"
 )
 
-// leaseLink is the node's side of the lease: the arbiter.Link (keeper
-// and backend; nil for a static node) and, for the UDP witness, its
-// backend, whose replies arrive on the node's socket (onLease).
-type leaseLink struct {
-	link    *arbiter.Link
-	udp     *witness.Backend // the UDP witness (nil otherwise)
-	deliver func(arbiter.Reply)
-}
-
-// Keeper is the link's keeper (nil for a static node).
-func (l *leaseLink) Keeper() *arbiter.Keeper {
-	if l.link == nil {
-		return nil
-	}
-	return l.link.Keeper()
-}
-
-// openLease builds the link and its backend (the UDP witness, or
-// Config.NewArbiter's) when the node runs with a lease.
+// openLease builds the node's lease client (package lease: the UDP
+// witness, or Config.NewArbiter's backend); nil for a static node.
 func (n *Node) openLease() error {
 	cfg := &n.cfg
 	if !cfg.Witness.IsValid() && cfg.NewArbiter == nil {
-		return nil // a static node
+		return nil // a static node: no lease client, and no clock read for one
 	}
 	// Request IDs start from the wall clock, unique to this process run
 	// (arbiter.NewLink); a simulated clock keeps simulated runs replayable.
@@ -42,91 +26,44 @@ func (n *Node) openLease() error {
 	} else {
 		after = uint64(time.Now().UnixNano())
 	}
-	l, err := arbiter.NewLink(arbiter.NodeID(cfg.ID), cfg.Lease, after, n.newBackend)
-	if err != nil {
-		return err
-	}
-	n.lease.link = l
-	n.lease.deliver = n.deliverLease // one func value, not one per tick
-	return nil
+	c, err := lease.New(lease.Config{Node: cfg.ID, Stream: cfg.Stream, Lease: cfg.Lease, Witness: cfg.Witness, NewArbiter: cfg.NewArbiter,
+		After: after, Send: n.tr.Send, OnReply: n.onLeaseReply, NowNs: n.nowNs, RestampOnReply: cfg.Unsafe.LeaseFromReply, Log: cfg.Log})
+	n.lease = c
+	return err
 }
 
-// newBackend is Config.NewArbiter's backend, or the UDP witness's, which
-// sends with sendWitness.
-func (n *Node) newBackend(k *arbiter.Keeper) (arbiter.Backend, error) {
-	if n.cfg.NewArbiter != nil {
-		return n.cfg.NewArbiter(k)
-	}
-	n.lease.udp = witness.NewBackend(witness.NewClient(k, n.cfg.Stream), n.sendWitness)
-	return n.lease.udp, nil
-}
-
-// leaseTick sends the keeper's due request to the witness and acts on the
-// lease: a primary releases only while it may lead; a standby that was
-// granted a newer epoch promotes.
+// leaseTick sends the keeper's due request to the arbiter and acts on
+// the lease: a primary releases only while it may lead; a standby that
+// was granted a newer epoch promotes.
 func (n *Node) leaseTick(now int64) {
-	if n.lease.link == nil {
+	if n.lease == nil {
 		return
 	}
 	want := replica.WantLead(n.journalBroken, n.refetching, n.tm.Primary(), n.fol.Fetching())
-	if rd := n.lease.link.Tick(now, want, n.lease.deliver); rd.WentSilent {
-		n.witnessSilent(rd.SilentNs)
+	if n.lease.Tick(now, want) {
+		n.stats.WitnessSilent++
 	}
 	n.leaseChanged(now)
 }
 
-// sendWitness sends a lease request to the UDP witness (the
-// witness.Backend's send, called from leaseTick under the lock). Another
-// backend (package etcdarb) sends its own requests and delivers its
-// replies from Tick, already given to the keeper.
-func (n *Node) sendWitness(pkt []byte) { n.tr.Send(pkt, n.cfg.Witness) }
-
-// deliverLease acts on a reply another backend already gave the keeper
-// (from leaseTick, which then carries out what the lease decides).
-func (n *Node) deliverLease(r arbiter.Reply) {
-	now := n.nowNs()
-	n.noteLeaseReply(now)
-	n.onWitnessSet(&r, now)
-}
-
-func (n *Node) noteLeaseReply(now int64) {
-	if n.lease.link.Replied(now) {
-		n.cfg.Log.Info("arbiter answering again")
-	}
-}
-
-// witnessSilent says, once per episode (arbiter.Link), that the witness
-// has not answered for three lease durations: an unreachable or
-// misconfigured witness otherwise looks like a node that simply never
-// leads.
-func (n *Node) witnessSilent(silentNs int64) {
-	n.stats.WitnessSilent++
-	if n.lease.udp != nil {
-		n.cfg.Log.Error("witness unreachable: no reply; nobody leads without it (is `seqbus witness` running there, with the same --lease, --stream and --key?)",
-			"witness", n.cfg.Witness, "silent", time.Duration(silentNs))
-		return
-	}
-	n.cfg.Log.Error("arbiter unreachable: no lease reply; nobody leads without it", "silent", time.Duration(silentNs))
-}
-
-// onLease handles a reply from the witness.
+// onLease takes a lease frame: a reply of the UDP witness.
 func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
-	if n.lease.udp == nil || from != n.cfg.Witness {
+	r, err := n.lease.OnDatagram(pkt, from, now)
+	switch {
+	case errors.Is(err, lease.ErrUnexpected):
 		n.stats.DropUnexpected++
-		return
-	}
-	r, used, err := n.lease.udp.OnDatagram(pkt)
-	if err != nil {
+	case err != nil:
 		n.stats.CountDrop(err)
-		return
+	default:
+		n.onLeaseReply(r, now)
+		// What the lease decides is carried out after the batch
+		// (afterBatch).
 	}
-	n.noteLeaseReply(now)
-	if used && r.Granted() && n.cfg.Unsafe.LeaseFromReply {
-		n.lease.Keeper().UnsafeRestamp(now) // UNSAFE (mutation test)
-	}
-	n.onWitnessSet(&r, now)
-	// What the lease decides is carried out after the batch (afterBatch).
 }
+
+// onLeaseReply acts on a reply the keeper took (the in-sync set it
+// carries); what it decides is carried out by leaseChanged.
+func (n *Node) onLeaseReply(r arbiter.Reply, now int64) { n.onWitnessSet(&r, now) }
 
 // leaseChanged carries out, between batches, what the lease decides
 // (replica.PrimaryLease, replica.StandbyLease) as the term's role change
@@ -350,10 +287,10 @@ func (n *Node) epochOf(seq uint64) uint64 {
 
 // leaseView reports the lease as the node sees it, for status.
 func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64) {
-	if n.lease.link == nil {
+	if n.lease == nil {
 		return n.tm.Primary(), 0, n.tm.Epoch()
 	}
-	return n.lease.link.Lease(now)
+	return n.lease.Lease(now)
 }
 
 // stepDownRecord describes the latest step-down, for checkers: the epoch

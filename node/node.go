@@ -10,6 +10,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/lease"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/snapshot"
@@ -65,7 +66,7 @@ type term struct {
 	// tm: the role, the epoch led or followed, its fence and history, and
 	// the role changes (replica.Roles); node carries out its RolesReady.
 	tm            replica.Roles
-	lease         leaseLink      // keeper and backend (zero without a witness)
+	lease         *lease.Client  // keeper and backend (nil for a static node)
 	isr           replica.InSync // kept across roles: a grant's set
 	journalBroken bool           // an append failed: never lead again in this process
 	// refetching: the journal was set aside as corrupt; this node must not
@@ -182,10 +183,8 @@ func New(cfg Config) (*Node, error) {
 }
 
 func (n *Node) closeArbiter() {
-	if n.lease.link != nil {
-		if err := n.lease.link.Close(); err != nil {
-			n.cfg.Log.Warn("closing the arbiter client", "err", err)
-		}
+	if err := n.lease.Close(); err != nil {
+		n.cfg.Log.Warn("closing the arbiter client", "err", err)
 	}
 }
 

@@ -1,0 +1,166 @@
+// Package lease is a node's side of the lease at run time: the
+// arbiter.Link (the keeper and the backend it drives) over the UDP
+// witness (witness.Backend, whose replies arrive on the node's own
+// socket) or another backend (Config.NewArbiter, e.g. etcdarb), and the
+// log lines of an arbiter gone silent or answering again. What the lease
+// decides (promote, step down, stop releasing) is the node's, through
+// the keeper (replica.PrimaryLease, replica.StandbyLease).
+//
+// A static node (no witness, no arbiter) has no Client: New returns nil,
+// and a nil *Client answers as a node without a lease.
+package lease
+
+import (
+	"errors"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// ErrUnexpected is a lease frame from anyone but the configured UDP
+// witness (or to a node that has none).
+var ErrUnexpected = errors.New("lease: frame not from the configured witness")
+
+// Config is a Client's node, backend and hooks.
+type Config struct {
+	Node   uint32
+	Stream uint16
+	Lease  arbiter.Config
+	// Witness is the UDP witness's address; NewArbiter builds another
+	// backend. They are exclusive; with neither, New returns nil.
+	Witness    netip.AddrPort
+	NewArbiter func(*arbiter.Keeper) (arbiter.Backend, error)
+	// After: request IDs start above it, unique to this process run
+	// (arbiter.NewLink).
+	After uint64
+	// Send sends a request to the UDP witness on the node's socket.
+	Send func(pkt []byte, to netip.AddrPort)
+	// OnReply acts on a reply another backend gave the keeper during
+	// Tick (the UDP witness's come back from OnDatagram instead).
+	OnReply func(r arbiter.Reply, nowNs int64)
+	NowNs   func() int64 // monotonic nanoseconds
+	// RestampOnReply (UNSAFE, a mutation test's): time the lease from
+	// when a grant arrived, not from when its request left.
+	RestampOnReply bool
+	Log            *slog.Logger // nil: slog.Default()
+}
+
+// Client is the node's side of the lease.
+type Client struct {
+	cfg     Config
+	link    *arbiter.Link
+	udp     *witness.Backend // the UDP witness (nil otherwise)
+	deliver func(arbiter.Reply)
+}
+
+// New builds the link and its backend, or returns nil for a static node.
+func New(cfg Config) (*Client, error) {
+	if !cfg.Witness.IsValid() && cfg.NewArbiter == nil {
+		return nil, nil
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	c := &Client{cfg: cfg}
+	l, err := arbiter.NewLink(arbiter.NodeID(cfg.Node), cfg.Lease, cfg.After, c.newBackend)
+	if err != nil {
+		return nil, err
+	}
+	c.link = l
+	c.deliver = c.delivered // one func value, not one per tick
+	return c, nil
+}
+
+func (c *Client) newBackend(k *arbiter.Keeper) (arbiter.Backend, error) {
+	if c.cfg.NewArbiter != nil {
+		return c.cfg.NewArbiter(k)
+	}
+	c.udp = witness.NewBackend(witness.NewClient(k, c.cfg.Stream), c.sendWitness)
+	return c.udp, nil
+}
+
+// sendWitness sends a request to the UDP witness (the witness.Backend's
+// send, from Tick).
+func (c *Client) sendWitness(pkt []byte) { c.cfg.Send(pkt, c.cfg.Witness) }
+
+// Keeper is the link's keeper (nil for a static node).
+func (c *Client) Keeper() *arbiter.Keeper {
+	if c == nil {
+		return nil
+	}
+	return c.link.Keeper()
+}
+
+// Tick sends the keeper's due request (wantLead: this node may and
+// would lead); another backend delivers its replies from here, through
+// Config.OnReply. It reports whether the arbiter just went silent for
+// three lease durations (logged once per episode: an unreachable or
+// misconfigured witness otherwise looks like a node that simply never
+// leads).
+func (c *Client) Tick(nowNs int64, wantLead bool) (wentSilent bool) {
+	if c == nil {
+		return false
+	}
+	rd := c.link.Tick(nowNs, wantLead, c.deliver)
+	if !rd.WentSilent {
+		return false
+	}
+	if c.udp != nil {
+		c.cfg.Log.Error("witness unreachable: no reply; nobody leads without it (is `seqbus witness` running there, with the same --lease, --stream and --key?)",
+			"witness", c.cfg.Witness, "silent", time.Duration(rd.SilentNs))
+	} else {
+		c.cfg.Log.Error("arbiter unreachable: no lease reply; nobody leads without it", "silent", time.Duration(rd.SilentNs))
+	}
+	return true
+}
+
+func (c *Client) delivered(r arbiter.Reply) {
+	now := c.cfg.NowNs()
+	c.replied(now)
+	c.cfg.OnReply(r, now)
+}
+
+func (c *Client) replied(nowNs int64) {
+	if c.link.Replied(nowNs) {
+		c.cfg.Log.Info("arbiter answering again")
+	}
+}
+
+// OnDatagram takes a lease frame from the node's socket: a reply of the
+// UDP witness, already given to the keeper. ErrUnexpected: not from the
+// witness; another error: the frame did not decode.
+func (c *Client) OnDatagram(pkt []byte, from netip.AddrPort, nowNs int64) (arbiter.Reply, error) {
+	if c == nil || c.udp == nil || from != c.cfg.Witness {
+		return arbiter.Reply{}, ErrUnexpected
+	}
+	r, used, err := c.udp.OnDatagram(pkt)
+	if err != nil {
+		return arbiter.Reply{}, err
+	}
+	c.replied(nowNs)
+	if used && r.Granted() && c.cfg.RestampOnReply {
+		c.link.Keeper().UnsafeRestamp(nowNs) // UNSAFE (mutation test)
+	}
+	return r, nil
+}
+
+// ProposeInSync hands a primary's in-sync proposal to the arbiter.
+func (c *Client) ProposeInSync(base uint64, members []arbiter.NodeID, nowNs int64) error {
+	return c.link.ProposeInSync(base, members, nowNs)
+}
+
+// Lease is the lease as the keeper holds it, for status.
+func (c *Client) Lease(nowNs int64) (held bool, remainingNs int64, epoch uint64) {
+	return c.link.Lease(nowNs)
+}
+
+// Close closes the backend (the UDP witness's socket is the node's).
+func (c *Client) Close() error {
+	if c == nil {
+		return nil
+	}
+	return c.link.Close()
+}

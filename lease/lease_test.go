@@ -1,0 +1,116 @@
+package lease
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/witness"
+)
+
+var (
+	witnessAddr = netip.MustParseAddrPort("127.0.0.1:7100")
+	nodeAddr    = netip.MustParseAddrPort("127.0.0.1:7101")
+)
+
+type harness struct {
+	c       *Client
+	sent    [][]byte
+	replies int
+	now     int64
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{}
+	c, err := New(Config{Node: 1, Stream: 1, Lease: arbiter.DefaultConfig(), Witness: witnessAddr, After: 1,
+		Send: func(pkt []byte, to netip.AddrPort) {
+			if to != witnessAddr {
+				t.Errorf("a request went to %v, not the witness", to)
+			}
+			h.sent = append(h.sent, append([]byte(nil), pkt...))
+		},
+		OnReply: func(arbiter.Reply, int64) { h.replies++ },
+		NowNs:   func() int64 { return h.now },
+	})
+	if err != nil || c == nil {
+		t.Fatalf("New: %v, %v", c, err)
+	}
+	h.c = c
+	return h
+}
+
+// A static node has no client, and a nil client answers as a node
+// without a lease.
+func TestStaticNodeHasNoClient(t *testing.T) {
+	c, err := New(Config{Node: 1})
+	if c != nil || err != nil {
+		t.Fatalf("a node without a witness or arbiter got a client %v (%v)", c, err)
+	}
+	if c.Keeper() != nil || c.Tick(0, true) || c.Close() != nil {
+		t.Fatal("a nil client has a keeper, went silent or failed to close")
+	}
+	if _, err := c.OnDatagram([]byte{1}, witnessAddr, 0); !errors.Is(err, ErrUnexpected) {
+		t.Fatalf("a lease frame to a static node: %v, want ErrUnexpected", err)
+	}
+}
+
+// The client's requests reach a witness, whose grant, taken from the
+// node's socket, gives the keeper the lease; frames from elsewhere, or
+// that do not decode, are refused by reason.
+func TestGrantFromTheWitness(t *testing.T) {
+	h := newHarness(t)
+	core, err := witness.NewCore(witness.DefaultConfig(), arbiter.PersistentState{}, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := arbiter.DefaultConfig().LeaseDurationNs
+	for h.now = 0; h.now < 10*lease && !h.c.Keeper().MayLead(h.now); h.now += lease / 20 {
+		h.sent = h.sent[:0]
+		h.c.Tick(h.now, true)
+		for _, req := range h.sent {
+			rd := core.Step(req, nodeAddr, h.now)
+			reply := rd.Reply
+			if rd.MustPersist {
+				reply = core.Persisted(nil)
+			}
+			if reply == nil {
+				continue
+			}
+			if _, err := h.c.OnDatagram(reply, nodeAddr, h.now); !errors.Is(err, ErrUnexpected) {
+				t.Fatalf("a reply from another address: %v, want ErrUnexpected", err)
+			}
+			if _, err := h.c.OnDatagram(reply, witnessAddr, h.now); err != nil {
+				t.Fatalf("the witness's reply: %v", err)
+			}
+		}
+	}
+	if !h.c.Keeper().MayLead(h.now) {
+		t.Fatal("no lease after ten lease durations of a witness granting")
+	}
+	if held, _, epoch := h.c.Lease(h.now); !held || epoch == 0 {
+		t.Fatalf("lease held %v epoch %d after a grant", held, epoch)
+	}
+	if _, err := h.c.OnDatagram([]byte{1, 2, 3}, witnessAddr, h.now); err == nil || errors.Is(err, ErrUnexpected) {
+		t.Fatalf("garbage from the witness: %v, want a decode error", err)
+	}
+	if h.replies != 0 {
+		t.Fatalf("OnReply ran %d times: the UDP witness's replies come back from OnDatagram", h.replies)
+	}
+}
+
+// A witness that never answers is reported silent once per episode.
+func TestSilentWitnessReportedOnce(t *testing.T) {
+	h := newHarness(t)
+	lease := arbiter.DefaultConfig().LeaseDurationNs
+	silent := 0
+	for h.now = 0; h.now < 10*lease; h.now += lease / 10 {
+		if h.c.Tick(h.now, true) {
+			silent++
+		}
+	}
+	if silent != 1 || len(h.sent) == 0 {
+		t.Fatalf("silent reported %d times over ten lease durations, %d requests sent: want once, some", silent, len(h.sent))
+	}
+}
