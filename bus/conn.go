@@ -28,6 +28,12 @@ const (
 	WaitForever time.Duration = -1
 )
 
+// RecvBufferBytes is the size of each receive buffer of a member or
+// client that sends datagrams of datagramBytes (the MAC tag inside
+// them): never less than DatagramBytesDefault, so a peer with a smaller
+// size still reads the default size's datagrams whole.
+func RecvBufferBytes(datagramBytes int) int { return max(DatagramBytesDefault, datagramBytes) }
+
 // Receiver reads datagrams in batches into buffers the caller owns.
 type Receiver interface {
 	// Receive fills bufs[i][:sizes[i]] with datagram i and from[i] with its

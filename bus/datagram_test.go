@@ -101,3 +101,14 @@ func TestCheckInterfaceMTU(t *testing.T) {
 		t.Fatalf("missing interface: %v, want ErrNoInterface", err)
 	}
 }
+
+// Receive buffers hold a datagram of the configured size, and never less
+// than the default size's, so a peer configured smaller still reads a
+// default-size datagram whole.
+func TestRecvBufferBytes(t *testing.T) {
+	for _, c := range []struct{ in, want int }{{0, DatagramBytesDefault}, {1472, DatagramBytesDefault}, {DatagramBytesDefault, DatagramBytesDefault}, {8972, 8972}, {65507, 65507}} {
+		if got := RecvBufferBytes(c.in); got != c.want {
+			t.Errorf("RecvBufferBytes(%d) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}

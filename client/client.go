@@ -166,7 +166,7 @@ func Dial(opts Options) (*Client, error) {
 		c.resendBatch.Reset(wire.TypeCommand, c.origin(), 1)
 	}
 	c.resendFn = c.queueResend
-	rxBytes := recvDatagramBytes(opts.DatagramBytes)
+	rxBytes := bus.RecvBufferBytes(opts.DatagramBytes)
 	if opts.Poll {
 		arena := make([]byte, pollBatch*rxBytes)
 		c.rxBufs = make([][]byte, pollBatch)
@@ -203,11 +203,6 @@ func datagramBytes(n int) (int, error) {
 	}
 	return n, nil
 }
-
-// recvDatagramBytes is each receive buffer's size for datagrams of n
-// bytes (the MAC tag is inside them): never less than
-// bus.DatagramBytesDefault, the buffer of the default size.
-func recvDatagramBytes(n int) int { return max(bus.DatagramBytesDefault, n) }
 
 // nowNs is CLOCK_MONOTONIC: every time the client stamps (Result's stage
 // times) is absolute and comparable with the nodes' on the same host.

@@ -171,7 +171,7 @@ func OpenMarketData(opts MDOptions) (*MarketData, error) {
 			Send: m.sendRequest, Deliver: m.deliver, OnSnapshot: opts.OnSnapshot,
 		})
 	}
-	if err := m.start(opts.Idle, recvDatagramBytes(size)); err != nil {
+	if err := m.start(opts.Idle, bus.RecvBufferBytes(size)); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -7,7 +7,6 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/status"
-	"github.com/seqbus/seqbus/transport"
 )
 
 // The agent (issue 18, items 1–3 and 5): one locked OS thread per node
@@ -65,7 +64,7 @@ func newAgent(n *Node) (*agent, error) {
 	if n.cfg.StatusFile != "" {
 		a.status = status.NewPublisher(n.cfg.StatusFile, n.statusWrite)
 	}
-	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs, DatagramBytes: transport.RecvDatagramBytes(n.cfg.DatagramBytes),
+	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs, DatagramBytes: bus.RecvBufferBytes(n.cfg.DatagramBytes),
 		Warn: func(msg string, err error) { n.cfg.Log.Warn(msg, "err", err) }}
 	r, err := bus.NewAgentRunner(cfg, a, n.tr.Receivers()...)
 	if err != nil {

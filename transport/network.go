@@ -105,7 +105,7 @@ func (m MemNetwork) MulticastSender(netip.AddrPort, string, int) (Endpoint, erro
 // cannot hold it; the default shrinks to the MTU instead (a 1400-byte
 // tunnel or overlay gets 1372-byte datagrams, not a node that will not
 // start): every receiver's buffers hold at least bus.DatagramBytesDefault
-// (RecvDatagramBytes), so a default node on a smaller interface still
+// (bus.RecvBufferBytes), so a default node on a smaller interface still
 // reads its peers' and clients' default datagrams whole.
 func FitDatagram(nw Network, iface string, datagramBytes int) (int, error) {
 	explicit := datagramBytes != 0
@@ -130,12 +130,6 @@ func FitDatagram(nw Network, iface string, datagramBytes int) (int, error) {
 	}
 	return datagramBytes, nil
 }
-
-// RecvDatagramBytes is the size of each receive buffer for datagrams of
-// datagramBytes: one datagram (the MAC tag is inside that budget, see
-// DatagramLen), and never less than bus.DatagramBytesDefault, today's
-// buffer for the default size.
-func RecvDatagramBytes(datagramBytes int) int { return max(bus.DatagramBytesDefault, datagramBytes) }
 
 // DatagramLen is the frame budget of one datagram of datagramBytes: the
 // MAC tag, when frames are sealed, must fit too.

@@ -85,7 +85,7 @@ func New(cfg Config) *Transport {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	t := &Transport{cfg: cfg, drainer: bus.NewDrainer(RecvDatagramBytes(cfg.DatagramBytes))}
+	t := &Transport{cfg: cfg, drainer: bus.NewDrainer(bus.RecvBufferBytes(cfg.DatagramBytes))}
 	if cfg.Key != nil {
 		t.auth = auth.NewFrames(cfg.Key, cfg.Stream, cfg.Node)
 		t.sealBuf = make([]byte, 0, wire.MaxFrameLen+wire.TagLen)
