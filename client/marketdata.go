@@ -86,7 +86,7 @@ type MarketData struct {
 	sendBuf   [1][]byte
 	frame     []byte
 	levels    []wire.MDLevel
-	nextTick  int64 // the agent's next run of the recovery timers
+	nextTick  int64 // the agent's next run of the recovery timers (MDRecovery.DeadlineNs)
 	closeOnce sync.Once
 }
 
@@ -124,17 +124,14 @@ type MDOptions struct {
 	Idle bus.Idle
 }
 
-// mdTickNs is how often a quiet MarketData runs its recovery timers (its
-// agent's deadline: a park ends by then). It is the fallback for a quiet
-// feed only: while updates or answers arrive, the timers run on every
-// batch. No update waits on it except a retry of a request whose answer
-// was lost while the feed was silent.
-const mdTickNs = int64(5 * time.Millisecond)
-
-// mdIdleDeadlineNs bounds a park of a consumer without recovery (no
-// timers): it only bounds how long a Close may wait, which Stop's wake
-// makes immediate anyway.
+// mdIdleDeadlineNs bounds a park of a consumer with no timer due (no
+// recovery, or nothing to retry or probe): it only bounds how long a
+// Close may wait, which Stop's wake makes immediate anyway.
 const mdIdleDeadlineNs = int64(time.Second)
+
+// mdMinTickNs: the recovery timers run at most this often while a
+// deadline has passed (a guard: Tick moves every deadline it reaches).
+const mdMinTickNs = int64(100 * time.Microsecond)
 
 // OpenMarketData subscribes to the feed and, with opts.Recovery, fills
 // its gaps by re-request and resynchronizes from book snapshots on its own
@@ -217,6 +214,7 @@ func (a *mdAgent) DoWork(nowNs int64, rx *bus.Received) int {
 		}
 		if m.rec != nil {
 			m.rec.Tick(nowNs)
+			m.nextTick = m.recoveryDeadline(nowNs)
 		}
 		m.mu.Unlock()
 		work += b.Len()
@@ -224,10 +222,21 @@ func (a *mdAgent) DoWork(nowNs int64, rx *bus.Received) int {
 	if m.rec != nil && nowNs >= m.nextTick {
 		m.mu.Lock()
 		m.rec.Tick(nowNs)
+		m.nextTick = m.recoveryDeadline(nowNs)
 		m.mu.Unlock()
-		m.nextTick = nowNs + mdTickNs
 	}
 	return work
+}
+
+// recoveryDeadline is when the agent next runs the recovery's timers (a
+// retry or a probe: MDRecovery.DeadlineNs), bounded by mdIdleDeadlineNs
+// when none is due (under m.mu; only the agent moves nextTick).
+func (m *MarketData) recoveryDeadline(nowNs int64) int64 {
+	d, ok := m.rec.DeadlineNs()
+	if !ok {
+		return nowNs + mdIdleDeadlineNs
+	}
+	return min(max(d, nowNs+mdMinTickNs), nowNs+mdIdleDeadlineNs)
 }
 
 func (a *mdAgent) DeadlineNs() int64 {

@@ -288,6 +288,22 @@ func (r *MDRecovery) Tick(nowNs int64) {
 	r.giveUp(nowNs)
 }
 
+// DeadlineNs is when Tick next has something to do: the timeout of the
+// request in flight, or the probe of a quiet feed. false: nothing until
+// an update or an answer arrives (recovery off, or no update seen and
+// not delivering from the start). A Tick before it changes nothing, so
+// an agent may sleep until it; it moves only when an update, an answer
+// or a Tick does.
+func (r *MDRecovery) DeadlineNs() (int64, bool) {
+	if r.cfg.Servers == 0 || (r.next == 0 && !r.cfg.FromStart) {
+		return 0, false
+	}
+	if r.inflight {
+		return r.reqSentNs + r.cfg.RetryNs, true
+	}
+	return max(r.lastSeenNs, r.reqSentNs) + r.cfg.ProbeNs, true
+}
+
 // giveUp reports the gap at next and resumes at the first buffered update.
 func (r *MDRecovery) giveUp(nowNs int64) {
 	r.inflight, r.retries, r.snapshotting = false, 0, false

@@ -132,3 +132,55 @@ func TestMDRecoveryPropertyAnyFailover(t *testing.T) {
 		runMDFailover(t, m)
 	})
 }
+
+// mdTimerState is what a Tick can change: the request in flight, the
+// server it goes to, the retries, what was asked and delivered.
+type mdTimerState struct {
+	next                  uint64
+	inflight, probe, snap bool
+	server, retries       int
+	reqSentNs             int64
+	asked, got            int
+}
+
+func timerState(h *mdHarness) mdTimerState {
+	r := h.r
+	return mdTimerState{r.next, r.inflight, r.probe, r.snapshotting, r.server, r.retries, r.reqSentNs, len(h.asked), len(h.got)}
+}
+
+// TestMDRecoveryDeadlineProperty: a Tick before DeadlineNs (or with no
+// deadline) changes nothing, so the consumer's agent may sleep until it;
+// and a recovery with a request in flight or a quiet feed to probe
+// always has one. Random feeds with gaps, answers and ticks.
+func TestMDRecoveryDeadlineProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		fromStart := rapid.Bool().Draw(rt, "fromStart")
+		h := newMDHarness(t, fromStart)
+		now, seq := int64(1), uint64(0)
+		for range rapid.IntRange(1, 200).Draw(rt, "steps") {
+			now += rapid.Int64Range(0, 150).Draw(rt, "advance")
+			switch rapid.IntRange(0, 3).Draw(rt, "event") {
+			case 0: // updates, some skipped (a gap)
+				seq += uint64(rapid.IntRange(1, 4).Draw(rt, "skip"))
+				h.feed(now, seq)
+			case 1: // an answer to the last request
+				if len(h.asked) > 0 && seq > 0 {
+					h.answer(now, 1, seq)
+				}
+			default: // a tick
+				d, ok := h.r.DeadlineNs()
+				before := timerState(h)
+				h.r.Tick(now)
+				if fromStart && before.next == 0 {
+					before.next = 1 // the first Tick starts a late joiner at 1: no timer moves
+				}
+				if (!ok || now < d) && timerState(h) != before {
+					rt.Fatalf("a Tick at %d before the deadline (%d, %v) changed %+v into %+v", now, d, ok, before, timerState(h))
+				}
+			}
+			if _, ok := h.r.DeadlineNs(); !ok && (h.r.inflight || h.r.next > 0) {
+				rt.Fatalf("no deadline with a request in flight (%v) or a feed to probe (next %d)", h.r.inflight, h.r.next)
+			}
+		}
+	})
+}
