@@ -39,7 +39,7 @@ func (n *Node) leaseTick(now int64) {
 	if n.lease == nil {
 		return
 	}
-	want := replica.WantLead(n.journalBroken, n.refetching, n.tm.Primary(), n.fol.Fetching())
+	want := replica.WantLead(n.st.Broken(), n.refetching(), n.tm.Primary(), n.fol.Fetching())
 	if n.lease.Tick(now, want) {
 		n.stats.WitnessSilent++
 	}
@@ -121,7 +121,7 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 	}
 	drainNs := n.nowNs() - drainStart
 	promoteStart := n.nowNs()
-	lead := n.tm.Drained(n.eng.AppliedSeq(), n.j)
+	lead := n.tm.Drained(n.eng().AppliedSeq(), n.j)
 	if err := n.becomePrimary(lead.Epoch); err != nil {
 		n.cfg.Log.Error("promotion failed", "epoch", lead.Epoch, "err", err)
 		n.tm.LeadFailed()
@@ -187,7 +187,7 @@ func (n *Node) announce(now int64) {
 func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	ne, _ := wire.DecodeNewEpoch(f)
 	_, known := n.cfg.Peers[f.Node]
-	applied := n.eng.AppliedSeq()
+	applied := n.eng().AppliedSeq()
 	rd := n.tm.NewEpoch(&ne, f.Node, known, applied, n.j)
 	switch {
 	case rd.Drop == replica.DropStale:
@@ -217,7 +217,7 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 		return
 	}
 	n.learnPrimary(rd.Primary, now)
-	n.cfg.Log.Info("following a new epoch", "epoch", ne.Epoch, "primary", f.Node, "fork_seq", ne.LastSeq, "applied", n.eng.AppliedSeq())
+	n.cfg.Log.Info("following a new epoch", "epoch", ne.Epoch, "primary", f.Node, "fork_seq", ne.LastSeq, "applied", n.eng().AppliedSeq())
 }
 
 // reconcile carries out rd's reconciliation of our history (applied up
@@ -237,52 +237,17 @@ func (n *Node) reconcile(rd *replica.RolesReady, ne *wire.NewEpoch, applied uint
 	return n.resetHistory(rd.CutAfter)
 }
 
-// resetHistory cuts the journal after seq (0: all of it), drops snapshots
-// past it and rebuilds the state machine from what is left.
+// resetHistory cuts the journal after seq (0: all of it) and rebuilds
+// the state machine from what is left (storage.Storage.ResetTo).
 func (n *Node) resetHistory(seq uint64) error {
 	n.fol.ResetHashes()
-	n.snaps.Abandon() // it may hold state past seq
-	if err := n.j.DropSnapshotsAbove(seq); err != nil {
-		return err
-	}
-	// The state is rebuilt from the newest snapshot left at or below seq
-	// plus the journal after it. When the journal no longer reaches back
-	// to that snapshot (it was compacted behind a snapshot just dropped),
-	// nothing short of the whole history can be rebuilt: discard it all
-	// and fetch the state from the primary (sim bug D).
-	n.snaps.Drop() // it may hold a snapshot just dropped
-	base, _ := n.snaps.Latest()
-	var err error
-	if seq == 0 || seq < n.j.First() || n.j.First() > base+1 {
-		n.setRefetching(true) // before the history goes: a crash must not forget
-		if seq != 0 {
-			n.cfg.Log.Warn("cannot rebuild at the fork from a snapshot and the journal: discarding the history, refetching", "fork_seq", seq, "snapshot", base, "journal_first", n.j.First())
-			n.stats.HistoryDiscarded++
-		}
-		err = n.j.ResetTo(0)
-	} else {
-		err = n.j.TruncateAfter(seq)
-	}
-	if err != nil {
-		return err
-	}
-	n.snaps.Drop()
-	if err := n.rebuildState(); err != nil {
-		// Never run on a half-built state: start empty and refetch.
-		n.cfg.Log.Error("rebuild after truncation failed: discarding the history, refetching", "err", err)
-		n.setRefetching(true)
-		if rerr := n.j.ResetTo(0); rerr != nil {
-			return rerr
-		}
-		return n.rebuildState()
-	}
-	return nil
+	return n.rebuilt(n.st.ResetTo(seq))
 }
 
 // epochOf is the epoch a standby journals seq under
 // (replica.History.EpochOf).
 func (n *Node) epochOf(seq uint64) uint64 {
-	return n.tm.History().EpochOf(seq, n.tm.Epoch(), n.eng.AppliedSeq(), n.j.HighestEpoch())
+	return n.tm.History().EpochOf(seq, n.tm.Epoch(), n.eng().AppliedSeq(), n.j.HighestEpoch())
 }
 
 // leaseView reports the lease as the node sees it, for status.

@@ -33,7 +33,7 @@ type mdState struct {
 // Emit keeps a standby's market data in the ring.
 func (m *mdState) Emit(to uint64, payload []byte) {
 	if to == engine.MarketData {
-		m.Add(m.n.eng.AppliedSeq(), payload) // Apply sets AppliedSeq first
+		m.Add(m.n.eng().AppliedSeq(), payload) // Apply sets AppliedSeq first
 	}
 }
 
@@ -109,7 +109,7 @@ func (n *Node) mdPromoted() {
 }
 
 // books is the state machine's book export (nil: none).
-func (n *Node) books() engine.BookExporter { ex, _ := n.eng.(engine.BookExporter); return ex }
+func (n *Node) books() engine.BookExporter { ex, _ := n.eng().(engine.BookExporter); return ex }
 
 func (n *Node) engineMDSeq() uint64 { return mdfeed.StateMDSeq(n.books()) }
 

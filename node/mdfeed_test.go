@@ -150,7 +150,7 @@ func seqRange(from, to uint64) []uint64 {
 // it applies (the engine used to discard it there), contiguous, bounded.
 func TestMDRingKeepsAStandbysUpdates(t *testing.T) {
 	n, _ := mdStandby(t, 64, 100)
-	md := n.eng.(*engine.Engine).MDSeq()
+	md := n.eng().(*engine.Engine).MDSeq()
 	st := n.Status().MD
 	if md < 100 || st.RingLast != md || st.RingFirst != md-63 {
 		t.Fatalf("engine md %d, ring %d..%d", md, st.RingFirst, st.RingLast)
@@ -162,7 +162,7 @@ func TestMDRingKeepsAStandbysUpdates(t *testing.T) {
 // says NotYet above it and TooOld below the ring.
 func TestMDReRequestServesOnlyReleased(t *testing.T) {
 	n, _ := mdStandby(t, 64, 100)
-	last := n.eng.(*engine.Engine).MDSeq()
+	last := n.eng().(*engine.Engine).MDSeq()
 	r := newRequester(t)
 	r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: last - 20, Count: 10})
 	if seqs, st := replayed(t, r.frames(100*time.Millisecond)); len(seqs) != 0 || len(st) != 1 || st[0].Code != wire.MDNotYet {
@@ -254,7 +254,7 @@ func published(t *testing.T, frames [][]byte) []uint64 {
 // in order, each once its command is released, and nothing at or below k.
 func TestMDRepublishAtPromotion(t *testing.T) {
 	n, _ := mdStandby(t, 1024, 100)
-	last := n.eng.(*engine.Engine).MDSeq()
+	last := n.eng().(*engine.Engine).MDSeq()
 	k := last - 40
 	heartbeat(t, n, k)
 	l := mdListener(t, n)
@@ -290,7 +290,7 @@ func TestMDRepublishAtPromotion(t *testing.T) {
 // below the ring is a hole the node cannot fill: it is counted.
 func TestMDRepublishCountsWhatTheRingLost(t *testing.T) {
 	n, _ := mdStandby(t, 16, 100)
-	last := n.eng.(*engine.Engine).MDSeq()
+	last := n.eng().(*engine.Engine).MDSeq()
 	heartbeat(t, n, last-30)
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -318,11 +318,11 @@ func TestMDLeaseLostKeepsMarketData(t *testing.T) {
 	for seq := uint64(51); seq <= 80; seq++ {
 		side := engine.Side(1 + seq%2)
 		cmd := engine.AppendRequest(nil, 7, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: side, Type: engine.Limit, Price: 100 + int64(seq%3), Qty: 5})
-		n.eng.Apply(seq, cmd, n.ldr.Emitter(seq))
+		n.eng().Apply(seq, cmd, n.ldr.Emitter(seq))
 	}
 	dropped := n.ldr.DropQueued() // what leaseChanged does when the lease lapses
 	n.mdPublish(80)
-	last := n.eng.(*engine.Engine).MDSeq()
+	last := n.eng().(*engine.Engine).MDSeq()
 	n.mu.Unlock()
 	got := published(t, l.frames(100*time.Millisecond))
 	if dropped == 0 || !slices.Equal(got, seqRange(1, last)) {
@@ -335,7 +335,7 @@ func TestMDLeaseLostKeepsMarketData(t *testing.T) {
 // the export.
 func TestMDSnapshotWaitsForRelease(t *testing.T) {
 	n, _ := mdStandby(t, 64, 300)
-	eng := n.eng.(*engine.Engine)
+	eng := n.eng().(*engine.Engine)
 	last := eng.MDSeq()
 	want := eng.AppendBook(nil, engine.AllInstruments)
 	if len(want) < 2 {
@@ -481,7 +481,7 @@ func TestMarketDataPastTheRingResyncsFromBooks(t *testing.T) {
 		t.Fatalf("%+v", md.Tracker())
 	}
 	c.nodes[1].mu.Lock()
-	want := c.nodes[1].eng.(*engine.Engine).AppendBook(nil, engine.AllInstruments)
+	want := c.nodes[1].eng().(*engine.Engine).AppendBook(nil, engine.AllInstruments)
 	c.nodes[1].mu.Unlock()
 	if len(want) != len(book) {
 		t.Fatalf("consumer book %d levels, engine %d", len(book), len(want))
@@ -499,7 +499,7 @@ func TestMarketDataPastTheRingResyncsFromBooks(t *testing.T) {
 // says it released that far.
 func TestMDNeverServesAboveTheStatesMDSeq(t *testing.T) {
 	discarded := func(n *Node) uint64 { // the state's MD seq
-		engMD := n.eng.(*engine.Engine).MDSeq()
+		engMD := n.eng().(*engine.Engine).MDSeq()
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		for s := engMD + 1; s <= engMD+5; s++ {
@@ -571,13 +571,13 @@ func TestMDHotPathAllocatesNothing(t *testing.T) {
 	seq := uint64(10)
 	a := testing.AllocsPerRun(1000, func() {
 		seq++
-		n.eng.Apply(seq, cmds[seq-11], n.ldr.Emitter(seq))
+		n.eng().Apply(seq, cmds[seq-11], n.ldr.Emitter(seq))
 		n.mdPublish(seq)
 	})
 	if a != 0 {
 		t.Fatalf("%v allocs per command", a)
 	}
-	if md := n.eng.(*engine.Engine).MDSeq(); n.md.Released() != md || md < 1000 {
+	if md := n.eng().(*engine.Engine).MDSeq(); n.md.Released() != md || md < 1000 {
 		t.Fatalf("published to %d of %d", n.md.Released(), md)
 	}
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/snapshot"
 	"github.com/seqbus/seqbus/status"
+	"github.com/seqbus/seqbus/storage"
 	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -36,11 +36,12 @@ type Node struct {
 
 	mu sync.Mutex
 
-	j   *journal.Journal
-	eng engine.StateMachine
-	// dedup is eng's optional engine.Deduper (nil without it), asserted
-	// whenever eng is replaced.
-	dedup engine.Deduper
+	// st: the journal, the snapshots, the state machine rebuilt from
+	// them and the refetch state (package storage). j and snaps are its
+	// journal and snapshot store, the same objects for the node's life.
+	st    *storage.Storage
+	j     *journal.Journal
+	snaps *snapshot.Store
 
 	// The node's state, grouped by who owns it (each group's fields are
 	// promoted, so methods name them directly):
@@ -52,8 +53,7 @@ type Node struct {
 
 	// tr: the sockets, the MACs and the pass's send queue.
 	tr       *transport.Transport
-	snaps    *snapshot.Store // either role's: cut, written off the agent, served (snapshot.go)
-	frameBuf []byte          // scratch: one frame being encoded, reused
+	frameBuf []byte // scratch: one frame being encoded, reused
 
 	stages StageObserver // Config.Observer, if it implements it
 	stats  status.Stats
@@ -65,13 +65,9 @@ type Node struct {
 type term struct {
 	// tm: the role, the epoch led or followed, its fence and history, and
 	// the role changes (replica.Roles); node carries out its RolesReady.
-	tm            replica.Roles
-	lease         *lease.Client  // keeper and backend (nil for a static node)
-	isr           replica.InSync // kept across roles: a grant's set
-	journalBroken bool           // an append failed: never lead again in this process
-	// refetching: the journal was set aside as corrupt; this node must not
-	// lead until it has caught up with a live primary.
-	refetching   bool
+	tm           replica.Roles
+	lease        *lease.Client  // keeper and backend (nil for a static node)
+	isr          replica.InSync // kept across roles: a grant's set
 	lastStepDown stepDownRecord
 }
 
@@ -197,99 +193,68 @@ func (n *Node) nowNs() int64 {
 	return int64(time.Since(n.start))
 }
 
-// recover opens the journal and rebuilds the state machine from it.
+// recover opens the journal and rebuilds the state machine from it
+// (package storage).
 func (n *Node) recover() error {
-	j, rec, err := journal.Open(n.cfg.FS, n.cfg.Dir, n.cfg.Journal)
-	if errors.Is(err, journal.ErrCorrupt) && n.cfg.Role != RolePrimary {
-		// etcd's rule: never serve from a damaged log, never skip a bad
-		// record. Set the whole journal aside and rebuild from a peer.
-		aside, merr := journal.SetAside(n.cfg.FS, n.cfg.Dir, time.Now().Unix())
-		if merr != nil {
-			return fmt.Errorf("node: journal %s is corrupt (%v) and could not be set aside: %w", n.cfg.Dir, err, merr)
-		}
-		n.cfg.Log.Error("JOURNAL CORRUPT: set aside; refetching the state from the primary; this node will not lead until it has caught up",
-			"dir", n.cfg.Dir, "err", err, "files_set_aside", aside)
-		n.stats.JournalsSetAside++
-		n.setRefetching(true)
-		j, rec, err = journal.Open(n.cfg.FS, n.cfg.Dir, n.cfg.Journal)
-	}
+	st, err := storage.Open(storage.Config{
+		FS: n.cfg.FS, Dir: n.cfg.Dir, Journal: n.cfg.Journal, SetAsideCorrupt: n.cfg.Role != RolePrimary,
+		NewStateMachine: n.cfg.NewStateMachine, Log: n.cfg.Log,
+		// Inline under a simulated clock, where everything runs on the
+		// simulator's one goroutine.
+		Snapshots: snapshot.Config{Inline: n.cfg.Clock != nil, NowNs: n.nowNs, Every: n.cfg.SnapshotEvery,
+			ChunkBytes: wire.MaxSnapshotData(n.tr.DatagramLen()), Burst: SnapshotChunkBurst, Log: n.cfg.Log},
+		Hooks: storage.Hooks{Refill: n.refillHistory, Rebuilt: n.rebuiltFrom, Batch: n.stageBatch, Emitter: n.applyOut, Applied: n.replayed},
+	})
 	if err != nil {
-		return fmt.Errorf("node: open journal %s: %w", n.cfg.Dir, err)
+		return fmt.Errorf("node: %w", err)
 	}
-	n.j = j
-	n.initSnapshots()
-	if !n.refetching && journal.HasRefetchMarker(n.cfg.FS, n.cfg.Dir) {
-		n.refetching = true
-		n.cfg.Log.Warn("this node had discarded its history and not caught up before it stopped: refetching; it will not lead until caught up")
-	}
-	if rec.BytesCut > 0 {
-		n.stats.TornTailBytes += uint64(rec.BytesCut)
-		n.cfg.Log.Warn("journal: torn tail truncated", "bytes", rec.BytesCut, "file", rec.CutFile, "offset", rec.CutOffset, "records", rec.RecordsKept)
-	}
-	if err := n.rebuildState(); err != nil {
-		j.Close()
-		return err
+	n.st, n.j, n.snaps = st, st.Journal(), st.Snapshots()
+	if err := n.rebuilt(st.Rebuild()); err != nil {
+		n.j.Close()
+		return fmt.Errorf("node: %w", err)
 	}
 	n.tm.Recovered()
-	n.cfg.Log.Info("recovered", "applied", n.eng.AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", j.First())
+	n.cfg.Log.Info("recovered", "applied", n.eng().AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", n.j.First())
 	return nil
 }
 
-// setRefetching sets or clears the refetch state, durably (the journal
-// directory's marker: journal.RefetchMarker).
-func (n *Node) setRefetching(on bool) {
-	n.refetching = on
-	if err := journal.SetRefetchMarker(n.cfg.FS, n.cfg.Dir, on); err != nil {
-		// Without the marker a crash could let this node lead with a
-		// partial history: stop it from ever leading in this process.
-		n.journalBroken = true
-		n.cfg.Log.Error("cannot record the refetch state; this node will not lead", "err", err)
+// eng is the state machine (rebuilt by storage).
+func (n *Node) eng() engine.StateMachine { return n.st.Engine() }
+
+// rebuilt follows a rebuild that returned err: the fence refuses epochs
+// older than the history's, and status sees what is applied.
+func (n *Node) rebuilt(err error) error {
+	if err != nil {
+		return err
 	}
+	n.tm.Fence().Accept(n.st.HighestEpoch())
+	n.stats.Applied = n.eng().AppliedSeq()
+	return nil
 }
 
-// rebuildState builds a fresh state machine from the latest snapshot and
-// the journal records after it.
-func (n *Node) rebuildState() error {
-	// The history below the snapshot first: its scratch state machine must
-	// not be the last one built (the simulator tracks the latest).
+// refillHistory is a rebuild's first step: session replay's history and
+// the market-data ring refilled with the outputs below the snapshot.
+func (n *Node) refillHistory(j *journal.Journal) error {
 	n.replay.Reset()
-	if err := n.historyBelowSnapshot(); err != nil {
-		return err
-	}
-	eng, err := n.cfg.NewStateMachine()
-	if err != nil {
-		return err
-	}
-	n.eng = eng
-	n.dedup, _ = eng.(engine.Deduper)
-	snapSeq, err := n.restoreSnapshot()
-	if err != nil {
-		return err
-	}
+	return n.historyBelowSnapshot(j)
+}
+
+// rebuiltFrom and replayed tell the observer what a rebuild replays.
+func (n *Node) rebuiltFrom(snapSeq uint64) {
 	if o := n.cfg.Observer; o != nil {
 		o.Rebuilt(n.cfg.ID, snapSeq)
 	}
-	j := n.j
-	if _, last := j.Last(); last > snapSeq {
-		if j.First() > snapSeq+1 {
-			return fmt.Errorf("node: journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
-		}
-		n.stageBatch()
-		err := j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
-			eng.Apply(seq, payload, n.applyOut(seq)) // refills the session history and the market-data ring
-			if o := n.cfg.Observer; o != nil {
-				o.Applied(n.cfg.ID, epoch, seq, payload)
-			}
-			return true
-		})
-		if err != nil {
-			return fmt.Errorf("node: replay journal: %w", err)
-		}
-	}
-	n.tm.Fence().Accept(j.HighestEpoch())
-	n.stats.Applied = eng.AppliedSeq()
-	return nil
 }
+
+func (n *Node) replayed(epoch, seq uint64, payload []byte) {
+	if o := n.cfg.Observer; o != nil {
+		o.Applied(n.cfg.ID, epoch, seq, payload)
+	}
+}
+
+// refetching reports whether the history is being fetched again: this
+// node must not lead until it has caught up with a live primary.
+func (n *Node) refetching() bool { return n.st.Refetching() }
 
 // Start runs the node's agent thread (agent.go), and the fsync thread and
 // status writer where the configuration needs them.

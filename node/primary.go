@@ -28,7 +28,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		return fmt.Errorf("node: cannot lead: %w", err)
 	}
 	n.j.RaiseEpoch(epoch)
-	applied := n.eng.AppliedSeq()
+	applied := n.eng().AppliedSeq()
 	// Required acks: without a witness, every peer; with one, the in-sync
 	// set the witness granted with our lease (replica.NewPrimary).
 	var lease replica.Lease
@@ -42,9 +42,9 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	l, err := replica.NewLeader(replica.LeaderConfig{
 		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.tr.DatagramLen(), MaxCommandBytes: MaxCommandBytes},
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
-		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.journalBroken,
+		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.st.Broken(),
 		DatagramLen: n.tr.DatagramLen(), MarketData: n.tr.MarketData(), Track: n.rel.core,
-	}, prim, n.eng, n.j, n.sessions, n.replay, n.md.Feed)
+	}, prim, n.eng(), n.j, n.sessions, n.replay, n.md.Feed)
 	if err != nil {
 		return err
 	}
@@ -188,10 +188,9 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 // once; the lease lapses and a standby takes over).
 func (n *Node) journalFailed(err error) {
 	n.stats.JournalErrors++
-	if n.journalBroken {
+	if !n.st.Break() {
 		return
 	}
-	n.journalBroken = true
 	if errors.Is(err, journal.ErrStaleEpoch) {
 		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.tm.Epoch(), "err", err)
 	} else {

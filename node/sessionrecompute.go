@@ -66,7 +66,7 @@ func (n *Node) recomputePass(l *passLock) (int, bool) {
 // which may have truncated what it read.
 func (n *Node) finishRecompute(r *session.Result) {
 	current := r.Err == nil && n.tm.Epoch() == r.Job.Epoch && n.mayLeadNow(n.nowNs())
-	q, _ := n.eng.(session.OutSeqer)
+	q, _ := n.eng().(session.OutSeqer)
 	a := n.replay.Finish(r, current, q)
 	if a.Err != nil {
 		n.cfg.Log.Warn("replay from the journal failed", "session", r.Job.Session, "from", r.Job.From, "err", a.Err)

@@ -56,11 +56,11 @@ func (n *Node) applyOut(seq uint64) engine.Emitter {
 // historyBelowSnapshot refills the history and the ring with the outputs
 // of the commands at and below the latest snapshot, before the rebuild
 // replays the journal above it (session.FillBelowSnapshot).
-func (n *Node) historyBelowSnapshot() error {
+func (n *Node) historyBelowSnapshot(j *journal.Journal) error {
 	if n.replay.History() == nil && !n.md.Enabled() {
 		return nil
 	}
-	return session.FillBelowSnapshot(n.j, journal.DirReader{FS: n.cfg.FS, Dir: n.cfg.Dir}, n.cfg.NewScratchStateMachine, n.historyAt)
+	return session.FillBelowSnapshot(j, journal.DirReader{FS: n.cfg.FS, Dir: n.cfg.Dir}, n.cfg.NewScratchStateMachine, n.historyAt)
 }
 
 // onReplayRequest answers a REPLAY_REQUEST (MAC already verified with the
@@ -75,7 +75,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 	if q.Leading {
 		q.Released, q.Durable, q.Epoch = n.ldr.Primary().Gate().Released(), n.j.Durable(), n.tm.Epoch()
 	}
-	q.Engine, _ = n.eng.(session.OutSeqer)
+	q.Engine, _ = n.eng().(session.OutSeqer)
 	n.carryOut(n.replay.Request(q), from)
 }
 

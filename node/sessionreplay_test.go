@@ -115,13 +115,13 @@ func TestReplayAnswer(t *testing.T) {
 	// outputs of sessions 7 and 8).
 	n2 := c.nodes[2]
 	n2.mu.Lock()
-	p := n2.replay.History().Plan(7, 25, n2.eng.AppliedSeq(), 100)
+	p := n2.replay.History().Plan(7, 25, n2.eng().AppliedSeq(), 100)
 	n2.mu.Unlock()
 	if p.TooOld || p.Next != 41 || p.Highest != 40 {
 		t.Fatalf("standby history from 25: %+v", p)
 	}
 	n2.mu.Lock()
-	p = n2.replay.History().Plan(7, 1, n2.eng.AppliedSeq(), 100)
+	p = n2.replay.History().Plan(7, 1, n2.eng().AppliedSeq(), 100)
 	n2.mu.Unlock()
 	if !p.TooOld {
 		t.Fatalf("standby history from 1 (evicted): %+v", p)

@@ -1,10 +1,8 @@
 package node
 
 import (
-	"fmt"
 	"net/netip"
 
-	"github.com/seqbus/seqbus/snapshot"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -14,30 +12,10 @@ import (
 // primary's sequencer what was written and carries out an install's
 // follow-up (the follower, session replay, the observer).
 
-// initSnapshots makes the store once the journal is open: inline under a
-// simulated clock, where everything runs on the simulator's one
-// goroutine.
-func (n *Node) initSnapshots() {
-	n.snaps = snapshot.New(snapshot.Config{
-		Journal: n.j, Inline: n.cfg.Clock != nil, NowNs: n.nowNs, Every: n.cfg.SnapshotEvery,
-		ChunkBytes: wire.MaxSnapshotData(n.tr.DatagramLen()), Burst: SnapshotChunkBurst, Log: n.cfg.Log,
-	})
-}
-
-// restoreSnapshot loads the newest valid snapshot into the state machine.
-func (n *Node) restoreSnapshot() (uint64, error) {
-	seq, epoch, err := n.snaps.Restore(n.eng)
-	if err != nil {
-		return 0, fmt.Errorf("node: %w", err)
-	}
-	n.tm.Fence().Accept(epoch)
-	return seq, nil
-}
-
 // periodicSnapshot runs on either role after it applied seq: every
 // SnapshotEvery it cuts a snapshot (snapshot.Store.Periodic).
 func (n *Node) periodicSnapshot(seq uint64) {
-	n.snaps.Periodic(n.eng, seq, n.tm.Epoch())
+	n.snaps.Periodic(n.eng(), seq, n.tm.Epoch())
 	n.snapshotsWritten()
 }
 
@@ -68,7 +46,7 @@ func (n *Node) snapshotsWritten() {
 // serveSnapshot answers a SNAPSHOT_REQUEST from standby node with a burst
 // of chunks.
 func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.AddrPort) {
-	n.snaps.Serve(req, node, n.eng, n.tm.Epoch())
+	n.snaps.Serve(req, node, n.eng(), n.tm.Epoch())
 	n.snapshotsWritten()
 	for frame, ok := n.snaps.Next(n.origin(), n.nowNs(), n.frameBuf[:0]); ok; frame, ok = n.snaps.Next(n.origin(), n.nowNs(), n.frameBuf[:0]) {
 		n.frameBuf = frame
@@ -86,7 +64,7 @@ func (n *Node) sendSnapshotRequest(req *wire.SnapshotRequest) {
 // stores it locally (so a restart resumes from it), and resumes the
 // follower after it (what it buffered past seq is applied now).
 func (n *Node) installSnapshot(seq uint64, data []byte) {
-	if !n.snaps.Install(n.eng, seq, n.tm.Epoch(), data) {
+	if !n.snaps.Install(n.eng(), seq, n.tm.Epoch(), data) {
 		return
 	}
 	n.fol.Install(seq)

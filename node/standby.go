@@ -35,7 +35,7 @@ func newFollower(cfg *Config, dlen int) *replica.Follower {
 func (n *Node) becomeStandby() error {
 	n.tr.SetGroupMember(true) // a no-op unless we led
 	n.tm.BecomeStandby()
-	return n.fol.Reset(n.eng.AppliedSeq())
+	return n.fol.Reset(n.eng().AppliedSeq())
 }
 
 // applyEntries carries out the follower's entries in seq order: journal,
@@ -61,19 +61,18 @@ func (n *Node) applyEntry(seq uint64, payload []byte, now int64) {
 		// The ack follows the journal, so it stops here; this node must
 		// not be promoted either. Logged once.
 		n.stats.JournalErrors++
-		if !n.journalBroken {
-			n.journalBroken = true
+		if n.st.Break() {
 			n.cfg.Log.Error("standby journal append failed; acks stop, will not lead", "seq", seq, "err", err)
 		}
 		return
 	}
-	n.eng.Apply(seq, payload, n.applyOut(seq)) // the session history and the market-data ring
+	n.eng().Apply(seq, payload, n.applyOut(seq)) // the session history and the market-data ring
 	if o := n.cfg.Observer; o != nil {
 		o.Applied(n.cfg.ID, epoch, seq, payload)
 	}
 	n.stats.Applied = seq
 	if seq%n.cfg.HashEvery == 0 {
-		if !n.fol.LocalHash(seq, n.eng.StateHash()) {
+		if !n.fol.LocalHash(seq, n.eng().StateHash()) {
 			n.hashMismatch(seq)
 		}
 	}
@@ -224,8 +223,8 @@ func (n *Node) followerReady() {
 func (n *Node) standbyAfterBatch(now int64) {
 	n.snaps.Poll()
 	n.snapshotsWritten()
-	if n.refetching && n.fol.Standby().Primary() != 0 && n.fol.Highest() > 0 && n.fol.Applied() >= n.fol.Highest() && !n.fol.Fetching() {
-		n.setRefetching(false)
+	if n.refetching() && n.fol.Standby().Primary() != 0 && n.fol.Highest() > 0 && n.fol.Applied() >= n.fol.Highest() && !n.fol.Fetching() {
+		n.st.SetRefetching(false)
 		n.stats.RefetchesDone++
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.fol.Applied())
 	}
@@ -242,8 +241,7 @@ func (n *Node) standbyAfterBatch(now int64) {
 func (n *Node) flushJournal() {
 	if err := n.j.Flush(); err != nil {
 		n.stats.JournalErrors++
-		if !n.journalBroken {
-			n.journalBroken = true
+		if n.st.Break() {
 			n.cfg.Log.Error("standby journal write failed; acks stop, will not lead", "err", err)
 		}
 	}

@@ -22,10 +22,10 @@ func (n *Node) statusLocked() status.Status {
 		ID:            n.cfg.ID,
 		Role:          n.role().String(),
 		Epoch:         n.tm.Epoch(),
-		Applied:       n.eng.AppliedSeq(),
+		Applied:       n.eng().AppliedSeq(),
 		Durable:       n.j.Durable(),
-		StateHash:     status.Hash64(n.eng.StateHash()),
-		Refetching:    n.refetching,
+		StateHash:     status.Hash64(n.eng().StateHash()),
+		Refetching:    n.refetching(),
 		DatagramBytes: n.cfg.DatagramBytes,
 		Node:          n.stats,
 		UptimeNs:      n.nowNs(),
@@ -38,6 +38,9 @@ func (n *Node) statusLocked() status.Status {
 		WriteIntervalNs: status.IntervalNs,
 	}
 	st.Node.Counters = n.replay.Counters()
+	stc := n.st.Counters()
+	st.Node.JournalsSetAside, st.Node.TornTailBytes = stc.JournalsSetAside, stc.TornTailBytes
+	st.Node.HistoryDiscarded += stc.HistoryDiscarded // and the node's own: reconciliations that discarded
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.Primary = n.fol.Standby().Primary()

@@ -1,0 +1,276 @@
+// Package storage is a node's history on disk and the state machine
+// rebuilt from it, at run time: the journal opened and recovered (a
+// corrupt one set aside, a torn tail cut), the state machine rebuilt from
+// the newest snapshot and the records after it, the history cut back to a
+// fork and rebuilt, and the refetch state, kept on disk, that stops a node
+// whose history is partial from leading until it has caught up.
+//
+// It follows etcd's rule for a damaged log: never serve from it, never
+// skip a bad record. A history that cannot be rebuilt at a fork is
+// discarded whole and fetched again, never run half-built.
+//
+// A Storage is owned by one goroutine at a time (the node's agent, or
+// whoever holds the node's lock). It sends nothing and reads no clock but
+// the wall clock's seconds that name a journal set aside. What it does is
+// counted (Counters) and its failures logged.
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/snapshot"
+)
+
+// Config is where the history lives, how its state machine is built and
+// who is told what a rebuild replays.
+type Config struct {
+	FS      journal.FS
+	Dir     string
+	Journal journal.Options
+	// SetAsideCorrupt: a corrupt journal is set aside and the state
+	// refetched from a primary (a node that can follow one). Without it
+	// a corrupt journal is an error (a static primary has no one to
+	// fetch from).
+	SetAsideCorrupt bool
+	// NewStateMachine builds the state machine every rebuild starts from.
+	NewStateMachine func() (engine.StateMachine, error)
+	// Snapshots configures the snapshot store over the journal (its
+	// Journal is set by Open).
+	Snapshots snapshot.Config
+	Log       *slog.Logger // nil: slog.Default()
+	Hooks     Hooks
+}
+
+// Hooks are the owner's, each optional, called on the owner's goroutine
+// during a rebuild, in the order listed.
+type Hooks struct {
+	// Refill runs first: the outputs of the commands at and below the
+	// newest snapshot (the session history, the market-data ring), before
+	// the state machine is built.
+	Refill func(j *journal.Journal) error
+	// Rebuilt: a fresh state machine was restored from the snapshot at
+	// fromSnapshot (0: none); Batch, then Applied for every record
+	// replayed after it follow.
+	Rebuilt func(fromSnapshot uint64)
+	Batch   func()
+	// Emitter is what a replayed command at seq emits into (nil or a nil
+	// result: its outputs are discarded).
+	Emitter func(seq uint64) engine.Emitter
+	Applied func(epoch, seq uint64, payload []byte)
+}
+
+// Counters are what a Storage counted, for the node's status.
+type Counters struct {
+	// JournalsSetAside: corrupt journals set aside at start-up.
+	// TornTailBytes: bytes of torn tail cut at start-up.
+	// HistoryDiscarded: histories discarded at a fork because the
+	// journal no longer reached back to a snapshot at or below it.
+	JournalsSetAside, TornTailBytes, HistoryDiscarded uint64
+}
+
+// Storage is a node's journal, snapshots and the state machine rebuilt
+// from them.
+type Storage struct {
+	cfg   Config
+	log   *slog.Logger
+	j     *journal.Journal
+	snaps *snapshot.Store
+	eng   engine.StateMachine
+	// snapEpoch is the epoch of the snapshot the last rebuild started
+	// from.
+	snapEpoch uint64
+	// refetching: the history was discarded (or set aside) and is being
+	// fetched again; broken: this process no longer trusts its disk with
+	// the history (a write failed, or the refetch state could not be
+	// recorded).
+	refetching, broken bool
+	c                  Counters
+}
+
+// Open opens and recovers the journal in cfg.Dir and the snapshot store
+// over it; Rebuild then builds the state machine. A corrupt journal is
+// set aside (with cfg.SetAsideCorrupt) and the state marked to refetch; a
+// refetch an earlier run had not finished is picked up from its marker; a
+// torn tail is cut and counted.
+func Open(cfg Config) (*Storage, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Storage{cfg: cfg, log: cfg.Log}
+	j, rec, err := journal.Open(cfg.FS, cfg.Dir, cfg.Journal)
+	if errors.Is(err, journal.ErrCorrupt) && cfg.SetAsideCorrupt {
+		aside, merr := journal.SetAside(cfg.FS, cfg.Dir, time.Now().Unix())
+		if merr != nil {
+			return nil, fmt.Errorf("journal %s is corrupt (%v) and could not be set aside: %w", cfg.Dir, err, merr)
+		}
+		s.log.Error("JOURNAL CORRUPT: set aside; refetching the state from the primary; this node will not lead until it has caught up",
+			"dir", cfg.Dir, "err", err, "files_set_aside", aside)
+		s.c.JournalsSetAside++
+		s.SetRefetching(true)
+		j, rec, err = journal.Open(cfg.FS, cfg.Dir, cfg.Journal)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", cfg.Dir, err)
+	}
+	s.j = j
+	sc := cfg.Snapshots
+	sc.Journal = j
+	s.snaps = snapshot.New(sc)
+	if !s.refetching && journal.HasRefetchMarker(cfg.FS, cfg.Dir) {
+		s.refetching = true
+		s.log.Warn("this node had discarded its history and not caught up before it stopped: refetching; it will not lead until caught up")
+	}
+	if rec.BytesCut > 0 {
+		s.c.TornTailBytes += uint64(rec.BytesCut)
+		s.log.Warn("journal: torn tail truncated", "bytes", rec.BytesCut, "file", rec.CutFile, "offset", rec.CutOffset, "records", rec.RecordsKept)
+	}
+	return s, nil
+}
+
+// Journal is the journal; it stays the same object for the Storage's
+// life (a reset cuts it in place).
+func (s *Storage) Journal() *journal.Journal { return s.j }
+
+// Snapshots is the snapshot store over the journal.
+func (s *Storage) Snapshots() *snapshot.Store { return s.snaps }
+
+// Engine is the state machine the last Rebuild built (nil before one).
+func (s *Storage) Engine() engine.StateMachine { return s.eng }
+
+// Counters returns what the Storage counted.
+func (s *Storage) Counters() Counters { return s.c }
+
+// HighestEpoch is the highest epoch the history holds: its newest
+// snapshot's or its journal's (a fence must refuse anything older).
+func (s *Storage) HighestEpoch() uint64 { return max(s.snapEpoch, s.j.HighestEpoch()) }
+
+// Refetching reports whether the history is being fetched again: the
+// node must not lead until it has caught up with a live primary.
+func (s *Storage) Refetching() bool { return s.refetching }
+
+// SetRefetching sets or clears the refetch state, durably (the journal
+// directory's marker, journal.RefetchMarker). Without the marker a crash
+// could let the node lead with a partial history, so a failure to write
+// it breaks the Storage.
+func (s *Storage) SetRefetching(on bool) {
+	s.refetching = on
+	if err := journal.SetRefetchMarker(s.cfg.FS, s.cfg.Dir, on); err != nil {
+		s.broken = true
+		s.log.Error("cannot record the refetch state; this node will not lead", "err", err)
+	}
+}
+
+// Broken reports whether this process no longer trusts its disk with
+// the history: the node must never lead again in this process.
+func (s *Storage) Broken() bool { return s.broken }
+
+// Break records a write of the history that failed (an append, a flush);
+// it reports whether this is the first, so the owner logs it once.
+func (s *Storage) Break() (first bool) {
+	first = !s.broken
+	s.broken = true
+	return first
+}
+
+// Rebuild builds a fresh state machine from the newest snapshot and the
+// journal records after it, telling the hooks what it replays.
+func (s *Storage) Rebuild() error {
+	h := &s.cfg.Hooks
+	// The history below the snapshot first: its scratch state machine must
+	// not be the last one built (the simulator tracks the latest).
+	if h.Refill != nil {
+		if err := h.Refill(s.j); err != nil {
+			return err
+		}
+	}
+	eng, err := s.cfg.NewStateMachine()
+	if err != nil {
+		return err
+	}
+	s.eng = eng
+	snapSeq, epoch, err := s.snaps.Restore(eng)
+	if err != nil {
+		return err
+	}
+	s.snapEpoch = epoch
+	if h.Rebuilt != nil {
+		h.Rebuilt(snapSeq)
+	}
+	j := s.j
+	if _, last := j.Last(); last <= snapSeq {
+		return nil
+	}
+	if j.First() > snapSeq+1 {
+		return fmt.Errorf("journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
+	}
+	if h.Batch != nil {
+		h.Batch()
+	}
+	err = j.ReadFrom(snapSeq+1, func(epoch, seq uint64, payload []byte) bool {
+		var out engine.Emitter
+		if h.Emitter != nil {
+			out = h.Emitter(seq)
+		}
+		eng.Apply(seq, payload, out)
+		if h.Applied != nil {
+			h.Applied(epoch, seq, payload)
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("replay journal: %w", err)
+	}
+	return nil
+}
+
+// ResetTo cuts the history after seq (0: all of it), drops the snapshots
+// past it and rebuilds the state machine from what is left. When the
+// journal no longer reaches back to the newest snapshot left at or below
+// seq (it was compacted behind a snapshot just dropped), nothing short of
+// the whole history can be rebuilt: it is discarded and marked to
+// refetch (sim bug D). A rebuild that fails discards it too: never run
+// on a half-built state.
+func (s *Storage) ResetTo(seq uint64) error {
+	s.snaps.Abandon() // it may hold state past seq
+	if err := s.j.DropSnapshotsAbove(seq); err != nil {
+		return err
+	}
+	s.snaps.Drop() // it may hold a snapshot just dropped
+	base, _ := s.snaps.Latest()
+	// The first record held; a journal that holds none (reset to a
+	// snapshot, and a crash took the records after it) continues after
+	// its last, and reaches back to nothing.
+	first := s.j.First()
+	if _, last := s.j.Last(); first == 0 {
+		first = last + 1
+	}
+	var err error
+	if seq == 0 || seq < first || first > base+1 {
+		s.SetRefetching(true) // before the history goes: a crash must not forget
+		if seq != 0 {
+			s.log.Warn("cannot rebuild at the fork from a snapshot and the journal: discarding the history, refetching", "fork_seq", seq, "snapshot", base, "journal_first", first)
+			s.c.HistoryDiscarded++
+		}
+		err = s.j.ResetTo(0)
+	} else {
+		err = s.j.TruncateAfter(seq)
+	}
+	if err != nil {
+		return err
+	}
+	s.snaps.Drop()
+	if err := s.Rebuild(); err != nil {
+		s.log.Error("rebuild after truncation failed: discarding the history, refetching", "err", err)
+		s.SetRefetching(true)
+		if rerr := s.j.ResetTo(0); rerr != nil {
+			return rerr
+		}
+		return s.Rebuild()
+	}
+	return nil
+}

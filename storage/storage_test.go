@@ -1,0 +1,384 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/snapshot"
+)
+
+// counter is a state machine whose state is the sum of its commands'
+// bytes, and which emits one output per command: enough to tell one
+// history from another and to see what a rebuild replays.
+type counter struct{ applied, sum uint64 }
+
+func (c *counter) Apply(seq uint64, cmd []byte, out engine.Emitter) {
+	c.applied = seq
+	for _, b := range cmd {
+		c.sum += uint64(b)
+	}
+	if out != nil {
+		out.Emit(7, cmd)
+	}
+}
+
+func (c *counter) Snapshot(w io.Writer) error {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], c.applied)
+	binary.LittleEndian.PutUint64(b[8:], c.sum)
+	_, err := w.Write(b[:])
+	return err
+}
+
+func (c *counter) Restore(r io.Reader) error {
+	var b [16]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return err
+	}
+	c.applied, c.sum = binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])
+	return nil
+}
+
+func (c *counter) StateHash() uint64  { return c.applied*31 + c.sum }
+func (c *counter) AppliedSeq() uint64 { return c.applied }
+
+// sumTo is counter's sum after commands 1..seq of history (cmd(seq)).
+func sumTo(seq uint64) uint64 {
+	var s uint64
+	for i := uint64(1); i <= seq; i++ {
+		s += 300 * uint64(cmd(i)[0])
+	}
+	return s
+}
+
+// cmd is command seq: 300 bytes, so a 4 KB segment holds 12 records and
+// snapshots compact the journal behind them.
+func cmd(seq uint64) []byte { return bytes.Repeat([]byte{byte(seq * 7)}, 300) }
+
+const dir = "/j"
+
+// recorder is the hooks' view of a rebuild, in call order.
+type recorder struct {
+	events  []string
+	emitted []uint64
+}
+
+type emitter struct {
+	r   *recorder
+	seq uint64
+}
+
+func (e *emitter) Emit(uint64, []byte) { e.r.emitted = append(e.r.emitted, e.seq) }
+
+func (r *recorder) hooks() Hooks {
+	return Hooks{
+		Refill:  func(*journal.Journal) error { r.events = append(r.events, "refill"); return nil },
+		Rebuilt: func(from uint64) { r.events = append(r.events, "rebuilt "+itoa(from)) },
+		Batch:   func() { r.events = append(r.events, "batch") },
+		Emitter: func(seq uint64) engine.Emitter { return &emitter{r: r, seq: seq} },
+		Applied: func(epoch, seq uint64, _ []byte) { r.events = append(r.events, "applied "+itoa(epoch)+"/"+itoa(seq)) },
+	}
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+func config(fs journal.FS, r *recorder) Config {
+	c := Config{
+		FS: fs, Dir: dir, SetAsideCorrupt: true, Journal: journal.Options{SegmentBytes: 4096},
+		NewStateMachine: func() (engine.StateMachine, error) { return &counter{}, nil },
+		Snapshots:       snapshot.Config{Inline: true, NowNs: func() int64 { return 0 }, Every: 10, ChunkBytes: 8, Burst: 4},
+		Log:             slog.New(slog.DiscardHandler),
+	}
+	if r != nil {
+		c.Hooks = r.hooks()
+	}
+	return c
+}
+
+func open(t *testing.T, c Config) *Storage {
+	t.Helper()
+	s, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rebuild(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Journal().Close() })
+	return s
+}
+
+// write journals and applies commands after what s applied, up to seq,
+// at epoch, cutting the periodic snapshots on the way, then syncs.
+func write(t *testing.T, s *Storage, epoch, to uint64) {
+	t.Helper()
+	eng := s.Engine()
+	for seq := eng.AppliedSeq() + 1; seq <= to; seq++ {
+		if err := s.Journal().Append(epoch, seq, cmd(seq), 0); err != nil {
+			t.Fatal(err)
+		}
+		eng.Apply(seq, cmd(seq), nil)
+		if err := s.Journal().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		s.Snapshots().Periodic(eng, seq, epoch)
+	}
+	s.Snapshots().Finish()
+	if err := s.Journal().Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkState(t *testing.T, s *Storage, applied uint64) {
+	t.Helper()
+	c := s.Engine().(*counter)
+	if c.applied != applied || c.sum != sumTo(applied) {
+		t.Fatalf("state: applied %d sum %d, want %d and %d", c.applied, c.sum, applied, sumTo(applied))
+	}
+}
+
+func TestEmptyDirectory(t *testing.T) {
+	r := &recorder{}
+	s := open(t, config(journal.NewMemFS(), r))
+	checkState(t, s, 0)
+	if s.Refetching() || s.Broken() || s.HighestEpoch() != 0 || s.Counters() != (Counters{}) {
+		t.Fatalf("fresh storage: refetching %v broken %v epoch %d counters %+v", s.Refetching(), s.Broken(), s.HighestEpoch(), s.Counters())
+	}
+	if want := []string{"refill", "rebuilt 0"}; !slices.Equal(r.events, want) {
+		t.Fatalf("hooks %q, want %q", r.events, want)
+	}
+}
+
+// A restart rebuilds from the newest snapshot and replays only the
+// records after it, telling the hooks in their order; the fence learns
+// the history's highest epoch.
+func TestRebuildFromSnapshotAndJournal(t *testing.T) {
+	fs := journal.NewMemFS()
+	s := open(t, config(fs, nil))
+	write(t, s, 1, 12)
+	write(t, s, 3, 23)
+	s.Journal().Close()
+
+	r := &recorder{}
+	s = open(t, config(fs, r))
+	checkState(t, s, 23)
+	want := []string{"refill", "rebuilt 20", "batch", "applied 3/21", "applied 3/22", "applied 3/23"}
+	if !slices.Equal(r.events, want) {
+		t.Fatalf("hooks %q, want %q", r.events, want)
+	}
+	if !slices.Equal(r.emitted, []uint64{21, 22, 23}) {
+		t.Fatalf("emitted for %v, want 21..23", r.emitted)
+	}
+	if s.HighestEpoch() != 3 {
+		t.Fatalf("highest epoch %d, want 3", s.HighestEpoch())
+	}
+}
+
+// A torn tail is cut and counted; the records before it survive.
+func TestTornTail(t *testing.T) {
+	fs := journal.NewMemFS()
+	s := open(t, config(fs, nil))
+	write(t, s, 1, 5)
+	s.Journal().Close()
+	seg, b := segment(t, fs)
+	end := dataEnd(b)
+	clear(b[end-5 : end]) // the last record cut short: its payload never written
+	if err := fs.WriteFileForTest(seg, b); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, config(fs, nil))
+	checkState(t, s, 4)
+	if c := s.Counters(); c.TornTailBytes == 0 {
+		t.Fatal("torn tail not counted")
+	}
+}
+
+// segment is the journal's one segment file in dir and its bytes
+// (preallocated: zeros after the records).
+func segment(t *testing.T, fs *journal.MemFS) (string, []byte) {
+	t.Helper()
+	names, err := fs.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, ".seg") {
+			b, err := fs.ReadFileForTest(dir + "/" + n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return dir + "/" + n, b
+		}
+	}
+	t.Fatalf("no segment in %v", names)
+	return "", nil
+}
+
+// dataEnd is where the records end: every command's byte is non-zero,
+// so the last record ends at the last non-zero byte.
+func dataEnd(b []byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] != 0 {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// A corrupt journal is set aside (and the state marked to refetch, on
+// disk, across restarts until cleared) by a node that can follow; a
+// static primary's storage refuses to open it.
+func TestCorruptJournal(t *testing.T) {
+	fs := journal.NewMemFS()
+	s := open(t, config(fs, nil))
+	write(t, s, 1, 5)
+	s.Journal().Close()
+	seg, b := segment(t, fs)
+	b[dataEnd(b)/2] ^= 0xff // a record in the middle: its CRC no longer matches
+	if err := fs.WriteFileForTest(seg, b); err != nil {
+		t.Fatal(err)
+	}
+
+	static := config(fs, nil)
+	static.SetAsideCorrupt = false
+	if _, err := Open(static); !errors.Is(err, journal.ErrCorrupt) {
+		t.Fatalf("static primary's open: %v, want ErrCorrupt", err)
+	}
+
+	s = open(t, config(fs, nil))
+	checkState(t, s, 0)
+	if !s.Refetching() || s.Counters().JournalsSetAside != 1 {
+		t.Fatalf("refetching %v, set aside %d: want true, 1", s.Refetching(), s.Counters().JournalsSetAside)
+	}
+	s.Journal().Close()
+	s = open(t, config(fs, nil)) // the marker survives a restart
+	if !s.Refetching() {
+		t.Fatal("refetch state lost across a restart")
+	}
+	s.SetRefetching(false)
+	s.Journal().Close()
+	if s = open(t, config(fs, nil)); s.Refetching() {
+		t.Fatal("refetch state cleared but back after a restart")
+	}
+}
+
+// ResetTo cuts back to a fork the journal still reaches from a snapshot
+// at or below it, and discards the history (marked to refetch) when it
+// cannot: the journal starts past the newest snapshot left.
+func TestResetTo(t *testing.T) {
+	cases := []struct {
+		name      string
+		installAt uint64 // a snapshot installed here first: the journal starts after it
+		to        uint64 // written up to (0: 25)
+		fork      uint64
+		applied   uint64
+		refetch   bool
+		discarded uint64
+	}{
+		{name: "fork above a snapshot", fork: 15, applied: 15},
+		{name: "fork below every snapshot, journal whole", fork: 7, applied: 7},
+		{name: "fork at the end", fork: 25, applied: 25},
+		{name: "discard all", fork: 0, applied: 0, refetch: true},
+		{name: "journal starts after the snapshot dropped", installAt: 20, fork: 15, applied: 0, refetch: true, discarded: 1},
+		// Snapshots at 10, 20, 30 and the journal compacted behind 20 (it
+		// starts at 13): cut at 15, the snapshots above go, and the journal
+		// no longer reaches back to the one at 10.
+		{name: "journal compacted past the snapshot left", to: 35, fork: 15, applied: 0, refetch: true, discarded: 1},
+		{name: "journal compacted, snapshot left reachable", to: 35, fork: 25, applied: 25},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := journal.NewMemFS()
+			s := open(t, config(fs, nil))
+			if tc.installAt != 0 {
+				c := &counter{}
+				for seq := uint64(1); seq <= tc.installAt; seq++ {
+					c.Apply(seq, cmd(seq), nil)
+				}
+				data, _ := s.Snapshots().Cut(c, tc.installAt, 1)
+				if !s.Snapshots().Install(s.Engine(), tc.installAt, 1, data) {
+					t.Fatal("install failed")
+				}
+			}
+			to := cmp.Or(tc.to, 25)
+			write(t, s, 1, to)
+			if err := s.ResetTo(tc.fork); err != nil {
+				t.Fatal(err)
+			}
+			checkState(t, s, tc.applied)
+			if _, last := s.Journal().Last(); last != tc.applied {
+				t.Fatalf("journal ends at %d, want %d", last, tc.applied)
+			}
+			if s.Refetching() != tc.refetch || s.Counters().HistoryDiscarded != tc.discarded {
+				t.Fatalf("refetching %v discarded %d, want %v %d", s.Refetching(), s.Counters().HistoryDiscarded, tc.refetch, tc.discarded)
+			}
+			// What is left is what a restart rebuilds.
+			s.Journal().Close()
+			s = open(t, config(fs, nil))
+			checkState(t, s, tc.applied)
+		})
+	}
+}
+
+// A refetch state that cannot be recorded breaks the storage (the node
+// must never lead in this process); Break reports only the first.
+func TestBroken(t *testing.T) {
+	fs := journal.NewMemFS()
+	s := open(t, config(fs, nil))
+	fs.SetSyncError(errors.New("disk gone"))
+	s.SetRefetching(true)
+	fs.SetSyncError(nil)
+	if !s.Broken() {
+		t.Fatal("a refetch marker that could not be written left the storage unbroken")
+	}
+	s2 := open(t, config(journal.NewMemFS(), nil))
+	if !s2.Break() || s2.Break() || !s2.Broken() {
+		t.Fatal("Break: want true once, then false, and Broken after")
+	}
+}
+
+// A crash that kept a snapshot and took the unsynced records after it
+// leaves a journal that holds no record and continues after the
+// snapshot; a cut below the snapshot then cannot truncate anything and
+// must discard down to what is left and refetch, not fail (the history
+// property found it: the reconciliation failed at every NEW_EPOCH
+// repeat, and the standby never followed the new primary).
+func TestResetToAfterCrashEmptiedTheJournal(t *testing.T) {
+	fs := journal.NewMemFS()
+	c := config(fs, nil)
+	s := open(t, c)
+	for seq := uint64(1); seq <= 10; seq++ { // never synced: only the snapshot at 10 is
+		if err := s.Journal().Append(1, seq, cmd(seq), 0); err != nil {
+			t.Fatal(err)
+		}
+		s.Engine().Apply(seq, cmd(seq), nil)
+		if err := s.Journal().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		s.Snapshots().Periodic(s.Engine(), seq, 1)
+	}
+	s.Snapshots().Finish()
+	fs.Crash(0)
+	s = open(t, c)
+	checkState(t, s, 10)
+	if s.Journal().First() != 0 {
+		t.Fatalf("journal holds records from %d: the crash was meant to take them all", s.Journal().First())
+	}
+	if err := s.ResetTo(1); err != nil {
+		t.Fatalf("cut at 1 below the snapshot at 10: %v", err)
+	}
+	checkState(t, s, 0)
+	if !s.Refetching() || s.Counters().HistoryDiscarded != 1 {
+		t.Fatalf("refetching %v discarded %d, want true 1", s.Refetching(), s.Counters().HistoryDiscarded)
+	}
+}
