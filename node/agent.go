@@ -1,11 +1,7 @@
 package node
 
 import (
-	"errors"
-	"sync/atomic"
-
 	"github.com/seqbus/seqbus/bus"
-	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/status"
 )
 
@@ -43,13 +39,6 @@ type agent struct {
 
 	nextTickNs, nextStatusNs int64
 
-	// From the fsync thread: the journal's Durable() is the watermark;
-	// syncFailures counts failed fsyncs, syncErr holds the first.
-	durableSeen     uint64
-	syncFailures    atomic.Uint64
-	syncFailureSeen uint64
-	syncErr         atomic.Pointer[error]
-
 	// status writes the latest copy the agent published (marshal and
 	// file I/O off the agent and off the lock); nil without a status file.
 	status *status.Publisher
@@ -74,7 +63,7 @@ func newAgent(n *Node) (*agent, error) {
 	now := n.nowNs()
 	a.nextTickNs = now + n.cfg.TickIntervalNs
 	a.nextStatusNs = now + status.IntervalNs
-	a.durableSeen = n.j.Durable()
+	n.commit.Seen()
 	return a, nil
 }
 
@@ -95,10 +84,7 @@ func (a *agent) DeadlineNs() int64 {
 // recompute. Each publisher stores, then calls runner.Wake.
 func (a *agent) Pending() bool {
 	n := a.n
-	if n.cfg.Journal.Policy != journal.SyncNone && (n.j.Durable() != a.durableSeen || a.syncFailures.Load() != a.syncFailureSeen) {
-		return true
-	}
-	return n.recompute.done.Load() != nil
+	return n.commit.Pending() || n.recompute.done.Load() != nil
 }
 
 // startAgent starts the agent thread, and the fsync thread and status
@@ -114,12 +100,7 @@ func (n *Node) startAgent() error {
 		n.agent = nil
 		return err
 	}
-	if n.cfg.Journal.Policy != journal.SyncNone {
-		// Under fsync none the journal calls records durable as Flush
-		// writes them (afterAppend, flushJournal): there is nothing for an
-		// fsync thread to do, so there is none.
-		n.syncer.Start()
-	}
+	n.commit.Start() // none under fsync none: Flush makes records durable
 	if a.status != nil {
 		a.status.Start()
 	}
@@ -146,7 +127,7 @@ func (n *Node) doWork(now int64, rx *bus.Received) int {
 	if ok && work > 0 {
 		n.afterBatch(now)
 	}
-	if ok && n.cfg.Journal.Policy != journal.SyncNone {
+	if ok {
 		var w int
 		w, ok = n.durablePass(now, &l)
 		work += w
@@ -215,23 +196,21 @@ func (n *Node) receivePass(now int64, rx *bus.Received, l *passLock) (int, bool)
 // durablePass picks up what the fsync thread published: failures, and a
 // risen durable watermark (work 1); false: the node closed.
 func (n *Node) durablePass(now int64, l *passLock) (int, bool) {
-	a := n.agent
-	if f := a.syncFailures.Load(); f != a.syncFailureSeen {
-		if !l.lock() {
-			return 0, false
-		}
-		for ; a.syncFailureSeen < f; a.syncFailureSeen++ {
-			n.syncFailedLocked(*a.syncErr.Load())
-		}
+	if !n.commit.Pending() {
+		return 0, true
 	}
-	if d := n.j.Durable(); d != a.durableSeen {
-		if !l.lock() {
-			return 0, false
-		}
-		n.syncedLocked(now)
-		return 1, true
+	if !l.lock() {
+		return 0, false
 	}
-	return 0, true
+	failed, err, rose := n.commit.Take()
+	for range failed {
+		n.syncFailedLocked(err)
+	}
+	if !rose {
+		return 0, true
+	}
+	n.onDurable(now)
+	return 1, true
 }
 
 // timerPass runs the tick and the status copy when the clock says they
@@ -270,25 +249,10 @@ func (n *Node) timerPass(now int64, l *passLock) bool {
 	return true
 }
 
-// syncOnce is one group commit of the fsync thread (fsync group and
-// always, n.syncer): natural group commit, LMAX's and TigerBeetle's way.
-// Kicked by kickSync after the agent wrote records, it fsyncs everything
-// written so far; whatever the agent writes while that fsync runs kicks
-// it again and goes into the next one. There is no timer: under load the
-// groups grow by themselves, idle they are one record. The journal's
-// GroupWindowNs and GroupRecords (which SyncDue applies for the
-// simulator's SyncStep) are thus upper bounds the process always meets
-// early, never a wait. It publishes through the journal's atomic durable
-// watermark (and a failure through the agent's atomics), then wakes a
-// parked agent; it never takes n.mu and allocates nothing.
-func (n *Node) syncOnce() {
-	a := n.agent
-	if err := n.j.Sync(); err != nil && !errors.Is(err, journal.ErrClosed) {
-		// A copy only here: taking err's own address would move it to
-		// the heap on every sync (one malloc per group commit).
-		failed := err
-		a.syncErr.CompareAndSwap(nil, &failed)
-		a.syncFailures.Add(1)
+// wakeAgent wakes a parked agent (the fsync thread's call after it
+// published; nothing before Start, or for a node driven by hand).
+func (n *Node) wakeAgent() {
+	if a := n.agent; a != nil {
+		a.runner.Wake()
 	}
-	a.runner.Wake() // after the publication: the handshake is the runner's
 }

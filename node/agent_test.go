@@ -174,9 +174,9 @@ func TestAgentPendingSeesEveryPublication(t *testing.T) {
 	if a.Pending() {
 		t.Fatal("still pending after the pass took the durable rise")
 	}
-	failed := errors.New("disk gone")
-	a.syncErr.Store(&failed)
-	a.syncFailures.Add(1)
+	n.cfg.FS.(*journal.MemFS).SetSyncError(errors.New("disk gone"))
+	n.Deliver(commandFrame(7, 2, 100), replayClient)
+	n.commit.Commit() // the fsync thread's commit, failing
 	if !a.Pending() {
 		t.Fatal("a failed fsync is not pending")
 	}

@@ -123,7 +123,7 @@ type Config struct {
 	Network Network
 
 	// Journal is the journal's options. A started node commits naturally
-	// (agent.go, syncOnce): its fsync thread syncs whatever was written
+	// (storage.Committer): its fsync thread syncs whatever was written
 	// while the previous fsync ran, so GroupWindowNs and GroupRecords are
 	// bounds it meets early rather than waits; the simulator's SyncStep
 	// still applies them through journal.SyncDue.

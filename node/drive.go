@@ -142,8 +142,6 @@ func (n *Node) syncFailedLocked(err error) {
 // sees the durable watermark the fsync thread published move, SyncStep
 // after its own sync.
 func (n *Node) syncedLocked(now int64) {
-	if n.agent != nil {
-		n.agent.durableSeen = n.j.Durable()
-	}
+	n.commit.Seen()
 	n.onDurable(now)
 }

@@ -73,7 +73,7 @@ func TestSyncNoneWakesNoSyncer(t *testing.T) {
 	if st.Applied != 5 || st.Durable != 5 {
 		t.Fatalf("applied %d durable %d, want 5 and 5", st.Applied, st.Durable)
 	}
-	if n.syncer.TakeKick() {
+	if n.commit.TakeKick() {
 		t.Fatal("fsync none kicked the syncer")
 	}
 }
@@ -83,7 +83,7 @@ func TestSyncNoneWakesNoSyncer(t *testing.T) {
 func TestSyncGroupKicksOnlyForUnsynced(t *testing.T) {
 	n, clk := drivenPrimary(t, journal.SyncGroup)
 	n.Deliver(commandFrame(7, 1, 100), replayClient)
-	if !n.syncer.TakeKick() {
+	if !n.commit.TakeKick() {
 		t.Fatal("an append did not kick the syncer")
 	}
 	clk.ns += int64(50 * time.Millisecond)
@@ -97,7 +97,7 @@ func TestSyncGroupKicksOnlyForUnsynced(t *testing.T) {
 		clk.ns += int64(time.Millisecond)
 		n.Tick()
 	}
-	if n.syncer.TakeKick() {
+	if n.commit.TakeKick() {
 		t.Fatal("ticks with nothing to sync kicked the syncer")
 	}
 }
@@ -120,7 +120,7 @@ func TestGroupCommitAllocatesNothing(t *testing.T) {
 		}
 		n.mu.Unlock()
 		before := n.j.Durable()
-		n.syncOnce()
+		n.commit.Commit()
 		if n.j.Durable() <= before {
 			t.Fatalf("durable %d after a sync, was %d", n.j.Durable(), before)
 		}

@@ -108,9 +108,9 @@ type lifecycle struct {
 	// statusWrite writes the status file (nil: writeFileAtomic); tests
 	// replace it to see what holds the lock while it runs.
 	statusWrite func(path string, b []byte) error
-	// syncer is the fsync thread (agent.go, syncOnce), kicked after
+	// commit is the fsync thread (storage.Committer), kicked after
 	// appends; started only under fsync group and always.
-	syncer *bus.Worker
+	commit *storage.Committer
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed bool
@@ -143,7 +143,6 @@ func New(cfg Config) (*Node, error) {
 			stop:  make(chan struct{}),
 		},
 	}
-	n.syncer = bus.NewWorker(n.syncOnce)
 	n.replay = session.New(session.Config{History: cfg.SessionHistory, Off: cfg.Unsafe.NoSessionReplay, DatagramBytes: dlen})
 	if err := n.mdInit(); err != nil {
 		return nil, err
@@ -156,6 +155,7 @@ func New(cfg Config) (*Node, error) {
 		n.closeArbiter()
 		return nil, err
 	}
+	n.commit = storage.NewCommitter(n.j, cfg.Journal.Policy, n.wakeAgent)
 	if err := n.tr.Open(); err != nil {
 		n.j.Close()
 		n.closeArbiter()
@@ -279,7 +279,7 @@ func (n *Node) Close() error {
 	// The agent first: the fsync thread may still wake it until it is
 	// gone, and the poller outlives both.
 	n.stopAgent()
-	n.syncer.Stop()
+	n.commit.Stop()
 	close(n.stop)
 	n.wg.Wait()
 	if n.agent != nil {
@@ -352,21 +352,6 @@ func (n *Node) afterBatch(now int64) {
 	} else {
 		n.standbyAfterBatch(now)
 	}
-}
-
-// kickSync wakes the syncer when there is something for it to sync; it
-// never blocks. Under fsync none it does nothing: Flush already made the
-// records durable inline (no wake-up, no channel send, no syscall). Under
-// group and always it stays quiet while everything written is durable, so
-// a tick or a batch that appended nothing wakes nobody.
-func (n *Node) kickSync() {
-	if n.cfg.Journal.Policy == journal.SyncNone {
-		return
-	}
-	if _, last := n.j.Last(); last <= n.j.Durable() {
-		return
-	}
-	n.syncer.Kick()
 }
 
 func (n *Node) onDurable(now int64) {

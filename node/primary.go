@@ -220,14 +220,14 @@ func (n *Node) flushData() {
 }
 
 // afterAppend lets durability follow the appends: with fsync none the
-// journal calls them durable at once; otherwise the syncer is woken.
+// journal calls them durable at once; otherwise the fsync thread is kicked.
 func (n *Node) afterAppend(now int64) {
 	if err := n.j.Flush(); err != nil {
 		n.journalFailed(err)
 		return
 	}
 	n.setDurable()
-	n.kickSync()
+	n.commit.Kick()
 }
 
 // setDurable tells the gate how far the journal is durable.
