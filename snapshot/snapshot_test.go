@@ -2,49 +2,15 @@ package snapshot
 
 import (
 	"bytes"
-	"encoding/binary"
-	"errors"
-	"io"
 	"testing"
 
-	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/enginetest"
+
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/wire"
 )
 
-// counter is a state machine whose state is the sum of its commands'
-// bytes: enough to tell one snapshot from another.
-type counter struct{ applied, sum uint64 }
-
-func (c *counter) Apply(seq uint64, cmd []byte, _ engine.Emitter) {
-	c.applied = seq
-	for _, b := range cmd {
-		c.sum += uint64(b)
-	}
-}
-
-func (c *counter) Snapshot(w io.Writer) error {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], c.applied)
-	binary.LittleEndian.PutUint64(b[8:], c.sum)
-	_, err := w.Write(b[:])
-	return err
-}
-
-func (c *counter) Restore(r io.Reader) error {
-	var b [16]byte
-	if _, err := io.ReadFull(r, b[:]); err != nil {
-		return err
-	}
-	if extra, _ := r.Read(make([]byte, 1)); extra != 0 {
-		return errors.New("counter: snapshot too long")
-	}
-	c.applied, c.sum = binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])
-	return nil
-}
-
-func (c *counter) StateHash() uint64  { return c.applied*31 + c.sum }
-func (c *counter) AppliedSeq() uint64 { return c.applied }
+type counter = enginetest.Counter
 
 const every = 10
 
@@ -72,7 +38,7 @@ func newFixture(t *testing.T, fs *journal.MemFS) *fixture {
 // snapshots on the way.
 func (f *fixture) apply(t *testing.T, to uint64) {
 	t.Helper()
-	for seq := f.eng.applied + 1; seq <= to; seq++ {
+	for seq := f.eng.Applied + 1; seq <= to; seq++ {
 		cmd := []byte{byte(seq)}
 		if err := f.j.Append(1, seq, cmd, 0); err != nil {
 			t.Fatal(err)
@@ -105,9 +71,9 @@ func TestPeriodicSnapshotsAreWrittenAndRestored(t *testing.T) {
 	if latest, ok := f.s.Latest(); !ok || latest != 20 {
 		t.Fatalf("latest %d %v, want 20", latest, ok)
 	}
-	want := counter{applied: 20}
+	want := counter{Applied: 20}
 	for seq := uint64(1); seq <= 20; seq++ {
-		want.sum += seq
+		want.Sum += seq
 	}
 	g := newFixture(t, f.fs) // a restart over the same disk
 	seq, epoch, err := g.s.Restore(g.eng)
@@ -177,7 +143,7 @@ func TestInstall(t *testing.T) {
 	if f.s.Install(f.eng, 15, 1, []byte("not a snapshot")) {
 		t.Fatal("a bad snapshot installed")
 	}
-	if f.eng.applied != 3 || f.s.Counters().Installed != 0 {
+	if f.eng.Applied != 3 || f.s.Counters().Installed != 0 {
 		t.Fatalf("a failed install changed the state (%+v) or counted", *f.eng)
 	}
 	if !f.s.Install(f.eng, 15, 1, snap.Bytes()) {

@@ -23,8 +23,8 @@ func TestHistoryProperty(t *testing.T) {
 		check := func(what string) {
 			eng := s.Engine().(*counter)
 			_, last := s.Journal().Last()
-			if eng.applied != last || eng.sum != sumTo(last) {
-				rt.Fatalf("%s: state applied %d sum %d, journal ends at %d", what, eng.applied, eng.sum, last)
+			if eng.Applied != last || eng.Sum != sumTo(last) {
+				rt.Fatalf("%s: state applied %d sum %d, journal ends at %d", what, eng.Applied, eng.Sum, last)
 			}
 		}
 		for range rapid.IntRange(1, 12).Draw(rt, "steps") {

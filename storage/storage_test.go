@@ -3,54 +3,21 @@ package storage
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"errors"
-	"io"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/seqbus/seqbus/internal/enginetest"
+
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/snapshot"
 )
 
-// counter is a state machine whose state is the sum of its commands'
-// bytes, and which emits one output per command: enough to tell one
-// history from another and to see what a rebuild replays.
-type counter struct{ applied, sum uint64 }
-
-func (c *counter) Apply(seq uint64, cmd []byte, out engine.Emitter) {
-	c.applied = seq
-	for _, b := range cmd {
-		c.sum += uint64(b)
-	}
-	if out != nil {
-		out.Emit(7, cmd)
-	}
-}
-
-func (c *counter) Snapshot(w io.Writer) error {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], c.applied)
-	binary.LittleEndian.PutUint64(b[8:], c.sum)
-	_, err := w.Write(b[:])
-	return err
-}
-
-func (c *counter) Restore(r io.Reader) error {
-	var b [16]byte
-	if _, err := io.ReadFull(r, b[:]); err != nil {
-		return err
-	}
-	c.applied, c.sum = binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])
-	return nil
-}
-
-func (c *counter) StateHash() uint64  { return c.applied*31 + c.sum }
-func (c *counter) AppliedSeq() uint64 { return c.applied }
+type counter = enginetest.Counter
 
 // sumTo is counter's sum after commands 1..seq of history (cmd(seq)).
 func sumTo(seq uint64) uint64 {
@@ -142,8 +109,8 @@ func write(t *testing.T, s *Storage, epoch, to uint64) {
 func checkState(t *testing.T, s *Storage, applied uint64) {
 	t.Helper()
 	c := s.Engine().(*counter)
-	if c.applied != applied || c.sum != sumTo(applied) {
-		t.Fatalf("state: applied %d sum %d, want %d and %d", c.applied, c.sum, applied, sumTo(applied))
+	if c.Applied != applied || c.Sum != sumTo(applied) {
+		t.Fatalf("state: applied %d sum %d, want %d and %d", c.Applied, c.Sum, applied, sumTo(applied))
 	}
 }
 
