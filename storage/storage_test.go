@@ -153,21 +153,31 @@ func TestRebuildFromSnapshotAndJournal(t *testing.T) {
 
 // A torn tail is cut and counted; the records before it survive.
 func TestTornTail(t *testing.T) {
+	fs := damaged(t, func(b []byte) {
+		end := dataEnd(b)
+		clear(b[end-5 : end]) // the last record cut short: its payload never written
+	})
+	s := open(t, config(fs, nil))
+	checkState(t, s, 4)
+	if c := s.Counters(); c.TornTailBytes == 0 {
+		t.Fatal("torn tail not counted")
+	}
+}
+
+// damaged is a disk whose journal held commands 1..5 and whose segment
+// damage then changed.
+func damaged(t *testing.T, damage func(segment []byte)) *journal.MemFS {
+	t.Helper()
 	fs := journal.NewMemFS()
 	s := open(t, config(fs, nil))
 	write(t, s, 1, 5)
 	s.Journal().Close()
 	seg, b := segment(t, fs)
-	end := dataEnd(b)
-	clear(b[end-5 : end]) // the last record cut short: its payload never written
+	damage(b)
 	if err := fs.WriteFileForTest(seg, b); err != nil {
 		t.Fatal(err)
 	}
-	s = open(t, config(fs, nil))
-	checkState(t, s, 4)
-	if c := s.Counters(); c.TornTailBytes == 0 {
-		t.Fatal("torn tail not counted")
-	}
+	return fs
 }
 
 // segment is the journal's one segment file in dir and its bytes
@@ -206,15 +216,9 @@ func dataEnd(b []byte) int {
 // disk, across restarts until cleared) by a node that can follow; a
 // static primary's storage refuses to open it.
 func TestCorruptJournal(t *testing.T) {
-	fs := journal.NewMemFS()
-	s := open(t, config(fs, nil))
-	write(t, s, 1, 5)
-	s.Journal().Close()
-	seg, b := segment(t, fs)
-	b[dataEnd(b)/2] ^= 0xff // a record in the middle: its CRC no longer matches
-	if err := fs.WriteFileForTest(seg, b); err != nil {
-		t.Fatal(err)
-	}
+	fs := damaged(t, func(b []byte) {
+		b[dataEnd(b)/2] ^= 0xff // a record in the middle: its CRC no longer matches
+	})
 
 	static := config(fs, nil)
 	static.SetAsideCorrupt = false
@@ -222,7 +226,7 @@ func TestCorruptJournal(t *testing.T) {
 		t.Fatalf("static primary's open: %v, want ErrCorrupt", err)
 	}
 
-	s = open(t, config(fs, nil))
+	s := open(t, config(fs, nil))
 	checkState(t, s, 0)
 	if !s.Refetching() || s.Counters().JournalsSetAside != 1 {
 		t.Fatalf("refetching %v, set aside %d: want true, 1", s.Refetching(), s.Counters().JournalsSetAside)
