@@ -55,7 +55,7 @@ type Options struct {
 	// commands, the MAC tag included with Key) and the size of its
 	// receive buffers (never below bus.DatagramBytesDefault): 0 is
 	// wire.DefaultDatagramLen, else wire.MinDatagramLen..wire.MaxFrameLen.
-	// It must be the nodes' (node.Config.DatagramBytes): a primary drops
+	// It must be the nodes' (nodeconfig.Config.DatagramBytes): a primary drops
 	// and counts a larger datagram than its own size.
 	DatagramBytes int
 	// Poll, when set, starts no receive goroutine: the socket is read only

@@ -114,7 +114,7 @@ type MDOptions struct {
 	// Recovery timers (MDRecoveryConfig); zero takes the defaults.
 	RetryNs, ProbeNs, WaitNs int64
 	MaxRetries               int
-	// DatagramBytes is the nodes' datagram size (node.Config.DatagramBytes;
+	// DatagramBytes is the nodes' datagram size (nodeconfig.Config.DatagramBytes;
 	// 0: wire.DefaultDatagramLen): the receive buffers hold one, so no
 	// update or recovery answer is truncated.
 	DatagramBytes int

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
@@ -91,7 +92,7 @@ func TestFsyncThreadWakesParkedAgent(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c := newCluster(t, 1)
 	defer c.closeAll()
-	n := c.start(1, func(cfg *Config) {
+	n := c.start(1, func(cfg *nodeconfig.Config) {
 		cfg.Journal.Policy = journal.SyncGroup
 		cfg.TickIntervalNs = int64(time.Minute)
 		cfg.Idle.Kind = 0 // block: park at once

@@ -12,6 +12,7 @@ import (
 	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 	"github.com/seqbus/seqbus/witness"
 )
@@ -28,7 +29,7 @@ func TestAuthenticatedReplication(t *testing.T) {
 	}
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	withKey := func(cfg *Config) { cfg.Key = &key }
+	withKey := func(cfg *nodeconfig.Config) { cfg.Key = &key }
 	p := c.start(1, withKey)
 	s := c.start(2, withKey)
 
@@ -136,7 +137,7 @@ func TestAuthenticatedLease(t *testing.T) {
 	c := newCluster(t, 2)
 	defer c.closeAll()
 	// Node 2 alone first, with the wrong key: nothing is granted.
-	c.start(2, func(cfg *Config) { cfg.Witness, cfg.Lease, cfg.Key = waddr, lease, &other })
+	c.start(2, func(cfg *nodeconfig.Config) { cfg.Witness, cfg.Lease, cfg.Key = waddr, lease, &other })
 	// Wait (bounded) until the witness has refused its requests: a fixed
 	// 300 ms could pass on a loaded machine before node 2 sent any.
 	deadline := time.Now().Add(10 * time.Second)
@@ -146,10 +147,10 @@ func TestAuthenticatedLease(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if c.nodes[2].Role() == RolePrimary {
+	if c.nodes[2].Role() == nodeconfig.RolePrimary {
 		t.Fatal("a node with the wrong key became primary")
 	}
-	c.start(1, func(cfg *Config) { cfg.Witness, cfg.Lease, cfg.Key = waddr, lease, &key })
+	c.start(1, func(cfg *nodeconfig.Config) { cfg.Witness, cfg.Lease, cfg.Key = waddr, lease, &key })
 	if p := c.waitPrimary(5*time.Second, 0); p != 1 {
 		t.Fatalf("primary %d, want node 1 (the one with the key)", p)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -18,12 +19,12 @@ func leasedPrimary(t *testing.T) (*Node, *stepClock, *scriptedArbiter) {
 	clk := &stepClock{ns: 1}
 	arb := &scriptedArbiter{}
 	arb.epoch.Store(2)
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{2: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
+		Role: nodeconfig.RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
 		NewArbiter: func(k *arbiter.Keeper) (arbiter.Backend, error) { arb.k = k; return arb, nil },
 	}
@@ -33,7 +34,7 @@ func leasedPrimary(t *testing.T) (*Node, *stepClock, *scriptedArbiter) {
 	}
 	t.Cleanup(func() { n.Close() })
 	n.Tick() // the keeper asks, the arbiter grants epoch 2: promoted
-	if n.Role() != RolePrimary || n.Epoch() != 2 {
+	if n.Role() != nodeconfig.RolePrimary || n.Epoch() != 2 {
 		t.Fatalf("not leading epoch 2: role %s epoch %d", n.Role(), n.Epoch())
 	}
 	return n, clk, arb
@@ -87,7 +88,7 @@ func TestNewerEpochOfOurOwnIsNotAStepDown(t *testing.T) {
 	clk.ns += arbiter.DefaultRenewIntervalNs
 	n.Tick()
 	st := n.Status()
-	if n.Role() != RolePrimary || n.Epoch() != 3 || st.Node.StepDowns != 0 || st.Node.OutputsDroppedAtGate != 0 || st.Node.NewTerms != 1 {
+	if n.Role() != nodeconfig.RolePrimary || n.Epoch() != 3 || st.Node.StepDowns != 0 || st.Node.OutputsDroppedAtGate != 0 || st.Node.NewTerms != 1 {
 		t.Fatalf("after a newer epoch of its own: role %s epoch %d, step-downs %d, outputs dropped %d, new terms %d; want primary at 3, 0, 0, 1",
 			n.Role(), n.Epoch(), st.Node.StepDowns, st.Node.OutputsDroppedAtGate, st.Node.NewTerms)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -44,7 +45,7 @@ func benchReplicated(b *testing.B, size int, policy journal.SyncPolicy, window u
 	c := newCluster(b, 2)
 	defer c.closeAll()
 	for id := uint32(1); id <= 2; id++ {
-		c.start(id, func(cfg *Config) { cfg.Journal.Policy = policy; cfg.Journal.SegmentBytes = 64 << 20 })
+		c.start(id, func(cfg *nodeconfig.Config) { cfg.Journal.Policy = policy; cfg.Journal.SegmentBytes = 64 << 20 })
 	}
 	snd, err := bus.ListenUnicast(bus.UnicastConfig{})
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/sequencer"
+	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -40,16 +42,16 @@ const (
 // and frames its unicast socket sends: the measure of what a NAK flood
 // makes the primary put on the wire.
 type retransmitCounter struct {
-	UDPNetwork
+	transport.UDPNetwork
 	frames, bytes atomic.Uint64
 }
 
 type countingEndpoint struct {
-	Endpoint
+	transport.Endpoint
 	c *retransmitCounter
 }
 
-func (r *retransmitCounter) Unicast(local netip.AddrPort, filter bus.Filter) (Endpoint, error) {
+func (r *retransmitCounter) Unicast(local netip.AddrPort, filter bus.Filter) (transport.Endpoint, error) {
 	e, err := r.UDPNetwork.Unicast(local, filter)
 	if err != nil {
 		return nil, err
@@ -79,7 +81,7 @@ func TestNakFloodBounded(t *testing.T) {
 	c := newCluster(t, 2)
 	defer c.closeAll()
 	counter := &retransmitCounter{}
-	primary := c.start(1, func(cfg *Config) { cfg.Network = counter })
+	primary := c.start(1, func(cfg *nodeconfig.Config) { cfg.Network = counter })
 	standby := c.start(2, nil)
 
 	// The history: boundsHistory large commands from a raw sender, each

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/transport"
 )
 
 // TestMissingInterfaceRefusedBeforeAnything: a node configured on an
@@ -25,7 +27,7 @@ func TestMissingInterfaceRefusedBeforeAnything(t *testing.T) {
 	}
 	n, err := New(cfg)
 	var ie *bus.InterfaceError
-	if err == nil || !errors.Is(err, ErrConfig) || !errors.As(err, &ie) || ie.Name != "sbnope0" {
+	if err == nil || !errors.Is(err, nodeconfig.ErrConfig) || !errors.As(err, &ie) || ie.Name != "sbnope0" {
 		if n != nil {
 			n.Close()
 		}
@@ -44,13 +46,13 @@ func TestMissingInterfaceRefusedBeforeAnything(t *testing.T) {
 // (which the cleanup would Close, and panic).
 func TestUDPNetworkFailureIsNilEndpoint(t *testing.T) {
 	group := netip.MustParseAddrPort("239.77.9.9:7199")
-	if ep, err := (UDPNetwork{}).MulticastReceiver(group, "sbnope0", nil); err == nil || ep != nil {
+	if ep, err := (transport.UDPNetwork{}).MulticastReceiver(group, "sbnope0", nil); err == nil || ep != nil {
 		t.Fatalf("receiver on a missing interface: %v, %#v", err, ep)
 	}
-	if ep, err := (UDPNetwork{}).MulticastSender(group, "sbnope0", 0); err == nil || ep != nil {
+	if ep, err := (transport.UDPNetwork{}).MulticastSender(group, "sbnope0", 0); err == nil || ep != nil {
 		t.Fatalf("sender on a missing interface: %v, %#v", err, ep)
 	}
-	if ep, err := (UDPNetwork{}).Unicast(netip.MustParseAddrPort("192.0.2.1:1"), nil); err == nil || ep != nil {
+	if ep, err := (transport.UDPNetwork{}).Unicast(netip.MustParseAddrPort("192.0.2.1:1"), nil); err == nil || ep != nil {
 		t.Fatalf("unicast on an address not ours: %v, %#v", err, ep)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/nodeconfig"
 )
 
 // TestCorruptJournalIsSetAsideAndRefetched: a standby's journal damaged
@@ -23,7 +24,7 @@ func TestCorruptJournalIsSetAsideAndRefetched(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	small := func(cfg *Config) { cfg.Journal.SegmentBytes = 64 << 10 }
+	small := func(cfg *nodeconfig.Config) { cfg.Journal.SegmentBytes = 64 << 10 }
 	c.start(1, small)
 	c.start(2, small)
 	cl, err := client.Dial(client.Options{Core: client.Config{Session: 8}, Primary: c.addrs[1], Idle: testIdle})

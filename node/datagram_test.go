@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/syncbuf"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
-	"go.uber.org/goleak"
 )
 
 // TestDatagramBytesValidation: 0 is the default, the bounds are
@@ -37,9 +39,9 @@ func TestDatagramBytesValidation(t *testing.T) {
 	} {
 		cfg := c.config(1)
 		cfg.DatagramBytes = tc.size
-		err := cfg.withDefaults()
+		err := cfg.SetDefaults()
 		if !tc.ok {
-			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), fmt.Sprint(tc.size)) {
+			if !errors.Is(err, nodeconfig.ErrConfig) || !strings.Contains(err.Error(), fmt.Sprint(tc.size)) {
 				t.Fatalf("DatagramBytes %d: err %v, want ErrConfig naming it", tc.size, err)
 			}
 			continue
@@ -66,7 +68,7 @@ func TestDatagramBytesOverMTURefused(t *testing.T) {
 	cfg.Dir = t.TempDir() + "/node1"
 	n, err := New(cfg)
 	var me *bus.MTUError
-	if err == nil || !errors.Is(err, ErrConfig) || !errors.As(err, &me) {
+	if err == nil || !errors.Is(err, nodeconfig.ErrConfig) || !errors.As(err, &me) {
 		if n != nil {
 			n.Close()
 		}
@@ -89,7 +91,7 @@ func TestDefaultDatagramFitsMTU(t *testing.T) {
 	cfg := c.config(1)
 	cfg.Interface = ifi.Name
 	cfg.DatagramBytes = 0
-	if err := cfg.withDefaults(); err != nil {
+	if err := cfg.SetDefaults(); err != nil {
 		t.Fatalf("default size on %s (MTU %d): %v", ifi.Name, ifi.MTU, err)
 	}
 	want := min(wire.DefaultDatagramLen, ifi.MTU-bus.IPv4UDPHeaderBytes)
@@ -124,7 +126,7 @@ func smallMTUInterface(t *testing.T) *net.Interface {
 func TestJumboDatagramsReplicate(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const size = 8972
-	jumbo := func(cfg *Config) { cfg.DatagramBytes = size }
+	jumbo := func(cfg *nodeconfig.Config) { cfg.DatagramBytes = size }
 	c := newCluster(t, 2)
 	defer c.closeAll()
 	c.start(1, jumbo)
@@ -177,7 +179,7 @@ func TestLargerClientTruncated(t *testing.T) {
 	c := newCluster(t, 2)
 	defer c.closeAll()
 	var logBuf syncbuf.Buffer
-	c.start(1, func(cfg *Config) { cfg.Log = slog.New(slog.NewTextHandler(&logBuf, nil)) })
+	c.start(1, func(cfg *nodeconfig.Config) { cfg.Log = slog.New(slog.NewTextHandler(&logBuf, nil)) })
 	c.start(2, nil)
 	good := dialClient(t, c.addrs[1], 7)
 	defer good.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/etcdarb"
 	"github.com/seqbus/seqbus/internal/etcdtest"
+	"github.com/seqbus/seqbus/nodeconfig"
 )
 
 // TestEtcdArbiterFailover runs two nodes whose lease comes from a real
@@ -25,7 +26,7 @@ func TestEtcdArbiterFailover(t *testing.T) {
 	lease := arbiter.DefaultConfig()
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	withEtcd := func(cfg *Config) {
+	withEtcd := func(cfg *nodeconfig.Config) {
 		cfg.Lease = lease
 		cfg.NewArbiter = func(k *arbiter.Keeper) (arbiter.Backend, error) {
 			return etcdarb.New(etcdarb.Config{Endpoints: ec.Endpoints(), Stream: cfg.Stream, Node: arbiter.NodeID(cfg.ID), LeaseDurationNs: lease.LeaseDurationNs}, k)

@@ -13,6 +13,7 @@ import (
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/witness"
 )
 
@@ -45,7 +46,7 @@ func (c *cluster) waitPrimary(timeout time.Duration, not uint32) uint32 {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		for id, n := range c.nodes {
-			if id != not && n.Role() == RolePrimary {
+			if id != not && n.Role() == nodeconfig.RolePrimary {
 				return id
 			}
 		}
@@ -92,7 +93,7 @@ func TestFailoverOnPrimaryLoss(t *testing.T) {
 	c := newCluster(t, 3)
 	defer c.closeAll()
 	for id := uint32(1); id <= 3; id++ {
-		c.start(id, func(cfg *Config) { cfg.Witness = waddr; cfg.Lease = lease })
+		c.start(id, func(cfg *nodeconfig.Config) { cfg.Witness = waddr; cfg.Lease = lease })
 	}
 	first := c.waitPrimary(5*time.Second, 0)
 	answered := map[uint64]engine.OutputKind{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -19,7 +20,7 @@ import (
 // on the first frame here (it took the slot's seq for seq 1's).
 func TestStandbyWindowFarEdge(t *testing.T) {
 	clk := &stepClock{ns: 1}
-	n := manualNode(t, RoleStandby, clk)
+	n := manualNode(t, nodeconfig.RoleStandby, clk)
 	defer n.Close()
 	from := netip.MustParseAddrPort("10.0.0.2:1")
 	o := wire.Origin{Stream: 9, Node: 1, Epoch: 1}
@@ -51,12 +52,12 @@ func TestStandbyPassDoesNotAllocate(t *testing.T) {
 		t.Skip("allocation counts do not hold under the race detector (journal.Append)")
 	}
 	clk := &stepClock{ns: 1}
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: 2, Stream: 9, Dir: t.TempDir(), FS: journal.OSFS{}, Network: nopNetwork{}, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{1: netip.MustParseAddrPort("10.0.0.2:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
+		Role: nodeconfig.RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
 		PublisherCapacity: 256, MaxSessions: 4,
 	}
 	n, err := New(cfg)

@@ -11,6 +11,8 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -27,11 +29,13 @@ func (e *nopEndpoint) Counters() bus.Counters                  { return bus.Coun
 
 type nopNetwork struct{}
 
-func (nopNetwork) Unicast(netip.AddrPort, bus.Filter) (Endpoint, error) { return &nopEndpoint{}, nil }
-func (nopNetwork) MulticastReceiver(netip.AddrPort, string, bus.Filter) (Endpoint, error) {
+func (nopNetwork) Unicast(netip.AddrPort, bus.Filter) (transport.Endpoint, error) {
 	return &nopEndpoint{}, nil
 }
-func (nopNetwork) MulticastSender(netip.AddrPort, string, int) (Endpoint, error) {
+func (nopNetwork) MulticastReceiver(netip.AddrPort, string, bus.Filter) (transport.Endpoint, error) {
+	return &nopEndpoint{}, nil
+}
+func (nopNetwork) MulticastSender(netip.AddrPort, string, int) (transport.Endpoint, error) {
 	return &nopEndpoint{}, nil
 }
 
@@ -41,9 +45,9 @@ func (c *stepClock) NowNs() int64 { return c.ns }
 
 // manualNode builds a node driven by hand on a MemFS: a static primary
 // (role primary) or a standby following it.
-func manualNode(tb testing.TB, role Role, clk *stepClock) *Node {
+func manualNode(tb testing.TB, role nodeconfig.Role, clk *stepClock) *Node {
 	tb.Helper()
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: uint32(2 - role), Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{1: netip.MustParseAddrPort("10.0.0.2:1"), 2: netip.MustParseAddrPort("10.0.0.3:1")},
@@ -109,7 +113,7 @@ func FuzzNodeDeliver(f *testing.F) {
 	from := netip.MustParseAddrPort("10.0.0.2:1")
 	f.Fuzz(func(t *testing.T, pkt []byte, which uint8) {
 		clk := &stepClock{ns: 1}
-		n := manualNode(t, Role(which%2), clk)
+		n := manualNode(t, nodeconfig.Role(which%2), clk)
 		for i := range 3 {
 			n.Deliver(pkt, from)
 			clk.ns += 1_000_000

@@ -15,8 +15,10 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/status"
+	"github.com/seqbus/seqbus/transport"
 )
 
 // drivenPrimary is a static primary driven by hand (no Start, so no
@@ -26,11 +28,11 @@ func drivenPrimary(tb testing.TB, policy journal.SyncPolicy) (*Node, *stepClock)
 }
 
 // drivenPrimaryOn is drivenPrimary (fsync none) on the given network.
-func drivenPrimaryOn(tb testing.TB, nw Network) (*Node, *stepClock) {
+func drivenPrimaryOn(tb testing.TB, nw transport.Network) (*Node, *stepClock) {
 	return drivenPrimaryWith(tb, journal.SyncNone, nw)
 }
 
-func drivenPrimaryWith(tb testing.TB, policy journal.SyncPolicy, nw Network) (*Node, *stepClock) {
+func drivenPrimaryWith(tb testing.TB, policy journal.SyncPolicy, nw transport.Network) (*Node, *stepClock) {
 	tb.Helper()
 	return drivenPrimaryOnFS(tb, policy, nw, journal.NewMemFS(), "/j")
 }
@@ -41,15 +43,15 @@ func drivenPrimaryFS(tb testing.TB, policy journal.SyncPolicy, fs journal.FS, di
 	return drivenPrimaryOnFS(tb, policy, nopNetwork{}, fs, dir)
 }
 
-func drivenPrimaryOnFS(tb testing.TB, policy journal.SyncPolicy, nw Network, fs journal.FS, dir string) (*Node, *stepClock) {
+func drivenPrimaryOnFS(tb testing.TB, policy journal.SyncPolicy, nw transport.Network, fs journal.FS, dir string) (*Node, *stepClock) {
 	tb.Helper()
 	clk := &stepClock{ns: 1}
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: dir, FS: fs, Network: nw, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: policy, SegmentBytes: 1 << 16},
+		Role: nodeconfig.RolePrimary, Epoch: 1, Journal: journal.Options{Policy: policy, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
 	}
 	n, err := New(cfg)
@@ -220,7 +222,7 @@ type memberNetwork struct {
 	mc *memberEndpoint
 }
 
-func (m memberNetwork) MulticastReceiver(netip.AddrPort, string, bus.Filter) (Endpoint, error) {
+func (m memberNetwork) MulticastReceiver(netip.AddrPort, string, bus.Filter) (transport.Endpoint, error) {
 	return m.mc, nil
 }
 
@@ -229,12 +231,12 @@ func (m memberNetwork) MulticastReceiver(netip.AddrPort, string, bus.Filter) (En
 func TestPrimaryLeavesGroupAndRejoinsOnStepDown(t *testing.T) {
 	clk := &stepClock{ns: 1}
 	mc := &memberEndpoint{joined: true}
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: memberNetwork{mc: mc}, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
+		Role: nodeconfig.RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
 	}
 	n, err := New(cfg)
@@ -242,14 +244,14 @@ func TestPrimaryLeavesGroupAndRejoinsOnStepDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if mc.joined || n.Role() != RolePrimary {
+	if mc.joined || n.Role() != nodeconfig.RolePrimary {
 		t.Fatalf("leading, still joined (%v) or role %v", mc.joined, n.Role())
 	}
 	n.mu.Lock()
 	rd := n.tm.Lease(replica.Decision{Do: replica.StepDown, Epoch: 2})
 	n.stepDown(&rd)
 	n.mu.Unlock()
-	if !mc.joined || n.Role() != RoleStandby {
+	if !mc.joined || n.Role() != nodeconfig.RoleStandby {
 		t.Fatalf("stepped down, joined %v, role %v", mc.joined, n.Role())
 	}
 }

@@ -9,14 +9,6 @@ import (
 // core decides: the gate's required acks change inside the core, and a
 // proposal comes back in its Ready (see release).
 
-// DefaultInSyncTimeoutNs: 200 ms without an ack, or with outputs waiting
-// above an ack that does not advance, removes a standby. Standbys ack
-// every seq they get and at least every 5 ms when healthy, so 200 ms is 40
-// missed acks: long against scheduling stalls on these machines, short
-// enough that the market pauses for a fifth of a second, not until an
-// operator acts.
-const DefaultInSyncTimeoutNs = 200_000_000
-
 // onWitnessSet records the set an arbiter's grant carries; a primary
 // requires it at once.
 func (n *Node) onWitnessSet(r *arbiter.Reply, now int64) {

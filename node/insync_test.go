@@ -12,6 +12,7 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/nodeconfig"
 )
 
 // TestInSyncStandbyLossAndRejoin: the only standby dies under load; the
@@ -26,7 +27,7 @@ func TestInSyncStandbyLossAndRejoin(t *testing.T) {
 	defer w.Close()
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	withWitness := func(cfg *Config) { cfg.Witness = waddr; cfg.Lease = lease }
+	withWitness := func(cfg *nodeconfig.Config) { cfg.Witness = waddr; cfg.Lease = lease }
 	c.start(1, withWitness)
 	if p := c.waitPrimary(5*time.Second, 0); p != 1 {
 		t.Fatalf("primary %d", p)
@@ -91,7 +92,7 @@ func TestInSyncStandbyLossAndRejoin(t *testing.T) {
 	}
 	mu.Unlock()
 	t.Logf("standby removed from the in-sync set %v after it died; longest pause in answers %v (timeout %v)",
-		removedIn, pause, time.Duration(DefaultInSyncTimeoutNs))
+		removedIn, pause, time.Duration(nodeconfig.DefaultInSyncTimeoutNs))
 	if st := c.nodes[1].Status(); st.Node.RunningAlone == 0 {
 		t.Fatal("the primary did not report running alone")
 	}
@@ -127,7 +128,7 @@ func TestNotInSyncNeverPromoted(t *testing.T) {
 	defer w.Close()
 	c := newCluster(t, 3)
 	defer c.closeAll()
-	withWitness := func(cfg *Config) { cfg.Witness = waddr; cfg.Lease = lease }
+	withWitness := func(cfg *nodeconfig.Config) { cfg.Witness = waddr; cfg.Lease = lease }
 	c.start(1, withWitness)
 	c.waitPrimary(5*time.Second, 0)
 	c.start(2, withWitness)

@@ -9,6 +9,7 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/internal/syncbuf"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -42,12 +43,12 @@ func (a *muteArbiter) Close() error                                 { return nil
 func leaseNode(t *testing.T, arb *muteArbiter, logs *lockedLog) (*Node, *stepClock) {
 	t.Helper()
 	clk := &stepClock{ns: 1}
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{2: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(logs, nil)),
-		Role: RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
+		Role: nodeconfig.RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
 	}
 	if arb != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/mdfeed"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -14,15 +15,9 @@ import (
 // from it and the recovery service are the pure core mdfeed (its doc.go);
 // this file feeds it and sends the frames it returns.
 
-const (
-	// Config.MDRingUpdates's default and bounds (mdfeed explains them).
-	DefaultMDRingUpdates = mdfeed.DefaultRingUpdates
-	MinMDRingUpdates     = mdfeed.MinRingUpdates
-	MaxMDRingUpdates     = mdfeed.MaxRingUpdates
-	// mdHeartbeatEveryNs: while releases move the primary heartbeats this
-	// often (the sequencer only when idle), so standbys learn released MD.
-	mdHeartbeatEveryNs = sequencer.DefaultHeartbeatIntervalNs
-)
+// mdHeartbeatEveryNs: while releases move the primary heartbeats this
+// often (the sequencer only when idle), so standbys learn released MD.
+const mdHeartbeatEveryNs = sequencer.DefaultHeartbeatIntervalNs
 
 // mdState is the node's feed, and the emitter a standby applies with.
 type mdState struct {
@@ -37,17 +32,6 @@ func (m *mdState) Emit(to uint64, payload []byte) {
 	}
 }
 
-// mdDefaults validates and defaults Config.MDRingUpdates.
-func (c *Config) mdDefaults() error {
-	if c.MDRingUpdates == 0 {
-		c.MDRingUpdates = DefaultMDRingUpdates
-	}
-	if c.MDRingUpdates < MinMDRingUpdates || c.MDRingUpdates > MaxMDRingUpdates {
-		return fmt.Errorf("%w: market-data ring of %d updates not in %d..%d", ErrConfig, c.MDRingUpdates, MinMDRingUpdates, MaxMDRingUpdates)
-	}
-	return nil
-}
-
 // mdInit builds the feed: with a ring when the node publishes market data.
 func (n *Node) mdInit() error {
 	cfg := mdfeed.Config{DatagramLen: n.tr.DatagramLen(),
@@ -57,7 +41,7 @@ func (n *Node) mdInit() error {
 	}
 	md, err := mdfeed.New[netip.AddrPort](cfg)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
+		return fmt.Errorf("%w: %v", nodeconfig.ErrConfig, err)
 	}
 	n.md = mdState{Feed: md, n: n}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/mdfeed"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -24,7 +25,7 @@ func (c *mdClock) NowNs() int64 { return c.ns }
 
 // mdStandby is a standby node (never started: the test drives it) with a
 // market-data group and a ring of ringSize, that has applied cmds.
-func mdStandby(t *testing.T, ringSize, cmds int, mutate ...func(*Config)) (*Node, *mdClock) {
+func mdStandby(t *testing.T, ringSize, cmds int, mutate ...func(*nodeconfig.Config)) (*Node, *mdClock) {
 	t.Helper()
 	c := newCluster(t, 2)
 	clk := &mdClock{ns: 1}
@@ -53,7 +54,7 @@ func mdStandby(t *testing.T, ringSize, cmds int, mutate ...func(*Config)) (*Node
 }
 
 // mdConfigs remembers each mdStandby's configuration, to restart it.
-var mdConfigs = map[*Node]Config{}
+var mdConfigs = map[*Node]nodeconfig.Config{}
 
 // heartbeat makes the standby learn that the primary released up to mdSeq.
 func heartbeat(t *testing.T, n *Node, mdSeq uint64) {
@@ -379,7 +380,7 @@ func mdCluster(t *testing.T, ring, count int) (*cluster, netip.AddrPort) {
 	c := newCluster(t, 2)
 	group := netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 78, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), freePort(t))
 	for id := uint32(1); id <= 2; id++ {
-		c.start(id, func(cfg *Config) { cfg.MarketData = group; cfg.MDRingUpdates = ring })
+		c.start(id, func(cfg *nodeconfig.Config) { cfg.MarketData = group; cfg.MDRingUpdates = ring })
 	}
 	t.Cleanup(c.closeAll)
 	cl, err := client.Dial(client.Options{Core: client.Config{Session: 4}, Primary: c.addrs[1], Idle: testIdle})
@@ -589,7 +590,7 @@ func TestMDReRequestAuthenticated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, _ := mdStandby(t, 64, 20, func(c *Config) { c.Key = &key })
+	n, _ := mdStandby(t, 64, 20, func(c *nodeconfig.Config) { c.Key = &key })
 	heartbeat(t, n, 3)
 	r := newRequester(t)
 	r.ask(n, wire.MDRequest{Kind: wire.MDRequestRange, First: 1, Count: 3})
@@ -692,7 +693,7 @@ func TestMDHeartbeatWhileReleasesMove(t *testing.T) {
 // are in its ring to publish again when it is promoted (sim seed 1281,
 // which lost 51 of them).
 func TestMDRingRefilledBelowTheSnapshot(t *testing.T) {
-	n, _ := mdStandby(t, 4096, 100, func(c *Config) { c.SnapshotEvery = 40 })
+	n, _ := mdStandby(t, 4096, 100, func(c *nodeconfig.Config) { c.SnapshotEvery = 40 })
 	cfg := mdConfigs[n]
 	fs := cfg.FS
 	if fs == nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/transport"
 )
 
 // TestMemNetworkFaults runs a primary and two standbys over the in-memory
@@ -36,7 +38,7 @@ func TestMemNetworkFaults(t *testing.T) {
 			defer c.closeAll()
 			for id := uint32(1); id <= 3; id++ {
 				host := c.addrs[id].Addr()
-				c.start(id, func(cfg *Config) { cfg.Network = MemNetwork{Net: mem, Host: host} })
+				c.start(id, func(cfg *nodeconfig.Config) { cfg.Network = transport.MemNetwork{Net: mem, Host: host} })
 			}
 			conn, err := mem.Listen(netip.MustParseAddrPort("10.0.0.9:5000"), nil)
 			if err != nil {

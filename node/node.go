@@ -10,6 +10,7 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/lease"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/snapshot"
@@ -32,7 +33,7 @@ const _ = uint(replica.MaxOutputBytes-session.MaxOutputBytes) + uint(session.Max
 
 // Node is one seqbus process.
 type Node struct {
-	cfg Config
+	cfg nodeconfig.Config
 
 	mu sync.Mutex
 
@@ -55,7 +56,7 @@ type Node struct {
 	tr       *transport.Transport
 	frameBuf []byte // scratch: one frame being encoded, reused
 
-	stages StageObserver // Config.Observer, if it implements it
+	stages nodeconfig.StageObserver // Config.Observer, if it implements it
 	stats  status.Stats
 	md     mdState // market-data ring and recovery (mdfeed.go)
 }
@@ -118,14 +119,14 @@ type lifecycle struct {
 
 // New opens the journal, recovers the state machine from the latest
 // snapshot and the journal, and opens the sockets. Start begins the loops.
-func New(cfg Config) (*Node, error) {
-	if err := cfg.withDefaults(); err != nil {
+func New(cfg nodeconfig.Config) (*Node, error) {
+	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
 	dlen := transport.DatagramLen(cfg.DatagramBytes, cfg.Key != nil)
 	n := &Node{
 		cfg:      cfg,
-		tr:       transport.New(cfg.transportConfig()),
+		tr:       transport.New(cfg.TransportConfig()),
 		frameBuf: make([]byte, 0, wire.MaxFrameLen),
 		primaryState: primaryState{
 			sessions: replica.NewSessions[netip.AddrPort](cfg.MaxSessions),
@@ -147,7 +148,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.mdInit(); err != nil {
 		return nil, err
 	}
-	n.stages, _ = n.cfg.Observer.(StageObserver)
+	n.stages, _ = n.cfg.Observer.(nodeconfig.StageObserver)
 	if err := n.openLease(); err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func New(cfg Config) (*Node, error) {
 		n.closeArbiter()
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if cfg.Role == RolePrimary {
+	if cfg.Role == nodeconfig.RolePrimary {
 		if err := n.becomePrimary(cfg.Epoch); err != nil {
 			n.tr.Close()
 			n.j.Close()
@@ -197,12 +198,12 @@ func (n *Node) nowNs() int64 {
 // (package storage).
 func (n *Node) recover() error {
 	st, err := storage.Open(storage.Config{
-		FS: n.cfg.FS, Dir: n.cfg.Dir, Journal: n.cfg.Journal, SetAsideCorrupt: n.cfg.Role != RolePrimary,
+		FS: n.cfg.FS, Dir: n.cfg.Dir, Journal: n.cfg.Journal, SetAsideCorrupt: n.cfg.Role != nodeconfig.RolePrimary,
 		NewStateMachine: n.cfg.NewStateMachine, Log: n.cfg.Log,
 		// Inline under a simulated clock, where everything runs on the
 		// simulator's one goroutine.
 		Snapshots: snapshot.Config{Inline: n.cfg.Clock != nil, NowNs: n.nowNs, Every: n.cfg.SnapshotEvery,
-			ChunkBytes: wire.MaxSnapshotData(n.tr.DatagramLen()), Burst: SnapshotChunkBurst, Log: n.cfg.Log},
+			ChunkBytes: wire.MaxSnapshotData(n.tr.DatagramLen()), Burst: nodeconfig.SnapshotChunkBurst, Log: n.cfg.Log},
 		Hooks: storage.Hooks{Refill: n.refillHistory, Rebuilt: n.rebuiltFrom, Batch: n.stageBatch, Emitter: n.applyOut, Applied: n.replayed},
 	})
 	if err != nil {
@@ -384,16 +385,16 @@ func (n *Node) Released() uint64 {
 func (n *Node) SocketReports() []bus.Report { return n.tr.Reports() }
 
 // Role returns the current role.
-func (n *Node) Role() Role {
+func (n *Node) Role() nodeconfig.Role {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.role()
 }
 
 // role is the current role (the lock held).
-func (n *Node) role() Role {
+func (n *Node) role() nodeconfig.Role {
 	if n.tm.Primary() {
-		return RolePrimary
+		return nodeconfig.RolePrimary
 	}
-	return RoleStandby
+	return nodeconfig.RoleStandby
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/nodeconfig"
 
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
@@ -88,25 +89,25 @@ func newCluster(t testing.TB, n int) *cluster {
 	return c
 }
 
-func (c *cluster) config(id uint32) Config {
+func (c *cluster) config(id uint32) nodeconfig.Config {
 	peers := map[uint32]netip.AddrPort{}
 	for pid, a := range c.addrs {
 		if pid != id {
 			peers[pid] = a
 		}
 	}
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: id, Stream: 9, Dir: c.dirs[id], Listen: c.addrs[id], Group: c.group, Interface: "lo",
 		Peers: peers, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
 		NewStateMachine: newEngine, Log: testLogger(c.t).With("node", id), Idle: testIdle,
 	}
 	if id == 1 {
-		cfg.Role, cfg.Epoch = RolePrimary, 1
+		cfg.Role, cfg.Epoch = nodeconfig.RolePrimary, 1
 	}
 	return cfg
 }
 
-func (c *cluster) start(id uint32, mutate func(*Config)) *Node {
+func (c *cluster) start(id uint32, mutate func(*nodeconfig.Config)) *Node {
 	cfg := c.config(id)
 	if mutate != nil {
 		mutate(&cfg)
@@ -218,7 +219,7 @@ func TestAckDelayBatchesAcks(t *testing.T) {
 	defer c.closeAll()
 	c.start(1, nil)
 	const delay = 20 * time.Millisecond
-	c.start(2, func(cfg *Config) { cfg.AckDelayNs = int64(delay) })
+	c.start(2, func(cfg *nodeconfig.Config) { cfg.AckDelayNs = int64(delay) })
 	cl := dialClient(t, c.addrs[1], 7)
 	defer cl.Close()
 	rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 5_000, Count: 5_000, Seed: 2, Drain: 10 * time.Second}, nil)
@@ -227,7 +228,7 @@ func TestAckDelayBatchesAcks(t *testing.T) {
 	}
 	st := c.nodes[2].Status()
 	up := time.Duration(st.UptimeNs)
-	bound := uint64(up/delay + up/time.Duration(DefaultAckIntervalNs) + 10)
+	bound := uint64(up/delay + up/time.Duration(nodeconfig.DefaultAckIntervalNs) + 10)
 	if st.Node.AcksSent > bound {
 		t.Fatalf("%d acks in %v with a %v ack delay (bound %d)", st.Node.AcksSent, up, delay, bound)
 	}
@@ -242,7 +243,7 @@ func TestSyncFailureStopsReleases(t *testing.T) {
 	c := newCluster(t, 2)
 	defer c.closeAll()
 	disk := journal.NewMemFS()
-	c.start(1, func(cfg *Config) { cfg.FS = disk; cfg.Journal.Policy = journal.SyncAlways })
+	c.start(1, func(cfg *nodeconfig.Config) { cfg.FS = disk; cfg.Journal.Policy = journal.SyncAlways })
 	c.start(2, nil)
 	cl := dialClient(t, c.addrs[1], 7)
 	defer cl.Close()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
@@ -270,7 +271,7 @@ func (n *Node) release(now int64) {
 	}
 	if o := n.cfg.Observer; o != nil && rr.Report {
 		e := &rr.Event
-		o.Released(ReleaseEvent{
+		o.Released(nodeconfig.ReleaseEvent{
 			Node: n.cfg.ID, Epoch: e.Epoch, Released: e.Released, Applied: e.Applied, Durable: e.Durable,
 			RequiredAck: e.RequiredAck, RequiredOK: e.RequiredOK, LeaseHeld: e.LeaseHeld,
 		})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -16,12 +17,12 @@ import (
 // frame (parse, dedup, sequence, journal, DATA, apply, gate, OUTPUT).
 func benchPrimary(b *testing.B) *Node {
 	b.Helper()
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: &stepClock{ns: 1},
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 64 << 20},
+		Role: nodeconfig.RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 64 << 20},
 		PublisherCapacity: 1024, MaxSessions: 4,
 	}
 	n, err := New(cfg)

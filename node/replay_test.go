@@ -11,6 +11,8 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -38,7 +40,9 @@ type captureNetwork struct {
 	uc *captureEndpoint
 }
 
-func (c *captureNetwork) Unicast(netip.AddrPort, bus.Filter) (Endpoint, error) { return c.uc, nil }
+func (c *captureNetwork) Unicast(netip.AddrPort, bus.Filter) (transport.Endpoint, error) {
+	return c.uc, nil
+}
 
 var (
 	replayClient  = netip.MustParseAddrPort("10.0.0.9:7")
@@ -51,12 +55,12 @@ func replayPrimary(tb testing.TB) (*Node, *stepClock, *captureEndpoint) {
 	tb.Helper()
 	clk := &stepClock{ns: 1}
 	nw := &captureNetwork{uc: &captureEndpoint{}}
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nw, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncGroup, SegmentBytes: 1 << 16},
+		Role: nodeconfig.RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncGroup, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
 	}
 	n, err := New(cfg)

@@ -8,6 +8,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/transport"
 )
 
 // TestSendOnlySocketsDrained: datagrams injected into a running primary's
@@ -19,7 +21,7 @@ func TestSendOnlySocketsDrained(t *testing.T) {
 	c := newCluster(t, 2)
 	defer c.closeAll()
 	tuning := bus.Tuning{RecvBufferBytes: 16 << 20}
-	n := c.start(1, func(cfg *Config) { cfg.Network = UDPNetwork{Tuning: tuning} })
+	n := c.start(1, func(cfg *nodeconfig.Config) { cfg.Network = transport.UDPNetwork{Tuning: tuning} })
 	var sender bus.Report
 	for _, r := range n.SocketReports() {
 		if r.SendOnly {

@@ -15,6 +15,7 @@ import (
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -167,7 +168,7 @@ func TestReplayRecomputeFromJournal(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	n1 := c.start(1, func(cfg *Config) { cfg.SessionHistory = 8 })
+	n1 := c.start(1, func(cfg *nodeconfig.Config) { cfg.SessionHistory = 8 })
 	c.start(2, nil)
 	seller, first := recordingClient(t, c.addrs[1], 7)
 	defer seller.Close()
@@ -231,7 +232,7 @@ func TestReplayRecomputeSnapshot(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	small := func(cfg *Config) {
+	small := func(cfg *nodeconfig.Config) {
 		cfg.SessionHistory, cfg.SnapshotEvery = 8, 64
 		cfg.Journal.SegmentBytes = journal.MinSegmentBytes
 	}
@@ -321,12 +322,12 @@ func capturedReplay(t *testing.T, uc *captureEndpoint, replays bool) ([][]byte, 
 func TestReplayRecomputeWithoutAgent(t *testing.T) {
 	clk := &stepClock{ns: 1}
 	nw := &captureNetwork{uc: &captureEndpoint{}}
-	cfg := Config{
+	cfg := nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nw, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncGroup, SegmentBytes: 1 << 16},
+		Role: nodeconfig.RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncGroup, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4, SessionHistory: 4,
 	}
 	n, err := New(cfg)

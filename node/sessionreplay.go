@@ -13,13 +13,6 @@ import (
 // node feeds it the outputs it applies and the requests that arrive, and
 // sends what it answers (session/doc.go has the rules and the bounds).
 
-const (
-	// DefaultSessionHistory is the default Config.SessionHistory: 64k outputs.
-	DefaultSessionHistory = session.DefaultHistory
-	// MaxSessionHistory bounds Config.SessionHistory (16M outputs, ~2.4 GB).
-	MaxSessionHistory = session.MaxHistory
-)
-
 // historyEmitter records the outputs of a node that does not release (a
 // standby, a rebuild from the journal): those to sessions in the history,
 // market data in the market-data ring (mdfeed.go; dropped without one).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -74,7 +75,7 @@ func TestReplayAnswer(t *testing.T) {
 	c := newCluster(t, 2)
 	defer c.closeAll()
 	c.start(1, nil)
-	c.start(2, func(cfg *Config) { cfg.SessionHistory = 64 })
+	c.start(2, func(cfg *nodeconfig.Config) { cfg.SessionHistory = 64 })
 	// Session 7 rests 20 sells, session 8 takes them: session 7 gets an
 	// ack and an execution per order, 40 outputs.
 	seller, buyer := dialClient(t, c.addrs[1], 7), dialClient(t, c.addrs[1], 8)

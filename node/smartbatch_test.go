@@ -9,6 +9,7 @@ import (
 
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -166,7 +167,7 @@ func TestPassAndReleaseDoNotAllocate(t *testing.T) {
 
 // sessionsPrimary is a primary driven by hand whose engine and session
 // table hold sessions clients.
-func sessionsPrimary(t *testing.T, nw Network, fs journal.FS, dir string, sessions int) (*Node, *stepClock) {
+func sessionsPrimary(t *testing.T, nw transport.Network, fs journal.FS, dir string, sessions int) (*Node, *stepClock) {
 	t.Helper()
 	clk := &stepClock{ns: 1}
 	return newSessionsPrimary(t, sessionsPrimaryConfig(nw, fs, dir, clk, sessions)), clk
@@ -174,8 +175,8 @@ func sessionsPrimary(t *testing.T, nw Network, fs journal.FS, dir string, sessio
 
 // sessionsPrimaryConfig is sessionsPrimary's configuration, for tests that
 // change a field of it first.
-func sessionsPrimaryConfig(nw Network, fs journal.FS, dir string, clk *stepClock, sessions int) Config {
-	return Config{
+func sessionsPrimaryConfig(nw transport.Network, fs journal.FS, dir string, clk *stepClock, sessions int) nodeconfig.Config {
+	return nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: dir, FS: fs, Network: nw, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers: map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
@@ -183,12 +184,12 @@ func sessionsPrimaryConfig(nw Network, fs journal.FS, dir string, clk *stepClock
 			return engine.New(engine.Config{MaxInstruments: 4, MaxOrders: 64, MaxSessions: uint32(sessions), DedupWindow: 64, MaxOrderQty: 1 << 20})
 		},
 		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
+		Role: nodeconfig.RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
 		PublisherCapacity: 4096, MaxSessions: sessions,
 	}
 }
 
-func newSessionsPrimary(t *testing.T, cfg Config) *Node {
+func newSessionsPrimary(t *testing.T, cfg nodeconfig.Config) *Node {
 	t.Helper()
 	n, err := New(cfg)
 	if err != nil {
@@ -207,12 +208,12 @@ func TestStandbyAcksOncePerPass(t *testing.T) {
 	uc := &multiEndpoint{recordingEndpoint{name: "unicast", log: &log}}
 	nw := recordingNetwork{uc: uc, mc: &recordingEndpoint{name: "multicast", log: &log}}
 	primary := netip.MustParseAddrPort("10.0.0.1:1")
-	n, err := New(Config{
+	n, err := New(nodeconfig.Config{
 		ID: 2, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nw, Clock: &stepClock{ns: 1},
 		Listen: netip.MustParseAddrPort("10.0.0.3:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{1: primary},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: RoleStandby, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
+		Role: nodeconfig.RoleStandby, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
 
@@ -30,7 +31,7 @@ type rebuildObserver struct {
 
 func (o *rebuildObserver) Applied(uint32, uint64, uint64, []byte) {}
 func (o *rebuildObserver) Installed(uint32, uint64)               {}
-func (o *rebuildObserver) Released(ReleaseEvent)                  {}
+func (o *rebuildObserver) Released(nodeconfig.ReleaseEvent)       {}
 func (o *rebuildObserver) Rebuilt(id uint32, from uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -97,7 +98,7 @@ func TestStandbySnapshotsAndCompacts(t *testing.T) {
 	obs := &rebuildObserver{}
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	small := func(cfg *Config) {
+	small := func(cfg *nodeconfig.Config) {
 		cfg.SnapshotEvery = every
 		cfg.Journal.SegmentBytes = segmentBytes
 		cfg.Observer = obs
@@ -188,7 +189,7 @@ func TestRejoinBehindWindowFetchesAtMostTwice(t *testing.T) {
 	const every = 40_000
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	cfg := func(cfg *Config) {
+	cfg := func(cfg *nodeconfig.Config) {
 		cfg.SnapshotEvery = every
 		// Releases must not wait for the stopped standby: this test is
 		// about its rejoin, not about gating.
@@ -236,7 +237,7 @@ func TestRejoinBehindWindowFetchesAtMostTwice(t *testing.T) {
 // refused and counted.
 func TestSnapshotChunksBoundedPerStandby(t *testing.T) {
 	clk := &stepClock{ns: 1}
-	n := manualNode(t, RolePrimary, clk)
+	n := manualNode(t, nodeconfig.RolePrimary, clk)
 	defer n.Close()
 	from := netip.MustParseAddrPort("10.0.0.3:1")
 	b := wire.NewBatch(0)
@@ -307,8 +308,8 @@ func TestPrimarySnapshotWriteOffTheAgent(t *testing.T) {
 			close(disk.release)
 		}
 	}()
-	c.start(1, func(cfg *Config) { cfg.SnapshotEvery = every; cfg.FS = disk })
-	c.start(2, func(cfg *Config) { cfg.SnapshotEvery = every })
+	c.start(1, func(cfg *nodeconfig.Config) { cfg.SnapshotEvery = every; cfg.FS = disk })
+	c.start(2, func(cfg *nodeconfig.Config) { cfg.SnapshotEvery = every })
 	cl := dialClient(t, c.addrs[1], 7)
 	defer cl.Close()
 	const count = 2*every + every/2

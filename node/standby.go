@@ -3,6 +3,7 @@ package node
 import (
 	"net/netip"
 
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
@@ -21,12 +22,12 @@ const standbyMaxPending = 8192
 const MaxCommandBytes = wire.DefaultDatagramLen - wire.HeaderLen - wire.MessageOverhead
 
 // newFollower is the standby's core (replica.Follower) for cfg.
-func newFollower(cfg *Config, dlen int) *replica.Follower {
+func newFollower(cfg *nodeconfig.Config, dlen int) *replica.Follower {
 	return replica.NewFollower(replica.FollowerConfig{
 		Window:     standby.Config{MaxPending: standbyMaxPending, MaxMessageBytes: wire.DefaultDatagramLen},
 		Nak:        standby.NakConfig{Seed: uint64(cfg.ID)},
 		Standby:    replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing},
-		ChunkBurst: SnapshotChunkBurst,
+		ChunkBurst: nodeconfig.SnapshotChunkBurst,
 		ChunkBytes: wire.MaxSnapshotData(dlen),
 	})
 }

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqbus/seqbus/client"
-	"github.com/seqbus/seqbus/status"
 	"go.uber.org/goleak"
+
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/status"
 )
 
 // TestStatusFileIsTruthful: status.json carries the state hash as hex
@@ -25,7 +27,7 @@ func TestStatusFileIsTruthful(t *testing.T) {
 	c := newCluster(t, 2)
 	defer c.closeAll()
 	statusFile := filepath.Join(t.TempDir(), "status.json")
-	c.start(1, func(cfg *Config) { cfg.StatusFile = statusFile })
+	c.start(1, func(cfg *nodeconfig.Config) { cfg.StatusFile = statusFile })
 	c.start(2, nil)
 	cl := dialClient(t, c.addrs[1], 7)
 	defer cl.Close()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -59,19 +60,21 @@ var _ bus.MultiSender = (*multiEndpoint)(nil)
 
 type recordingNetwork struct {
 	nopNetwork
-	uc Endpoint
+	uc transport.Endpoint
 	mc *recordingEndpoint
 }
 
-func (r recordingNetwork) Unicast(netip.AddrPort, bus.Filter) (Endpoint, error) { return r.uc, nil }
-func (r recordingNetwork) MulticastSender(netip.AddrPort, string, int) (Endpoint, error) {
+func (r recordingNetwork) Unicast(netip.AddrPort, bus.Filter) (transport.Endpoint, error) {
+	return r.uc, nil
+}
+func (r recordingNetwork) MulticastSender(netip.AddrPort, string, int) (transport.Endpoint, error) {
 	return r.mc, nil
 }
 
 func recordingPrimary(t *testing.T, multi bool) (*Node, *stepClock, *[]sendCall) {
 	t.Helper()
 	var log []sendCall
-	var uc Endpoint = &recordingEndpoint{name: "unicast", log: &log}
+	var uc transport.Endpoint = &recordingEndpoint{name: "unicast", log: &log}
 	if multi {
 		uc = &multiEndpoint{recordingEndpoint{name: "unicast", log: &log}}
 	}

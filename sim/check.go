@@ -9,7 +9,7 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 )
 
 // The checker observes the cluster from outside wherever it can: the
@@ -306,11 +306,11 @@ func (c *checker) walkBack(h, from, to uint64) uint64 {
 	return h
 }
 
-// --- node.Observer ---------------------------------------------------------
+// --- nodeconfig.Observer ---------------------------------------------------
 
 type observer struct{ c *checker }
 
-var _ node.Observer = observer{}
+var _ nodeconfig.Observer = observer{}
 
 func (o observer) Applied(id uint32, epoch, seq uint64, cmd []byte) {
 	c := o.c
@@ -323,7 +323,7 @@ func (o observer) Rebuilt(id uint32, fromSnapshot uint64) { o.c.replaying[id] = 
 
 func (o observer) Installed(id uint32, seq uint64) {}
 
-func (o observer) Released(r node.ReleaseEvent) {
+func (o observer) Released(r nodeconfig.ReleaseEvent) {
 	o.c.s.nodes[r.Node].observed = true
 	o.c.onRelease(r)
 }
@@ -331,7 +331,7 @@ func (o observer) Released(r node.ReleaseEvent) {
 // stepDone is called after every call into a node returns.
 func (c *checker) stepDone(id int) { c.replaying[id] = false }
 
-func (c *checker) onRelease(r node.ReleaseEvent) {
+func (c *checker) onRelease(r nodeconfig.ReleaseEvent) {
 	c.releases++
 	id := int(r.Node)
 	s := c.s

@@ -6,7 +6,7 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 )
 
 // The checker's rules, each shown failing on a hand-made history, without
@@ -44,7 +44,7 @@ func grant(s *sim, c *checker, id uint32, epoch uint64) {
 }
 
 func release(c *checker, id uint32, epoch, upto uint64) {
-	c.onRelease(node.ReleaseEvent{Node: id, Epoch: epoch, Released: upto, Applied: upto, Durable: upto, RequiredAck: upto, RequiredOK: true, LeaseHeld: true})
+	c.onRelease(nodeconfig.ReleaseEvent{Node: id, Epoch: epoch, Released: upto, Applied: upto, Durable: upto, RequiredAck: upto, RequiredOK: true, LeaseHeld: true})
 }
 
 func wantViolation(t *testing.T, c *checker, inv string) {
@@ -118,7 +118,7 @@ func TestCheckerGateInputs(t *testing.T) {
 	s, c := newTestChecker(t)
 	apply(t, c, 1, order(1, 1, 1000), order(1, 2, 1000))
 	grant(s, c, 1, 1)
-	c.onRelease(node.ReleaseEvent{Node: 1, Epoch: 1, Released: 2, Applied: 2, Durable: 1, RequiredAck: 2, RequiredOK: true, LeaseHeld: true})
+	c.onRelease(nodeconfig.ReleaseEvent{Node: 1, Epoch: 1, Released: 2, Applied: 2, Durable: 1, RequiredAck: 2, RequiredOK: true, LeaseHeld: true})
 	wantViolation(t, c, "invariant 4")
 }
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/bus"
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/transport"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -17,25 +17,25 @@ import (
 // errNoReceive is what Receive returns: a driven node has no receive loop.
 var errNoReceive = errors.New("sim: endpoints are driven by the simulator, not read")
 
-// simNetwork places node host on the simulated network (node.Network).
+// simNetwork places node host on the simulated network (transport.Network).
 type simNetwork struct {
 	s    *sim
 	host int
 }
 
-var _ node.Network = simNetwork{}
+var _ transport.Network = simNetwork{}
 
-func (n simNetwork) Unicast(local netip.AddrPort, _ bus.Filter) (node.Endpoint, error) {
+func (n simNetwork) Unicast(local netip.AddrPort, _ bus.Filter) (transport.Endpoint, error) {
 	n.s.bind(local, n.host)
 	return &endpoint{s: n.s, host: n.host, local: local}, nil
 }
 
-func (n simNetwork) MulticastReceiver(group netip.AddrPort, _ string, _ bus.Filter) (node.Endpoint, error) {
+func (n simNetwork) MulticastReceiver(group netip.AddrPort, _ string, _ bus.Filter) (transport.Endpoint, error) {
 	n.s.join(group, n.host)
 	return &endpoint{s: n.s, host: n.host, local: netip.AddrPortFrom(n.s.hostAddr[n.host], group.Port())}, nil
 }
 
-func (n simNetwork) MulticastSender(group netip.AddrPort, _ string, _ int) (node.Endpoint, error) {
+func (n simNetwork) MulticastSender(group netip.AddrPort, _ string, _ int) (transport.Endpoint, error) {
 	return &endpoint{s: n.s, host: n.host, local: netip.AddrPortFrom(n.s.hostAddr[n.host], group.Port())}, nil
 }
 
@@ -47,7 +47,7 @@ type endpoint struct {
 	c     bus.Counters
 }
 
-var _ node.Endpoint = (*endpoint)(nil)
+var _ transport.Endpoint = (*endpoint)(nil)
 
 func (e *endpoint) Receive([][]byte, []int, []netip.AddrPort, time.Duration) (int, error) {
 	return 0, errNoReceive

@@ -14,6 +14,7 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 	"github.com/seqbus/seqbus/witness"
 )
@@ -25,18 +26,18 @@ type Mutation uint8
 // Mutations.
 const (
 	MutNone Mutation = iota
-	// MutNoFencing: node.Unsafe.NoFencing.
+	// MutNoFencing: nodeconfig.Unsafe.NoFencing.
 	MutNoFencing
-	// MutNoGating: node.Unsafe.NoGating.
+	// MutNoGating: nodeconfig.Unsafe.NoGating.
 	MutNoGating
-	// MutLeaseFromReply: node.Unsafe.LeaseFromReply (sentAt taken after the
+	// MutLeaseFromReply: nodeconfig.Unsafe.LeaseFromReply (sentAt taken after the
 	// reply instead of before sending).
 	MutLeaseFromReply
 	// MutNoQuarantine: witness.Unsafe.NoQuarantine.
 	MutNoQuarantine
-	// MutNoMDRepublish: node.Unsafe.NoMDRepublish.
+	// MutNoMDRepublish: nodeconfig.Unsafe.NoMDRepublish.
 	MutNoMDRepublish
-	// MutNoSessionReplay: node.Unsafe.NoSessionReplay (replay requests
+	// MutNoSessionReplay: nodeconfig.Unsafe.NoSessionReplay (replay requests
 	// ignored: outputs lost in flight or never released are not delivered).
 	MutNoSessionReplay
 )
@@ -239,7 +240,7 @@ type simNode struct {
 	id      int
 	n       *node.Node // nil while crashed
 	fs      *journal.MemFS
-	cfg     node.Config
+	cfg     nodeconfig.Config
 	gen     uint64 // bumped by crash and pause: stale ticks are ignored
 	starts  uint64 // process incarnations
 	paused  bool
@@ -455,7 +456,7 @@ func (s *sim) build() {
 		if s.params.syncAlways {
 			jopts.Policy = journal.SyncAlways
 		}
-		cfg := node.Config{
+		cfg := nodeconfig.Config{
 			ID: uint32(i), Stream: 1, Dir: "/n", DatagramBytes: s.opts.DatagramBytes,
 			Listen: peers[uint32(i)], Group: s.groupAddr, MarketData: s.mdGroupAddr,
 			Peers: others, Witness: s.witnessAddr, Lease: s.lease,
@@ -481,8 +482,8 @@ func (s *sim) build() {
 
 // nodeUnsafe is the node switch a mutation turns on (none for the
 // witness's and MutNone).
-func (m Mutation) nodeUnsafe() node.Unsafe {
-	var u node.Unsafe
+func (m Mutation) nodeUnsafe() nodeconfig.Unsafe {
+	var u nodeconfig.Unsafe
 	switch m {
 	case MutNoFencing:
 		u.NoFencing = true
@@ -636,7 +637,7 @@ func (s *sim) afterStep(sn *simNode) {
 	if sn.n == nil {
 		return
 	}
-	isPrimary := sn.n.Role() == node.RolePrimary
+	isPrimary := sn.n.Role() == nodeconfig.RolePrimary
 	if sn.emitted && sn.observed {
 		sn.emitted, sn.emitMaxSeq = false, 0
 	}
@@ -645,7 +646,7 @@ func (s *sim) afterStep(sn *simNode) {
 		// Outputs left without an Observer.Released for them: build the
 		// event from the node's status.
 		sn.emitted = false
-		ev := node.ReleaseEvent{Node: uint32(sn.id), Epoch: sn.emitEpoch, Released: sn.emitMaxSeq, RequiredOK: true, RequiredAck: math.MaxUint64}
+		ev := nodeconfig.ReleaseEvent{Node: uint32(sn.id), Epoch: sn.emitEpoch, Released: sn.emitMaxSeq, RequiredOK: true, RequiredAck: math.MaxUint64}
 		if isPrimary {
 			st := sn.n.Status()
 			ev.Released, ev.Durable, ev.LeaseHeld = st.Released, st.Durable, st.Lease.Held

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/seqbus/seqbus/etcdarb"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -16,12 +15,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seqbus/seqbus/etcdarb"
+	"github.com/seqbus/seqbus/nodeconfig"
+
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/serve"
 	"github.com/seqbus/seqbus/journal"
-	"github.com/seqbus/seqbus/node"
 )
 
 // peerFlags collects repeated --peer id=host:port flags.
@@ -118,10 +119,10 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.fsync = fs.String("fsync", "group", "journal fsync policy: none, group, always")
 	f.idle = fs.String("idle", "backoff", "idle strategy of the node's agent thread: backoff (spin, then yield while commands arrive within 1 ms, then epoll_wait; backoff:250us sets the window), block (epoll_wait at once), spin, yield (see docs/tuning.md)")
 	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
-	f.snapEvery = fs.Uint64("snapshot-every", node.DefaultSnapshotEvery, "snapshot every N commands")
-	f.mdRing = fs.Int("md-ring", node.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
+	f.snapEvery = fs.Uint64("snapshot-every", nodeconfig.DefaultSnapshotEvery, "snapshot every N commands")
+	f.mdRing = fs.Int("md-ring", nodeconfig.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
 	f.datagramBytes = fs.Int("datagram-bytes", 0, nodeDatagramBytesUsage)
-	f.sessionHistory = fs.Int("session-history", node.DefaultSessionHistory, "outputs to client sessions kept for replay after a failover or a gap, over all sessions (0: none, replay requests answered TooOld)")
+	f.sessionHistory = fs.Int("session-history", nodeconfig.DefaultSessionHistory, "outputs to client sessions kept for replay after a failover or a gap, over all sessions (0: none, replay requests answered TooOld)")
 	f.verbose = fs.Bool("v", false, "log at debug level")
 	f.arbiterURL = fs.String("arbiter", "", "lease arbiter other than the UDP witness: etcd://host1:2379,host2:2379,host3:2379 (an etcd cluster; see README)")
 	f.witnessAddr = fs.String("witness", "", "the witness's address; with it the node starts as a standby and leads only while it holds the lease")
@@ -130,9 +131,9 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.margin = fs.Duration("margin", time.Duration(arbiter.DefaultMarginNs), "stop releasing this long before the lease ends")
 	f.retry = fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
 	f.ackDelay = fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
-	f.insyncTimeout = fs.Duration("insync-timeout", time.Duration(node.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness)")
+	f.insyncTimeout = fs.Duration("insync-timeout", time.Duration(nodeconfig.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness)")
 	f.minInSync = fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
-	f.recvBuf = fs.Int("recv-buffer", node.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
+	f.recvBuf = fs.Int("recv-buffer", nodeconfig.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
 	f.busyPoll = fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
 	f.keyFile = fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
 	f.cpu = fs.Int("cpu", -1, "pin the agent thread to this CPU (-1: no pinning)")
@@ -191,8 +192,8 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 }
 
 // config turns the flags into the node's Config.
-func (f *nodeFlags) config() (node.Config, error) {
-	cfg := node.Config{
+func (f *nodeFlags) config() (nodeconfig.Config, error) {
+	cfg := nodeconfig.Config{
 		ID: uint32(*f.id), Stream: uint16(*f.stream), Dir: *f.dir, Interface: *f.iface, TTL: *f.ttl, DatagramBytes: *f.datagramBytes,
 		Peers: f.peers, Epoch: *f.epoch, SnapshotEvery: *f.snapEvery, MDRingUpdates: *f.mdRing,
 		SessionHistory:  sessionHistoryConfig(*f.sessionHistory),
@@ -218,7 +219,7 @@ func (f *nodeFlags) config() (node.Config, error) {
 	}
 	cfg.InSyncTimeoutNs, cfg.MinInSync = int64(*f.insyncTimeout), *f.minInSync
 	cfg.AckDelayNs = int64(*f.ackDelay)
-	cfg.Unsafe = node.Unsafe{NoFencing: *f.noFencing, NoGating: *f.noGating}
+	cfg.Unsafe = nodeconfig.Unsafe{NoFencing: *f.noFencing, NoGating: *f.noGating}
 	if cfg.Key, err = loadKey(*f.keyFile); err != nil {
 		return cfg, asUsage(err)
 	}
@@ -242,7 +243,7 @@ func (f *nodeFlags) config() (node.Config, error) {
 }
 
 // addresses parses --listen, --group, --market-data and --role.
-func (f *nodeFlags) addresses(cfg *node.Config) error {
+func (f *nodeFlags) addresses(cfg *nodeconfig.Config) error {
 	var err error
 	if cfg.Listen, err = netip.ParseAddrPort(*f.listen); err != nil {
 		return usagef("--listen: %v", err)
@@ -257,9 +258,9 @@ func (f *nodeFlags) addresses(cfg *node.Config) error {
 	}
 	switch *f.role {
 	case "primary":
-		cfg.Role = node.RolePrimary
+		cfg.Role = nodeconfig.RolePrimary
 	case "standby":
-		cfg.Role = node.RoleStandby
+		cfg.Role = nodeconfig.RoleStandby
 	default:
 		return usagef("--role: want primary or standby, got %q", *f.role)
 	}
@@ -267,7 +268,7 @@ func (f *nodeFlags) addresses(cfg *node.Config) error {
 }
 
 // leaseConfig sets the lease backend: the UDP witness or etcd.
-func (f *nodeFlags) leaseConfig(cfg *node.Config) error {
+func (f *nodeFlags) leaseConfig(cfg *nodeconfig.Config) error {
 	lease := arbiter.Config{LeaseDurationNs: int64(*f.lease), RenewIntervalNs: int64(*f.renew), MarginNs: int64(*f.margin), RetryNs: int64(*f.retry)}
 	if *f.witnessAddr != "" {
 		var err error

@@ -9,7 +9,7 @@ import (
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/internal/flagcheck"
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -110,9 +110,9 @@ func checkFsync(name, v string) error {
 	return nil
 }
 
-// checkNodeConfig runs node.Config.Validate (the library's own checks,
+// checkNodeConfig runs nodeconfig.Config.Validate (the library's own checks,
 // the interface among them) and words its error as a flag error.
-func checkNodeConfig(cfg node.Config) error {
+func checkNodeConfig(cfg nodeconfig.Config) error {
 	err := cfg.Validate()
 	if err == nil {
 		return nil
@@ -151,12 +151,12 @@ func checkDatagramBytes(v int) error {
 }
 
 // checkSessionHistory: --session-history is 0 (off) up to
-// node.MaxSessionHistory outputs.
+// nodeconfig.MaxSessionHistory outputs.
 func checkSessionHistory(v int) error {
-	return checkRange("session-history", v, 0, node.MaxSessionHistory)
+	return checkRange("session-history", v, 0, nodeconfig.MaxSessionHistory)
 }
 
-// sessionHistoryConfig maps the flag to node.Config.SessionHistory, where
+// sessionHistoryConfig maps the flag to nodeconfig.Config.SessionHistory, where
 // 0 means the default and a negative value none.
 func sessionHistoryConfig(v int) int {
 	if v == 0 {
@@ -168,5 +168,5 @@ func sessionHistoryConfig(v int) int {
 // checkMDRing: the market-data ring's bounds (node.MinMDRingUpdates..
 // node.MaxMDRingUpdates updates).
 func checkMDRing(v int) error {
-	return checkRange("md-ring", v, node.MinMDRingUpdates, node.MaxMDRingUpdates)
+	return checkRange("md-ring", v, nodeconfig.MinMDRingUpdates, nodeconfig.MaxMDRingUpdates)
 }

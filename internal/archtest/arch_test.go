@@ -44,15 +44,16 @@ var mayImport = map[string][]string{
 	"snapshot":            {"engine", "journal", "sequencer", "wire"},
 	"lease":               {"arbiter", "witness"},
 	"storage":             {"bus", "engine", "journal", "snapshot"},
-	"node": {"arbiter", "auth", "bus", "engine", "gating", "journal", "lease", "mdfeed", "replica", "sequencer", "session", "snapshot", "standby", "status", "storage", "transport", "wire",
+	"nodeconfig":          {"arbiter", "auth", "bus", "engine", "journal", "mdfeed", "session", "transport"},
+	"node": {"arbiter", "bus", "engine", "journal", "lease", "mdfeed", "nodeconfig", "replica", "sequencer", "session", "snapshot", "standby", "status", "storage", "transport", "wire",
 		"internal/monotime"},
 	"client":             {"arbiter", "auth", "bus", "engine", "wire", "witness", "internal/monotime", "internal/pace"},
 	"internal/verdict":   {"client", "engine", "journal"},
 	"internal/metrics":   {"arbiter", "node", "status", "witness"},
-	"internal/nodetrace": {"engine", "node", "status", "internal/monotime", "internal/stagetrace"},
+	"internal/nodetrace": {"engine", "nodeconfig", "status", "internal/monotime", "internal/stagetrace"},
 	"internal/cluster":   {"auth", "bus", "client", "engine", "journal", "mdfeed", "status", "wire", "internal/stagetrace", "internal/verdict"},
 	"bench":              {"bus", "internal/cluster", "internal/monotime", "internal/pace"},
-	"sim":                {"arbiter", "bus", "client", "engine", "journal", "node", "wire", "witness"},
+	"sim":                {"arbiter", "bus", "client", "engine", "journal", "node", "nodeconfig", "transport", "wire", "witness"},
 	"cmd/seqbus":         {"*"},
 
 	// Under the command layer: what `seqbus demo`, `drill`, `stat` and
@@ -63,7 +64,7 @@ var mayImport = map[string][]string{
 	"internal/journalview": {"engine", "journal"},
 	"internal/flagcheck":   {"bus"},
 	"internal/loadclient":  {"arbiter", "bus", "client", "etcdarb", "internal/cluster", "internal/stagetrace"},
-	"internal/serve":       {"bus", "internal/metrics", "internal/nodetrace", "internal/stagetrace", "node", "witness"},
+	"internal/serve":       {"bus", "internal/metrics", "internal/nodetrace", "internal/stagetrace", "node", "nodeconfig", "witness"},
 	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/witness"
 )
 
@@ -89,9 +90,9 @@ func TestNodeMetricsScrape(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	listen := freeUDP(t)
 	group := netip.AddrPortFrom(netip.AddrFrom4([4]byte{239, 77, byte(rand.IntN(250)), byte(1 + rand.IntN(250))}), freeUDP(t).Port())
-	n, err := node.New(node.Config{
+	n, err := node.New(nodeconfig.Config{
 		ID: 1, Stream: 9, Dir: t.TempDir(), Listen: listen, Group: group, Interface: "lo",
-		Role: node.RolePrimary, Epoch: 1,
+		Role: nodeconfig.RolePrimary, Epoch: 1,
 		Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
 		NewStateMachine: func() (engine.StateMachine, error) {
 			cfg := engine.DefaultConfig()

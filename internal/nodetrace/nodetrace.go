@@ -2,7 +2,7 @@
 // bench` (`seqbus node --trace-stages`): when a seq is sequenced (with its
 // session and client order id), acknowledged as the gate needs, durable
 // and released on a primary, applied on a standby. It is the node's
-// Observer and StageObserver (node/drive.go), so the node package knows
+// Observer and StageObserver (nodeconfig/hooks.go), so the node package knows
 // nothing of tracing: it reports its passes, acks and watermarks, and a
 // Tracer stamps them.
 //
@@ -23,18 +23,18 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/monotime"
 	"github.com/seqbus/seqbus/internal/stagetrace"
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/status"
 )
 
 // ErrNoWindow: Window was called twice.
 var ErrNoWindow = errors.New("nodetrace: the measured window is set once, before the node starts")
 
-// Tracer is a node's stage trace: pass it as node.Config.Observer.
+// Tracer is a node's stage trace: pass it as nodeconfig.Config.Observer.
 type Tracer struct {
 	rec                                                            *stagetrace.Recorder
-	next                                                           node.Observer // the Observer it wraps, if any
-	nextStages                                                     node.StageObserver
+	next                                                           nodeconfig.Observer // the Observer it wraps, if any
+	nextStages                                                     nodeconfig.StageObserver
 	sequenced, session, orderID, acked, durable, released, applied int
 	mallocs0                                                       uint64 // runtime.MemStats.Mallocs at New
 
@@ -51,7 +51,7 @@ type Tracer struct {
 
 // New returns a Tracer of the first rows seqs that passes every event on
 // to next (nil for none; its StageObserver methods too, if it has them).
-func New(rows int, next node.Observer) (*Tracer, error) {
+func New(rows int, next nodeconfig.Observer) (*Tracer, error) {
 	rec, err := stagetrace.NewRecorder(rows, stagetrace.ColSequenced, stagetrace.ColSession, stagetrace.ColOrderID,
 		stagetrace.ColAcked, stagetrace.ColDurable, stagetrace.ColReleased, stagetrace.ColApplied)
 	if err != nil {
@@ -60,7 +60,7 @@ func New(rows int, next node.Observer) (*Tracer, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	t := &Tracer{rec: rec, next: next, mallocs0: ms.Mallocs}
-	t.nextStages, _ = next.(node.StageObserver)
+	t.nextStages, _ = next.(nodeconfig.StageObserver)
 	col := rec.Column
 	t.sequenced, t.session, t.orderID = col(stagetrace.ColSequenced), col(stagetrace.ColSession), col(stagetrace.ColOrderID)
 	t.acked, t.durable, t.released = col(stagetrace.ColAcked), col(stagetrace.ColDurable), col(stagetrace.ColReleased)
@@ -85,7 +85,7 @@ func (t *Tracer) Window(from, to uint64, syscalls func() uint64) error {
 	return nil
 }
 
-// Batch is node.StageObserver's: the pass's role and time for the
+// Batch is nodeconfig.StageObserver's: the pass's role and time for the
 // commands Applied reports next.
 func (t *Tracer) Batch(id uint32, primary bool) {
 	t.primary, t.batchNs = primary, monotime.Now()
@@ -129,14 +129,14 @@ func (t *Tracer) primaryWindow(w *stagetrace.Window, orderID, seq uint64) {
 	}
 }
 
-// Rebuilt is node.Observer's (passed on).
+// Rebuilt is nodeconfig.Observer's (passed on).
 func (t *Tracer) Rebuilt(id uint32, from uint64) {
 	if t.next != nil {
 		t.next.Rebuilt(id, from)
 	}
 }
 
-// Installed is node.Observer's (passed on).
+// Installed is nodeconfig.Observer's (passed on).
 func (t *Tracer) Installed(id uint32, seq uint64) {
 	if t.next != nil {
 		t.next.Installed(id, seq)
@@ -144,7 +144,7 @@ func (t *Tracer) Installed(id uint32, seq uint64) {
 }
 
 // Released stamps the seqs up to the released watermark.
-func (t *Tracer) Released(r node.ReleaseEvent) {
+func (t *Tracer) Released(r nodeconfig.ReleaseEvent) {
 	t.rec.Stamp(t.released, r.Released, monotime.Now())
 	if t.lastSeq != 0 && r.Released >= t.lastSeq {
 		t.window.Load().Close()
@@ -181,7 +181,7 @@ func (t *Tracer) WriteFile(path string, pid int, id uint32, st status.Status) er
 	runtime.ReadMemStats(&ms)
 	role := stagetrace.RoleStandby
 	commands := st.Applied
-	if st.Role == node.RolePrimary.String() {
+	if st.Role == nodeconfig.RolePrimary.String() {
 		role = stagetrace.RolePrimary
 		commands = st.Node.Commands
 	}
@@ -195,6 +195,6 @@ func (t *Tracer) WriteFile(path string, pid int, id uint32, st status.Status) er
 }
 
 var (
-	_ node.Observer      = (*Tracer)(nil)
-	_ node.StageObserver = (*Tracer)(nil)
+	_ nodeconfig.Observer      = (*Tracer)(nil)
+	_ nodeconfig.StageObserver = (*Tracer)(nil)
 )

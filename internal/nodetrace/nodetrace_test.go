@@ -20,6 +20,7 @@ import (
 	"github.com/seqbus/seqbus/internal/stagetrace"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 )
 
 // startPair starts a static primary (node 1) and standby (node 2) on
@@ -38,7 +39,7 @@ func startPair(t *testing.T) (nodes [3]*node.Node, tracers [3]*Tracer, primary n
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := node.Config{
+		cfg := nodeconfig.Config{
 			ID: id, Stream: 9, Dir: t.TempDir(), Listen: addrs[id], Group: group, Interface: "lo",
 			Peers:   map[uint32]netip.AddrPort{3 - id: addrs[3-id]},
 			Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
@@ -50,7 +51,7 @@ func startPair(t *testing.T) (nodes [3]*node.Node, tracers [3]*Tracer, primary n
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Idle: bus.Idle{Kind: bus.IdleBlock}, Observer: tr,
 		}
 		if id == 1 {
-			cfg.Role, cfg.Epoch = node.RolePrimary, 1
+			cfg.Role, cfg.Epoch = nodeconfig.RolePrimary, 1
 		}
 		n, err := node.New(cfg)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/seqbus/seqbus/internal/nodetrace"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/witness"
 )
 
@@ -54,7 +55,7 @@ func metricsFor(addr string, log *slog.Logger) (*prometheus.Registry, func(), er
 
 // Node starts the node (and its metrics), runs it until wait returns and
 // closes it.
-func Node(cfg node.Config, o NodeOptions, wait func()) error {
+func Node(cfg nodeconfig.Config, o NodeOptions, wait func()) error {
 	reg, closeMetrics, err := metricsFor(o.MetricsAddr, cfg.Log)
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqbus/seqbus/node"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/witness"
 )
 
@@ -45,7 +45,7 @@ func TestNodeMetricsPortTaken(t *testing.T) {
 	}
 	defer ln.Close()
 	dir := filepath.Join(t.TempDir(), "node1")
-	cfg := node.Config{ID: 1, Dir: dir, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := nodeconfig.Config{ID: 1, Dir: dir, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	waited := false
 	err = Node(cfg, NodeOptions{MetricsAddr: ln.Addr().String()}, func() { waited = true })
 	if err == nil || !strings.Contains(err.Error(), "metrics") || waited {

@@ -1,4 +1,9 @@
-package node
+// Package nodeconfig is one seqbus node's configuration: every setting,
+// its default and its bounds, checked before anything opens (Validate),
+// and the hooks a harness gives a node (Clock, Observer, StageObserver).
+// Package node runs what it describes; cmd/seqbus and the simulator
+// build it.
+package nodeconfig
 
 import (
 	"errors"
@@ -12,6 +17,9 @@ import (
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/mdfeed"
+	"github.com/seqbus/seqbus/session"
+	"github.com/seqbus/seqbus/transport"
 )
 
 // Role is what a node currently does.
@@ -120,7 +128,7 @@ type Config struct {
 	Epoch uint64
 
 	// Network opens the sockets; nil means real UDP with Tuning.
-	Network Network
+	Network transport.Network
 
 	// Journal is the journal's options. A started node commits naturally
 	// (storage.Committer): its fsync thread syncs whatever was written
@@ -157,12 +165,12 @@ type Config struct {
 	PublisherCapacity int
 	MaxSessions       int
 	// SessionHistory bounds the outputs to client sessions every node
-	// keeps for replay (sessionreplay.go): 0 is DefaultSessionHistory,
+	// keeps for replay (package session): 0 is DefaultSessionHistory,
 	// below 0 keeps none (replay requests are refused).
 	SessionHistory int
 	// MDRingUpdates is how many recent market-data updates every node
 	// keeps to answer re-requests and to publish again at promotion
-	// (DefaultMDRingUpdates; see mdfeed.go).
+	// (DefaultMDRingUpdates; package mdfeed explains the bounds).
 	MDRingUpdates int
 
 	// NewStateMachine builds the replicated state machine (the bus knows it
@@ -181,8 +189,8 @@ type Config struct {
 	Log *slog.Logger
 
 	// Clock, when set, replaces Go's monotonic clock (a simulator's
-	// clock); Observer, when set, sees every apply and release. See
-	// drive.go.
+	// clock); Observer, when set, sees every apply and release (hooks.go;
+	// node/drive.go drives a node by hand).
 	Clock    Clock
 	Observer Observer
 
@@ -200,9 +208,11 @@ var ErrConfig = errors.New("node: bad configuration")
 // interface exists and is up (the error then matches ErrConfig and holds
 // a *bus.InterfaceError naming the host's interfaces). New runs the same checks before it touches the
 // journal, so a bad configuration never leaves a directory behind.
-func (c Config) Validate() error { return c.withDefaults() }
+func (c Config) Validate() error { return c.SetDefaults() }
 
-func (c *Config) withDefaults() error {
+// SetDefaults fills c's defaults in place and reports the first unusable
+// setting, as Validate does: node.New runs it on its copy.
+func (c *Config) SetDefaults() error {
 	if err := c.checkRequired(); err != nil {
 		return err
 	}
@@ -226,7 +236,7 @@ func (c *Config) checkRequired() error {
 		return fmt.Errorf("%w: no state machine", ErrConfig)
 	}
 	if c.NewScratchStateMachine == nil {
-		c.NewScratchStateMachine = c.NewStateMachine // a recompute's (sessionrecompute.go)
+		c.NewScratchStateMachine = c.NewStateMachine // a session replay recompute's
 	}
 	if c.Witness.IsValid() && c.NewArbiter != nil {
 		return fmt.Errorf("%w: a witness address and another arbiter are exclusive", ErrConfig)
@@ -265,7 +275,7 @@ func (c *Config) ioDefaults() {
 		c.Journal.WriteBufferBytes = 0 // write-through
 	}
 	if c.Network == nil {
-		c.Network = UDPNetwork{Tuning: c.Tuning}
+		c.Network = transport.UDPNetwork{Tuning: c.Tuning}
 	}
 }
 
@@ -331,4 +341,53 @@ type Unsafe struct {
 	// failover). Test-only (the simulator's mutation tests); no flag sets
 	// it.
 	NoMDRepublish bool
+}
+
+// Defaults and bounds of other packages, named here for the settings.
+const (
+	// DefaultInSyncTimeoutNs: 200 ms without an ack, or with outputs
+	// waiting above an ack that does not advance, removes a standby.
+	// Standbys ack every seq they get and at least every 5 ms when
+	// healthy, so 200 ms is 40 missed acks: long against scheduling
+	// stalls on these machines, short enough that the market pauses for
+	// a fifth of a second, not until an operator acts.
+	DefaultInSyncTimeoutNs = 200_000_000
+	// DefaultSessionHistory is the default SessionHistory: 64k outputs.
+	DefaultSessionHistory = session.DefaultHistory
+	// MaxSessionHistory bounds SessionHistory (16M outputs, ~2.4 GB).
+	MaxSessionHistory = session.MaxHistory
+	// MDRingUpdates's default and bounds (package mdfeed explains them).
+	DefaultMDRingUpdates = mdfeed.DefaultRingUpdates
+	MinMDRingUpdates     = mdfeed.MinRingUpdates
+	MaxMDRingUpdates     = mdfeed.MaxRingUpdates
+)
+
+// mdDefaults validates and defaults MDRingUpdates.
+func (c *Config) mdDefaults() error {
+	if c.MDRingUpdates == 0 {
+		c.MDRingUpdates = DefaultMDRingUpdates
+	}
+	if c.MDRingUpdates < MinMDRingUpdates || c.MDRingUpdates > MaxMDRingUpdates {
+		return fmt.Errorf("%w: market-data ring of %d updates not in %d..%d", ErrConfig, c.MDRingUpdates, MinMDRingUpdates, MaxMDRingUpdates)
+	}
+	return nil
+}
+
+// checkNetwork defaults and bounds DatagramBytes against the network and
+// the multicast interface (transport.FitDatagram): the interface must
+// exist and be up, and its MTU hold a datagram; the default shrinks to a
+// smaller MTU, a size the operator set is refused.
+func (c *Config) checkNetwork() error {
+	b, err := transport.FitDatagram(c.Network, c.Interface, c.DatagramBytes)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c.DatagramBytes = b
+	return nil
+}
+
+// TransportConfig is the transport's part of c.
+func (c *Config) TransportConfig() transport.Config {
+	return transport.Config{Network: c.Network, Listen: c.Listen, Group: c.Group, MarketData: c.MarketData, Interface: c.Interface, TTL: c.TTL,
+		Stream: c.Stream, Node: c.ID, DatagramBytes: c.DatagramBytes, Key: c.Key, Log: c.Log}
 }

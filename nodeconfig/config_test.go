@@ -1,10 +1,13 @@
-package node
+package nodeconfig
 
 import (
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/engine"
 )
 
 // TestConfigDurationsAreNs (issue 17 item 3): every duration in Config is
@@ -22,10 +25,9 @@ func TestConfigDurationsAreNs(t *testing.T) {
 			t.Errorf("Config.%s is a %s, want int64 nanoseconds", f.Name, f.Type)
 		}
 	}
-	c := newCluster(t, 1)
-	cfg := c.config(1)
-	cfg.TickIntervalNs = 0
-	if err := cfg.withDefaults(); err != nil {
+	cfg := Config{ID: 1, Dir: t.TempDir(), Listen: netip.MustParseAddrPort("127.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:1"),
+		NewStateMachine: func() (engine.StateMachine, error) { return nil, nil }}
+	if err := cfg.SetDefaults(); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.TickIntervalNs != DefaultTickIntervalNs || DefaultTickIntervalNs != int64(time.Millisecond) {
