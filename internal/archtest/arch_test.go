@@ -39,7 +39,7 @@ var mayImport = map[string][]string{
 	"internal/pace":       {"internal/monotime"},
 	"witness":             {"arbiter", "auth", "bus", "wire"},
 	"etcdarb":             {"arbiter"},
-	"status":              {"arbiter", "bus", "mdfeed", "replica", "session", "wire"},
+	"status":              {"arbiter", "bus", "mdfeed", "replica", "session", "snapshot", "storage", "transport", "wire"},
 	"transport":           {"auth", "bus", "wire"},
 	"snapshot":            {"engine", "journal", "sequencer", "wire"},
 	"lease":               {"arbiter", "witness"},

@@ -1,0 +1,128 @@
+package status
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/replica"
+	"github.com/seqbus/seqbus/snapshot"
+	"github.com/seqbus/seqbus/storage"
+	"github.com/seqbus/seqbus/transport"
+)
+
+// The parts of a Status that other runtime packages own, copied from
+// them: the node calls these under its ownership (values only, no I/O),
+// beside the fields it fills itself.
+
+// SetSockets fills the socket rows and the transport's counters (its
+// MACs, sends, group membership).
+func (s *Status) SetSockets(tr *transport.Transport) {
+	so := tr.Sockets()
+	if so.Unicast != nil {
+		s.Unicast = FromCounters(so.Unicast.Counters())
+	}
+	if so.Multicast != nil {
+		s.Multicast = FromCounters(so.Multicast.Counters())
+	}
+	if so.MulticastSend != nil {
+		c := so.MulticastSend.Counters()
+		s.MulticastSend = FromCounters(c)
+		s.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
+	}
+	if so.MarketDataSend != nil {
+		c := so.MarketDataSend.Counters()
+		md := FromCounters(c)
+		s.MarketDataSend = &md
+		s.Node.DropSendOnly += c.Drops[bus.DropSendOnly]
+	}
+	tc := tr.Counters()
+	s.Node.SendErrors, s.Node.GroupMembershipErrors = tc.SendErrors, tc.GroupMembershipErrors
+	s.Node.DropNoMAC, s.Node.DropBadMAC, s.Node.DropUnknownKey, s.Node.DropReplay = tc.DropNoMAC, tc.DropBadMAC, tc.DropUnknownKey, tc.DropReplay
+}
+
+// SetStorage copies the history's counters (storage.Counters) and the
+// snapshot store's; HistoryDiscarded adds to the node's own count (its
+// reconciliations that discarded).
+func (s *Status) SetStorage(c storage.Counters, snaps *snapshot.Store) {
+	s.Node.JournalsSetAside, s.Node.TornTailBytes = c.JournalsSetAside, c.TornTailBytes
+	s.Node.HistoryDiscarded += c.HistoryDiscarded
+	s.SnapshotsWriting = snaps.Waiting()
+	sc := snaps.Counters()
+	s.Node.Snapshots, s.Node.SnapshotsOnDemand, s.Node.SnapshotsInstalled = sc.Written, sc.OnDemand, sc.Installed
+	s.Node.SnapshotChunksSent, s.Node.SnapshotChunksRefused, s.Node.SnapshotRequestsNotBehind = sc.ChunksSent, sc.ChunksRefused, sc.RequestsNotBehind
+	s.Node.SnapshotEncodeNsMax, s.Node.SnapshotWriteNsMax, s.Node.SnapshotWaitNsMax = sc.EncodeNsMax, sc.WriteNsMax, sc.WaitNsMax
+}
+
+// SetInSync copies the in-sync set (the status is marshalled elsewhere
+// while the node may change it).
+func (s *Status) SetInSync(isr *replica.InSync) {
+	s.InSync.Version, s.InSync.Members, s.InSync.Adding = isr.Version(), slices.Clone(isr.Members()), slices.Clone(isr.Adding())
+}
+
+// SetLeader fills a primary's rows: the released watermark, the
+// sequencer's and the gate's counters, what the gate knows of every
+// configured peer and in-sync member (in id order), and the assign ->
+// release latency percentiles of hist.
+func (s *Status) SetLeader(l *replica.Leader[netip.AddrPort], peers map[uint32]netip.AddrPort, members []arbiter.NodeID, hist *hdrhistogram.Histogram, nowNs int64) {
+	g := l.Primary().Gate()
+	s.Released, s.Sequencer, s.Gate = g.Released(), l.Sequencer().Stats(), g.Stats()
+	ids := make([]uint32, 0, len(peers)+len(members))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	for _, id := range members {
+		ids = append(ids, uint32(id))
+	}
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
+		if sb, ok := g.Standby(id); ok {
+			s.Standbys = append(s.Standbys, StandbyStatus{ID: id, Acked: sb.AckSeq, LastAckAgeNs: max(nowNs-sb.LastAckNs, 0), InSync: sb.Member})
+		}
+	}
+	if hist.TotalCount() > 0 {
+		s.LatencyUs = map[string]int64{
+			"p50": hist.ValueAtQuantile(50), "p99": hist.ValueAtQuantile(99),
+			"p99.9": hist.ValueAtQuantile(99.9), "max": hist.Max(), "count": hist.TotalCount(),
+		}
+	}
+}
+
+// SetFollower fills a standby's rows: its ack, window, NAKs, snapshot
+// fetch and hash checks.
+func (s *Status) SetFollower(f *replica.Follower) {
+	s.Ack, s.Window, s.Naks, s.Fetch, s.Hashes = f.Standby().AckSent(), f.Window().Stats(), f.NakStats(), f.FetchStats(), f.HashStats()
+}
+
+// LatencyBuckets is a latency histogram cut at caller-given upper
+// bounds, for an exporter such as Prometheus.
+type LatencyBuckets struct {
+	BoundsUs []float64 // ascending upper bounds, µs
+	// Cumulative[i] counts releases of at most BoundsUs[i] µs (within the
+	// histogram's precision).
+	Cumulative []uint64
+	Count      uint64
+	SumUs      float64 // count × mean: the histogram keeps no exact sum
+}
+
+// BucketsOf cuts h (µs) at boundsUs. It walks every bucket: for a
+// scrape, never per command.
+func BucketsOf(h *hdrhistogram.Histogram, boundsUs []float64) LatencyBuckets {
+	lb := LatencyBuckets{BoundsUs: boundsUs, Cumulative: make([]uint64, len(boundsUs))}
+	lb.Count = uint64(h.TotalCount())
+	lb.SumUs = h.Mean() * float64(lb.Count)
+	for _, bar := range h.Distribution() {
+		if bar.Count == 0 {
+			continue
+		}
+		for i, b := range boundsUs {
+			if float64(bar.To) <= b {
+				lb.Cumulative[i] += uint64(bar.Count)
+			}
+		}
+	}
+	return lb
+}
