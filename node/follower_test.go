@@ -14,7 +14,7 @@ import (
 )
 
 // TestStandbyWindowFarEdge: a DATA frame at the far edge of a fresh
-// standby's window (seq 1+standbyMaxPending, which shares seq 1's slot:
+// standby's window (seq 1 + the window's MaxPending, which shares seq 1's slot:
 // the window is exactly as wide as its ring) is buffered, and seq 1 then
 // applies normally with it still waiting. The first pull window panicked
 // on the first frame here (it took the slot's seq for seq 1's).
@@ -32,7 +32,7 @@ func TestStandbyWindowFarEdge(t *testing.T) {
 	}
 	ne := wire.NewEpoch{Origin: o}
 	n.Deliver(ne.Append(nil), from) // follow epoch 1
-	n.Deliver(data(1+standbyMaxPending), from)
+	n.Deliver(data(1+uint64(n.cfg.FollowerConfig().Window.MaxPending)), from)
 	n.Deliver(data(1), from)
 	clk.ns += 1_000_000
 	n.Tick()

@@ -7,17 +7,12 @@ import (
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/mdfeed"
 	"github.com/seqbus/seqbus/nodeconfig"
-	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
 )
 
 // Market data across failovers and lost datagrams: the ring, publishing
 // from it and the recovery service are the pure core mdfeed (its doc.go);
 // this file feeds it and sends the frames it returns.
-
-// mdHeartbeatEveryNs: while releases move the primary heartbeats this
-// often (the sequencer only when idle), so standbys learn released MD.
-const mdHeartbeatEveryNs = sequencer.DefaultHeartbeatIntervalNs
 
 // mdState is the node's feed, and the emitter a standby applies with.
 type mdState struct {
@@ -32,14 +27,9 @@ func (m *mdState) Emit(to uint64, payload []byte) {
 	}
 }
 
-// mdInit builds the feed: with a ring when the node publishes market data.
+// mdInit builds the feed (nodeconfig.Config.FeedConfig).
 func (n *Node) mdInit() error {
-	cfg := mdfeed.Config{DatagramLen: n.tr.DatagramLen(),
-		ReserveUpdates: outputReserve, HeartbeatEveryNs: mdHeartbeatEveryNs, NoRepublish: n.cfg.Unsafe.NoMDRepublish}
-	if n.cfg.MarketData.IsValid() { // else a disabled feed: it keeps nothing and refuses requests
-		cfg.RingUpdates = n.cfg.MDRingUpdates
-	}
-	md, err := mdfeed.New[netip.AddrPort](cfg)
+	md, err := mdfeed.New[netip.AddrPort](n.cfg.FeedConfig())
 	if err != nil {
 		return fmt.Errorf("%w: %v", nodeconfig.ErrConfig, err)
 	}

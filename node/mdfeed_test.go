@@ -649,7 +649,7 @@ func TestMDReRequestChargesWhatItServes(t *testing.T) {
 
 // TestMDHeartbeatWhileReleasesMove: a primary whose releases moved sends a
 // HEARTBEAT carrying released and the MD seq published, at most every
-// mdHeartbeatEveryNs (the sequencer alone sends them only when idle, so a
+// the feed's HeartbeatEveryNs (the sequencer alone sends them only when idle, so a
 // standby under load would learn nothing).
 func TestMDHeartbeatWhileReleasesMove(t *testing.T) {
 	n, clk := mdStandby(t, 1024, 30)
@@ -665,11 +665,11 @@ func TestMDHeartbeatWhileReleasesMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.mdPublish(30)
-	clk.ns += mdHeartbeatEveryNs
+	clk.ns += n.cfg.FeedConfig().HeartbeatEveryNs
 	if !n.md.HeartbeatDue(7, clk.ns) { // as if one went out when 7 was released
 		t.Fatal("no heartbeat due")
 	}
-	clk.ns += mdHeartbeatEveryNs // releases moved since (to the gate's)
+	clk.ns += n.cfg.FeedConfig().HeartbeatEveryNs // releases moved since (to the gate's)
 	n.mdAfterRelease(clk.ns)
 	n.mdAfterRelease(clk.ns + 1) // not again so soon
 	md := n.md.Released()

@@ -23,14 +23,6 @@ import (
 // assignMask sizes the ring of assign times (64k seqs in flight).
 const assignMask = 1<<16 - 1
 
-// MaxOutputBytes is the largest engine output the gate holds; larger ones
-// are a configuration error, counted and logged.
-const MaxOutputBytes = session.MaxOutputBytes // 128: the session history keeps outputs up to the same size
-
-// The gate's slot (replica.OutSlot) holds what the session history keeps:
-// a compile-time check that the two bounds are one.
-const _ = uint(replica.MaxOutputBytes-session.MaxOutputBytes) + uint(session.MaxOutputBytes-replica.MaxOutputBytes)
-
 // Node is one seqbus process.
 type Node struct {
 	cfg nodeconfig.Config
@@ -123,28 +115,27 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 	if err := cfg.SetDefaults(); err != nil {
 		return nil, err
 	}
-	dlen := transport.DatagramLen(cfg.DatagramBytes, cfg.Key != nil)
 	n := &Node{
 		cfg:      cfg,
 		tr:       transport.New(cfg.TransportConfig()),
 		frameBuf: make([]byte, 0, wire.MaxFrameLen),
 		primaryState: primaryState{
 			sessions: replica.NewSessions[netip.AddrPort](cfg.MaxSessions),
-			mdBatch:  wire.NewBatch(dlen),
+			mdBatch:  wire.NewBatch(cfg.DatagramLen()),
 			rel:      newReleaseTrack(),
 		},
 		term: term{
 			tm: replica.NewRoles(replica.RolesConfig{NoFencing: cfg.Unsafe.NoFencing}),
 		},
 		standbyState: standbyState{
-			fol: newFollower(&cfg, dlen),
+			fol: replica.NewFollower(cfg.FollowerConfig()),
 		},
 		lifecycle: lifecycle{
 			start: time.Now(),
 			stop:  make(chan struct{}),
 		},
 	}
-	n.replay = session.New(session.Config{History: cfg.SessionHistory, Off: cfg.Unsafe.NoSessionReplay, DatagramBytes: dlen})
+	n.replay = session.New(cfg.ReplayConfig())
 	if err := n.mdInit(); err != nil {
 		return nil, err
 	}

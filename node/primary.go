@@ -4,22 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/replica"
-	"github.com/seqbus/seqbus/sequencer"
 	"github.com/seqbus/seqbus/wire"
 )
-
-// outputReserve is the room kept free in the publisher before a command is
-// accepted (replica.OutputReserve).
-const outputReserve = replica.OutputReserve
 
 // becomePrimary makes this node lead at epoch: it sequences from applied+1
 // and releases through the gate.
@@ -36,12 +29,12 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if n.lease.Keeper() != nil {
 		lease = n.lease.Keeper()
 	}
-	prim, err := replica.NewPrimary(n.primaryConfig(epoch), &n.isr, lease, applied, n.j.Durable(), n.nowNs())
+	prim, err := replica.NewPrimary(n.cfg.PrimaryConfig(epoch), &n.isr, lease, applied, n.j.Durable(), n.nowNs())
 	if err != nil {
 		return err
 	}
 	l, err := replica.NewLeader(replica.LeaderConfig{
-		Sequencer: sequencer.Config{Stream: n.cfg.Stream, Node: n.cfg.ID, DatagramLen: n.tr.DatagramLen(), MaxCommandBytes: MaxCommandBytes},
+		Sequencer: n.cfg.SequencerConfig(),
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
 		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.st.Broken(),
 		DatagramLen: n.tr.DatagramLen(), MarketData: n.tr.MarketData(), Track: n.rel.core,
@@ -57,20 +50,6 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	n.tr.SetGroupMember(false) // our own DATA must not wake us
 	n.cfg.Log.Info("leading", "epoch", epoch, "from", applied+1, "standbys", prim.Gate().InSync(nil))
 	return nil
-}
-
-// primaryConfig is the primary core's configuration for a term at epoch.
-func (n *Node) primaryConfig(epoch uint64) replica.PrimaryConfig {
-	peers := make([]uint32, 0, len(n.cfg.Peers))
-	for id := range n.cfg.Peers {
-		peers = append(peers, id)
-	}
-	slices.Sort(peers)
-	return replica.PrimaryConfig{
-		Self: arbiter.NodeID(n.cfg.ID), Epoch: epoch, Peers: peers, MinInSync: n.cfg.MinInSync,
-		InSyncTimeoutNs: n.cfg.InSyncTimeoutNs, RetryNs: n.cfg.Lease.RetryNs,
-		NoGating: n.cfg.Unsafe.NoGating, NoFencing: n.cfg.Unsafe.NoFencing,
-	}
 }
 
 // leaderReady carries out the leader core's Ready: the sequencer's

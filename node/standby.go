@@ -3,34 +3,9 @@ package node
 import (
 	"net/netip"
 
-	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/replica"
-	"github.com/seqbus/seqbus/standby"
 	"github.com/seqbus/seqbus/wire"
 )
-
-// standbyMaxPending is how far ahead of applied a standby buffers before
-// it needs a snapshot: 8192 frames' worth of single messages, 12 MB of
-// slots of one default datagram each. A slot holds the largest command
-// (MaxCommandBytes), which does not grow with Config.DatagramBytes.
-const standbyMaxPending = 8192
-
-// MaxCommandBytes is the largest command a primary sequences, whatever
-// the datagram size: what one default (1472-byte) DATA frame holds.
-// Jumbo datagrams batch more commands a frame; they do not make the
-// largest command, and with it every standby's window, larger.
-const MaxCommandBytes = wire.DefaultDatagramLen - wire.HeaderLen - wire.MessageOverhead
-
-// newFollower is the standby's core (replica.Follower) for cfg.
-func newFollower(cfg *nodeconfig.Config, dlen int) *replica.Follower {
-	return replica.NewFollower(replica.FollowerConfig{
-		Window:     standby.Config{MaxPending: standbyMaxPending, MaxMessageBytes: wire.DefaultDatagramLen},
-		Nak:        standby.NakConfig{Seed: uint64(cfg.ID)},
-		Standby:    replica.StandbyConfig{AckIntervalNs: cfg.AckIntervalNs, AckDelayNs: cfg.AckDelayNs, NoFencing: cfg.Unsafe.NoFencing},
-		ChunkBurst: nodeconfig.SnapshotChunkBurst,
-		ChunkBytes: wire.MaxSnapshotData(dlen),
-	})
-}
 
 // becomeStandby makes this node follow the highest epoch it knows.
 func (n *Node) becomeStandby() error {

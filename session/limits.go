@@ -4,7 +4,7 @@ package session
 // (this package's bounds, each with its behaviour when reached).
 const (
 	// MaxOutputBytes is the largest output the history keeps (a gate
-	// slot's size, node.MaxOutputBytes): a larger one is not recorded.
+	// slot's size, nodeconfig.MaxOutputBytes): a larger one is not recorded.
 	MaxOutputBytes = 128
 
 	// DefaultHistory is the default history size: 64k outputs, several
