@@ -11,20 +11,35 @@ import "sync/atomic"
 // publishes to the agent stores what it publishes, then calls
 // AgentRunner.Wake (that order is the runner's handshake).
 //
+// Between runs the worker sleeps in the kernel on a word of its own (a
+// futex on Linux), and Kick wakes that very thread with one system call.
+// It does not wait on a channel: a goroutine readied from the agent's
+// locked thread would go onto the agent's own run queue, which that
+// thread never serves, and the runtime steals it from there only after
+// a usleep(3) that the kernel's timer slack stretches to ~55 µs
+// (BenchmarkWorkerHandoff: 82–88 µs at p50 from kick to run that way,
+// on a 2-vCPU Intel Xeon; docs/tuning.md has the figures with a futex).
+//
 // Kick is for any goroutine; NewWorker, Start and Stop are the owner's.
 type Worker struct {
-	job     func()
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	job func()
+
+	pending  atomic.Bool   // a kick the thread has not taken
+	stopping atomic.Bool   // Stop was called
+	sleep    atomic.Uint32 // 1 while the thread sleeps (or is about to); who moves it to 0 wakes it
+	wakeup   waker
+
 	started atomic.Bool
 	stopped atomic.Bool
+	done    chan struct{}
 }
 
 // NewWorker returns a worker for job, not started: kicks wait for Start
 // (or TakeKick, for a worker driven by hand).
 func NewWorker(job func()) *Worker {
-	return &Worker{job: job, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Worker{job: job, done: make(chan struct{})}
+	w.wakeup.init()
+	return w
 }
 
 // Start runs the worker's goroutine; a second Start does nothing.
@@ -37,48 +52,52 @@ func (w *Worker) Start() {
 
 func (w *Worker) run() {
 	defer close(w.done)
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-w.kick:
+	for !w.stopping.Load() {
+		if w.pending.Swap(false) {
+			w.job()
+			continue
 		}
-		select {
-		case <-w.stop: // both were ready: stopping wins
-			return
-		default:
+		// Sleep, unless a kick or a stop came in between: the store
+		// comes before the second look, and Kick's set before its look
+		// at sleep, so one of the two always sees the other.
+		w.sleep.Store(1)
+		if w.pending.Load() || w.stopping.Load() {
+			if w.sleep.CompareAndSwap(1, 0) {
+				continue
+			}
+			// Someone took the sleep already and wakes us: take its wake.
 		}
-		w.job()
+		w.wakeup.wait(&w.sleep)
 	}
 }
 
 // Kick makes the worker run its job once more, soon: at once when it is
-// waiting, after the current run when it is running. It never blocks and
-// never allocates.
+// waiting (one futex wake), after the current run when it is running (no
+// system call). It never blocks and never allocates.
 func (w *Worker) Kick() {
-	select {
-	case w.kick <- struct{}{}:
-	default: // a kick is waiting already: the run it causes covers this one
+	if w.pending.Swap(true) {
+		return // a kick is waiting already: the run it causes covers this one
+	}
+	w.wake()
+}
+
+func (w *Worker) wake() {
+	if w.sleep.CompareAndSwap(1, 0) {
+		w.wakeup.wake(&w.sleep)
 	}
 }
 
 // TakeKick reports whether a kick is waiting, and takes it: for a worker
 // driven by hand (never started) and its tests.
-func (w *Worker) TakeKick() bool {
-	select {
-	case <-w.kick:
-		return true
-	default:
-		return false
-	}
-}
+func (w *Worker) TakeKick() bool { return w.pending.Swap(false) }
 
 // Stop ends the worker after the run in progress, if any (a kick still
 // waiting is dropped), and waits for it. Safe to call twice, or without
 // Start.
 func (w *Worker) Stop() {
 	if !w.stopped.Swap(true) {
-		close(w.stop)
+		w.stopping.Store(true)
+		w.wake()
 	}
 	if w.started.Load() {
 		<-w.done

@@ -59,3 +59,41 @@ func TestWorkerKickDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%.1f allocations per Kick", allocs)
 	}
 }
+
+// No kick is ever lost between the thread's last look and its sleep:
+// thousands of kick → run round trips, each waited for (a lost wake-up
+// would leave one waiting until the bound), from two kickers at once.
+func TestWorkerNeverLosesAKick(t *testing.T) {
+	var runs atomic.Uint64
+	w := NewWorker(func() { runs.Add(1) })
+	w.Start()
+	defer w.Stop()
+	var kicked atomic.Uint64
+	errs := make(chan string, 2)
+	for range 2 {
+		go func() {
+			for range 5000 {
+				kicked.Add(1)
+				seen := runs.Load()
+				w.Kick()
+				// The kick is covered by a run that starts after it.
+				deadline := time.Now().Add(5 * time.Second)
+				for runs.Load() == seen {
+					if time.Now().After(deadline) {
+						errs <- "a kick did not run the job within 5 s: a lost wake-up"
+						return
+					}
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 2 {
+		if e := <-errs; e != "" {
+			t.Fatal(e)
+		}
+	}
+	if r := runs.Load(); r == 0 || r > kicked.Load() {
+		t.Fatalf("%d runs for %d kicks", r, kicked.Load())
+	}
+}
