@@ -27,9 +27,17 @@ type LoopConfig struct {
 	CPU    int
 }
 
-// Loop runs a receive loop on its own goroutine. Spinning strategies lock
-// that goroutine to an OS thread so it keeps its CPU's caches and is never
-// descheduled by the Go scheduler in favour of other goroutines.
+// Loop runs a receive loop on its own goroutine. A pinned loop is locked
+// to its OS thread (the pin is the thread's). An unpinned one gives its P
+// away (runtime.Gosched) after each handler call: a goroutine the handler
+// readied (an application's callback sending on a channel) goes onto
+// this P's own run queue, and a loop that spins, yields or polls on would
+// leave it there until another P steals it, which the runtime does only
+// after a usleep(3) that the kernel's timer slack stretches to ~55 µs
+// (BenchmarkLoopHandoff: p50 30–130 µs from send to the waiter running,
+// by idle strategy, before the Gosched). A pinned loop keeps its thread
+// and P: its handler should hand off without waking a goroutine, or
+// accept that cost.
 type Loop struct {
 	stop atomic.Bool
 	done chan struct{}
@@ -63,22 +71,17 @@ func StartLoop(r Receiver, cfg LoopConfig, h Handler) (*Loop, error) {
 	started := make(chan error, 1)
 	go func() {
 		defer close(l.done)
-		if cfg.PinCPU || cfg.Idle.spinning() {
-			// Never unlocked when pinned: the goroutine's exit then destroys
-			// the thread along with its CPU affinity.
-			runtime.LockOSThread()
-			if !cfg.PinCPU {
-				defer runtime.UnlockOSThread()
-			}
-		}
 		if cfg.PinCPU {
+			// Never unlocked: the goroutine's exit then destroys the
+			// thread along with its CPU affinity.
+			runtime.LockOSThread()
 			if err := pinCPU(cfg.CPU); err != nil {
 				started <- err
 				return
 			}
 		}
 		started <- nil
-		l.err = l.run(r, cfg.Idle, bufs, sizes, from, h)
+		l.err = l.run(r, cfg.Idle, !cfg.PinCPU, bufs, sizes, from, h)
 	}()
 	if err := <-started; err != nil {
 		<-l.done
@@ -87,7 +90,7 @@ func StartLoop(r Receiver, cfg LoopConfig, h Handler) (*Loop, error) {
 	return l, nil
 }
 
-func (l *Loop) run(r Receiver, idle Idle, bufs [][]byte, sizes []int, from []netip.AddrPort, h Handler) error {
+func (l *Loop) run(r Receiver, idle Idle, handOver bool, bufs [][]byte, sizes []int, from []netip.AddrPort, h Handler) error {
 	for !l.stop.Load() {
 		n, err := idle.Receive(r, bufs, sizes, from)
 		if err != nil {
@@ -95,6 +98,9 @@ func (l *Loop) run(r Receiver, idle Idle, bufs [][]byte, sizes []int, from []net
 		}
 		if n > 0 {
 			h(bufs[:n], sizes[:n], from[:n])
+			if handOver {
+				runtime.Gosched() // what h woke runs now, on this P (Loop)
+			}
 		}
 	}
 	return nil

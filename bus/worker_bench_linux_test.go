@@ -3,9 +3,11 @@
 package bus
 
 import (
+	"net/netip"
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
@@ -47,4 +49,42 @@ func BenchmarkWorkerHandoff(b *testing.B) {
 	b.ReportMetric(float64(h.ValueAtQuantile(50))/1e3, "p50-µs")
 	b.ReportMetric(float64(h.ValueAtQuantile(99))/1e3, "p99-µs")
 	b.ReportMetric(float64(h.ValueAtQuantile(99.9))/1e3, "p99.9-µs")
+}
+
+// BenchmarkLoopHandoff: a Loop's handler hands each datagram to a
+// waiting goroutine over a channel, the way an application's callback
+// would; one round trip is send → handler → the waiter runs. Per idle
+// strategy.
+func BenchmarkLoopHandoff(b *testing.B) {
+	for _, kind := range []string{"block", "backoff", "yield", "spin"} {
+		b.Run(kind, func(b *testing.B) {
+			idle, err := ParseIdle(kind)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tx, rx := benchPair(b)
+			got := make(chan struct{}, 1)
+			l, err := StartLoop(rx, LoopConfig{Idle: idle}, func([][]byte, []int, []netip.AddrPort) { got <- struct{}{} })
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Stop()
+			msg := [][]byte{make([]byte, 32)}
+			to := rx.LocalAddr()
+			h := hdrhistogram.New(1, 100_000_000, 3)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := monotime.Now()
+				if err := tx.Send(msg, to); err != nil {
+					b.Fatal(err)
+				}
+				<-got
+				_ = h.RecordValue(monotime.Now() - start)
+				time.Sleep(50 * time.Microsecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(h.ValueAtQuantile(50))/1e3, "p50-µs")
+			b.ReportMetric(float64(h.ValueAtQuantile(99))/1e3, "p99-µs")
+		})
+	}
 }

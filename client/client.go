@@ -28,7 +28,10 @@ type Options struct {
 	Local   netip.AddrPort // zero: 127.0.0.1, ephemeral port
 	Idle    bus.Idle
 	// OnResult, if set, is called (under the client's lock) for every
-	// answered command.
+	// answered command, on the receive goroutine (without Poll). It may
+	// hand the result to another goroutine over a channel: the receive
+	// loop gives its P to the goroutine that wakes right after the batch
+	// (bus.Loop), so the hand-off costs microseconds, not a steal.
 	OnResult func(Result)
 	// OnOutput, if set, sees every output of this session (executions too).
 	OnOutput func(o *engine.Output)
