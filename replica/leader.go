@@ -236,6 +236,7 @@ func NewLeader[A comparable](cfg LeaderConfig, prim *Primary, sm engine.StateMac
 	if l.track == nil {
 		l.track = &ReleaseTrack{}
 	}
+	l.framer.SetEpochStart(cfg.Applied + 1) // what was applied before is an earlier term's
 	l.dedup, _ = sm.(engine.Deduper)
 	l.emitter.l = l
 	return l, nil

@@ -31,6 +31,15 @@ const FramesOpen = 8
 //     still open, in the order the clients' first frames of the release
 //     were opened, then the market data's).
 //
+// Labels: a frame carries the epoch of its origin and the seq of its
+// first output, and what a frame holds is of seqs from there on, of that
+// epoch's history. Outputs queued under a seq before the epoch began (a
+// dedup answer gated at the seq applied at promotion, the outputs a new
+// term keeps) are of an earlier epoch's records, so they never share a
+// frame with outputs of this epoch's own seqs (SetEpochStart): a client
+// or a verifier reading the label finds this epoch's outputs at this
+// epoch's seqs.
+//
 // Ordering rules:
 //   - A client's outputs go into its one open frame in seq order and its
 //     frames are finished in the order they were filled: each client sees
@@ -46,12 +55,16 @@ const FramesOpen = 8
 // allocates nothing.
 type ReleaseFramer struct {
 	origin wire.Origin
-	open   [FramesOpen]openFrame
-	n      int // open[:n] hold a frame being filled, opened first at 0
-	md     *wire.Batch
-	mdOpen bool        // md holds the market data frame being filled
-	spare  *wire.Batch // the batch of the frame handed out last (or none)
-	done   [FramesOpen + 1]Frame
+	// epochFrom is the epoch's first seq (SetEpochStart): a frame
+	// opened below it is finished before an output at or above it.
+	epochFrom uint64
+	mdFirst   uint64 // the seq the open market data frame is labelled with
+	open      [FramesOpen]openFrame
+	n         int // open[:n] hold a frame being filled, opened first at 0
+	md        *wire.Batch
+	mdOpen    bool        // md holds the market data frame being filled
+	spare     *wire.Batch // the batch of the frame handed out last (or none)
+	done      [FramesOpen + 1]Frame
 }
 
 // Frame is one finished OUTPUT frame and where it goes.
@@ -66,8 +79,9 @@ type Frame struct {
 
 // openFrame is one client's frame being filled.
 type openFrame struct {
-	to uint64 // the client's session
-	b  *wire.Batch
+	to    uint64 // the client's session
+	first uint64 // the seq the frame is labelled with
+	b     *wire.Batch
 }
 
 // NewReleaseFramer returns a framer whose frames are at most datagramLen
@@ -78,6 +92,16 @@ func NewReleaseFramer(datagramLen int) *ReleaseFramer {
 		f.open[i].b = wire.NewBatch(datagramLen)
 	}
 	return f
+}
+
+// SetEpochStart says that this epoch's own seqs begin at first: no frame
+// holds outputs from both sides of it. Zero (the default) splits nothing.
+func (f *ReleaseFramer) SetEpochStart(first uint64) { f.epochFrom = first }
+
+// crosses reports whether an output at seq may not join a frame labelled
+// first: the frame began before the epoch and seq is of the epoch.
+func (f *ReleaseFramer) crosses(first, seq uint64) bool {
+	return first < f.epochFrom && seq >= f.epochFrom
 }
 
 // Begin starts a release whose frames carry origin o. What a previous
@@ -99,11 +123,12 @@ func (f *ReleaseFramer) Output(seq, to uint64, payload []byte) (Frame, bool) {
 		if o.to != to {
 			continue
 		}
-		if o.b.Fits(len(payload)) {
+		if o.b.Fits(len(payload)) && !f.crosses(o.first, seq) {
 			o.b.Add(payload)
 			return Frame{}, false
 		}
 		fr, ok := f.finish(o.to, false, &o.b)
+		o.first = seq
 		o.b.Reset(wire.TypeOutput, f.origin, seq)
 		o.b.Add(payload)
 		return fr, ok
@@ -121,7 +146,7 @@ func (f *ReleaseFramer) Output(seq, to uint64, payload []byte) (Frame, bool) {
 	}
 	o := &f.open[f.n]
 	f.n++
-	o.to = to
+	o.to, o.first = to, seq
 	o.b.Reset(wire.TypeOutput, f.origin, seq)
 	o.b.Add(payload)
 	return fr, ok
@@ -131,7 +156,7 @@ func (f *ReleaseFramer) Output(seq, to uint64, payload []byte) (Frame, bool) {
 // into the market data frame, finishing it first when it is full. It
 // returns the finished frame, if any.
 func (f *ReleaseFramer) MarketData(seq uint64, payload []byte) (Frame, bool) {
-	if f.mdOpen && f.md.Count() > 0 && f.md.Fits(len(payload)) {
+	if f.mdOpen && f.md.Count() > 0 && f.md.Fits(len(payload)) && !f.crosses(f.mdFirst, seq) {
 		f.md.Add(payload)
 		return Frame{}, false
 	}
@@ -140,7 +165,7 @@ func (f *ReleaseFramer) MarketData(seq uint64, payload []byte) (Frame, bool) {
 	if f.mdOpen {
 		fr, ok = f.finish(0, true, &f.md)
 	}
-	f.mdOpen = true
+	f.mdOpen, f.mdFirst = true, seq
 	f.md.Reset(wire.TypeOutput, f.origin, seq)
 	f.md.Add(payload)
 	return fr, ok

@@ -162,6 +162,27 @@ func TestReleaseFramer(t *testing.T) {
 	}
 }
 
+// Outputs queued before the epoch began never share a frame with the
+// epoch's own: a promotion whose node applied up to 2 as a standby (dedup
+// answers gated there, a new term's kept outputs) leads from 3. Each
+// side's frames are labelled with a seq of its own epoch's history, so a
+// label (epoch, seq) always names a record of that epoch.
+func TestReleaseFramerSplitsAtTheEpochStart(t *testing.T) {
+	const size = 16
+	dlen := frameDatagram(100, size)
+	f := NewReleaseFramer(dlen)
+	f.SetEpochStart(3)
+	var outs []relOut
+	for _, p := range [][2]uint64{{1, 7}, {2, 5}, {2, md}, {3, 7}, {4, 5}, {4, md}, {5, 7}} {
+		outs = append(outs, relOut{p[0], p[1], size})
+	}
+	got := release(t, f, testOrigin, dlen, outs)
+	want := []gotFrame{{7, []uint64{1}}, {5, []uint64{2}}, {md, []uint64{2}}, {7, []uint64{3, 5}}, {5, []uint64{4}}, {md, []uint64{4}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("frames %v, want %v", got, want)
+	}
+}
+
 // A release begun over one that was never flushed starts afresh: nothing
 // of the old one leaks into its frames.
 func TestReleaseFramerBeginDropsUnflushed(t *testing.T) {
@@ -188,6 +209,8 @@ func TestReleaseFramerModel(t *testing.T) {
 		f := NewReleaseFramer(dlen)
 		clients := 1 + rng.IntN(2*FramesOpen)
 		var seq uint64
+		epochFrom := uint64(rng.IntN(600))
+		f.SetEpochStart(epochFrom)
 		for rel := 0; rel < 5; rel++ {
 			o := wire.Origin{Stream: 9, Node: 1, Epoch: uint64(rel + 1)}
 			outs := make([]relOut, rng.IntN(300))
@@ -205,6 +228,9 @@ func TestReleaseFramerModel(t *testing.T) {
 			got := map[uint64][]uint64{}
 			for _, g := range frames {
 				got[g.to] = append(got[g.to], g.seqs...)
+				if first, last := g.seqs[0], g.seqs[len(g.seqs)-1]; first < epochFrom && last >= epochFrom {
+					t.Fatalf("seed %d release %d: frame %v crosses the epoch's start %d", seed, rel, g.seqs, epochFrom)
+				}
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d release %d: per destination %v, want %v", seed, rel, got, want)

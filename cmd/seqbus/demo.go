@@ -25,9 +25,13 @@ func parseDemoFlags(args []string) (demo.Config, error) {
 	fs.DurationVar(&f.KillAfter, "kill-after", 3*time.Second, "SIGKILL the primary this long into the load (0: never)")
 	fs.BoolVar(&f.Keep, "keep", false, "keep the demo's directory (logs, journals)")
 	fs.BoolVar(&f.NoAuth, "no-auth", false, "run without frame authentication (by default the demo generates a key)")
+	fs.StringVar(&f.Fsync, "fsync", "group", "the nodes' journal fsync policy: group (the nodes' default), always, or none (the standby's copy is the durability: a SIGKILL loses nothing either way, a power cut would)")
 	fs.StringVar(&f.Record, "record", "", "write every output the client received here, one JSON line each (default: client.jsonl in the demo's directory)")
 	if err := parseFlags(fs, args); err != nil {
 		return f, err
+	}
+	if _, err := parseFsync(f.Fsync); err != nil {
+		return f, usagef("--fsync: %v", err)
 	}
 	return f, checkDemoFlags(f.Rate, f.Duration, f.KillAfter)
 }

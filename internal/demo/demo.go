@@ -63,6 +63,7 @@ type Config struct {
 	Keep      bool   // keep the demo's directory (logs, journals)
 	NoAuth    bool   // run without frame authentication
 	Record    string // the client's record ("": client.jsonl in the directory)
+	Fsync     string // the nodes' --fsync ("": group)
 	// Engine is the nodes' engine configuration, for the verifier.
 	Engine engine.Config
 	// Out receives the progress, the summary and the verdict.
@@ -140,7 +141,11 @@ func (d *demo) startProcesses() error {
 		// from the in-sync set, and a kill right after halts the market
 		// by design, which is not the failover the demo shows. The drills
 		// and the e2e failover tests run with the same bound.
-		args = append(args, "--market-data", d.mdGroup.String(), "--fsync", "group", "--insync-timeout", "1s")
+		fsync := d.flags.Fsync
+		if fsync == "" {
+			fsync = "group"
+		}
+		args = append(args, "--market-data", d.mdGroup.String(), "--fsync", fsync, "--insync-timeout", "1s")
 		if err := d.Start(cluster.NodeName(id), append(args, d.keyArgs...)...); err != nil {
 			return err
 		}
