@@ -215,12 +215,19 @@ func (h *lharness) run(w *strings.Builder, line string) {
 	h.ready(w)
 }
 
-// newLeader starts a term at epoch 1 after applied, a static primary
-// requiring standby 2 (peers=none: none).
+// newLeader starts a term at epoch (default 1) after applied, a static
+// primary requiring standby 2 (peers=none: none). seen=S:ID tells the
+// dedup table that session S applied client order ids up to ID before
+// the term (a standby's history, promoted).
 func (h *lharness) newLeader(w *strings.Builder, a args) {
 	h.sm = newTestSM()
 	h.sm.applied = h.u64(a, "applied", 0)
 	h.sm.noDedup = a.has("no-dedup")
+	if v, ok := a["seen"]; ok {
+		s, id, _ := strings.Cut(v, ":")
+		h.sm.highest[h.u64(args{"": s}, "", 0)] = h.u64(args{"": id}, "", 0)
+	}
+	epoch := h.u64(a, "epoch", 1)
 	h.ring = testRing{enabled: a.has("md-ring")}
 	h.j = testJournal{recs: map[uint64][]byte{}}
 	h.sessions = NewSessions[string](int(h.u64(a, "sessions", 4)))
@@ -237,7 +244,7 @@ func (h *lharness) newLeader(w *strings.Builder, a args) {
 		lease = h.lease
 		h.isr.Confirm(&arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 1, InSyncVersion: 1})
 	}
-	p, err := NewPrimary(PrimaryConfig{Self: 1, Epoch: 1, Peers: peers, InSyncTimeoutNs: 200_000_000, RetryNs: 50_000_000}, &h.isr, lease, h.sm.applied, h.sm.applied, h.nowNs)
+	p, err := NewPrimary(PrimaryConfig{Self: 1, Epoch: epoch, Peers: peers, InSyncTimeoutNs: 200_000_000, RetryNs: 50_000_000}, &h.isr, lease, h.sm.applied, h.sm.applied, h.nowNs)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -245,7 +252,7 @@ func (h *lharness) newLeader(w *strings.Builder, a args) {
 		p.SetLease(true)
 	}
 	cfg := LeaderConfig{
-		Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1, Applied: h.sm.applied,
+		Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: epoch, Applied: h.sm.applied,
 		PublisherCapacity: int(h.u64(a, "capacity", 8)),
 		HashEvery:         h.u64(a, "hash", 1000), SnapshotEvery: h.u64(a, "snapshot", 1000),
 		JournalBroken: a.has("journal-broken"), MarketData: !a.has("no-md-group"),
@@ -256,7 +263,7 @@ func (h *lharness) newLeader(w *strings.Builder, a args) {
 		return
 	}
 	h.l = l
-	fmt.Fprintf(w, "leading epoch=1 from=%d required=%v\n", cfg.Applied+1, p.Gate().InSync(nil))
+	fmt.Fprintf(w, "leading epoch=%d from=%d required=%v\n", epoch, cfg.Applied+1, p.Gate().InSync(nil))
 }
 
 // commands delivers a COMMAND frame from client `from` (default c7) of n
@@ -373,7 +380,7 @@ func countsString(c LeaderCounts) string {
 // watermark, the observer's event, each frame (where it goes and its
 // outputs), then the Ready.
 func (h *lharness) release(w *strings.Builder) {
-	rr := h.l.Release(h.nowNs, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Durable: h.durable, LeaseHeld: h.leaseHeld})
+	rr := h.l.Release(h.nowNs, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: h.l.Epoch()}, Durable: h.durable, LeaseHeld: h.leaseHeld})
 	if rr.RunningAlone {
 		fmt.Fprintln(w, "running alone")
 	}
@@ -416,7 +423,11 @@ func (h *lharness) release(w *strings.Builder) {
 			}
 			outs = append(outs, fmt.Sprintf("%q", m))
 		}
-		fmt.Fprintf(w, "  OUTPUT seq=%d to %s: %s\n", f.Seq, to, strings.Join(outs, " "))
+		label := fmt.Sprintf("seq=%d", f.Seq)
+		if f.Epoch != 1 {
+			label = fmt.Sprintf("epoch=%d seq=%d", f.Epoch, f.Seq)
+		}
+		fmt.Fprintf(w, "  OUTPUT %s to %s: %s\n", label, to, strings.Join(outs, " "))
 	}
 	if len(h.ring.kept) > 0 {
 		sort.Strings(h.ring.kept)
