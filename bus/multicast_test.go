@@ -54,6 +54,25 @@ func TestMulticastConfigRefused(t *testing.T) {
 	})
 }
 
+// TestMulticastReceiverSaysWhoHoldsItsPort: a unicast socket of this host
+// on the group's port takes the receiver's wildcard bind; the error says so.
+func TestMulticastReceiverSaysWhoHoldsItsPort(t *testing.T) {
+	l, err := ListenUnicast(UnicastConfig{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	group := netip.AddrPortFrom(testGroup.Addr(), l.LocalAddr().Port())
+	u, err := ListenMulticast(MulticastReceiverConfig{Group: group})
+	if err == nil {
+		u.Close()
+		t.Fatal("receiver started on a port that is taken")
+	}
+	if !strings.Contains(err.Error(), "held by another socket on this host") {
+		t.Fatalf("err = %v, want it to say the port is held", err)
+	}
+}
+
 func TestMulticastSenderRefusesDownInterface(t *testing.T) {
 	netns.Require(t)
 	h := netns.New(t)

@@ -214,6 +214,12 @@ func ListenMulticast(cfg MulticastReceiverConfig) (*UDP, error) {
 		bind = netip.AddrPortFrom(netip.IPv4Unspecified(), cfg.Group.Port())
 	}
 	u, err := listen(bind, socketOptions{reuse: true, multicastReceiver: true}, cfg.Tuning)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// Go binds a multicast group's socket to the wildcard address, so
+		// any socket of this host on the port without SO_REUSEPORT (a
+		// unicast listener, a witness) takes it.
+		return nil, fmt.Errorf("%w (port %d is held by another socket on this host: the group's receiver binds 0.0.0.0:%d)", err, cfg.Group.Port(), cfg.Group.Port())
+	}
 	if err != nil {
 		return nil, err
 	}

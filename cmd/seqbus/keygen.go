@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/seqbus/seqbus/auth"
 )
@@ -51,6 +52,9 @@ func parseIDs(s string) ([]uint32, error) {
 	for _, v := range ints {
 		if v <= 0 || v > 1<<32-1 {
 			return nil, fmt.Errorf("bad node id %d", v)
+		}
+		if slices.Contains(out, uint32(v)) {
+			return nil, fmt.Errorf("node id %d given twice", v) // a typo for another node's id
 		}
 		out = append(out, uint32(v))
 	}

@@ -136,7 +136,7 @@ func Witness(cfg witness.Config, addr netip.AddrPort, dir, metricsAddr string, l
 	if reg != nil {
 		reg.MustRegister(metrics.WitnessCollector{S: srv})
 	}
-	cfg.Logger.Info("serving", "lease", lease, "epoch", srv.Status().Epoch)
+	cfg.Logger.Info("serving", "addr", conn.LocalAddr(), "lease", lease, "epoch", srv.Status().Epoch)
 	wait()
 	return srv.Close()
 }
