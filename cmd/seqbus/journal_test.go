@@ -113,6 +113,14 @@ func TestJournalCommand(t *testing.T) {
 		t.Fatalf("dump of a damaged journal: exit %d, %d records\n%s", code, len(seqs), errOut)
 	}
 
+	// A directory with no journal in it (a mistyped path) is no empty
+	// journal: every subcommand says so and exits 1.
+	for _, sub := range []string{"verify", "dump", "describe"} {
+		if out, errOut, code := runSeqbus(t, "journal", sub, t.TempDir()); code != 1 || !strings.Contains(errOut, "no journal: no segment or snapshot files") {
+			t.Fatalf("journal %s of an empty directory: exit %d\n%s%s", sub, code, out, errOut)
+		}
+	}
+
 	// Set aside as a node does it: still readable, and nothing is changed.
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {

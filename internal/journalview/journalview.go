@@ -18,6 +18,9 @@ import (
 	"github.com/seqbus/seqbus/journal"
 )
 
+// ErrNoJournal: the directory holds no journal file at all.
+var ErrNoJournal = errors.New("no journal")
+
 // PickSet turns a --set value (corrupt-<time>) into the files to read;
 // without one, the live journal, or the only set in the directory when
 // there is no live one. What it chose, when that is not plain, is said
@@ -26,6 +29,11 @@ func PickSet(note io.Writer, dir, set string) (journal.InspectOptions, error) {
 	sets, err := journal.Sets(journal.OSFS{}, dir)
 	if err != nil {
 		return journal.InspectOptions{}, err
+	}
+	if len(sets) == 0 {
+		// Reading on would report an empty journal as OK: a mistyped
+		// path, or a node that never started, is not a journal.
+		return journal.InspectOptions{}, fmt.Errorf("%w: no segment or snapshot files in %s (is it a node's --dir?)", ErrNoJournal, dir)
 	}
 	if set != "" {
 		set = "." + strings.TrimPrefix(set, ".")
