@@ -132,6 +132,15 @@ func TestVerifyUsage(t *testing.T) {
 			t.Errorf("seqbus %v: exit %d, want 2\n%s", args, code, out)
 		}
 	}
+	// A directory with no journal (a mistyped path) is refused, not taken
+	// for an empty history that lost every output.
+	rec := filepath.Join(dir, "client.jsonl")
+	if err := os.WriteFile(rec, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runBinCombined(t, bin, 30*time.Second, "verify", "--record", rec, dir); code != 2 || !strings.Contains(out, "holds no journal") {
+		t.Errorf("seqbus verify of a directory with no journal: exit %d, want 2 saying so\n%s", code, out)
+	}
 }
 
 // TestClientRecordFlushedOnSIGTERM: `seqbus client --record` against a
