@@ -21,6 +21,7 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/flagcheck"
 	"github.com/seqbus/seqbus/internal/serve"
 	"github.com/seqbus/seqbus/journal"
 )
@@ -56,19 +57,6 @@ func checkMinInSync(v, peers int) error {
 		return usagef("--min-insync must be 0..%d (the number of --peer), got %d", peers, v)
 	}
 	return nil
-}
-
-// checkListenPort: --listen must not use the --group's port. The group's
-// receiver binds the wildcard address on that port (to get the group's
-// datagrams), so any other socket of the host on it makes the node fail at
-// start with EADDRINUSE.
-func checkListenPort(listen, group string) error {
-	l, err1 := netip.ParseAddrPort(listen)
-	g, err2 := netip.ParseAddrPort(group)
-	if err1 != nil || err2 != nil || l.Port() != g.Port() {
-		return nil // malformed ones are reported by their own checks
-	}
-	return usagef("--listen %v uses the --group's port %d: the group's socket binds 0.0.0.0:%d, so pick another port for one of them", l, g.Port(), g.Port())
 }
 
 // checkPeers: no --peer may be this node itself.
@@ -177,7 +165,7 @@ func (f *nodeFlags) check() error {
 		checkLease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
 		checkPositive("insync-timeout", *f.insyncTimeout), checkMinInSync(*f.minInSync, len(f.peers)),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
-		checkPeers(f.peers, *f.id), checkListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
+		checkPeers(f.peers, *f.id), flagcheck.ListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
 		checkNodeDatagramBytes(*f.datagramBytes),
 	)
 }

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/seqbus/seqbus/internal/journalview"
 	"github.com/seqbus/seqbus/internal/verdict"
-	"github.com/seqbus/seqbus/journal"
 )
 
 // listFlag is a repeatable string flag.
@@ -49,8 +49,13 @@ func runVerify(args []string) error {
 		fs.Usage()
 		return usagef("give at least one node directory")
 	}
-	if err := checkJournalDirs(append(dirs, *primary)); err != nil {
-		return err
+	for _, d := range append(dirs, *primary) {
+		if d == "" {
+			continue
+		}
+		if err := journalview.RequireJournal(d); err != nil {
+			return usagef("%v", err) // a mistyped path is no empty history
+		}
 	}
 	res, err := verdict.Verify(verdict.Options{Records: records, Nodes: dirs, Primary: *primary, Engine: engineConfig()})
 	if err != nil {
@@ -67,25 +72,6 @@ func runVerify(args []string) error {
 	}
 	if !res.OK() {
 		return errVerifyFailed
-	}
-	return nil
-}
-
-// checkJournalDirs refuses a directory with no journal file in it: read
-// as an empty journal it would turn a mistyped path into a verdict (every
-// output "lost" when it is taken for the final primary).
-func checkJournalDirs(dirs []string) error {
-	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
-		sets, err := journal.Sets(journal.OSFS{}, d)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		if len(sets) == 0 {
-			return usagef("%s holds no journal (no segment or snapshot files): is it a node's --dir?", d)
-		}
 	}
 	return nil
 }

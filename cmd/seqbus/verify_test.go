@@ -138,7 +138,7 @@ func TestVerifyUsage(t *testing.T) {
 	if err := os.WriteFile(rec, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := runBinCombined(t, bin, 30*time.Second, "verify", "--record", rec, dir); code != 2 || !strings.Contains(out, "holds no journal") {
+	if out, code := runBinCombined(t, bin, 30*time.Second, "verify", "--record", rec, dir); code != 2 || !strings.Contains(out, "no journal: no segment or snapshot files") {
 		t.Errorf("seqbus verify of a directory with no journal: exit %d, want 2 saying so\n%s", code, out)
 	}
 }

@@ -176,3 +176,16 @@ func Lease(lease, renew, margin, retry time.Duration) error {
 	}
 	return nil
 }
+
+// ListenPort: --listen must not use the --group's port. The group's
+// receiver binds the wildcard address on that port (to get the group's
+// datagrams), so any other socket of the host on it makes the node fail at
+// start with EADDRINUSE.
+func ListenPort(listen, group string) error {
+	l, err1 := netip.ParseAddrPort(listen)
+	g, err2 := netip.ParseAddrPort(group)
+	if err1 != nil || err2 != nil || l.Port() != g.Port() {
+		return nil // malformed ones are reported by their own checks
+	}
+	return Usagef("--listen %v uses the --group's port %d: the group's socket binds 0.0.0.0:%d, so pick another port for one of them", l, g.Port(), g.Port())
+}

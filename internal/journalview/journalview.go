@@ -31,9 +31,7 @@ func PickSet(note io.Writer, dir, set string) (journal.InspectOptions, error) {
 		return journal.InspectOptions{}, err
 	}
 	if len(sets) == 0 {
-		// Reading on would report an empty journal as OK: a mistyped
-		// path, or a node that never started, is not a journal.
-		return journal.InspectOptions{}, fmt.Errorf("%w: no segment or snapshot files in %s (is it a node's --dir?)", ErrNoJournal, dir)
+		return journal.InspectOptions{}, noJournal(dir)
 	}
 	if set != "" {
 		set = "." + strings.TrimPrefix(set, ".")
@@ -207,4 +205,22 @@ func readNodeDurable(dir string) (uint64, error) {
 		return 0, errors.New("no durable mark in status.json")
 	}
 	return *s.Durable, nil
+}
+
+// noJournal: read on, an empty directory would pass for an empty journal
+// (a mistyped path, or a node that never started).
+func noJournal(dir string) error {
+	return fmt.Errorf("%w: no segment or snapshot files in %s (is it a node's --dir?)", ErrNoJournal, dir)
+}
+
+// RequireJournal reports an error unless dir holds a journal file.
+func RequireJournal(dir string) error {
+	sets, err := journal.Sets(journal.OSFS{}, dir)
+	if err != nil {
+		return err
+	}
+	if len(sets) == 0 {
+		return noJournal(dir)
+	}
+	return nil
 }
