@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/seqbus/seqbus/auth"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/auth"
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
@@ -630,40 +631,8 @@ func findLog(log, msg string) (logLine, bool) { return findLogAfter(log, msg, ti
 // findLogAfter is findLog for lines logged at or after after (log times
 // have millisecond precision, so a line up to 1 ms before counts).
 func findLogAfter(log, msg string, after time.Time) (logLine, bool) {
-	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, "msg="+msg) && !strings.Contains(line, `msg="`+msg) {
-			continue
-		}
-		l := logLine{fields: map[string]string{}}
-		rest := line
-		for rest != "" {
-			rest = strings.TrimLeft(rest, " ")
-			key, after, ok := strings.Cut(rest, "=")
-			if !ok {
-				break
-			}
-			var val string
-			if strings.HasPrefix(after, `"`) {
-				if uq, err := strconv.QuotedPrefix(after); err == nil {
-					val, _ = strconv.Unquote(uq)
-					rest = after[len(uq):]
-				} else {
-					val, rest = after, ""
-				}
-			} else {
-				val, rest, _ = strings.Cut(after, " ")
-			}
-			l.fields[key] = val
-		}
-		if ts, err := time.Parse(time.RFC3339Nano, l.fields["time"]); err == nil {
-			l.at = ts
-		}
-		if !after.IsZero() && l.at.Before(after.Add(-time.Millisecond)) {
-			continue
-		}
-		return l, true
-	}
-	return logLine{}, false
+	l, ok := harness.FindLog(log, msg, after)
+	return logLine{at: l.At, fields: l.Fields}, ok
 }
 
 // duration parses a logged duration field ("" when missing).

@@ -26,7 +26,15 @@ type Load struct {
 	interval   *hdrhistogram.Histogram // the same since the last IntervalLatency
 	acked      map[uint64]bool
 	lastAnswer time.Time
+	gap        Silence // the longest silence between two answers
 }
+
+// Silence is a stretch without answers: From is the answer before it,
+// To the one that ended it (a failover's outage as the client saw it).
+type Silence struct{ From, To time.Time }
+
+// Len is how long the silence lasted.
+func (s Silence) Len() time.Duration { return s.To.Sub(s.From) }
 
 // StartLoad dials a client with opts and runs cfg's load on it until
 // the load ends or ctx does.
@@ -48,7 +56,10 @@ func StartLoad(ctx context.Context, opts client.Options, cfg client.LoadConfig) 
 	return l, nil
 }
 
-func (l *Load) result(r client.Result) {
+func (l *Load) result(r client.Result) { l.note(r, time.Now()) }
+
+// note counts r, answered at now.
+func (l *Load) note(r client.Result, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	us := max(r.LatencyNs/1000, 1)
@@ -57,7 +68,10 @@ func (l *Load) result(r client.Result) {
 	if r.Kind == engine.KindAck {
 		l.acked[r.ClientOrderID] = true
 	}
-	l.lastAnswer = time.Now()
+	if !l.lastAnswer.IsZero() && now.Sub(l.lastAnswer) > l.gap.Len() {
+		l.gap = Silence{From: l.lastAnswer, To: now}
+	}
+	l.lastAnswer = now
 }
 
 // Done is closed when the load has ended.
@@ -77,11 +91,12 @@ func (l *Load) Acked() int {
 	return len(l.acked)
 }
 
-// LastAnswer is when the last answer arrived.
-func (l *Load) LastAnswer() time.Time {
+// LongestSilence is the longest time between two consecutive answers so
+// far, with the answers on either side (zero before two answers).
+func (l *Load) LongestSilence() Silence {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lastAnswer
+	return l.gap
 }
 
 // Latency is the round trip (from the intended send time) at quantile q

@@ -34,3 +34,23 @@ func TestIntervalLatency(t *testing.T) {
 		t.Fatalf("whole-run p99 %v, want the slow start in it", got)
 	}
 }
+
+// TestLongestSilence: the demo's "answers resumed" is the answer that
+// ended the client's longest silence, not whichever answer came last
+// when a status poll noticed the promotion.
+func TestLongestSilence(t *testing.T) {
+	newHist := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3) }
+	l := &Load{acked: map[uint64]bool{}, hist: newHist(), interval: newHist()}
+	if g := l.LongestSilence(); !g.To.IsZero() || g.Len() != 0 {
+		t.Fatalf("no answers: silence %+v, want zero", g)
+	}
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, ms := range []int{0, 1, 2, 3, 50, 51, 1150, 1151, 1152, 1300, 1301} {
+		l.note(client.Result{LatencyNs: 1000}, at(ms))
+	}
+	g := l.LongestSilence()
+	if !g.From.Equal(at(51)) || !g.To.Equal(at(1150)) || g.Len() != 1099*time.Millisecond {
+		t.Fatalf("longest silence %v..%v (%v), want 51 ms..1150 ms (1.099 s)", g.From.Sub(t0), g.To.Sub(t0), g.Len())
+	}
+}

@@ -42,8 +42,8 @@ type demo struct {
 	load    *cluster.Load
 	md      *client.MarketData
 	// The failover as the demo saw it.
-	killedAt, promotedAt, resumedAt time.Time
-	second                          uint32
+	killedAt, promotedAt time.Time
+	second               uint32
 	// The stall watchdog (stall.go): when answers last moved, and
 	// the error that stopped the demo (nil: none).
 	lastAnswered uint64
@@ -268,17 +268,12 @@ func (d *demo) maybeKill(pid uint32, ps cluster.Status, into time.Duration) bool
 	return true
 }
 
-// notePromotion times the promotion and the first answers after it.
+// notePromotion notes the promotion (the load times the answers' outage).
 func (d *demo) notePromotion() {
 	if !d.killedAt.IsZero() && d.promotedAt.IsZero() {
 		if id, _ := d.Primary(); id != 0 && id != d.first {
 			d.second, d.promotedAt = id, time.Now()
 			fmt.Fprintf(d.out, ">>> node%d promoted\n", d.second)
-		}
-	}
-	if !d.promotedAt.IsZero() && d.resumedAt.IsZero() {
-		if last := d.load.LastAnswer(); last.After(d.promotedAt.Add(-500 * time.Millisecond)) {
-			d.resumedAt = last
 		}
 	}
 }
@@ -340,17 +335,34 @@ func (d *demo) printSummary(rep client.LoadReport, res *verdict.Result, final ui
 	epochs, _ := epochSummary(d.Dir, d.IDs())
 	fmt.Fprintln(d.out, "  "+epochs)
 	if !d.killedAt.IsZero() {
-		fmt.Fprintf(d.out, "  failover: primary killed -> node%d promoted in %v (lease %v; status polled every 500 ms)\n",
-			d.second, d.promotedAt.Sub(d.killedAt).Round(time.Millisecond), time.Second)
-		if !d.resumedAt.IsZero() {
-			fmt.Fprintf(d.out, "  answers resumed %v after the kill\n", d.resumedAt.Sub(d.killedAt).Round(time.Millisecond))
-		}
+		d.writeFailover()
 		fmt.Fprintf(d.out, "  timeline by step (from node%d's log%s):\n", d.second, logNote(d.flags.Keep, d.NodeLog(d.second)))
 		cluster.WriteTimeline(d.out, d.NodeLog(d.second))
 	}
 	l := d.load
 	fmt.Fprintf(d.out, "  client round trip (from intended send time, HDR): p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n",
 		us(l.Latency(50)), us(l.Latency(90)), us(l.Latency(99)), us(l.Latency(99.9)), us(l.Latency(101)))
+}
+
+// writeFailover times the failover: the promotion and the first release
+// by the new primary's log (the status poll sees them up to 500 ms
+// late), the outage by the client's longest silence.
+func (d *demo) writeFailover() {
+	promoted := d.promotedAt.Sub(d.killedAt).Round(time.Millisecond)
+	how := "status polled every 500 ms"
+	if l, ok := cluster.FindLogFile(d.NodeLog(d.second), "PROMOTED", d.killedAt); ok && !l.At.IsZero() {
+		promoted, how = l.At.Sub(d.killedAt).Round(time.Millisecond), fmt.Sprintf("node%d's log", d.second)
+	}
+	fmt.Fprintf(d.out, "  failover: primary killed -> node%d promoted in %v (lease %v; by %s)\n", d.second, promoted, time.Second, how)
+	if l, ok := cluster.FindLogFile(d.NodeLog(d.second), "first release after promotion", d.killedAt); ok {
+		fmt.Fprintf(d.out, "  first release %v after the promotion\n", l.Duration("after").Round(100*time.Microsecond))
+	}
+	// The client's longest silence is the outage: the answer that ended
+	// it is when answers resumed, to the client's clock.
+	if g := d.load.LongestSilence(); g.To.After(d.killedAt) {
+		fmt.Fprintf(d.out, "  answers resumed %v after the kill (the client went %v without an answer)\n",
+			g.To.Sub(d.killedAt).Round(time.Millisecond), g.Len().Round(time.Millisecond))
+	}
 }
 
 // keepNote and logNote say where the files are only while they exist:
