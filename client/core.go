@@ -112,8 +112,11 @@ type Core struct {
 	slots  []pending
 	live   int
 	oldest uint64 // lowest id that may still be in flight
-	stats  Stats
-	rs     replayState
+	// quietSince: since when commands have been in flight with no output
+	// of this session arriving (valid while live > 0).
+	quietSince int64
+	stats      Stats
+	rs         replayState
 }
 
 // NewCore returns a Core.
@@ -142,6 +145,16 @@ func (c *Core) Session() uint64 { return c.cfg.Session }
 
 // InFlight is the number of unanswered commands.
 func (c *Core) InFlight() int { return c.live }
+
+// UnansweredNs is how long commands have been in flight with no output
+// of the session arriving (0 when none is in flight): long enough, and
+// the primary may be gone.
+func (c *Core) UnansweredNs(nowNs int64) int64 {
+	if c.live == 0 {
+		return 0
+	}
+	return nowNs - c.quietSince
+}
 
 // NextID is the id the next command gets.
 func (c *Core) NextID() uint64 { return c.nextID }
@@ -190,6 +203,9 @@ func (c *Core) next(r *engine.Request, body []byte, intendedNs, nowNs int64) (ui
 		b = engine.AppendCommand(p.cmd[:0], c.cfg.Session, id, body)
 	}
 	p.n = uint16(len(b))
+	if c.live == 0 {
+		c.quietSince = nowNs
+	}
 	c.live++
 	c.stats.Sent++
 	return id, p.cmd[:p.n], nil
@@ -199,6 +215,7 @@ func (c *Core) next(r *engine.Request, body []byte, intendedNs, nowNs int64) (ui
 // cancel, or a duplicate of one) of a command in flight it returns the
 // Result and true. Pass it only the outputs Admit delivers.
 func (c *Core) OnOutput(o *engine.Output, nowNs int64) (Result, bool) {
+	c.quietSince = nowNs
 	kind, dup := o.Kind, false
 	switch o.Kind {
 	case engine.KindExecution:

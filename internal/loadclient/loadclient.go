@@ -121,8 +121,9 @@ func Summarize(rep client.LoadReport, failovers uint64, lat *Latency) cluster.Cl
 	return sum
 }
 
-// FollowEtcd asks the etcd arbiter who holds the lease every 100 ms (the
-// client's witness query interval) and points the client at a new holder,
+// FollowEtcd asks the etcd arbiter who holds the lease at the client's
+// witness query cadence (Client.QueryEvery: 100 ms, 10 ms while answers
+// are late) and points the client at a new holder,
 // resending what is in flight there. It returns a function that stops it.
 func FollowEtcd(endpoints []string, stream uint16, nodes map[uint32]netip.AddrPort, cl *client.Client) (func(), error) {
 	if len(nodes) == 0 {
@@ -138,14 +139,21 @@ func FollowEtcd(endpoints []string, stream uint16, nodes map[uint32]netip.AddrPo
 		defer close(done)
 		var holder arbiter.NodeID
 		var epoch uint64
-		t := time.NewTicker(client.DefaultQueryEvery)
+		// Tick at the client's fast cadence; ask etcd at the one the
+		// client says (every 100 ms, every 10 while answers are late).
+		t := time.NewTicker(client.DefaultQueryEvery / 10)
 		defer t.Stop()
+		var last time.Time
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
+			if time.Since(last) < cl.QueryEvery() {
+				continue
+			}
+			last = time.Now()
 			qctx, qcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			h, e, _, err := q.Query(qctx)
 			qcancel()
