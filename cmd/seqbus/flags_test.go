@@ -114,6 +114,8 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{node("--stream", "0"), []string{"--stream must be 1..65535"}},
 		{node("--stream", "65536"), []string{"--stream must be 1..65535"}},
 		{node("--witness", "nowhere"), []string{"--witness must be ip:port"}},
+		{node("--witness", "0.0.0.0:7000"), []string{"--witness 0.0.0.0:7000: an unspecified address is no destination"}},
+		{node("--peer", "2=127.0.0.1:0"), []string{`bad peer address "127.0.0.1:0": port 0 is no destination`}},
 		{node("--witness", "127.0.0.1:7000", "--arbiter", "etcd://127.0.0.1:2379"), []string{"--witness and --arbiter are exclusive"}},
 		{node("--arbiter", "http://x"), []string{"--arbiter: want etcd://"}},
 		{node("--key", filepath.Join(confDir, "no.key")), []string{"--key", "no.key"}},
@@ -136,6 +138,9 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"witness", "--dir", dirArg, "--config", badLine}, []string{"bad.conf:1"}},
 		// client
 		{[]string{"client", "--rate", "0"}, []string{"--rate must be > 0, got 0"}},
+		{[]string{"client", "--primary", "127.0.0.1:0"}, []string{"--primary 127.0.0.1:0: port 0 is no destination"}},
+		{[]string{"client", "--primary", "239.77.0.1:7100"}, []string{"--primary 239.77.0.1:7100: a multicast group is no destination"}},
+		{[]string{"client", "--witness", "127.0.0.1:7000", "--node", "1=0.0.0.0:7101"}, []string{`bad peer address "0.0.0.0:7101": an unspecified address`}},
 		{[]string{"client", "--rate", "-5"}, []string{"--rate must be > 0, got -5"}},
 		{[]string{"client", "--count", "0"}, []string{"--count must be > 0"}},
 		{[]string{"client", "--nice", "-30"}, []string{"--nice", "-30"}},

@@ -41,6 +41,9 @@ func (p peerFlags) Set(v string) error {
 		return fmt.Errorf("bad peer id %q", idText)
 	}
 	addr, err := netip.ParseAddrPort(addrText)
+	if err == nil {
+		err = flagcheck.DestAddr(addr)
+	}
 	if err != nil {
 		return fmt.Errorf("bad peer address %q: %v", addrText, err)
 	}
@@ -161,7 +164,7 @@ func (f *nodeFlags) check() error {
 		checkGroup("group", *f.group, false), checkGroup("market-data", *f.md, true), checkInterface("iface", *f.iface),
 		checkRange("ttl", *f.ttl, 0, 255), checkStream(*f.stream), checkOneOf("role", *f.role, "standby", "primary"),
 		checkPositive("epoch", *f.epoch), checkFsync("fsync", *f.fsync), checkIdle("idle", *f.idle),
-		checkPositive("snapshot-every", *f.snapEvery), checkAddr("witness", *f.witnessAddr, true),
+		checkPositive("snapshot-every", *f.snapEvery), checkDest("witness", *f.witnessAddr, true),
 		checkLease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
 		checkPositive("insync-timeout", *f.insyncTimeout), checkMinInSync(*f.minInSync, len(f.peers)),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),

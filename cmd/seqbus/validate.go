@@ -50,6 +50,7 @@ func checkEach(name, list string, check func(string) error) error {
 	return flagcheck.Each(name, list, check)
 }
 func checkAddr(name, v string, optional bool) error  { return flagcheck.Addr(name, v, optional) }
+func checkDest(name, v string, optional bool) error  { return flagcheck.Dest(name, v, optional) }
 func checkGroup(name, v string, optional bool) error { return flagcheck.Group(name, v, optional) }
 func checkInterface(name, v string) error            { return flagcheck.Interface(name, v) }
 func checkNodeID(name string, v uint) error          { return flagcheck.NodeID(name, v) }

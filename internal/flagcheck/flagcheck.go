@@ -125,6 +125,38 @@ func Addr(name, v string, optional bool) error {
 	return nil
 }
 
+// Dest: --name is an address this process sends to: ip:port of a host
+// (empty is allowed when optional). Port 0, 0.0.0.0 or :: (which Linux
+// takes for this host) and a multicast group are refused: a datagram
+// there reaches no node, and the process would wait for answers that
+// never come.
+func Dest(name, v string, optional bool) error {
+	if v == "" && optional {
+		return nil
+	}
+	a, err := netip.ParseAddrPort(v)
+	if err != nil {
+		return Usagef("--%s must be ip:port, got %q", name, v)
+	}
+	if err := DestAddr(a); err != nil {
+		return Usagef("--%s %s: %v", name, v, err)
+	}
+	return nil
+}
+
+// DestAddr is Dest's check of a parsed address.
+func DestAddr(a netip.AddrPort) error {
+	switch {
+	case a.Port() == 0:
+		return errors.New("port 0 is no destination: give the port the process listens on")
+	case a.Addr().IsUnspecified():
+		return errors.New("an unspecified address is no destination: give the host's address (127.0.0.1 on this host)")
+	case a.Addr().IsMulticast():
+		return errors.New("a multicast group is no destination here: give the host's unicast address")
+	}
+	return nil
+}
+
 // Group: --name must be an IPv4 multicast ip:port (empty when optional).
 func Group(name, v string, optional bool) error {
 	if v == "" && optional {
