@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -83,5 +84,25 @@ func TestParseIdle(t *testing.T) {
 func TestLockAgentThreadRefusesMissingCPU(t *testing.T) {
 	if _, err := LockAgentThread(true, 1<<20); err == nil {
 		t.Fatal("pinned to a CPU that does not exist")
+	}
+}
+
+// TestSparePOnOneCPU: a process with one P (confined to one CPU) gets a
+// second one for the rest of the runtime while an agent keeps its own;
+// a GOMAXPROCS the user set is left alone.
+func TestSparePOnOneCPU(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	t.Setenv("GOMAXPROCS", "")
+	if !SpareP() || runtime.GOMAXPROCS(0) != 2 {
+		t.Fatalf("one P, GOMAXPROCS unset: SpareP left %d Ps, want 2", runtime.GOMAXPROCS(0))
+	}
+	if SpareP() {
+		t.Fatal("two Ps: SpareP raised them again")
+	}
+	runtime.GOMAXPROCS(1)
+	t.Setenv("GOMAXPROCS", "1")
+	if SpareP() || runtime.GOMAXPROCS(0) != 1 {
+		t.Fatalf("GOMAXPROCS=1 set by the user: SpareP made %d Ps, want it left at 1", runtime.GOMAXPROCS(0))
 	}
 }

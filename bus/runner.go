@@ -113,6 +113,7 @@ func NewAgentRunner(cfg AgentRunnerConfig, a Agent, endpoints ...Receiver) (*Age
 	if len(endpoints) > PollSocketsMax {
 		return nil, fmt.Errorf("%w: %d endpoints, at most %d in one agent runner", ErrConfig, len(endpoints), PollSocketsMax)
 	}
+	SpareP() // before the poller reads GOMAXPROCS
 	r := &AgentRunner{cfg: cfg, agent: a, done: make(chan struct{})}
 	r.rx.r = r
 	size := cfg.DatagramBytes

@@ -868,6 +868,7 @@ func (c *Client) generatorThread(cfg LoadConfig) (wcfg pace.WaiterConfig, niceEr
 		wcfg.Yield = runtime.Gosched
 		return wcfg, nil, func() {}
 	}
+	bus.SpareP() // the locked generator keeps its P while it yields
 	runtime.LockOSThread()
 	restoreNice := func() {}
 	if cfg.Nice != 0 {
