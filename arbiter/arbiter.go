@@ -166,6 +166,9 @@ type Arbiter struct {
 	// (the quarantine covers the lease it may have had).
 	holder      NodeID
 	expiresAtNs int64
+	// termPrev and termLapsedNs: LastTerm.
+	termPrev     NodeID
+	termLapsedNs int64
 	// epochHighest is the highest epoch issued (or restored).
 	epochHighest uint64
 	// lastHolder is the holder of epochHighest, kept across lapses and
@@ -292,6 +295,10 @@ func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Dec
 	if a.epochHighest == math.MaxUint64 {
 		return a.deny(ReasonEpochExhausted, nowNs)
 	}
+	prevHolder, prevExpiresAtNs := NodeNone, int64(0)
+	if a.hadHolder && a.expiresAtNs > 0 {
+		prevHolder, prevExpiresAtNs = a.lastHolder, a.expiresAtNs
+	}
 	a.epochHighest++
 	a.termRequestID = requestID
 	a.holder = node
@@ -303,11 +310,21 @@ func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Dec
 	// based on the previous term's set can never apply to this one.
 	a.inSyncVersion++
 	a.expiresAtNs = addSaturating(nowNs, a.leaseDurationNs)
+	a.termPrev, a.termLapsedNs = prevHolder, 0
+	if prevHolder != NodeNone {
+		a.termLapsedNs = max(nowNs-prevExpiresAtNs, 0)
+	}
 	d := a.granted(nowNs)
 	d.PersistEpoch = true
 	d.Persist = true
 	return d
 }
+
+// LastTerm describes the lease the last new epoch followed: its holder
+// (NodeNone when there was none since this arbiter started or restored)
+// and how long before that grant it had ended. For the operator: a
+// failover's new primary took over lapsedNs after the old lease ran out.
+func (a *Arbiter) LastTerm() (prev NodeID, lapsedNs int64) { return a.termPrev, a.termLapsedNs }
 
 // Renew extends the lease of node, only if node is the live holder, epoch
 // is its current epoch, and nowNs is strictly before expiry. A lease that

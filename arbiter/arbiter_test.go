@@ -333,3 +333,46 @@ func TestAcquireRequestRetryIsTheSameTerm(t *testing.T) {
 		t.Fatalf("acquire after expiry: %+v, want epoch 3", d)
 	}
 }
+
+// TestArbiterLastTerm: a new epoch remembers the lease it followed and
+// how long after that lease ended it was granted (the witness logs it: a
+// failover's takeover delay past the lease).
+func TestArbiterLastTerm(t *testing.T) {
+	a, err := NewArbiter(testConfig) // lease 1000
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := a.AcquireRequest(1, 1, 0); !d.Granted {
+		t.Fatalf("first acquire %+v", d)
+	}
+	if prev, lapsed := a.LastTerm(); prev != NodeNone || lapsed != 0 {
+		t.Fatalf("first term follows %d, %d after it: want none", prev, lapsed)
+	}
+	// Node 1 renews at 500 with node 2 in its in-sync set: its lease now
+	// ends at 1500, and node 2 may take over after that.
+	if d := a.RenewWithInSync(1, 1, 1, []NodeID{2}, 500); !d.Granted || d.InSyncReason != ReasonNone {
+		t.Fatalf("renew with node 2 in sync: %+v", d)
+	}
+	if d := a.AcquireRequest(2, 1, 1499); d.Granted {
+		t.Fatalf("acquire during node 1's lease granted: %+v", d)
+	}
+	if d := a.AcquireRequest(2, 2, 1512); !d.Granted || d.Epoch != 2 {
+		t.Fatalf("acquire after the lease %+v", d)
+	}
+	if prev, lapsed := a.LastTerm(); prev != 1 || lapsed != 12 {
+		t.Fatalf("second term follows node %d, %d after its end: want node 1, 12", prev, lapsed)
+	}
+	b, err := NewArbiter(testConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Restore(PersistentState{Epoch: 5, LastHolder: 2}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := b.AcquireRequest(2, 1, 5000); !d.Granted {
+		t.Fatalf("acquire after the quarantine %+v", d)
+	}
+	if prev, lapsed := b.LastTerm(); prev != NodeNone || lapsed != 0 {
+		t.Fatalf("after a restore, the first term follows %d, %d after it: want none (no lease end known)", prev, lapsed)
+	}
+}

@@ -201,7 +201,8 @@ func (k *Keeper) OnGrant(requestID uint64, epoch uint64, durationNs int64) bool 
 // request sent after the one that produced the view ends the view (the
 // witness no longer counted this node as holder when it answered); a
 // refusal of an older request changes no view. The next request goes out
-// RetryNs after the refused one was sent. It returns false, changing
+// RetryNs after the refused one was sent, or, when the lease the refusal
+// names ends sooner, a guard after that end. It returns false, changing
 // nothing, for an unknown, answered or forgotten request ID.
 func (k *Keeper) OnDeny(requestID uint64, holder NodeID, epoch uint64, remainingNs int64) bool {
 	sentAtNs, ok := k.takeOutstanding(requestID)
@@ -214,12 +215,28 @@ func (k *Keeper) OnDeny(requestID uint64, holder NodeID, epoch uint64, remaining
 		k.viewRequestID = requestID
 		k.renewEpoch = 0
 	}
-	k.nextSendAtNs = min(k.nextSendAtNs, addSaturating(sentAtNs, k.cfg.RetryNs))
+	next := addSaturating(sentAtNs, k.cfg.RetryNs)
+	// A refusal while a lease (or the restart quarantine) runs says when
+	// it ends, as the arbiter counted it when the request arrived: when
+	// that is sooner than the retry, ask again one guard after it, so a
+	// standby takes over a dead primary's lease ~1/25 of RetryNs (2 ms at
+	// the defaults) after it lapses instead of up to RetryNs (50 ms)
+	// later. A refusal with no time left keeps the retry.
+	if remainingNs > 0 && remainingNs < k.cfg.RetryNs {
+		next = min(next, addSaturating(sentAtNs, remainingNs+denyGuardNs(k.cfg.RetryNs)))
+	}
+	k.nextSendAtNs = min(k.nextSendAtNs, next)
 	k.lastDeny.holder = holder
 	k.lastDeny.epoch = epoch
 	k.lastDeny.remainingNs = remainingNs
 	return true
 }
+
+// denyGuardNs is how long after a refusal's lease end the next request
+// leaves (OnDeny): a twenty-fifth of the retry, at least 1 ns. It covers
+// the request's one-way trip, which the arbiter's count of the time left
+// started after.
+func denyGuardNs(retryNs int64) int64 { return max(retryNs/25, 1) }
 
 // StartRequestIDsAfter makes the next request's ID id+1 (when that is
 // above the last one used). A runtime seeds it once, before the first Tick,

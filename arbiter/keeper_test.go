@@ -398,3 +398,38 @@ func TestKeeperHurry(t *testing.T) {
 		t.Fatalf("Hurry did not make the next tick renew: %+v %v", req, ok)
 	}
 }
+
+// TestKeeperAsksAgainWhenTheDeniedLeaseEnds: a refusal whose lease ends
+// before the retry is due schedules the next request just after that end
+// (a guard of RetryNs/25 later), so a standby takes a dead primary's lease
+// as it lapses; a longer lease, or a refusal with no time left, keeps the
+// retry; and it never delays a request already due sooner.
+func TestKeeperAsksAgainWhenTheDeniedLeaseEnds(t *testing.T) {
+	guard := denyGuardNs(testConfig.RetryNs) // testConfig: retry 50, guard 2
+	for _, tc := range []struct {
+		name      string
+		remaining int64
+		next      int64 // after the request sent at 100
+	}{
+		{"lease ends in 10", 10, 100 + 10 + guard},
+		{"lease ends in 47", 47, 100 + 47 + guard},
+		{"lease ends in 49: the retry comes first", 49, 150},
+		{"lease ends in 500", 500, 150},
+		{"no time left", 0, 150},
+		{"negative", -5, 150},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newTestKeeper(t, 1)
+			k.SetWantLead(true)
+			r := mustTick(t, k, 100, RequestAcquire)
+			if !k.OnDeny(r.ID, 2, 1, tc.remaining) {
+				t.Fatal("deny refused")
+			}
+			mustNotTick(t, k, tc.next-1)
+			mustTick(t, k, tc.next, RequestAcquire)
+		})
+	}
+	if guard != 2 {
+		t.Fatalf("guard %d for RetryNs %d, want 2", guard, testConfig.RetryNs)
+	}
+}

@@ -104,6 +104,10 @@ type pendingGrant struct {
 	// decided and cached while the write ran: the cache keeps that one
 	// (the node's last request), and this grant is sent uncached.
 	superseded bool
+	// termPrev, termLapsedNs: for a new epoch, the lease it follows
+	// (arbiter.LastTerm), for the log line once it is granted.
+	termPrev     arbiter.NodeID
+	termLapsedNs int64
 }
 
 // NewCore builds a witness core at nowNs (the caller's monotonic clock)
@@ -210,8 +214,10 @@ func (c *Core) Persisted(err error) []byte {
 		c.stats.Drops[DropPersistFailed]++
 		return nil
 	}
-	if p.entry.decision.PersistEpoch {
+	if d := &p.entry.decision; d.PersistEpoch {
 		c.stats.GrantsNewEpoch++
+		c.log.Info("witness: new epoch granted", "node", d.Holder, "epoch", d.Epoch,
+			"prev_holder", p.termPrev, "after_prev_lease_ended", time.Duration(p.termLapsedNs))
 	}
 	grantsBefore := c.stats.Grants
 	var reply []byte
@@ -396,6 +402,9 @@ func (c *Core) outcome(entry cacheEntry, stream uint16, sealNode uint32) []byte 
 	c.pending = pendingGrant{
 		active: true, state: d.PersistentState(), entry: entry, stream: stream,
 		sealNode: sealNode, isAcquire: entry.reqType == wire.TypeLeaseAcquire,
+	}
+	if d.PersistEpoch {
+		c.pending.termPrev, c.pending.termLapsedNs = c.arb.LastTerm()
 	}
 	return nil
 }
