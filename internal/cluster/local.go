@@ -56,6 +56,9 @@ func (l *Local) NodeDir(id uint32) string { return filepath.Join(l.Dir, NodeName
 // NodeLog is node id's log file.
 func (l *Local) NodeLog(id uint32) string { return filepath.Join(l.Dir, NodeName(id)+".log") }
 
+// WitnessLog is the path of the witness's log.
+func (l *Local) WitnessLog() string { return filepath.Join(l.Dir, "witness.log") }
+
 // StartWitness starts the witness on Witness (state in Dir/witness),
 // pinned to cpus (nil: not pinned), with extra flags.
 func (l *Local) StartWitness(cpus []int, extra ...string) error {

@@ -354,6 +354,10 @@ func (d *demo) writeFailover() {
 		promoted, how = l.At.Sub(d.killedAt).Round(time.Millisecond), fmt.Sprintf("node%d's log", d.second)
 	}
 	fmt.Fprintf(d.out, "  failover: primary killed -> node%d promoted in %v (lease %v; by %s)\n", d.second, promoted, time.Second, how)
+	if l, ok := cluster.FindLogFile(d.WitnessLog(), "witness: new epoch granted", d.killedAt); ok {
+		fmt.Fprintf(d.out, "  the witness granted epoch %s to node%s %v after the old lease ended\n",
+			l.Fields["epoch"], l.Fields["node"], l.Duration("after_prev_lease_ended").Round(100*time.Microsecond))
+	}
 	if l, ok := cluster.FindLogFile(d.NodeLog(d.second), "first release after promotion", d.killedAt); ok {
 		fmt.Fprintf(d.out, "  first release %v after the promotion\n", l.Duration("after").Round(100*time.Microsecond))
 	}
