@@ -12,6 +12,24 @@ import (
 	"github.com/seqbus/seqbus/wire"
 )
 
+// memPair makes an in-memory network with the client's socket and a peer
+// at peerAddr (the witness, a node) that the test reads; the peer closes
+// at the end of the test, the client's socket with the client.
+func memPair(t *testing.T, peerAddr string) (client, peer *bus.MemConn) {
+	t.Helper()
+	mem := bus.NewMemNetwork(1, bus.Faults{})
+	peer, err := mem.Listen(netip.MustParseAddrPort(peerAddr), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	client, err = mem.Listen(netip.MustParseAddrPort("10.0.0.9:5000"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, peer
+}
+
 // drain reads everything waiting on c and returns the datagrams and the
 // commands in them.
 func drain(t *testing.T, c *bus.MemConn) (datagrams, commands int) {
@@ -44,16 +62,7 @@ func drain(t *testing.T, c *bus.MemConn) (datagrams, commands int) {
 // one ~5 ms after the promotion, not ~50). An answer ends the fast
 // cadence. The clock is the test's: pollLocked takes now.
 func TestWitnessQueryCadence(t *testing.T) {
-	mem := bus.NewMemNetwork(1, bus.Faults{})
-	wit, err := mem.Listen(netip.MustParseAddrPort("10.0.0.5:7000"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wit.Close()
-	conn, err := mem.Listen(netip.MustParseAddrPort("10.0.0.9:5000"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, wit := memPair(t, "10.0.0.5:7000")
 	cl, err := Dial(Options{Core: Config{Session: 7}, Conn: conn, Poll: true,
 		Primary: netip.MustParseAddrPort("10.0.0.1:7000"), Witness: wit.LocalAddr(),
 		Nodes: map[uint32]netip.AddrPort{1: netip.MustParseAddrPort("10.0.0.1:7000")}})
@@ -103,16 +112,7 @@ func TestWitnessQueryCadence(t *testing.T) {
 // in flight every tenth of QueryEvery until an answer arrives (at most
 // rejoinResends times), not only after ResendAfterNs (250 ms).
 func TestRejoinResends(t *testing.T) {
-	mem := bus.NewMemNetwork(1, bus.Faults{})
-	newPrimary, err := mem.Listen(netip.MustParseAddrPort("10.0.0.2:7000"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer newPrimary.Close()
-	conn, err := mem.Listen(netip.MustParseAddrPort("10.0.0.9:5000"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, newPrimary := memPair(t, "10.0.0.2:7000")
 	cl, err := Dial(Options{Core: Config{Session: 7}, Conn: conn, Poll: true, Primary: netip.MustParseAddrPort("10.0.0.1:7000")})
 	if err != nil {
 		t.Fatal(err)
