@@ -66,6 +66,11 @@ func TestFailoverMarketDataNoHoleUnderLoss(t *testing.T) {
 		md, err = client.OpenMarketData(client.MDOptions{
 			Group: netip.MustParseAddrPort(mdGroup), Iface: c.client.Iface,
 			Recovery: []netip.AddrPort{c.node(1).addr(), c.node(2).addr()},
+			// It subscribes before the load, so it wants MD seq 1 on: the
+			// 1 % loss may take the very first datagram, and without
+			// FromStart the consumer would take the next one it sees for
+			// the start of the stream (a late joiner) and never ask.
+			FromStart: true,
 			OnMD: func(o *engine.Output) {
 				mu.Lock()
 				got = append(got, *o)
