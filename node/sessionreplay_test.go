@@ -96,6 +96,13 @@ func TestReplayAnswer(t *testing.T) {
 	submitAll(seller, engine.Sell)
 	submitAll(buyer, engine.Buy)
 	c.waitConverged(10 * time.Second)
+	// The buyer's acks and the seller's executions leave in the same
+	// release; the seller's receive goroutine may still be on them.
+	deadline := time.Now().Add(10 * time.Second)
+	for seller.SessionStats().LastOutSeq < 40 && time.Now().Before(deadline) {
+		seller.Poll()
+		time.Sleep(time.Millisecond)
+	}
 	if st := seller.SessionStats(); st.LastOutSeq != 40 || st.Gaps != 0 {
 		t.Fatalf("seller delivered %+v", st)
 	}

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // namePrefix marks every namespace this package creates.
@@ -130,7 +131,36 @@ func NewLAN(t testing.TB, hosts int) *LAN {
 		mustIP(t, "-n", h.Name, "link", "set", "eth0", "up")
 		lan.Hosts = append(lan.Hosts, h)
 	}
+	// A link set up is not yet passing frames (the veth's carrier, the
+	// bridge port's state): a test that sends at once can lose its first
+	// window and, pacing on what arrived, wait forever. Return once every
+	// link says UP.
+	for i, h := range lan.Hosts {
+		waitUp(t, h.Name, "eth0")
+		waitUp(t, br, "p"+strconv.Itoa(i))
+	}
+	waitUp(t, br, "br0")
 	return lan
+}
+
+// linkUpWait bounds waitUp.
+const linkUpWait = 10 * time.Second
+
+// waitUp polls until link in namespace ns reports state UP (at most
+// linkUpWait, then the test fails with the state it saw).
+func waitUp(t testing.TB, ns, link string) {
+	t.Helper()
+	deadline := time.Now().Add(linkUpWait)
+	for {
+		out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", link).CombinedOutput()
+		if err == nil && strings.Contains(string(out), " state UP ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("netns: %s in %s not UP after %v: %v\n%s", link, ns, linkUpWait, err, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Run runs a command inside the host's namespace and returns its combined
