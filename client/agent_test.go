@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"net/netip"
 	"testing"
@@ -120,6 +121,20 @@ func TestLoadCoalesceSendsBursts(t *testing.T) {
 	}
 	if _, err := cl.Load(ctx, LoadConfig{Rate: 1000, Count: 1, CoalesceNs: CoalesceNsMax + 1}, nil); err == nil {
 		t.Fatal("a coalesce window over CoalesceNsMax was accepted")
+	}
+}
+
+// TestLoadRefusesBadRates: a rate that is not a number, infinite, zero,
+// negative or over RateMax is refused before anything is sent.
+func TestLoadRefusesBadRates(t *testing.T) {
+	cl, u, ctx := pollClientOnFake(t)
+	for _, rate := range []float64{math.NaN(), math.Inf(1), 0, -1, RateMax * 2} {
+		if _, err := cl.Load(ctx, LoadConfig{Rate: rate, Count: 1}, nil); err == nil {
+			t.Errorf("rate %v accepted", rate)
+		}
+	}
+	if sent := u.Counters().DatagramsSent; sent != 0 {
+		t.Fatalf("%d datagrams sent for refused loads", sent)
 	}
 }
 

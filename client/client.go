@@ -655,6 +655,11 @@ type LoadConfig struct {
 	CoalesceNs int64
 }
 
+// RateMax bounds LoadConfig.Rate, per second: a command every 100 ns,
+// beyond what one client's loop paces; past it the schedule's interval
+// rounds to nothing and a fixed rate means nothing.
+const RateMax = 10_000_000
+
 // CoalesceNsMax bounds LoadConfig.CoalesceNs: 10 ms.
 const CoalesceNsMax = int64(10_000_000)
 
@@ -804,8 +809,11 @@ func (c *Client) awaitWindow(w *pace.Waiter, poll func(nowNs int64) int) {
 // defaults checks cfg, fills in its defaults and returns the opaque
 // command body (nil for real orders).
 func (cfg *LoadConfig) defaults() ([]byte, error) {
-	if cfg.Rate <= 0 || cfg.Count == 0 {
-		return nil, fmt.Errorf("client: load needs a rate and a count")
+	if cfg.Count == 0 {
+		return nil, fmt.Errorf("client: load needs a count")
+	}
+	if !(cfg.Rate > 0 && cfg.Rate <= RateMax) { // NaN fails both
+		return nil, fmt.Errorf("client: load rate %v/s not in (0, %d]", cfg.Rate, RateMax)
 	}
 	if cfg.CoalesceNs < 0 || cfg.CoalesceNs > CoalesceNsMax {
 		return nil, fmt.Errorf("client: load coalesce window %v not in 0..%v", time.Duration(cfg.CoalesceNs), time.Duration(CoalesceNsMax))

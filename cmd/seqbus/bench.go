@@ -120,7 +120,7 @@ func benchFloor(ctx context.Context, args []string) error {
 	}
 	if err := firstError(
 		checkRange("size", *size, bench.MessageBytesMin, bench.MessageBytesMax), checkPositive("count", *count),
-		checkNonNegative("rate", *rate), checkEach("idles", *idles, checkFloorIdle), checkOneOf("hops", strconv.Itoa(*hops), "2", "4"),
+		checkRange("rate", *rate, 0, bench.RatePerSecondMax), checkEach("idles", *idles, checkFloorIdle), checkOneOf("hops", strconv.Itoa(*hops), "2", "4"),
 		c.check(),
 	); err != nil {
 		return err

@@ -65,7 +65,7 @@ func defineClientFlags(fs *flag.FlagSet) *clientFlags {
 
 func (f *clientFlags) check() error {
 	return firstError(
-		checkDest("primary", *f.primary, false), checkPositive("session", *f.session), checkPositive("rate", *f.rate),
+		checkDest("primary", *f.primary, false), checkPositive("session", *f.session), checkRate("rate", *f.rate),
 		checkPositive("count", *f.count), checkRange("instruments", *f.instruments, 1, 1<<32-1), checkPositive("drain", *f.drain),
 		checkIdle("idle", *f.idle), checkDest("witness", *f.witnessAddr, true), checkStream(*f.stream),
 		checkFollow(*f.witnessAddr, *f.arbiterURL, f.nodes), checkNonNegative("spin", *f.spin), checkRange("nice", *f.nice, -20, 19),

@@ -58,7 +58,7 @@ func runDemo(args []string) error {
 // checkDemoFlags: the load must have a rate, a duration and at least one
 // command, and the kill must fall inside the load.
 func checkDemoFlags(rate float64, duration, killAfter time.Duration) error {
-	if err := firstError(checkPositive("rate", rate), checkPositive("duration", duration), checkNonNegative("kill-after", killAfter)); err != nil {
+	if err := firstError(checkRate("rate", rate), checkPositive("duration", duration), checkNonNegative("kill-after", killAfter)); err != nil {
 		return err
 	}
 	if rate*duration.Seconds() < 1 {

@@ -34,7 +34,7 @@ func runDrill(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := checkPositive("rate", *rate); err != nil {
+	if err := checkRate("rate", *rate); err != nil {
 		return err
 	}
 	run := drill.Select(*which)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/flagcheck"
 	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
@@ -44,6 +45,7 @@ func checkNonNegative[T flagcheck.Number](name string, v T) error {
 func checkRange[T flagcheck.Number](name string, v, lo, hi T) error {
 	return flagcheck.Range(name, v, lo, hi)
 }
+func checkRate(name string, v float64) error             { return flagcheck.Rate(name, v, client.RateMax) }
 func checkRequired(name, v string) error                 { return flagcheck.Required(name, v) }
 func checkOneOf(name, v string, allowed ...string) error { return flagcheck.OneOf(name, v, allowed...) }
 func checkEach(name, list string, check func(string) error) error {

@@ -8,6 +8,7 @@ package flagcheck
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 	"time"
@@ -62,8 +63,20 @@ type Number interface {
 	~int | ~int64 | ~uint | ~uint64 | ~float64
 }
 
+// finite: a float flag parses "NaN" and "Inf" (and 1e400 as +Inf), and
+// NaN fails no comparison; every numeric check refuses them first.
+func finite[T Number](name string, v T) error {
+	if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+		return Usagef("--%s must be a finite number, got %v", name, v)
+	}
+	return nil
+}
+
 // Positive: --name must be > 0.
 func Positive[T Number](name string, v T) error {
+	if err := finite(name, v); err != nil {
+		return err
+	}
 	if v <= 0 {
 		return Usagef("--%s must be > 0, got %v", name, v)
 	}
@@ -72,6 +85,9 @@ func Positive[T Number](name string, v T) error {
 
 // NonNegative: --name must be >= 0.
 func NonNegative[T Number](name string, v T) error {
+	if err := finite(name, v); err != nil {
+		return err
+	}
 	if v < 0 {
 		return Usagef("--%s must be >= 0, got %v", name, v)
 	}
@@ -80,8 +96,22 @@ func NonNegative[T Number](name string, v T) error {
 
 // Range: --name must be in lo..hi.
 func Range[T Number](name string, v, lo, hi T) error {
+	if err := finite(name, v); err != nil {
+		return err
+	}
 	if v < lo || v > hi {
 		return Usagef("--%s must be %v..%v, got %v", name, lo, hi, v)
+	}
+	return nil
+}
+
+// Rate: --name is a rate per second, > 0 and at most max.
+func Rate(name string, v, max float64) error {
+	if err := Positive(name, v); err != nil {
+		return err
+	}
+	if v > max {
+		return Usagef("--%s must be at most %v per second, got %v", name, max, v)
 	}
 	return nil
 }

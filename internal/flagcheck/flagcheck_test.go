@@ -3,6 +3,7 @@ package flagcheck
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,14 @@ func TestChecks(t *testing.T) {
 		{"non-negative", NonNegative("kill-after", -time.Second), "--kill-after must be >= 0, got -1s"},
 		{"range ok", Range("stream", uint(1), 1, 65535), ""},
 		{"range", Range("cpu", 9, -1, 3), "--cpu must be -1..3, got 9"},
+		{"positive NaN", Positive("rate", math.NaN()), "--rate must be a finite number, got NaN"},
+		{"non-negative NaN", NonNegative("rate", math.NaN()), "--rate must be a finite number, got NaN"},
+		{"range NaN", Range("rate", math.NaN(), 0, 10), "--rate must be a finite number, got NaN"},
+		{"range +Inf", Range("rate", math.Inf(1), 0, 10), "--rate must be a finite number, got +Inf"},
+		{"rate ok", Rate("rate", 1e7, 1e7), ""},
+		{"rate zero", Rate("rate", 0, 1e7), "--rate must be > 0, got 0"},
+		{"rate NaN", Rate("rate", math.NaN(), 1e7), "--rate must be a finite number"},
+		{"rate too high", Rate("rate", 1e20, 1e7), "--rate must be at most 1e+07 per second, got 1e+20"},
 		{"required", Required("dir", ""), "--dir is required"},
 		{"one of ok", OneOf("hops", "4", "2", "4"), ""},
 		{"one of", OneOf("hops", "3", "2", "4"), `--hops must be one of 2, 4, got "3"`},
