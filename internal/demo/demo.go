@@ -240,9 +240,19 @@ func (d *demo) watch(ctx context.Context) (interrupted bool) {
 // answers of the last half second (the summary gives the whole run's), in
 // whole microseconds whatever its size (a Duration's %v switches to
 // "1.2ms" above a millisecond, and the steady state is read in µs).
+// primary 0 is no primary (between the kill and the promotion): no node
+// to name, and no epoch or release watermark; a half second with no
+// answer has no p99.
 func progressLine(elapsed time.Duration, answeredPerSec float64, primary uint32, epoch, released uint64, p99 time.Duration) string {
-	return fmt.Sprintf("%5.1fs  %6.0f cmd/s answered  primary=node%d epoch=%d released=%-7d p99=%dµs",
-		elapsed.Seconds(), answeredPerSec, primary, epoch, released, p99.Round(time.Microsecond).Microseconds())
+	lead := fmt.Sprintf("primary=node%d epoch=%d released=%-7d", primary, epoch, released)
+	if primary == 0 {
+		lead = fmt.Sprintf("%-38s", "primary=none (no node leads)")
+	}
+	q := fmt.Sprintf("p99=%dµs", p99.Round(time.Microsecond).Microseconds())
+	if answeredPerSec == 0 {
+		q = "p99=-"
+	}
+	return fmt.Sprintf("%5.1fs  %6.0f cmd/s answered  %s %s", elapsed.Seconds(), answeredPerSec, lead, q)
 }
 
 // maybeKill kills the first primary, unless it should wait for the

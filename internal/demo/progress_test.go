@@ -24,3 +24,20 @@ func TestProgressLineMicros(t *testing.T) {
 		}
 	}
 }
+
+// Between the kill and the promotion no node leads: the line says so
+// instead of naming "node0" at epoch 0, and a half second without an
+// answer has no p99 (not "0µs").
+func TestProgressLineNoPrimary(t *testing.T) {
+	line := progressLine(3500*time.Millisecond, 0, 0, 0, 0, 0)
+	if !strings.Contains(line, "primary=none") || strings.Contains(line, "node0") || !strings.HasSuffix(line, "p99=-") {
+		t.Errorf("no primary: %q", line)
+	}
+	led := progressLine(3500*time.Millisecond, 2000, 2, 2, 22413, 900*time.Microsecond)
+	if !strings.Contains(led, "primary=node2 epoch=2 released=22413") || !strings.HasSuffix(led, "p99=900µs") {
+		t.Errorf("a primary: %q", led)
+	}
+	if a, b := strings.Index(line, "p99="), strings.Index(led, "p99="); a != b {
+		t.Errorf("the p99 column moves: at %d and %d\n%s\n%s", a, b, line, led)
+	}
+}
