@@ -97,9 +97,11 @@
 //  1. Run(seed, Options{}) runs one seed and returns its Result
 //     (violations, schedule, a digest of every datagram for replay checks,
 //     coverage Stats).
-//  2. RunMany(from, n, workers, opts, known, each) runs many on several
-//     goroutines (one run per goroutine) and returns a Summary with
-//     seeds/second and coverage.
+//  2. RunMany(ctx, from, n, workers, opts, known, each) runs many on
+//     several goroutines (one run per goroutine), hands each result over in
+//     seed order, keeps only the failures (its memory does not grow with
+//     n) and returns a Summary with seeds/second and coverage; an ended
+//     ctx stops it after the seeds under way (Summary.Interrupted).
 //  3. ReadRegressionsFile("sim/testdata/regressions.txt") and
 //     KnownSignatures give the open bugs' signatures for Tolerated.
 //  4. A failure is replayed with Run(seed, Options{Trace: w}).

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -17,8 +18,11 @@ type Summary struct {
 	Seeds    int
 	Failures []Result // every failed seed, by seed
 	Known    int      // failures explained by a known bug (see Tolerated)
-	Elapsed  time.Duration
-	Stats    Stats
+	// Interrupted: the context ended before every seed ran; Seeds is
+	// how many did, from From on.
+	Interrupted bool
+	Elapsed     time.Duration
+	Stats       Stats
 }
 
 // SeedsPerSecond is the batch's throughput on this machine.
@@ -32,10 +36,14 @@ func (s Summary) SeedsPerSecond() float64 {
 // String reports throughput and coverage in one paragraph.
 func (s Summary) String() string {
 	st := s.Stats
-	return fmt.Sprintf("%d seeds from %d in %v (%.1f seeds/s): %d failed (%d by known bugs)\n"+
+	cut := ""
+	if s.Interrupted {
+		cut = " (interrupted)"
+	}
+	return fmt.Sprintf("%d seeds from %d in %v%s (%.1f seeds/s): %d failed (%d by known bugs)\n"+
 		"covered: %d commands (%d answered), %d datagrams (%d lost, %d duplicated, %d cut by partitions), "+
 		"%d promotions (highest epoch %d), %d crashes, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases",
-		s.Seeds, s.From, s.Elapsed.Round(time.Millisecond), s.SeedsPerSecond(), len(s.Failures), s.Known,
+		s.Seeds, s.From, s.Elapsed.Round(time.Millisecond), cut, s.SeedsPerSecond(), len(s.Failures), s.Known,
 		st.Commands, st.Answered, st.Datagrams, st.Lost, st.Duplicated, st.Partitioned,
 		st.Promotions, st.HighestEpoch, st.Crashes, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases)
 }
@@ -45,42 +53,95 @@ func (s Summary) String() string {
 // depend on workers), calling each (if not nil) with every result in seed
 // order. known lists diagnosis signatures of open bugs; failures that
 // carry only those are counted in Known (see Tolerated).
-func RunMany(from uint64, n, workers int, opts Options, known []string, each func(Result)) Summary {
-	if workers < 1 {
-		workers = 1
-	}
+//
+// Memory does not grow with n: results are taken in seed order as they
+// finish, and a worker starts a seed only while fewer than
+// reorderPerWorker*workers finished results wait for a slower, earlier
+// seed; only the failures are kept. A soak of millions of seeds runs in
+// the memory of a few dozen.
+//
+// When ctx ends, no seed starts; the ones under way finish, and the
+// summary counts the seeds taken in order (Seeds, Interrupted).
+func RunMany(ctx context.Context, from uint64, n, workers int, opts Options, known []string, each func(Result)) Summary {
+	workers = max(workers, 1)
 	start := time.Now()
-	results := make([]Result, n)
-	next := make(chan int)
+	type done struct {
+		i int
+		r Result
+	}
+	next, out := make(chan int), make(chan done, workers)
+	window := make(chan struct{}, reorderPerWorker*workers) // a token per seed started and not yet taken in order
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				results[i] = Run(from+uint64(i), opts)
+				out <- done{i, Run(from+uint64(i), opts)}
 			}
 		}()
 	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	sum := Summary{From: from, Seeds: n, Elapsed: time.Since(start)}
-	for _, r := range results {
-		sum.Stats.Add(r.Stats)
-		if r.Failed() {
-			sum.Failures = append(sum.Failures, r)
-			if Tolerated(r, known) {
-				sum.Known++
+	started := make(chan int, 1) // how many seeds the feeder handed out
+	go func() {
+		defer close(next)
+		i := 0
+		defer func() { started <- i }()
+		for ; i < n; i++ {
+			select {
+			case window <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
 			}
 		}
-		if each != nil {
-			each(r)
+	}()
+	sum := Summary{From: from}
+	waiting := make(map[int]Result, cap(window))
+	limit := n // lowered to the seeds started once ctx ends
+	for want := 0; want < limit; {
+		var d done
+		select {
+		case d = <-out:
+		case limit = <-started:
+			if limit < n {
+				sum.Interrupted = true
+			}
+			continue
+		}
+		waiting[d.i] = d.r
+		for r, ok := waiting[want]; ok; r, ok = waiting[want] {
+			delete(waiting, want)
+			<-window
+			want++
+			sum.Seeds++
+			sum.take(r, known)
+			if each != nil {
+				each(r)
+			}
 		}
 	}
+	wg.Wait()
+	sum.Elapsed = time.Since(start)
 	return sum
+}
+
+// reorderPerWorker bounds, per worker, the finished results RunMany holds
+// while it waits for an earlier seed.
+const reorderPerWorker = 8
+
+// take adds one result, in seed order, to the summary.
+func (s *Summary) take(r Result, known []string) {
+	s.Stats.Add(r.Stats)
+	if r.Failed() {
+		s.Failures = append(s.Failures, r)
+		if Tolerated(r, known) {
+			s.Known++
+		}
+	}
 }
 
 // Tolerated reports whether every violation of r carries one of the known

@@ -3,6 +3,7 @@ package sim
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -91,7 +92,7 @@ func TestSim(t *testing.T) {
 	})
 	t.Run("budget", func(t *testing.T) {
 		n := budget()
-		sum := RunMany(*flagFrom, n, runtime.GOMAXPROCS(0), Options{Mutation: mutationFlag(t)}, known, nil)
+		sum := RunMany(context.Background(), *flagFrom, n, runtime.GOMAXPROCS(0), Options{Mutation: mutationFlag(t)}, known, nil)
 		t.Log(sum.String())
 		byBug := map[string]int{}
 		for _, r := range sum.Failures {
@@ -338,7 +339,7 @@ func TestSimJumbo(t *testing.T) {
 	known := KnownSignatures(regressions(t))
 	for _, size := range []int{8972, wire.MaxFrameLen} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			sum := RunMany(1, max(budget()/10, 10), runtime.GOMAXPROCS(0), Options{DatagramBytes: size}, known, nil)
+			sum := RunMany(context.Background(), 1, max(budget()/10, 10), runtime.GOMAXPROCS(0), Options{DatagramBytes: size}, known, nil)
 			t.Logf("%s; largest datagram %d bytes", sum.String(), sum.Stats.LargestDatagram)
 			for _, r := range sum.Failures {
 				if !Tolerated(r, known) {

@@ -177,8 +177,10 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		// keygen
 		{[]string{"keygen", "--out", ""}, []string{"--out is required"}},
 		// sim
-		{[]string{"sim", "--seeds", "0"}, []string{"--seeds must be > 0"}},
-		{[]string{"sim", "--workers", "0"}, []string{"--workers must be > 0"}},
+		{[]string{"sim", "--seeds", "0"}, []string{"seeds 0: want at least 1"}},
+		{[]string{"sim", "--workers", "0"}, []string{"workers 0: want 1..256"}},
+		{[]string{"sim", "--workers", "4294967296"}, []string{"workers 4294967296: want 1..256"}},
+		{[]string{"sim", "--from", "18446744073709551615", "--seeds", "2"}, []string{"run past the last seed"}},
 		{[]string{"sim", "--mutation", "chaos"}, []string{"--mutation"}},
 		// drill
 		{[]string{"drill", "--rate", "0"}, []string{"--rate must be > 0"}},

@@ -1,55 +1,48 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 
 	"github.com/seqbus/seqbus/sim"
 )
 
 // runSim is a soak outside CI: the deterministic simulator (package sim)
-// over many seeds, printing seeds/second and what was covered. A failing
-// seed replays bit for bit with `go test ./sim -run 'TestSim$' -seed=N -v`.
+// over many seeds, printing seeds/second and what was covered (sim.Soak).
+// A failing seed replays bit for bit with `go test ./sim -run 'TestSim$'
+// -seed=N -v`. Ctrl-C ends a soak: the seeds under way finish and the
+// summary of what ran is printed.
 func runSim(args []string) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	seeds := fs.Int("seeds", 1000, "how many seeds to run")
 	from := fs.Uint64("from", 1, "first seed")
-	workers := fs.Int("workers", runtime.NumCPU(), "seeds run in parallel (results do not depend on it)")
+	workers := fs.Int("workers", runtime.NumCPU(), fmt.Sprintf("seeds run in parallel, 1..%d (results do not depend on it)", sim.SoakWorkersMax))
 	mutation := fs.String("mutation", "none", "run with a safety mechanism off, to see the checker catch it: none, no-fencing, no-gating, lease-from-reply, no-quarantine")
 	trace := fs.Uint64("trace", 0, "print the event log of this one seed instead")
 	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := firstError(checkPositive("seeds", *seeds), checkPositive("workers", *workers)); err != nil {
 		return err
 	}
 	m, err := sim.ParseMutation(*mutation)
 	if err != nil {
 		return usagef("--mutation: %v", err)
 	}
-	opts := sim.Options{Mutation: m}
+	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m}}
+	if err := cfg.Check(); err != nil {
+		return usagef("%v", err)
+	}
 	if *trace != 0 {
-		opts.Trace = os.Stdout
-		r := sim.Run(*trace, opts)
-		for _, v := range r.Violations {
-			fmt.Println("VIOLATION:", v)
-		}
-		if r.Failed() {
-			return fmt.Errorf("seed %d failed", *trace)
-		}
-		return nil
+		return sim.Replay(os.Stdout, *trace, cfg.Options)
 	}
-	fmt.Printf("seqbus sim: seeds %d..%d on %d workers, mutation %s\n", *from, *from+uint64(*seeds)-1, *workers, m)
-	sum := sim.RunMany(*from, *seeds, *workers, opts, nil, func(r sim.Result) {
-		if r.Failed() {
-			fmt.Printf("seed %d FAILED: %v\n  replay: go test ./sim -run 'TestSim$' -seed=%d -mutation=%s -v\n", r.Seed, r.Violations[0], r.Seed, m)
-		}
-	})
-	fmt.Println(sum.String())
-	if len(sum.Failures) > 0 && m == sim.MutNone {
-		return fmt.Errorf("%d of %d seeds failed", len(sum.Failures), sum.Seeds)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := sim.Soak(ctx, os.Stdout, cfg)
+	if err == nil && sum.Interrupted {
+		err = fmt.Errorf("%w after %d of %d seeds", errInterrupted, sum.Seeds, *seeds)
 	}
-	return nil
+	return err
 }

@@ -1,0 +1,70 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+)
+
+// SoakWorkersMax bounds SoakConfig.Workers: each is a goroutine running
+// one seed (tens of MB), and past the machine's CPUs more only queue.
+const SoakWorkersMax = 256
+
+// SoakConfig is a soak outside CI (`seqbus sim`): Seeds seeds from From on
+// Workers goroutines.
+type SoakConfig struct {
+	From           uint64
+	Seeds, Workers int
+	Options        Options
+}
+
+// Check refuses a soak that cannot run: no seeds, workers outside
+// 1..SoakWorkersMax, or seeds past the last uint64.
+func (c SoakConfig) Check() error {
+	switch {
+	case c.Seeds < 1:
+		return fmt.Errorf("seeds %d: want at least 1", c.Seeds)
+	case c.Workers < 1 || c.Workers > SoakWorkersMax:
+		return fmt.Errorf("workers %d: want 1..%d", c.Workers, SoakWorkersMax)
+	case c.From > math.MaxUint64-uint64(c.Seeds-1):
+		return fmt.Errorf("%d seeds from %d run past the last seed, %d", c.Seeds, c.From, uint64(math.MaxUint64))
+	}
+	return nil
+}
+
+// Soak runs c (RunMany), printing to w its range, each failed seed with
+// the command that replays it, and the summary. Its error names the
+// failures of a run without a mutation (a mutation is meant to fail);
+// an ended ctx stops it after the seeds under way (Summary.Interrupted).
+func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
+	if err := c.Check(); err != nil {
+		return Summary{}, err
+	}
+	m := c.Options.Mutation
+	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, mutation %s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, m)
+	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, nil, func(r Result) {
+		if r.Failed() {
+			fmt.Fprintf(w, "seed %d FAILED: %v\n  replay: go test ./sim -run 'TestSim$' -seed=%d -mutation=%s -v\n", r.Seed, r.Violations[0], r.Seed, m)
+		}
+	})
+	fmt.Fprintln(w, sum.String())
+	if len(sum.Failures) > 0 && m == MutNone {
+		return sum, fmt.Errorf("%d of %d seeds failed", len(sum.Failures), sum.Seeds)
+	}
+	return sum, nil
+}
+
+// Replay runs one seed with its event log on w, then its violations; the
+// error says it failed.
+func Replay(w io.Writer, seed uint64, opts Options) error {
+	opts.Trace = w
+	r := Run(seed, opts)
+	for _, v := range r.Violations {
+		fmt.Fprintln(w, "VIOLATION:", v)
+	}
+	if r.Failed() {
+		return fmt.Errorf("seed %d failed", seed)
+	}
+	return nil
+}
