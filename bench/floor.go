@@ -99,7 +99,7 @@ func (c FloorConfig) withDefaults() (FloorConfig, error) {
 		return c, fmt.Errorf("%w: idle %q, want one of %s", ErrConfig, c.Idle, strings.Join(FloorIdles, ", "))
 	case c.Size < MessageBytesMin || c.Size > MessageBytesMax:
 		return c, fmt.Errorf("%w: message bytes %d not in %d..%d", ErrConfig, c.Size, MessageBytesMin, MessageBytesMax)
-	case c.Count < 1 || c.Warmup < 0 || c.Count+c.Warmup > PingPongCountMax:
+	case c.Count < 1 || c.Warmup < 0 || c.Warmup >= PingPongCountMax || c.Count > PingPongCountMax-c.Warmup:
 		return c, fmt.Errorf("%w: count %d + warmup %d not in 1..%d", ErrConfig, c.Count, c.Warmup, PingPongCountMax)
 	case !(c.Rate >= 0 && c.Rate <= RatePerSecondMax):
 		return c, fmt.Errorf("%w: rate %v/s not in 0..%d", ErrConfig, c.Rate, RatePerSecondMax)

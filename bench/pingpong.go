@@ -114,7 +114,7 @@ func (c PingPongConfig) withDefaults() (PingPongConfig, error) {
 	switch {
 	case c.MessageBytes < MessageBytesMin || c.MessageBytes > MessageBytesMax:
 		return c, fmt.Errorf("%w: message bytes %d not in %d..%d", ErrConfig, c.MessageBytes, MessageBytesMin, MessageBytesMax)
-	case c.Count < 1 || c.Warmup < 0 || c.Count+c.Warmup > PingPongCountMax:
+	case c.Count < 1 || c.Warmup < 0 || c.Warmup >= PingPongCountMax || c.Count > PingPongCountMax-c.Warmup:
 		return c, fmt.Errorf("%w: count %d + warmup %d not in 1..%d", ErrConfig, c.Count, c.Warmup, PingPongCountMax)
 	case !(c.RatePerSecond >= 0 && c.RatePerSecond <= RatePerSecondMax):
 		return c, fmt.Errorf("%w: rate %v/s not in 0..%d", ErrConfig, c.RatePerSecond, RatePerSecondMax)

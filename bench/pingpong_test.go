@@ -174,16 +174,18 @@ func TestPingPongIntervalLog(t *testing.T) {
 
 func TestPingPongConfigRejects(t *testing.T) {
 	cases := map[string]PingPongConfig{
-		"no count":       {},
-		"negative count": {Count: -1},
-		"too many":       {Count: PingPongCountMax, Warmup: 1},
-		"tiny message":   {Count: 1, MessageBytes: MessageBytesMin - 1},
-		"huge message":   {Count: 1, MessageBytes: MessageBytesMax + 1},
-		"three hops":     {Count: 1, Hops: 3},
-		"negative rate":  {Count: 1, RatePerSecond: -1},
-		"NaN rate":       {Count: 1, RatePerSecond: math.NaN()},
-		"rate too high":  {Count: 1, RatePerSecond: RatePerSecondMax + 1},
-		"negative wait":  {Count: 1, ReplyTimeout: -1},
+		"no count":         {},
+		"negative count":   {Count: -1},
+		"too many":         {Count: PingPongCountMax, Warmup: 1},
+		"count overflows":  {Count: math.MaxInt, Warmup: 1000},
+		"warmup overflows": {Count: 1, Warmup: math.MaxInt},
+		"tiny message":     {Count: 1, MessageBytes: MessageBytesMin - 1},
+		"huge message":     {Count: 1, MessageBytes: MessageBytesMax + 1},
+		"three hops":       {Count: 1, Hops: 3},
+		"negative rate":    {Count: 1, RatePerSecond: -1},
+		"NaN rate":         {Count: 1, RatePerSecond: math.NaN()},
+		"rate too high":    {Count: 1, RatePerSecond: RatePerSecondMax + 1},
+		"negative wait":    {Count: 1, ReplyTimeout: -1},
 	}
 	for name, cfg := range cases {
 		if _, err := PingPong(context.Background(), cfg); !errors.Is(err, ErrConfig) {

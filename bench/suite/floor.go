@@ -11,6 +11,11 @@ import (
 	"github.com/seqbus/seqbus/bench"
 )
 
+// FloorWarmup is the round trips each floor run sends first and does
+// not record (bench floor and bench latency's floors alike): a run's
+// Count is at most bench.PingPongCountMax-FloorWarmup.
+const FloorWarmup = 1000
+
 // FloorConfig is one `bench floor`: the raw UDP ping-pong at one hop
 // count, once per idle strategy of the hop processes.
 type FloorConfig struct {
@@ -36,7 +41,7 @@ func RunFloorSuite(ctx context.Context, cfg FloorConfig) (*FloorResult, error) {
 	var series []bench.Named
 	out := &FloorResult{}
 	for _, name := range cfg.Idles {
-		res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: cfg.Bin, Hops: cfg.Hops, Idle: name, Size: cfg.Size, Rate: cfg.Rate, Count: cfg.Count, Warmup: 1000})
+		res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: cfg.Bin, Hops: cfg.Hops, Idle: name, Size: cfg.Size, Rate: cfg.Rate, Count: cfg.Count, Warmup: FloorWarmup})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

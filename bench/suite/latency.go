@@ -126,7 +126,7 @@ func RunFloors(ctx context.Context, bin string, size int, rate float64, count in
 		best := ""
 		for _, idle := range idles {
 			res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: bin, Hops: hops, Idle: idle, Size: max(size, bench.MessageBytesDefault),
-				Rate: rate, Count: count, Warmup: 1000, CPUs: l.FloorCPUs(hops), Nice: nice, Park: park})
+				Rate: rate, Count: count, Warmup: FloorWarmup, CPUs: l.FloorCPUs(hops), Nice: nice, Park: park})
 			if err != nil && !errors.Is(err, bench.ErrLost) {
 				return nil, fmt.Errorf("%s: %w", bench.FloorStage(hops, idle), err)
 			}

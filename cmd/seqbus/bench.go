@@ -119,7 +119,7 @@ func benchFloor(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := firstError(
-		checkRange("size", *size, bench.MessageBytesMin, bench.MessageBytesMax), checkPositive("count", *count),
+		checkRange("size", *size, bench.MessageBytesMin, bench.MessageBytesMax), checkRange("count", *count, 1, bench.PingPongCountMax-suite.FloorWarmup),
 		checkRange("rate", *rate, 0, bench.RatePerSecondMax), checkEach("idles", *idles, checkFloorIdle), checkOneOf("hops", strconv.Itoa(*hops), "2", "4"),
 		c.check(),
 	); err != nil {

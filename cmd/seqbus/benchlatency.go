@@ -141,8 +141,8 @@ func (f *latencyFlags) check() error {
 		return benchUsagef("--count: want 1..%d, got %d", stagetrace.RowsMax/2, *f.count)
 	case *f.warmup < 0 || *f.warmup > stagetrace.RowsMax/2:
 		return benchUsagef("--warmup: want 0..%d, got %d", stagetrace.RowsMax/2, *f.warmup)
-	case *f.floorCount < 1 || *f.floorCount > bench.PingPongCountMax:
-		return benchUsagef("--floor-count: want 1..%d, got %d", bench.PingPongCountMax, *f.floorCount)
+	case *f.floorCount < 1 || *f.floorCount > bench.PingPongCountMax-suite.FloorWarmup:
+		return benchUsagef("--floor-count: want 1..%d, got %d", bench.PingPongCountMax-suite.FloorWarmup, *f.floorCount)
 	case *f.engineName != "matching" && *f.engineName != "none":
 		return benchUsagef("--engine: want matching or none, got %q", *f.engineName)
 	case *f.genNice < -20 || *f.genNice > 19:

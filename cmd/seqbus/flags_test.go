@@ -215,8 +215,9 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"bench", "floor", "--hops", "3"}, []string{"--hops must be one of 2, 4"}},
 		{[]string{"bench", "floor", "--rate", "-1"}, []string{"--rate must be 0..1e+07, got -1"}},
 		{[]string{"bench", "floor", "--rate", "NaN"}, []string{"--rate must be a finite number"}},
+		{[]string{"bench", "floor", "--count", "9223372036854775807"}, []string{"--count must be 1..99999000"}},
 		{[]string{"bench", "latency", "--rate", "NaN"}, []string{"--rate", "got NaN"}},
-		{[]string{"bench", "floor", "--count", "0"}, []string{"--count must be > 0"}},
+		{[]string{"bench", "floor", "--count", "0"}, []string{"--count must be 1..99999000, got 0"}},
 		{[]string{"bench", "compare"}, []string{"usage: seqbus bench compare"}},
 		{[]string{"bench", "compare", "--plot", "x.gif", "a.hgrm"}, []string{"--plot must name a .png or .svg"}},
 	}
