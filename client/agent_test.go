@@ -71,7 +71,7 @@ func TestLoadWindowFullParks(t *testing.T) {
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
-		rep, err := cl.Load(ctx, LoadConfig{Rate: 1e9, Count: 1_000, Drain: time.Second}, nil)
+		rep, err := cl.Load(ctx, LoadConfig{Rate: RateMax, Count: 1_000, Drain: time.Second}, nil)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want the context's deadline (report %+v)", err, rep)
 		}
