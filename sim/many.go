@@ -16,7 +16,8 @@ import (
 type Summary struct {
 	From     uint64
 	Seeds    int
-	Failures []Result // every failed seed, by seed
+	Failed   int      // seeds that failed
+	Failures []Result // the first FailuresKept of them, by seed
 	Known    int      // failures explained by a known bug (see Tolerated)
 	// Interrupted: the context ended before every seed ran; Seeds is
 	// how many did, from From on.
@@ -43,7 +44,7 @@ func (s Summary) String() string {
 	return fmt.Sprintf("%d seeds from %d in %v%s (%.1f seeds/s): %d failed (%d by known bugs)\n"+
 		"covered: %d commands (%d answered), %d datagrams (%d lost, %d duplicated, %d cut by partitions), "+
 		"%d promotions (highest epoch %d), %d crashes, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases",
-		s.Seeds, s.From, s.Elapsed.Round(time.Millisecond), cut, s.SeedsPerSecond(), len(s.Failures), s.Known,
+		s.Seeds, s.From, s.Elapsed.Round(time.Millisecond), cut, s.SeedsPerSecond(), s.Failed, s.Known,
 		st.Commands, st.Answered, st.Datagrams, st.Lost, st.Duplicated, st.Partitioned,
 		st.Promotions, st.HighestEpoch, st.Crashes, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases)
 }
@@ -57,8 +58,9 @@ func (s Summary) String() string {
 // Memory does not grow with n: results are taken in seed order as they
 // finish, and a worker starts a seed only while fewer than
 // reorderPerWorker*workers finished results wait for a slower, earlier
-// seed; only the failures are kept. A soak of millions of seeds runs in
-// the memory of a few dozen.
+// seed; only the first FailuresKept failures are kept (each counts in
+// Failed, and each is passed to each). A soak of millions of seeds runs
+// in the memory of a few dozen.
 //
 // When ctx ends, no seed starts; the ones under way finish, and the
 // summary counts the seeds taken in order (Seeds, Interrupted).
@@ -133,11 +135,19 @@ func RunMany(ctx context.Context, from uint64, n, workers int, opts Options, kno
 // while it waits for an earlier seed.
 const reorderPerWorker = 8
 
+// FailuresKept bounds Summary.Failures: a mutation soak fails every seed,
+// and a failure's Result carries its schedule; past the bound failures are
+// counted (Failed, Known), not kept.
+const FailuresKept = 1000
+
 // take adds one result, in seed order, to the summary.
 func (s *Summary) take(r Result, known []string) {
 	s.Stats.Add(r.Stats)
 	if r.Failed() {
-		s.Failures = append(s.Failures, r)
+		s.Failed++
+		if len(s.Failures) < FailuresKept {
+			s.Failures = append(s.Failures, r)
+		}
 		if Tolerated(r, known) {
 			s.Known++
 		}

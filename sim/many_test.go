@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -27,7 +28,7 @@ func TestRunManyInSeedOrder(t *testing.T) {
 		}
 		sums = append(sums, sum)
 	}
-	if sums[0].Stats != sums[1].Stats || len(sums[0].Failures) != len(sums[1].Failures) {
+	if sums[0].Stats != sums[1].Stats || sums[0].Failed != sums[1].Failed {
 		t.Fatalf("the summary depends on the workers:\n%v\n%v", sums[0], sums[1])
 	}
 	if got := RunMany(context.Background(), from, 0, 2, Options{}, nil, nil); got.Seeds != 0 || got.Stats != (Stats{}) {
@@ -70,5 +71,20 @@ func TestSoakConfigCheck(t *testing.T) {
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+// Past FailuresKept, failures are counted, not kept.
+func TestSummaryKeepsBoundedFailures(t *testing.T) {
+	var s Summary
+	for i := range FailuresKept + 5 {
+		s.take(Result{Seed: uint64(i), Violations: []string{"x"}}, nil)
+	}
+	s.take(Result{Seed: 9999}, nil)
+	if s.Failed != FailuresKept+5 || len(s.Failures) != FailuresKept || s.Failures[0].Seed != 0 {
+		t.Fatalf("failed %d, kept %d (first seed %d)", s.Failed, len(s.Failures), s.Failures[0].Seed)
+	}
+	if !strings.Contains(s.String(), fmt.Sprintf("%d failed", FailuresKept+5)) {
+		t.Fatalf("the summary does not count every failure: %s", s)
 	}
 }

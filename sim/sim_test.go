@@ -94,6 +94,9 @@ func TestSim(t *testing.T) {
 		n := budget()
 		sum := RunMany(context.Background(), *flagFrom, n, runtime.GOMAXPROCS(0), Options{Mutation: mutationFlag(t)}, known, nil)
 		t.Log(sum.String())
+		if sum.Failed > len(sum.Failures) && sum.Failed > sum.Known && mutationFlag(t) == MutNone {
+			t.Errorf("%d of %d failures are not explained by known bugs (only the first %d kept)", sum.Failed-sum.Known, sum.Failed, FailuresKept)
+		}
 		byBug := map[string]int{}
 		for _, r := range sum.Failures {
 			if Tolerated(r, known) {
@@ -345,6 +348,9 @@ func TestSimJumbo(t *testing.T) {
 				if !Tolerated(r, known) {
 					reportFailure(t, r)
 				}
+			}
+			if sum.Failed > len(sum.Failures) && sum.Failed > sum.Known {
+				t.Fatalf("%d of %d failures are not explained by known bugs (only the first %d kept)", sum.Failed-sum.Known, sum.Failed, FailuresKept)
 			}
 			if sum.Stats.Promotions == 0 || sum.Stats.Crashes == 0 || sum.Stats.Answered == 0 {
 				t.Fatalf("the budget exercised nothing: %+v", sum.Stats)

@@ -49,8 +49,8 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 		}
 	})
 	fmt.Fprintln(w, sum.String())
-	if len(sum.Failures) > 0 && m == MutNone {
-		return sum, fmt.Errorf("%d of %d seeds failed", len(sum.Failures), sum.Seeds)
+	if sum.Failed > 0 && m == MutNone {
+		return sum, fmt.Errorf("%d of %d seeds failed", sum.Failed, sum.Seeds)
 	}
 	return sum, nil
 }
