@@ -133,6 +133,11 @@ func TestLoadRefusesBadRates(t *testing.T) {
 			t.Errorf("rate %v accepted", rate)
 		}
 	}
+	for _, spin := range []int64{-1, SpinNsMax + 1} {
+		if _, err := cl.Load(ctx, LoadConfig{Rate: 1000, Count: 1, SpinNs: spin}, nil); err == nil {
+			t.Errorf("spin window %v accepted", time.Duration(spin))
+		}
+	}
 	if sent := u.Counters().DatagramsSent; sent != 0 {
 		t.Fatalf("%d datagrams sent for refused loads", sent)
 	}

@@ -663,6 +663,11 @@ const RateMax = 10_000_000
 // CoalesceNsMax bounds LoadConfig.CoalesceNs: 10 ms.
 const CoalesceNsMax = int64(10_000_000)
 
+// SpinNsMax bounds LoadConfig.SpinNs: 1 s. A window at least the
+// interval already spins throughout; a longer one would spin a core
+// through a slow load's every gap.
+const SpinNsMax = int64(1_000_000_000)
+
 // LoadReport is what a Load run saw.
 type LoadReport struct {
 	Sent, Answered uint64
@@ -814,6 +819,9 @@ func (cfg *LoadConfig) defaults() ([]byte, error) {
 	}
 	if !(cfg.Rate > 0 && cfg.Rate <= RateMax) { // NaN fails both
 		return nil, fmt.Errorf("client: load rate %v/s not in (0, %d]", cfg.Rate, RateMax)
+	}
+	if cfg.SpinNs < 0 || cfg.SpinNs > SpinNsMax {
+		return nil, fmt.Errorf("client: load spin window %v not in 0..%v", time.Duration(cfg.SpinNs), time.Duration(SpinNsMax))
 	}
 	if cfg.CoalesceNs < 0 || cfg.CoalesceNs > CoalesceNsMax {
 		return nil, fmt.Errorf("client: load coalesce window %v not in 0..%v", time.Duration(cfg.CoalesceNs), time.Duration(CoalesceNsMax))

@@ -44,7 +44,7 @@ func defineClientFlags(fs *flag.FlagSet) *clientFlags {
 	f.seed = fs.Uint64("seed", 1, "order stream seed")
 	f.drain = fs.Duration("drain", 30*time.Second, "how long to wait for the last answers")
 	f.nice = fs.Int("nice", 0, "nice value of the generator's thread for the run (0: leave it; below 0 needs root): keeps node wake-ups on a shared core from preempting it at its send times")
-	f.spin = fs.Duration("spin", 0, "the generator spins this long before each send and yields (with --park: parks on its socket) before that (0: 20µs, 10µs with --park; ≥ the interval: spin throughout)")
+	f.spin = fs.Duration("spin", 0, "the generator spins this long before each send and yields (with --park: parks on its socket) before that (0: 20µs, 10µs with --park; ≥ the interval: spin throughout; at most 1s)")
 	f.park = fs.Bool("park", false, "the generator parks on its socket (epoll_pwait2) between sends: a few syscalls per command and no CPU while waiting, but a wake-up per answer (docs/tuning.md)")
 	f.coalesce = fs.Duration("coalesce", 0, "send in bursts: wait until the oldest unsent command is this late, then send all that are due (latency still runs from each intended time; 0: each at its time; at most 10ms). Frees the core a generator at a high rate spins on")
 	f.out = fs.String("json", "", "write the summary as JSON to this file (- : to stdout, instead of the table)")
@@ -68,7 +68,7 @@ func (f *clientFlags) check() error {
 		checkDest("primary", *f.primary, false), checkPositive("session", *f.session), checkRate("rate", *f.rate),
 		checkPositive("count", *f.count), checkRange("instruments", *f.instruments, 1, 1<<32-1), checkPositive("drain", *f.drain),
 		checkIdle("idle", *f.idle), checkDest("witness", *f.witnessAddr, true), checkStream(*f.stream),
-		checkFollow(*f.witnessAddr, *f.arbiterURL, f.nodes), checkNonNegative("spin", *f.spin), checkRange("nice", *f.nice, -20, 19),
+		checkFollow(*f.witnessAddr, *f.arbiterURL, f.nodes), checkRange("spin", *f.spin, 0, time.Duration(client.SpinNsMax)), checkRange("nice", *f.nice, -20, 19),
 		checkRange("coalesce", *f.coalesce, 0, time.Duration(client.CoalesceNsMax)),
 		asUsage(second(traceStagesFlag(*f.traceStages))), asUsage(prefixed("size", checkLoadSize(*f.size))),
 		asUsage(traceWindowFlag(*f.traceWindow, *f.traceStages)), checkDatagramBytes(*f.datagramBytes),

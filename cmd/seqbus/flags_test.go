@@ -149,6 +149,8 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"client", "--nice", "-30"}, []string{"--nice", "-30"}},
 		{[]string{"client", "--coalesce", "1s"}, []string{"--coalesce", "1s"}},
 		{[]string{"client", "--coalesce", "-1ms"}, []string{"--coalesce", "-1ms"}},
+		{[]string{"client", "--spin", "100000h"}, []string{"--spin", "100000h"}},
+		{[]string{"client", "--spin", "-1us"}, []string{"--spin", "-1µs"}},
 		{[]string{"client", "--session", "0"}, []string{"--session must be > 0"}},
 		{[]string{"client", "--drain", "-1s"}, []string{"--drain must be > 0, got -1s"}},
 		{[]string{"client", "--instruments", "0"}, []string{"--instruments must be 1.."}},
