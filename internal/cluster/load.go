@@ -111,15 +111,17 @@ func (l *Load) Latency(q float64) time.Duration {
 }
 
 // IntervalLatency is the round trip at quantile q (0..100) of the answers
-// since the previous call (0 when none arrived), and starts a new
-// interval: a progress line's steady state, which the whole run's
-// percentiles (Latency) hide behind the start and a failover.
-func (l *Load) IntervalLatency(q float64) time.Duration {
+// since the previous call and how many they were (0 and 0 when none
+// arrived), and starts a new interval: a progress line's steady state,
+// which the whole run's percentiles (Latency) hide behind the start and
+// a failover. Both come from one read, so a line never counts answers
+// its quantile does not cover.
+func (l *Load) IntervalLatency(q float64) (p time.Duration, answers int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := l.interval.ValueAtQuantile(q)
+	v, n := l.interval.ValueAtQuantile(q), l.interval.TotalCount()
 	l.interval.Reset()
-	return time.Duration(v) * time.Microsecond
+	return time.Duration(v) * time.Microsecond, n
 }
 
 // Stop closes the client and waits up to timeout for the load to end.

@@ -18,17 +18,17 @@ func TestIntervalLatency(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		l.result(client.Result{LatencyNs: int64(time.Second)}) // a slow start
 	}
-	if got := l.IntervalLatency(99); got < 990*time.Millisecond {
-		t.Fatalf("first interval p99 %v, want about 1 s", got)
+	if got, n := l.IntervalLatency(99); got < 990*time.Millisecond || n != 100 {
+		t.Fatalf("first interval p99 %v of %d answers, want about 1 s of 100", got, n)
 	}
 	for i := 0; i < 100; i++ {
 		l.result(client.Result{LatencyNs: int64(40 * time.Microsecond)})
 	}
-	if got := l.IntervalLatency(99); got < 39*time.Microsecond || got > 41*time.Microsecond {
-		t.Fatalf("second interval p99 %v, want 40µs: the start must not count", got)
+	if got, n := l.IntervalLatency(99); got < 39*time.Microsecond || got > 41*time.Microsecond || n != 100 {
+		t.Fatalf("second interval p99 %v of %d answers, want 40µs of 100: the start must not count", got, n)
 	}
-	if got := l.IntervalLatency(99); got != 0 {
-		t.Fatalf("an interval without answers: p99 %v, want 0", got)
+	if got, n := l.IntervalLatency(99); got != 0 || n != 0 {
+		t.Fatalf("an interval without answers: p99 %v of %d, want 0 of 0", got, n)
 	}
 	if got := l.Latency(99); got < 990*time.Millisecond {
 		t.Fatalf("whole-run p99 %v, want the slow start in it", got)

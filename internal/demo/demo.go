@@ -206,7 +206,6 @@ func (d *demo) watch(ctx context.Context) (interrupted bool) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	loadStart := time.Now()
-	var prevAnswered uint64
 	for {
 		select {
 		case <-d.load.Done():
@@ -225,8 +224,11 @@ func (d *demo) watch(ctx context.Context) (interrupted bool) {
 			return true
 		}
 		pid, ps := d.Primary()
-		fmt.Fprintln(d.out, progressLine(time.Since(loadStart), float64(st.Answered-prevAnswered)*2, pid, ps.Epoch, ps.Released, d.load.IntervalLatency(99)))
-		prevAnswered = st.Answered
+		// The rate and the p99 are of the same answers (one read):
+		// counting the client's answers apart from the histogram let a
+		// line show answers and an empty p99 ("4 cmd/s ... p99=0µs").
+		p99, answers := d.load.IntervalLatency(99)
+		fmt.Fprintln(d.out, progressLine(time.Since(loadStart), float64(answers)*2, pid, ps.Epoch, ps.Released, p99))
 		if d.flags.KillAfter > 0 && d.killedAt.IsZero() && time.Since(loadStart) >= d.flags.KillAfter {
 			if !d.maybeKill(pid, ps, time.Since(loadStart)) {
 				continue
