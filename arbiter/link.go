@@ -17,6 +17,11 @@ type Link struct {
 	backend     Backend
 	lastReplyNs int64 // the last reply from the arbiter (0: none yet)
 	silent      bool  // reported silent, not answering since (one episode)
+	// asking: the keeper wants the lease, so it sends requests; a
+	// keeper that does not sends nothing, and the arbiter's silence
+	// then says nothing of it. askingSinceNs: when it last began.
+	asking        bool
+	askingSinceNs int64
 }
 
 // LinkReady is what a Link's Tick noticed.
@@ -47,7 +52,8 @@ func NewLink(node NodeID, cfg Config, requestIDsAfter uint64, newBackend func(*K
 	if b == nil {
 		return nil, fmt.Errorf("%w: the lease backend for node %d is nil", ErrInvalidConfig, node)
 	}
-	return &Link{keeper: k, backend: b}, nil
+	// Asking from the start (time 0) until a Tick says otherwise.
+	return &Link{keeper: k, backend: b, asking: true}, nil
 }
 
 // Keeper returns the link's keeper.
@@ -63,15 +69,24 @@ func (l *Link) Backend() Backend { return l.backend }
 // the call, as Backend.Tick requires. It does not allocate (deliver is
 // the caller's one func value, not a new one per call).
 func (l *Link) Tick(nowNs int64, wantLead bool, deliver func(Reply)) LinkReady {
+	if wantLead && !l.asking {
+		l.askingSinceNs = nowNs
+	}
+	l.asking = wantLead
 	l.keeper.SetWantLead(wantLead)
 	l.backend.Tick(nowNs, deliver)
 	return l.checkSilent(nowNs)
 }
 
 // checkSilent reports, once per episode, that no reply came for
-// SilentLeases lease durations.
+// SilentLeases lease durations while the keeper was asking (a node that
+// does not want the lease, refetching or fetching a snapshot, sends no
+// request, and no reply is expected).
 func (l *Link) checkSilent(nowNs int64) LinkReady {
-	silentNs := nowNs - l.lastReplyNs
+	if !l.asking {
+		return LinkReady{}
+	}
+	silentNs := nowNs - max(l.lastReplyNs, l.askingSinceNs)
 	if l.silent || silentNs < SilentLeases*l.keeper.cfg.LeaseDurationNs {
 		return LinkReady{}
 	}

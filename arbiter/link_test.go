@@ -55,7 +55,8 @@ func newFakeLink(t *testing.T, after uint64) (*Link, *fakeBackend) {
 
 // TestLinkSilence: a link reports its arbiter silent once
 // SilentLeases lease durations pass without a reply (from the start, or
-// from the last reply), once per episode; a reply ends the episode
+// from the last reply, or from when the keeper began asking: a keeper
+// that does not want the lease sends nothing), once per episode; a reply ends the episode
 // (Replied says so) and a later silence is a new one. A reply delivered
 // from Tick counts before that Tick's check.
 func TestLinkSilence(t *testing.T) {
@@ -67,6 +68,7 @@ func TestLinkSilence(t *testing.T) {
 		again   bool  // reply: Replied's answer; tick: what deliver saw
 		lastNs  int64 // LastReplyNs after the step
 		lastSet bool  // check lastNs
+		quiet   bool  // tick: the keeper does not want the lease
 	}
 	cases := []struct {
 		name  string
@@ -100,6 +102,14 @@ func TestLinkSilence(t *testing.T) {
 			{op: "tick", nowNs: 3199},
 			{op: "tick", nowNs: 3200, silent: true, forNs: 3000},
 		}},
+		{"no request, no silence: it counts from when the keeper asks", []step{
+			{op: "tick", nowNs: 0, quiet: true},
+			{op: "tick", nowNs: 5000, quiet: true},
+			{op: "tick", nowNs: 6000},
+			{op: "tick", nowNs: 8999},
+			{op: "tick", nowNs: 9000, silent: true, forNs: 3000},
+			{op: "tick", nowNs: 20000, quiet: true},
+		}},
 		{"a reply from Tick counts before its check", []step{
 			{op: "tick", nowNs: 3000, silent: true, forNs: 3000},
 			{op: "deliver"},
@@ -117,7 +127,7 @@ func TestLinkSilence(t *testing.T) {
 				switch s.op {
 				case "tick":
 					again = false
-					rd := l.Tick(s.nowNs, false, deliver)
+					rd := l.Tick(s.nowNs, !s.quiet, deliver)
 					want := LinkReady{WentSilent: s.silent}
 					if s.silent {
 						want.SilentNs = s.forNs

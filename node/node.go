@@ -205,6 +205,14 @@ func (n *Node) recover() error {
 		n.j.Close()
 		return fmt.Errorf("node: %w", err)
 	}
+	// The status file is read before its first rewrite: the durable seq
+	// the last run reported is what the history must still reach.
+	if claimed, ok := status.ReadDurable(n.cfg.StatusFile, n.cfg.ID); ok && n.cfg.StatusFile != "" {
+		if err := st.CheckDurableClaim(claimed, n.cfg.StatusFile); err != nil {
+			n.j.Close()
+			return fmt.Errorf("node: %w", err)
+		}
+	}
 	n.tm.Recovered()
 	n.cfg.Log.Info("recovered", "applied", n.eng().AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", n.j.First())
 	return nil

@@ -48,7 +48,7 @@ func (s *Status) SetSockets(tr *transport.Transport) {
 // snapshot store's; HistoryDiscarded adds to the node's own count (its
 // reconciliations that discarded).
 func (s *Status) SetStorage(c storage.Counters, snaps *snapshot.Store) {
-	s.Node.JournalsSetAside, s.Node.TornTailBytes = c.JournalsSetAside, c.TornTailBytes
+	s.Node.JournalsSetAside, s.Node.TornTailBytes, s.Node.HistoriesShort = c.JournalsSetAside, c.TornTailBytes, c.HistoriesShort
 	s.Node.HistoryDiscarded += c.HistoryDiscarded
 	s.SnapshotsWriting = snaps.Waiting()
 	sc := snaps.Counters()

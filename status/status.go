@@ -135,7 +135,7 @@ type Stats struct {
 	SnapshotEncodeNsMax, SnapshotWriteNsMax, SnapshotWaitNsMax int64
 	HashMismatches                                             uint64
 	JournalErrors, SyncErrors, SendErrors                      uint64
-	JournalsSetAside, TornTailBytes                            uint64
+	JournalsSetAside, TornTailBytes, HistoriesShort            uint64
 	// RefetchesDone: times a node that set its journal aside caught up
 	// with a live primary and may lead again.
 	RefetchesDone uint64

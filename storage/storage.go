@@ -70,7 +70,9 @@ type Counters struct {
 	// TornTailBytes: bytes of torn tail cut at start-up.
 	// HistoryDiscarded: histories discarded at a fork because the
 	// journal no longer reached back to a snapshot at or below it.
-	JournalsSetAside, TornTailBytes, HistoryDiscarded uint64
+	// HistoriesShort: start-ups whose history ended below the durable
+	// seq the directory's last run reported (CheckDurableClaim).
+	JournalsSetAside, TornTailBytes, HistoryDiscarded, HistoriesShort uint64
 }
 
 // Storage is a node's journal, snapshots and the state machine rebuilt
@@ -148,6 +150,34 @@ func (s *Storage) Counters() Counters { return s.c }
 // HighestEpoch is the highest epoch the history holds: its newest
 // snapshot's or its journal's (a fence must refuse anything older).
 func (s *Storage) HighestEpoch() uint64 { return max(s.snapEpoch, s.j.HighestEpoch()) }
+
+// CheckDurableClaim compares the rebuilt history with claimed, the
+// durable seq the directory's last run reported (its status file; 0:
+// none known), after Rebuild. A history that ends below it lost records
+// that were durable: a journal cut at a record boundary or emptied, a
+// backup restored, a disk that dropped writes. Such a history is a valid
+// prefix, so it is kept, but a node that could lead from it would
+// un-happen what it had acknowledged and make the standbys discard their
+// copies at the fork. With SetAsideCorrupt the state is marked to
+// refetch (the node follows, catches up and only then may lead); without
+// it (a static primary) it is an error naming the way out.
+func (s *Storage) CheckDurableClaim(claimed uint64, source string) error {
+	have := s.eng.AppliedSeq()
+	if claimed <= have {
+		return nil
+	}
+	if !s.cfg.SetAsideCorrupt {
+		return fmt.Errorf("history in %s ends at seq %d, below the durable seq %d that %s reported: records that were durable are gone (restore them, or move %s away to lead from what is left)",
+			s.cfg.Dir, have, claimed, source, source)
+	}
+	s.c.HistoriesShort++
+	s.log.Error("HISTORY SHORT: the journal ends below the durable seq its last run reported; records are gone. Refetching from the primary; this node will not lead until it has caught up",
+		"dir", s.cfg.Dir, "ends_at", have, "reported_durable", claimed, "reported_by", source)
+	if !s.refetching {
+		s.SetRefetching(true)
+	}
+	return nil
+}
 
 // Refetching reports whether the history is being fetched again: the
 // node must not lead until it has caught up with a live primary.

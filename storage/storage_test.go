@@ -353,3 +353,46 @@ func TestResetToAfterCrashEmptiedTheJournal(t *testing.T) {
 		t.Fatalf("refetching %v discarded %d, want true 1", s.Refetching(), s.Counters().HistoryDiscarded)
 	}
 }
+
+// A history that ends below the durable seq the last run reported lost
+// durable records (a journal cut at a record boundary, a backup
+// restored): it is kept as a valid prefix, but marked to refetch (the
+// node may not lead from it, and the marker survives a restart); a
+// static primary refuses it. A claim the history reaches changes
+// nothing.
+func TestCheckDurableClaim(t *testing.T) {
+	fs := journal.NewMemFS()
+	s := open(t, config(fs, nil))
+	write(t, s, 1, 25)
+	s.Journal().Close()
+
+	s = open(t, config(fs, nil))
+	for _, claimed := range []uint64{0, 24, 25} {
+		if err := s.CheckDurableClaim(claimed, "status.json"); err != nil || s.Refetching() || s.Counters().HistoriesShort != 0 {
+			t.Fatalf("claim %d of a history to 25: err %v, refetching %v, short %d", claimed, err, s.Refetching(), s.Counters().HistoriesShort)
+		}
+	}
+	s.Journal().Close()
+
+	static := config(fs, nil)
+	static.SetAsideCorrupt = false
+	st := open(t, static)
+	err := st.CheckDurableClaim(40, "status.json")
+	if err == nil || !strings.Contains(err.Error(), "ends at seq 25, below the durable seq 40") || st.Refetching() {
+		t.Fatalf("static primary, claim 40 over a history to 25: err %v, refetching %v", err, st.Refetching())
+	}
+	st.Journal().Close()
+
+	s = open(t, config(fs, nil))
+	if err := s.CheckDurableClaim(40, "status.json"); err != nil {
+		t.Fatal(err)
+	}
+	checkState(t, s, 25) // the prefix is kept
+	if !s.Refetching() || s.Counters().HistoriesShort != 1 {
+		t.Fatalf("claim 40 over a history to 25: refetching %v, short %d; want true, 1", s.Refetching(), s.Counters().HistoriesShort)
+	}
+	s.Journal().Close()
+	if s = open(t, config(fs, nil)); !s.Refetching() {
+		t.Fatal("refetch state lost across a restart")
+	}
+}
