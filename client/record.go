@@ -288,7 +288,9 @@ func (r *Recorder) Close() error {
 func ReadRecord(rd io.Reader, fn func(RecordLine) error) error {
 	sc := bufio.NewScanner(rd)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
+	n := 0
+	for sc.Scan() {
+		n++
 		if len(sc.Bytes()) == 0 {
 			continue
 		}
@@ -296,9 +298,19 @@ func ReadRecord(rd io.Reader, fn func(RecordLine) error) error {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			return fmt.Errorf("line %d: %v", n, err)
 		}
+		if l.Index < 0 || l.Index > RecordIndexMax {
+			return fmt.Errorf("line %d: index %d not in 0..%d (an output's place in its frame)", n, l.Index, RecordIndexMax)
+		}
 		if err := fn(l); err != nil {
 			return err
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("line %d: %w", n+1, err)
+	}
+	return nil
 }
+
+// RecordIndexMax bounds a record line's Index: a frame is one datagram
+// (at most 65,507 bytes), and every output in it takes more than a byte.
+const RecordIndexMax = 65_507

@@ -281,3 +281,24 @@ func TestRecordLineAllocatesNothing(t *testing.T) {
 		t.Fatalf("appendRecordLine: %v allocations per line, want 0", n)
 	}
 }
+
+// A record line's index is an output's place in its frame: a negative
+// or absurd one is an error naming the line (verify indexed with it and
+// panicked), and a line too long for the reader names its line too.
+func TestReadRecordRefusesBadIndex(t *testing.T) {
+	ok := `{"seq":1,"index":3,"session":1}`
+	for _, idx := range []string{"-1", "-100000", "9223372036854775807", "65508"} {
+		in := ok + "\n" + `{"seq":2,"index":` + idx + `,"session":1}` + "\n"
+		err := ReadRecord(strings.NewReader(in), func(RecordLine) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "line 2: index "+idx) {
+			t.Errorf("index %s: %v", idx, err)
+		}
+	}
+	long := ok + "\n" + strings.Repeat("x", 2<<20) + "\n"
+	if err := ReadRecord(strings.NewReader(long), func(RecordLine) error { return nil }); err == nil || !strings.Contains(err.Error(), "line 2:") {
+		t.Errorf("a 2 MB line: %v", err)
+	}
+	if err := ReadRecord(strings.NewReader(ok+"\n"), func(RecordLine) error { return nil }); err != nil {
+		t.Errorf("a good line: %v", err)
+	}
+}

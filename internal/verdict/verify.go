@@ -328,7 +328,7 @@ func readRecords(path string) ([]received, error) {
 		n++
 		p, err := hex.DecodeString(l.Payload)
 		if err != nil {
-			return fmt.Errorf("payload: %v", err)
+			return fmt.Errorf("line %d: payload: %v", n, err)
 		}
 		out = append(out, received{RecordLine: l, payload: p, where: fmt.Sprintf("%s:%d", filepath.Base(path), n)})
 		return nil
