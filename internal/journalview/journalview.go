@@ -131,6 +131,9 @@ func Verify(out io.Writer, dir string, opts journal.InspectOptions, allowTorn bo
 		return fmt.Errorf("FAIL %s: %s in %s at offset %d (expected seq %d): %s; valid up to seq %d%s",
 			filepath.Join(dir, p.File), p.Kind, p.File, p.Offset, p.Seq, p.Reason, d.LastSeq, more)
 	}
+	if short := historyShort(dir, d); short != "" {
+		return fmt.Errorf("FAIL %s: %s", dir, short)
+	}
 	fmt.Fprintf(out, "OK %s: %d records, seq %d..%d, highest epoch %d, %d segments, %d snapshots (newest valid at %d)\n",
 		dir, d.Records, d.FirstSeq, d.LastSeq, d.HighestEpoch, len(d.Segments), len(d.Snapshots), d.LatestSnapshot)
 	if d.TornTail != nil {
@@ -180,7 +183,10 @@ func Describe(out io.Writer, dir string, opts journal.InspectOptions, format str
 	for _, t := range d.TempFiles {
 		fmt.Fprintf(out, "leftover of a crashed snapshot write: %s\n", t)
 	}
-	if d.EmptyLastSegment {
+	switch {
+	case d.EmptyLastSegment && len(d.Segments) == 1:
+		fmt.Fprintln(out, "the only segment holds no record")
+	case d.EmptyLastSegment:
 		fmt.Fprintln(out, "the last segment holds no record (a crash after a roll); Open would remove it")
 	}
 	if d.TornTail != nil {
@@ -189,7 +195,28 @@ func Describe(out io.Writer, dir string, opts journal.InspectOptions, format str
 	for _, p := range d.Problems {
 		fmt.Fprintf(out, "PROBLEM %s: %s at offset %d (expected seq %d): %s\n", p.Kind, p.File, p.Offset, p.Seq, p.Reason)
 	}
+	if short := historyShort(dir, d); short != "" {
+		fmt.Fprintf(out, "PROBLEM %s\n", short)
+	}
 	return nil
+}
+
+// historyShort says, for the live journal in dir, whether its history
+// (the journal's records and its newest valid snapshot) ends below the
+// durable seq the node's status.json last reported: records that were
+// durable are gone, though every record left is valid (a node starting
+// on it refetches: storage.CheckDurableClaim). "" when it does not, or
+// when there is no status to compare with.
+func historyShort(dir string, d *journal.Description) string {
+	if d.Set != "" {
+		return "" // a set-aside journal: the status is the live one's
+	}
+	claimed, err := readNodeDurable(dir)
+	have := max(d.LastSeq, d.LatestSnapshot)
+	if err != nil || claimed <= have {
+		return ""
+	}
+	return fmt.Sprintf("history ends at seq %d, below the durable seq %d that status.json reported: records that were durable are gone", have, claimed)
 }
 
 // readNodeDurable reads the durable mark the node last reported.

@@ -139,3 +139,36 @@ func TestSetNames(t *testing.T) {
 		t.Fatalf("SetNames(nil) = %q", got)
 	}
 }
+
+// TestShortJournal: a journal cut at a record boundary (or emptied) is
+// valid record by record, but ends below the durable seq the node's
+// status.json reported: verify fails and describe names the problem; a
+// status the journal reaches changes nothing.
+func TestShortJournal(t *testing.T) {
+	dir, offs := writeOrderJournal(t, 40)
+	status := func(durable int) {
+		if err := os.WriteFile(filepath.Join(dir, "status.json"), fmt.Appendf(nil, `{"id":1,"durable":%d}`, durable), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	status(40)
+	if err := Verify(&out, dir, journal.InspectOptions{}, false); err != nil {
+		t.Fatalf("a journal at its status's durable seq: %v", err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "00000000000000000001.seg"), offs[25]); err != nil {
+		t.Fatal(err)
+	}
+	want := "history ends at seq 25, below the durable seq 40 that status.json reported"
+	if err := Verify(&out, dir, journal.InspectOptions{}, false); err == nil || !strings.Contains(err.Error(), "FAIL "+dir+": "+want) {
+		t.Fatalf("verify of a journal cut at seq 25: %v", err)
+	}
+	out.Reset()
+	if err := Describe(&out, dir, journal.InspectOptions{}, "text"); err != nil || !strings.Contains(out.String(), "PROBLEM "+want) {
+		t.Fatalf("describe: %v\n%s", err, out.String())
+	}
+	status(25)
+	if err := Verify(&out, dir, journal.InspectOptions{}, false); err != nil {
+		t.Fatalf("status at 25: %v", err)
+	}
+}
