@@ -164,6 +164,14 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"client", "--datagram-bytes", "70000"}, []string{"--datagram-bytes must be 1200..65507, got 70000"}},
 		// stat
 		{[]string{"stat"}, []string{"--dir", "is required"}},
+		{[]string{"verify", "--bogus"}, []string{"flag provided but not defined: -bogus"}},
+		{[]string{"journal"}, []string{"want a subcommand"}},
+		{[]string{"journal", "bogus", confDir}, []string{`unknown subcommand "bogus"`}},
+		{[]string{"journal", "dump"}, []string{"want the journal directory"}},
+		{[]string{"journal", "verify", "--bogus", confDir}, []string{"-bogus"}},
+		{[]string{"journal", "dump", confDir, "--from", "-1"}, []string{"-from"}},
+		{[]string{"journal", "dump", confDir, "--from", "10", "--to", "5"}, []string{"--to 5 is before --from 10"}},
+		{[]string{"journal", "dump", confDir, "--format", "xml"}, []string{`got "xml"`}},
 		{[]string{"stat", "--dir", confDir, "--interval", "0s"}, []string{"--interval must be > 0"}},
 		// demo
 		{[]string{"demo", "--duration", "-1s"}, []string{"--duration must be > 0, got -1s"}},

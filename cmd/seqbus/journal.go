@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,11 +11,11 @@ import (
 // runJournal reads a node's journal without changing it
 // (internal/journalview): dump, verify, describe. Flags only.
 func runJournal(args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		return usagef("want a subcommand: dump, verify or describe (see seqbus journal --help)")
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(os.Stderr, journalUsage)
-		if len(args) == 0 {
-			return errors.New("want a subcommand: dump, verify or describe")
-		}
 		return errHelp
 	}
 	sub, rest := args[0], args[1:]
@@ -35,15 +34,17 @@ func runJournal(args []string) error {
 	case "describe":
 		format = fs.String("format", "text", "text or json")
 	default:
-		fmt.Fprint(os.Stderr, journalUsage)
-		return fmt.Errorf("unknown subcommand %q (dump, verify, describe)", sub)
+		return usagef("unknown subcommand %q (dump, verify, describe; see seqbus journal --help)", sub)
 	}
 	dir, err := parseWithDir(fs, rest)
 	if err != nil {
 		return err
 	}
+	if from != nil && *to != 0 && *to < *from {
+		return usagef("--to %d is before --from %d", *to, *from)
+	}
 	if format != nil && *format != "json" && *format != "text" {
-		return fmt.Errorf("--format: want text or json, got %q", *format)
+		return usagef("--format: want text or json, got %q", *format)
 	}
 	opts, err := journalview.PickSet(os.Stderr, dir, *set)
 	if err != nil {
@@ -75,18 +76,18 @@ Reads a node's journal directory (its --dir) without changing anything.
 
 // parseWithDir parses flags given before or after the one DIR argument.
 func parseWithDir(fs *flag.FlagSet, args []string) (string, error) {
-	if err := fs.Parse(args); err != nil {
+	if err := parseQuiet(fs, args); err != nil {
 		return "", err
 	}
 	if fs.NArg() == 0 {
-		return "", errors.New("want the journal directory (a node's --dir)")
+		return "", usagef("want the journal directory (a node's --dir)")
 	}
 	dir := fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
+	if err := parseQuiet(fs, fs.Args()[1:]); err != nil {
 		return "", err
 	}
 	if fs.NArg() > 0 {
-		return "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return "", usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return dir, nil
 }

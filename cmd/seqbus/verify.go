@@ -37,7 +37,7 @@ func runVerify(args []string) error {
 	// Node directories may come before, between or after the flags.
 	var dirs []string
 	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
+		if err := parseQuiet(fs, rest); err != nil {
 			return err
 		}
 		if fs.NArg() == 0 {
