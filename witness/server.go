@@ -265,7 +265,17 @@ func (s *Server) Stats() Stats {
 	defer s.mu.Unlock()
 	st := s.core.Stats()
 	st.ReceiveErrors, st.SendErrors = s.receiveErrors, s.sendErrors
+	st.Drops[DropTooLong] = s.truncations()
 	return st
+}
+
+// truncations is how many datagrams the socket cut to the receive
+// buffer (DropTooLong); 0 for a connection that does not count them.
+func (s *Server) truncations() uint64 {
+	if c, ok := s.conn.(bus.CounterReader); ok {
+		return c.Counters().ReceiveTruncations
+	}
+	return 0
 }
 
 // Status reports who holds the lease now, as the arbiter sees it.

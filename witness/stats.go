@@ -54,6 +54,10 @@ const (
 	// again, or an acquire, left undecided). It is not answered; the
 	// requester's retry finds the write done.
 	DropPersistPending
+	// DropTooLong: a datagram longer than any lease frame and than the
+	// receive buffer (1,500 bytes); the socket cuts it, and the server
+	// counts it from the socket's truncations, never parsing it.
+	DropTooLong
 
 	// DropReasonsMax bounds the drop counter array.
 	DropReasonsMax
@@ -62,7 +66,7 @@ const (
 var dropReasonNames = [DropReasonsMax]string{
 	"short", "magic", "version", "type", "flags", "length", "count", "checksum", "seq", "parse-other",
 	"not-request", "trailing-bytes", "no-address", "persist-failed", "resend-expired",
-	"no-mac", "bad-mac", "unknown-node", "replay", "persist-pending",
+	"no-mac", "bad-mac", "unknown-node", "replay", "persist-pending", "too-long",
 }
 
 func (r DropReason) String() string {

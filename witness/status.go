@@ -65,6 +65,7 @@ func (s *Server) Report() StatusReport {
 	// from its construction, a file read later).
 	r.UptimeNs = now
 	r.ReceiveErrors, r.SendErrors = s.receiveErrors, s.sendErrors
+	r.Drops[DropTooLong.String()] = s.truncations()
 	return r
 }
 

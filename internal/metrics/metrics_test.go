@@ -229,17 +229,24 @@ func TestWitnessMetricsScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = g.Write([]byte{1, 2, 3})
+	_, _ = g.Write(make([]byte, 4096)) // longer than any lease frame: the socket cuts it
 	g.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for srv.Stats().Drops[witness.DropShort] == 0 {
+	for st := srv.Stats(); st.Drops[witness.DropShort] == 0 || st.Drops[witness.DropTooLong] == 0; st = srv.Stats() {
 		if time.Now().After(deadline) {
-			t.Fatal("the short datagram was never counted")
+			t.Fatalf("the short and the long datagram were never counted: %v", st.Drops)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	fams := scrape(t, ms.Addr())
 	if got, ok := value(t, fams, "seqbus_witness_drops_total", map[string]string{"reason": "short"}); !ok || got != 1 {
 		t.Fatalf("witness drops short = %v (%v)", got, ok)
+	}
+	if got, ok := value(t, fams, "seqbus_witness_drops_total", map[string]string{"reason": "too-long"}); !ok || got != 1 {
+		t.Fatalf("witness drops too-long = %v (%v)", got, ok)
+	}
+	if got := srv.Report().Drops["too-long"]; got != 1 {
+		t.Fatalf("status file drops too-long = %d, want 1", got)
 	}
 	for _, name := range []string{"seqbus_witness_epoch", "seqbus_witness_holder", "seqbus_witness_lease_remaining_seconds"} {
 		if _, ok := value(t, fams, name, nil); !ok {
