@@ -179,25 +179,31 @@ func snapshotSeqs(names []string) []uint64 {
 // io.EOF if the decompressed bytes do not match their recorded length and
 // CRC. Safe from any goroutine.
 func (j *Journal) OpenLatestSnapshot() (seq, epoch uint64, r io.ReadCloser, err error) {
+	seq, epoch, r, _, err = j.OpenLatestSnapshotSkipping()
+	return seq, epoch, r, err
+}
+
+// OpenLatestSnapshotSkipping is OpenLatestSnapshot that also returns
+// the newer snapshots it skipped because they did not verify, each as
+// the error that names its file (newest first); when none verifies, err
+// is the newest one's and skipped holds them all.
+func (j *Journal) OpenLatestSnapshotSkipping() (seq, epoch uint64, r io.ReadCloser, skipped []error, err error) {
 	names, err := j.fs.ReadDir(j.dir)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, nil, nil, err
 	}
 	seqs := snapshotSeqs(names)
 	if len(seqs) == 0 {
-		return 0, 0, nil, ErrNoSnapshot
+		return 0, 0, nil, nil, ErrNoSnapshot
 	}
-	var firstErr error
 	for _, s := range seqs {
 		sr, err := j.openSnapshot(snapshotName(s))
 		if err == nil {
-			return sr.seq, sr.epoch, sr, nil
+			return sr.seq, sr.epoch, sr, skipped, nil
 		}
-		if firstErr == nil {
-			firstErr = err
-		}
+		skipped = append(skipped, err)
 	}
-	return 0, 0, nil, firstErr
+	return 0, 0, nil, skipped, skipped[0]
 }
 
 // SnapshotReader reads a verified snapshot's decompressed state.

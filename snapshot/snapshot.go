@@ -49,6 +49,9 @@ type Counters struct {
 	ChunksSent, ChunksRefused uint64
 	// RequestsNotBehind: fetches from a standby not behind us.
 	RequestsNotBehind uint64
+	// Skipped: snapshots found on disk at a restore that did not verify
+	// (each logged; the restore fell back to an older one or the journal).
+	Skipped uint64
 	// The longest encode, write and wait for the writer (0 unless the
 	// disk is slower than Every commands), in nanoseconds.
 	EncodeNsMax, WriteNsMax, WaitNsMax int64
@@ -100,12 +103,21 @@ func (s *Store) Chunks() uint64 { return s.srv.Chunks() }
 // (a standby caught up by snapshot), the journal is reset to continue at
 // seq+1.
 func (s *Store) Restore(eng engine.StateMachine) (seq, epoch uint64, err error) {
-	seq, epoch, r, err := s.j.OpenLatestSnapshot()
+	seq, epoch, r, skipped, err := s.j.OpenLatestSnapshotSkipping()
 	if errors.Is(err, journal.ErrNoSnapshot) {
 		return 0, 0, nil
 	}
+	for _, e := range skipped {
+		s.c.Skipped++
+		s.log.Warn("snapshot does not verify: skipped (kept on disk for inspection); restoring from an older one, or from the journal", "err", e)
+	}
+	if err != nil && s.j.First() == 1 {
+		// Every snapshot is bad, but the journal holds the whole history.
+		s.log.Warn("no snapshot verifies: rebuilding from the journal, which holds every record from seq 1", "snapshots", len(skipped))
+		return 0, 0, nil
+	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("open snapshot: %w", err)
+		return 0, 0, fmt.Errorf("open snapshot: none of %d verifies, and the journal does not hold the history from seq 1 (its first record: %d): %w", len(skipped), s.j.First(), err)
 	}
 	defer r.Close()
 	if err := eng.Restore(r); err != nil {

@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/seqbus/seqbus/internal/enginetest"
@@ -158,5 +160,53 @@ func TestInstall(t *testing.T) {
 	g := newFixture(t, f.fs)
 	if seq, _, err := g.s.Restore(g.eng); err != nil || seq != 15 || *g.eng != *src.eng {
 		t.Fatalf("after a restart, restored %d %+v (%v)", seq, *g.eng, err)
+	}
+}
+
+// A snapshot that does not verify at a restore is skipped and counted
+// (the bad file stays for inspection): the restore falls back to the
+// older one; when none verifies it rebuilds from nothing only if the
+// journal holds the history from seq 1, and is an error otherwise.
+func TestRestoreSkipsBadSnapshots(t *testing.T) {
+	f := newFixture(t, journal.NewMemFS())
+	f.apply(t, 25)
+	f.s.Finish()
+	damage := func(seq uint64) {
+		t.Helper()
+		name := fmt.Sprintf("/j/%020d.snap", seq)
+		b, err := f.fs.ReadFileForTest(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		if err := f.fs.WriteFileForTest(name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage(20)
+	g := newFixture(t, f.fs)
+	seq, _, err := g.s.Restore(g.eng)
+	if err != nil || seq != 10 || g.eng.Applied != 10 || g.s.Counters().Skipped != 1 {
+		t.Fatalf("newest snapshot bad: restored %d (applied %d, %v), skipped %d; want 10 and 1", seq, g.eng.Applied, err, g.s.Counters().Skipped)
+	}
+	g.j.Close()
+
+	damage(10)
+	h := newFixture(t, f.fs) // the journal still holds seq 1..25
+	if seq, _, err := h.s.Restore(h.eng); err != nil || seq != 0 || h.s.Counters().Skipped != 2 {
+		t.Fatalf("every snapshot bad, journal from 1: restored %d (%v), skipped %d; want 0, nil and 2", seq, err, h.s.Counters().Skipped)
+	}
+	h.j.Close()
+	names, _ := f.fs.ReadDir("/j")
+	for _, n := range names {
+		if strings.HasSuffix(n, ".seg") {
+			if err := f.fs.Remove("/j/" + n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	k := newFixture(t, f.fs) // no journal left to rebuild from
+	if _, _, err := k.s.Restore(k.eng); err == nil || !strings.Contains(err.Error(), "none of 2 verifies") {
+		t.Fatalf("every snapshot bad, no journal: %v", err)
 	}
 }

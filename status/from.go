@@ -54,6 +54,7 @@ func (s *Status) SetStorage(c storage.Counters, snaps *snapshot.Store) {
 	sc := snaps.Counters()
 	s.Node.Snapshots, s.Node.SnapshotsOnDemand, s.Node.SnapshotsInstalled = sc.Written, sc.OnDemand, sc.Installed
 	s.Node.SnapshotChunksSent, s.Node.SnapshotChunksRefused, s.Node.SnapshotRequestsNotBehind = sc.ChunksSent, sc.ChunksRefused, sc.RequestsNotBehind
+	s.Node.SnapshotsSkipped = sc.Skipped
 	s.Node.SnapshotEncodeNsMax, s.Node.SnapshotWriteNsMax, s.Node.SnapshotWaitNsMax = sc.EncodeNsMax, sc.WriteNsMax, sc.WaitNsMax
 }
 

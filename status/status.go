@@ -123,6 +123,9 @@ type Stats struct {
 	SnapshotsOnDemand uint64
 	// SnapshotRequestsNotBehind: fetches from a standby not behind us.
 	SnapshotRequestsNotBehind uint64
+	// SnapshotsSkipped: snapshots that did not verify at start-up
+	// (logged; the node restored from an older one or the journal).
+	SnapshotsSkipped uint64
 	// SnapshotsNotAhead: offered snapshots a standby refused as not ahead
 	// of what it applied; CatchUpsByRetransmit: catch-ups by retransmit
 	// begun after a snapshot (installed or refused).
