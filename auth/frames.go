@@ -107,8 +107,9 @@ func (a *Frames) Seal(dst, frame []byte) []byte {
 }
 
 // Verify checks a received frame's MAC. highestEpoch is the highest epoch
-// the node accepted: a key is derived for an unheld epoch only above it,
-// and at most once per InstallEveryNs of nowNs (monotonic nanoseconds).
+// the node accepted: a key is derived for an unheld epoch only above it
+// (or for a RETRANSMIT: mayDerive), and at most once per InstallEveryNs
+// of nowNs (monotonic nanoseconds).
 func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict {
 	if f.Tag == nil {
 		return NoMAC
@@ -122,10 +123,10 @@ func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict
 		err = a.client.Verify(f.Signed, f.Tag)
 	default:
 		err = a.ring.Verify(f.Signed, f.Tag, f.Epoch)
-		if errors.Is(err, ErrUnknownKey) && f.Epoch > highestEpoch && nowNs-a.lastInstallNs >= InstallEveryNs {
+		if errors.Is(err, ErrUnknownKey) && mayDerive(f, highestEpoch) && nowNs-a.lastInstallNs >= InstallEveryNs {
 			a.lastInstallNs = nowNs
 			err = a.ring.VerifyInstall(f.Signed, f.Tag, f.Epoch)
-			if err == nil {
+			if err == nil && f.Epoch > highestEpoch {
 				installed = true
 				a.retireBelow(f.Epoch)
 			}
@@ -141,6 +142,16 @@ func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict
 	default:
 		return BadMAC
 	}
+}
+
+// mayDerive says whether an unheld epoch's key may be derived for f: an
+// epoch above every one accepted (a new primary's first frames), or a
+// RETRANSMIT of any epoch: the primary resends history under the epoch
+// it was sequenced in, and a standby that refetches it (an empty or
+// set-aside journal) never held those older keys. An older key is only
+// installed, never a reason to retire newer ones.
+func mayDerive(f *wire.Frame, highestEpoch uint64) bool {
+	return f.Epoch > highestEpoch || f.Type == wire.TypeRetransmit
 }
 
 // Fresh advances the DATA replay window and reports whether the frame is

@@ -156,6 +156,43 @@ func TestFramesUnknownEpochRateLimit(t *testing.T) {
 	}
 }
 
+// TestFramesRetransmitOfOlderEpoch: the primary resends history under
+// the epoch it was sequenced in, so a standby refetching it (an empty
+// journal) derives those older keys for RETRANSMIT frames, at the same
+// rate limit and only for a good tag, without retiring its newer keys;
+// a DATA frame of an older epoch still is never derived.
+func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
+	master := framesMaster(t, 1)
+	sender := NewFrames(master, testStream, 1)
+	forger := NewFrames(framesMaster(t, 50), testStream, 1)
+	current := parse(t, sender.Seal(nil, frameOf(t, wire.TypeHeartbeat, 5, 1)))
+	old := parse(t, sender.Seal(nil, frameOf(t, wire.TypeRetransmit, 1, 1)))
+	oldData := parse(t, sender.Seal(nil, frameOf(t, wire.TypeData, 2, 1)))
+	forged := parse(t, forger.Seal(nil, frameOf(t, wire.TypeRetransmit, 3, 1)))
+	r := NewFrames(master, testStream, testNode)
+	steps := []struct {
+		f     *wire.Frame
+		nowNs int64
+		want  Verdict
+	}{
+		{&current, 0, VerifiedNewEpoch},
+		{&old, InstallEveryNs - 1, UnknownKey}, // the rate limit holds
+		{&oldData, 2 * InstallEveryNs, UnknownKey},
+		{&forged, 3 * InstallEveryNs, BadMAC},
+		{&old, 4 * InstallEveryNs, Verified},
+		{&old, 4 * InstallEveryNs, Verified},
+		{&current, 4 * InstallEveryNs, Verified},
+	}
+	for i, s := range steps {
+		if v := r.Verify(s.f, 4, s.nowNs); v != s.want {
+			t.Fatalf("step %d: verdict %d, want %d", i, v, s.want)
+		}
+	}
+	if got := r.Epochs(nil); !slices.Equal(slices.Sorted(slices.Values(got)), []uint64{1, 5}) {
+		t.Fatalf("epochs held %v, want 1 and 5", got)
+	}
+}
+
 // TestFramesRetireOnNewEpoch: installing a new epoch's key retires every
 // key more than one epoch below it, so frames of those epochs fail with
 // UnknownKey while the previous epoch's still verify.

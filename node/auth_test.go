@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -153,5 +154,63 @@ func TestAuthenticatedLease(t *testing.T) {
 	c.start(1, func(cfg *nodeconfig.Config) { cfg.Witness, cfg.Lease, cfg.Key = waddr, lease, &key })
 	if p := c.waitPrimary(5*time.Second, 0); p != 1 {
 		t.Fatalf("primary %d, want node 1 (the one with the key)", p)
+	}
+}
+
+// TestRefetchOfOlderEpochs: after a failover to epoch 2, a node with an
+// empty journal joins. The new primary resends the history under the
+// epoch each record was sequenced in, so the joiner takes RETRANSMIT
+// frames of epoch 1 although it already accepted epoch 2 (the fence
+// judges them by NEW_EPOCH's history), and with a key it derives epoch
+// 1's key for them. Otherwise it drops them (stale epoch, unknown key)
+// and never catches up.
+func TestRefetchOfOlderEpochs(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keyed=%v", keyed), func(t *testing.T) { testRefetchOfOlderEpochs(t, keyed) })
+	}
+}
+
+func testRefetchOfOlderEpochs(t *testing.T, keyed bool) {
+	defer goleak.VerifyNone(t)
+	var key *auth.MasterKey
+	if keyed {
+		k, err := auth.GenerateMasterKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = &k
+	}
+	lease := arbiter.DefaultConfig()
+	w, waddr := startWitnessWith(t, lease, func(cfg *witness.Config) { cfg.Key, cfg.Nodes, cfg.Stream = key, []uint32{1, 2, 3}, 9 })
+	defer w.Close()
+	c := newCluster(t, 3)
+	defer c.closeAll()
+	withKey := func(cfg *nodeconfig.Config) { cfg.Key, cfg.Witness, cfg.Lease = key, waddr, lease }
+	c.start(1, withKey)
+	c.start(2, withKey)
+	first := c.waitPrimary(5*time.Second, 0)
+	cl, err := client.Dial(client.Options{Core: client.Config{Session: 3}, Primary: c.addrs[first], Idle: testIdle, Key: key, Stream: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := cl.Load(ctx, client.LoadConfig{Rate: 5000, Count: 500, Seed: 1}, nil)
+	cl.Close()
+	if err != nil || rep.Stats.Answered != 500 {
+		t.Fatalf("load: %v, answered %d", err, rep.Stats.Answered)
+	}
+	c.waitConverged2(first, 10*time.Second)
+	c.stop(first)
+	second := c.waitPrimary(10*time.Second, first)
+	if e := c.nodes[second].Status().Epoch; e < 2 {
+		t.Fatalf("new primary at epoch %d", e)
+	}
+
+	joiner := c.start(3, withKey) // an empty journal
+	c.waitConverged2(second, 15*time.Second)
+	st := joiner.Status()
+	if st.Applied < 500 || st.Node.DropBadMAC != 0 || st.Node.RetransmitsReceived == 0 {
+		t.Fatalf("joiner applied %d, retransmits %d, bad-mac drops %d", st.Applied, st.Node.RetransmitsReceived, st.Node.DropBadMAC)
 	}
 }
