@@ -107,9 +107,9 @@ func (a *Frames) Seal(dst, frame []byte) []byte {
 }
 
 // Verify checks a received frame's MAC. highestEpoch is the highest epoch
-// the node accepted: a key is derived for an unheld epoch only above it
-// (or for a RETRANSMIT: mayDerive), and at most once per InstallEveryNs
-// of nowNs (monotonic nanoseconds).
+// the node accepted: a key is derived for an unheld epoch only at or
+// above it (or for a RETRANSMIT: mayDerive), and at most once per
+// InstallEveryNs of nowNs (monotonic nanoseconds).
 func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict {
 	if f.Tag == nil {
 		return NoMAC
@@ -145,13 +145,16 @@ func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict
 }
 
 // mayDerive says whether an unheld epoch's key may be derived for f: an
-// epoch above every one accepted (a new primary's first frames), or a
+// epoch above every one accepted (a new primary's first frames); the
+// highest accepted itself (keys live in memory, so a node restarted
+// while the same epoch leads, its journal holding that epoch, must
+// derive it again or it drops every frame of its own term); or a
 // RETRANSMIT of any epoch: the primary resends history under the epoch
 // it was sequenced in, and a standby that refetches it (an empty or
-// set-aside journal) never held those older keys. An older key is only
-// installed, never a reason to retire newer ones.
+// set-aside journal) never held those older keys. Only a key above
+// highestEpoch retires older ones.
 func mayDerive(f *wire.Frame, highestEpoch uint64) bool {
-	return f.Epoch > highestEpoch || f.Type == wire.TypeRetransmit
+	return f.Epoch >= highestEpoch || f.Type == wire.TypeRetransmit
 }
 
 // Fresh advances the DATA replay window and reports whether the frame is

@@ -122,7 +122,7 @@ func TestFramesKeyPerClass(t *testing.T) {
 }
 
 // TestFramesUnknownEpochRateLimit: a key is derived for an unheld epoch
-// only above the highest epoch accepted and at most once per
+// only at or above the highest epoch accepted and at most once per
 // InstallEveryNs, forged frames included, so a flood of made-up epochs
 // costs a lookup each; the key is installed only for a good tag.
 func TestFramesUnknownEpochRateLimit(t *testing.T) {
@@ -138,7 +138,7 @@ func TestFramesUnknownEpochRateLimit(t *testing.T) {
 		nowNs   int64
 		want    Verdict
 	}{
-		{&good, 5, 0, UnknownKey},                    // not above the highest epoch accepted: never derived
+		{&good, 6, 0, UnknownKey},                    // below the highest epoch accepted: never derived
 		{&forged, 4, 0, BadMAC},                      // derived (the first may come at once), refused, not installed
 		{&good, 4, InstallEveryNs - 1, UnknownKey},   // within a millisecond of the last derivation
 		{&forged, 4, InstallEveryNs - 1, UnknownKey}, // the flood costs a lookup
@@ -153,6 +153,44 @@ func TestFramesUnknownEpochRateLimit(t *testing.T) {
 	}
 	if got := r.Epochs(nil); !slices.Equal(got, []uint64{5}) {
 		t.Fatalf("epochs held %v, want [5]: a forged frame installed a key", got)
+	}
+}
+
+// TestFramesRederiveHighestEpoch: keys live in memory, so a node
+// restarted while its epoch still leads (the journal's highest epoch is
+// the frame's) derives that key again for a good tag, as Verified (not
+// a new epoch), without retiring the previous epoch's key; a forged
+// frame installs nothing.
+func TestFramesRederiveHighestEpoch(t *testing.T) {
+	master := framesMaster(t, 1)
+	sender := NewFrames(master, testStream, 1)
+	forger := NewFrames(framesMaster(t, 50), testStream, 1)
+	prev := parse(t, sender.Seal(nil, frameOf(t, wire.TypeHeartbeat, 4, 1)))
+	good := parse(t, sender.Seal(nil, frameOf(t, wire.TypeData, 5, 1)))
+	forged := parse(t, forger.Seal(nil, frameOf(t, wire.TypeData, 5, 1)))
+	r := NewFrames(master, testStream, testNode)
+	steps := []struct {
+		f     *wire.Frame
+		nowNs int64
+		want  Verdict
+	}{
+		{&prev, 0, VerifiedNewEpoch}, // highest 3: epoch 4 is new
+		{&forged, 2 * InstallEveryNs, BadMAC},
+		{&good, 3 * InstallEveryNs, Verified},
+		{&good, 3 * InstallEveryNs, Verified},
+		{&prev, 3 * InstallEveryNs, Verified},
+	}
+	for i, s := range steps {
+		highest := uint64(5)
+		if i == 0 {
+			highest = 3
+		}
+		if v := r.Verify(s.f, highest, s.nowNs); v != s.want {
+			t.Fatalf("step %d: verdict %d, want %d", i, v, s.want)
+		}
+	}
+	if got := r.Epochs(nil); !slices.Equal(slices.Sorted(slices.Values(got)), []uint64{4, 5}) {
+		t.Fatalf("epochs held %v, want 4 and 5", got)
 	}
 }
 
