@@ -32,6 +32,7 @@ const InstallEveryNs = 1_000_000
 // bounded derivation of a new epoch's key and Seal's once per epoch.
 type Frames struct {
 	ring          *Keyring
+	history       historyKeys // keys for RETRANSMITs of old epochs' records
 	lease         *MAC
 	client        *MAC
 	replay        EpochFilter
@@ -101,15 +102,33 @@ func (a *Frames) Seal(dst, frame []byte) []byte {
 		if !a.ring.Has(h.Epoch) {
 			_ = a.ring.Install(h.Epoch) // our own epoch: derived once per epoch
 		}
-		b, _ = a.ring.Sign(b, b, h.Epoch)
+		s, err := a.ring.Sign(b, b, h.Epoch)
+		if err != nil {
+			// An epoch older than every one a full ring holds: history
+			// resent under the epoch it was sequenced in.
+			s = a.historyMAC(h.Epoch).Sign(b, b)
+		}
+		b = s
 	}
 	return b
 }
 
+// historyMAC returns the history key of epoch, derived (allocating) when
+// not held: Seal's, for our own RETRANSMITs of old epochs' records, at
+// most a few derivations per NAK answered (its epochs ascend).
+func (a *Frames) historyMAC(epoch uint64) *MAC {
+	m := a.history.find(epoch)
+	if m == nil {
+		m = a.ring.newMAC(epoch)
+		a.history.install(epoch, m)
+	}
+	return m
+}
+
 // Verify checks a received frame's MAC. highestEpoch is the highest epoch
 // the node accepted: a key is derived for an unheld epoch only at or
-// above it (or for a RETRANSMIT: mayDerive), and at most once per
-// InstallEveryNs of nowNs (monotonic nanoseconds).
+// above it (deriveCurrent) or for a RETRANSMIT below it (verifyHistory),
+// and at most once per InstallEveryNs of nowNs (monotonic nanoseconds).
 func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict {
 	if f.Tag == nil {
 		return NoMAC
@@ -123,13 +142,14 @@ func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict
 		err = a.client.Verify(f.Signed, f.Tag)
 	default:
 		err = a.ring.Verify(f.Signed, f.Tag, f.Epoch)
-		if errors.Is(err, ErrUnknownKey) && mayDerive(f, highestEpoch) && nowNs-a.lastInstallNs >= InstallEveryNs {
-			a.lastInstallNs = nowNs
-			err = a.ring.VerifyInstall(f.Signed, f.Tag, f.Epoch)
-			if err == nil && f.Epoch > highestEpoch {
-				installed = true
-				a.retireBelow(f.Epoch)
-			}
+		if !errors.Is(err, ErrUnknownKey) {
+			break
+		}
+		switch {
+		case f.Epoch >= highestEpoch:
+			installed, err = a.deriveCurrent(f, highestEpoch, nowNs)
+		case f.Type == wire.TypeRetransmit:
+			err = a.verifyHistory(f, nowNs)
 		}
 	}
 	switch {
@@ -144,17 +164,50 @@ func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict
 	}
 }
 
-// mayDerive says whether an unheld epoch's key may be derived for f: an
-// epoch above every one accepted (a new primary's first frames); the
-// highest accepted itself (keys live in memory, so a node restarted
-// while the same epoch leads, its journal holding that epoch, must
-// derive it again or it drops every frame of its own term); or a
-// RETRANSMIT of any epoch: the primary resends history under the epoch
-// it was sequenced in, and a standby that refetches it (an empty or
-// set-aside journal) never held those older keys. Only a key above
-// highestEpoch retires older ones.
-func mayDerive(f *wire.Frame, highestEpoch uint64) bool {
-	return f.Epoch >= highestEpoch || f.Type == wire.TypeRetransmit
+// deriveCurrent derives, at the rate limit, the key of f's epoch, at or
+// above the highest accepted, and installs it in the ring for a good
+// tag: a new primary's first frames (installed reports it, and the
+// keys of epochs more than one below it are retired), or the highest
+// accepted itself: keys live in memory, so a node restarted while the
+// same epoch leads, its journal holding that epoch, must derive it again
+// or drop every frame of its own term.
+func (a *Frames) deriveCurrent(f *wire.Frame, highestEpoch uint64, nowNs int64) (installed bool, err error) {
+	if nowNs-a.lastInstallNs < InstallEveryNs {
+		return false, ErrUnknownKey
+	}
+	a.lastInstallNs = nowNs
+	if err := a.ring.VerifyInstall(f.Signed, f.Tag, f.Epoch); err != nil {
+		return false, err
+	}
+	if f.Epoch > highestEpoch {
+		a.retireBelow(f.Epoch)
+		return true, nil
+	}
+	return false, nil
+}
+
+// verifyHistory verifies a RETRANSMIT of an epoch below the highest
+// accepted under the history keys: the primary resends history under the
+// epoch each record was sequenced in, and a node that refetches it (an
+// empty or set-aside journal, a history discarded at a fork) never held
+// those keys, or retired them. An unheld key is derived at the rate
+// limit shared with deriveCurrent and kept only for a good tag, so
+// forged RETRANSMITs of made-up epochs cost a lookup each; the ring is
+// never touched, so history never evicts a live epoch's key.
+func (a *Frames) verifyHistory(f *wire.Frame, nowNs int64) error {
+	if m := a.history.find(f.Epoch); m != nil {
+		return m.Verify(f.Signed, f.Tag)
+	}
+	if nowNs-a.lastInstallNs < InstallEveryNs {
+		return ErrUnknownKey
+	}
+	a.lastInstallNs = nowNs
+	m := a.ring.newMAC(f.Epoch)
+	if err := m.Verify(f.Signed, f.Tag); err != nil {
+		return err
+	}
+	a.history.install(f.Epoch, m)
+	return nil
 }
 
 // Fresh advances the DATA replay window and reports whether the frame is

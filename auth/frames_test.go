@@ -197,8 +197,9 @@ func TestFramesRederiveHighestEpoch(t *testing.T) {
 // TestFramesRetransmitOfOlderEpoch: the primary resends history under
 // the epoch it was sequenced in, so a standby refetching it (an empty
 // journal) derives those older keys for RETRANSMIT frames, at the same
-// rate limit and only for a good tag, without retiring its newer keys;
-// a DATA frame of an older epoch still is never derived.
+// rate limit and only for a good tag, into its history keys: the ring
+// (the live epochs) is untouched. A DATA frame of an older epoch still
+// is never derived.
 func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
 	master := framesMaster(t, 1)
 	sender := NewFrames(master, testStream, 1)
@@ -217,8 +218,9 @@ func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
 		{&old, InstallEveryNs - 1, UnknownKey}, // the rate limit holds
 		{&oldData, 2 * InstallEveryNs, UnknownKey},
 		{&forged, 3 * InstallEveryNs, BadMAC},
+		{&forged, 3*InstallEveryNs + 1, UnknownKey}, // a forged one was not kept, and the limit holds
 		{&old, 4 * InstallEveryNs, Verified},
-		{&old, 4 * InstallEveryNs, Verified},
+		{&old, 4*InstallEveryNs + 1, Verified}, // held now: no derivation, no limit
 		{&current, 4 * InstallEveryNs, Verified},
 	}
 	for i, s := range steps {
@@ -226,8 +228,39 @@ func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
 			t.Fatalf("step %d: verdict %d, want %d", i, v, s.want)
 		}
 	}
-	if got := r.Epochs(nil); !slices.Equal(slices.Sorted(slices.Values(got)), []uint64{1, 5}) {
-		t.Fatalf("epochs held %v, want 1 and 5", got)
+	if got := r.Epochs(nil); !slices.Equal(got, []uint64{5}) {
+		t.Fatalf("ring epochs %v, want [5]: history must not enter the ring", got)
+	}
+}
+
+// TestFramesHistoryPastAFullRing: a primary whose ring is full of newer
+// epochs still seals RETRANSMITs of an epoch older than all of them
+// (under its history keys), and a refetching node verifies them; more
+// old epochs than HistoryEpochs rotate through the history slots, and an
+// epoch rotated out is derived again.
+func TestFramesHistoryPastAFullRing(t *testing.T) {
+	master := framesMaster(t, 1)
+	sender := NewFrames(master, testStream, 1)
+	for e := uint64(10); e < 10+KeyringEpochs; e++ {
+		_ = sender.Seal(nil, frameOf(t, wire.TypeHeartbeat, e, 1)) // fills the ring with 10..13
+	}
+	r := NewFrames(master, testStream, testNode)
+	now := int64(0)
+	verify := func(epoch uint64) Verdict {
+		f := parse(t, sender.Seal(nil, frameOf(t, wire.TypeRetransmit, epoch, 1)))
+		now += InstallEveryNs
+		return r.Verify(&f, 13, now)
+	}
+	for e := uint64(1); e <= HistoryEpochs+2; e++ {
+		if v := verify(e); v != Verified {
+			t.Fatalf("RETRANSMIT of epoch %d: verdict %d, want Verified", e, v)
+		}
+	}
+	if v := verify(1); v != Verified { // rotated out, derived again
+		t.Fatalf("RETRANSMIT of epoch 1 again: verdict %d", v)
+	}
+	if got := sender.Epochs(nil); len(got) != KeyringEpochs || slices.Min(got) != 10 {
+		t.Fatalf("sender's ring %v: history evicted a live epoch", got)
 	}
 }
 
