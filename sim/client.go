@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/wire"
@@ -28,6 +29,10 @@ type simClient struct {
 	epoch   uint64
 	lastQNs int64
 	qid     uint64
+	// mac signs what the client sends with the stream's client key
+	// (Options.Keyed; nil without a key), into sealBuf.
+	mac     *auth.MAC
+	sealBuf []byte
 	qbuf    []byte
 	rbuf    []byte
 	// progressNs: the last answer, or the last tick with nothing in
@@ -44,13 +49,20 @@ const (
 )
 
 func newSimClient(s *sim, host int, session uint64, addr netip.AddrPort, nodes map[uint32]netip.AddrPort) *simClient {
+	batchLen := cmp.Or(s.opts.DatagramBytes, wire.DefaultDatagramLen)
+	var mac *auth.MAC
+	if s.key != nil {
+		mac = auth.NewMAC(auth.ClientKey(s.key, simStream))
+		batchLen -= wire.TagLen // the tag fits the datagram, as client.Client does
+	}
 	c := &simClient{
 		s: s, host: host, session: session, addr: addr, nodes: nodes,
 		core: client.NewCore(client.Config{Session: session, MaxInFlight: clientInFlight, ResendAfterNs: clientResendNs,
 			ReplayEveryNs: clientReplayNs, ProbeEveryNs: clientProbeNs}),
-		batch: wire.NewBatch(cmp.Or(s.opts.DatagramBytes, wire.DefaultDatagramLen)),
+		batch: wire.NewBatch(batchLen),
 		// Until the witness says otherwise, guess node 1.
 		primary: nodes[1], leader: 1,
+		mac: mac,
 	}
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
 	return c
@@ -76,7 +88,7 @@ func (c *simClient) tick() {
 		c.lastQNs = now
 		c.qid++
 		c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.session)), 0, c.qid)
-		s.send(c.host, c.addr, s.witnessAddr, c.qbuf)
+		c.send(s.witnessAddr, c.qbuf)
 	}
 }
 
@@ -111,8 +123,19 @@ func (c *simClient) flush() {
 	if c.batch.Count() == 0 {
 		return
 	}
-	c.s.send(c.host, c.addr, c.primary, c.batch.Bytes())
+	c.send(c.primary, c.batch.Bytes())
 	c.batch.Reset(wire.TypeCommand, c.origin(), 1)
+}
+
+// send sends pkt from the client's address to to, sealed with the
+// client key when the run is keyed.
+func (c *simClient) send(to netip.AddrPort, pkt []byte) {
+	if c.mac != nil {
+		b := wire.Seal(c.sealBuf[:0], pkt)
+		c.sealBuf = c.mac.Sign(b, b)
+		pkt = c.sealBuf
+	}
+	c.s.send(c.host, c.addr, to, pkt)
 }
 
 // sendReplayRequest asks the primary for the session's outputs from
@@ -121,7 +144,7 @@ func (c *simClient) sendReplayRequest(from uint64) {
 	r := wire.ReplayRequest{Origin: c.origin(), Session: c.session, From: from}
 	c.rbuf = r.Append(c.rbuf[:0])
 	c.s.logf("client %d asks for a replay from output %d", c.session, from)
-	c.s.send(c.host, c.addr, c.primary, c.rbuf)
+	c.send(c.primary, c.rbuf)
 }
 
 func (c *simClient) onPacket(pkt []byte) {

@@ -185,6 +185,9 @@ type Regression struct {
 	// (empty: the seed must pass).
 	Known string
 	Note  string
+	// Keyed: the seed runs with Options.Keyed (the line's optional
+	// fourth field, "keyed").
+	Keyed bool
 }
 
 // ParseMutation is the inverse of Mutation.String.
@@ -198,8 +201,9 @@ func ParseMutation(s string) (Mutation, error) {
 }
 
 // ReadRegressions parses a regressions file: one seed per line as
-// "seed mutation expect # note", expect being "pass" or "known:SIGNATURE" (or "known:A|B": either);
-// blank lines and lines starting with # are skipped.
+// "seed mutation expect [keyed] # note", expect being "pass" or
+// "known:SIGNATURE" (or "known:A|B": either), "keyed" running the seed
+// with Options.Keyed; blank lines and lines starting with # are skipped.
 func ReadRegressions(r io.Reader) ([]Regression, error) {
 	var out []Regression
 	sc := bufio.NewScanner(r)
@@ -214,8 +218,11 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 			text = text[:i]
 		}
 		f := strings.Fields(text)
+		if len(f) == 4 && f[3] == "keyed" {
+			reg.Keyed, f = true, f[:3]
+		}
 		if len(f) != 3 {
-			return nil, fmt.Errorf("sim: regressions line %d: want \"seed mutation expect\"", line)
+			return nil, fmt.Errorf("sim: regressions line %d: want \"seed mutation expect [keyed]\"", line)
 		}
 		seed, err := strconv.ParseUint(f[0], 10, 64)
 		if err != nil {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/node"
 	"github.com/seqbus/seqbus/nodeconfig"
@@ -80,6 +82,12 @@ type Options struct {
 	// default, wire.DefaultDatagramLen): jumbo frames through the same
 	// faults (TestSimJumbo).
 	DatagramBytes int
+	// Keyed gives the nodes, the witness and the clients one master key
+	// (drawn from the seed), so every frame carries a MAC and every
+	// keyed path (a new epoch's key, RETRANSMITs of older epochs to a
+	// refetching node, snapshot chunks, lease requests) runs through the
+	// same faults (TestSimKeyed).
+	Keyed bool
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -128,9 +136,13 @@ func Lease() arbiter.Config {
 
 // Result is what one seed did.
 type Result struct {
-	Seed       uint64
-	Mutation   Mutation
-	Violations []string
+	Seed     uint64
+	Mutation Mutation
+	// Keyed and DatagramBytes are the run's Options of those names: a
+	// replay needs them to be the same run.
+	Keyed         bool
+	DatagramBytes int
+	Violations    []string
 	// Schedule is the seed's parameters and fault schedule, readable.
 	Schedule string
 	// Digest is a hash of every datagram sent with its time: two runs of
@@ -156,6 +168,12 @@ type Stats struct {
 	HighestEpoch, Released                                       uint64
 	// LargestDatagram is the longest datagram any host sent (bytes).
 	LargestDatagram uint64
+	// RetransmitsReceived: RETRANSMIT frames the nodes took. BadMACs:
+	// frames the nodes dropped for a missing or bad MAC (none in a
+	// keyed run: nothing in the simulation forges); UnknownKeys: for an
+	// epoch whose key they do not hold (a deposed primary's retired
+	// epoch, a derivation past its rate limit).
+	RetransmitsReceived, BadMACs, UnknownKeys uint64
 }
 
 // Add sums s and o.
@@ -179,6 +197,9 @@ func (s *Stats) Add(o Stats) {
 	s.HighestEpoch = max(s.HighestEpoch, o.HighestEpoch)
 	s.LargestDatagram = max(s.LargestDatagram, o.LargestDatagram)
 	s.Released += o.Released
+	s.RetransmitsReceived += o.RetransmitsReceived
+	s.BadMACs += o.BadMACs
+	s.UnknownKeys += o.UnknownKeys
 }
 
 // params are the seed's random choices made up front.
@@ -317,6 +338,7 @@ type sim struct {
 	maxGapAt       int64
 	groupAddr      netip.AddrPort
 	mdGroupAddr    netip.AddrPort
+	key            *auth.MasterKey // Options.Keyed: the cluster's master key
 }
 
 // Run simulates one seed and checks every invariant. The same seed and
@@ -336,7 +358,7 @@ func Run(seed uint64, opts Options) (res Result) {
 		s.faults = append([]fault(nil), sc.faults...)
 		s.params.lossPpm, s.params.dupPpm, s.params.sendPpm = 0, 0, 1_000_000
 	}
-	res = Result{Seed: seed, Mutation: opts.Mutation, Schedule: s.describeSchedule()}
+	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
 			stack := strings.Split(string(debug.Stack()), "\n")
@@ -406,10 +428,27 @@ func (s *sim) chooseParams() {
 	}
 }
 
+// simStream is the stream every node, the witness and the clients use.
+const simStream = 1
+
+// seedKey is Options.Keyed's master key, drawn from the seed so that a
+// keyed run replays exactly.
+func seedKey(seed uint64) *auth.MasterKey {
+	var k auth.MasterKey
+	r := rand.New(rand.NewPCG(seed, 0x6b6579))
+	for i := 0; i < len(k); i += 8 {
+		binary.LittleEndian.PutUint64(k[i:], r.Uint64())
+	}
+	return &k
+}
+
 // Host layout: nodes 1..3, the witness, the clients, the market-data
 // observer.
 func (s *sim) build() {
 	s.chk = newChecker(s)
+	if s.opts.Keyed {
+		s.key = seedKey(s.seed)
+	}
 	s.hostAddr = append(s.hostAddr, netip.Addr{})
 	s.hostName = append(s.hostName, "-")
 	s.nodes = make([]*simNode, numNodes+1)
@@ -457,7 +496,7 @@ func (s *sim) build() {
 			jopts.Policy = journal.SyncAlways
 		}
 		cfg := nodeconfig.Config{
-			ID: uint32(i), Stream: 1, Dir: "/n", DatagramBytes: s.opts.DatagramBytes,
+			ID: uint32(i), Stream: simStream, Dir: "/n", DatagramBytes: s.opts.DatagramBytes,
 			Listen: peers[uint32(i)], Group: s.groupAddr, MarketData: s.mdGroupAddr,
 			Peers: others, Witness: s.witnessAddr, Lease: s.lease,
 			InSyncTimeoutNs:        100_000_000,
@@ -472,6 +511,7 @@ func (s *sim) build() {
 			Log:                    logger(i),
 			Clock:                  s.clocks[i],
 			Observer:               observer{s.chk},
+			Key:                    s.key,
 		}
 		cfg.Unsafe = s.opts.Mutation.nodeUnsafe()
 		fs := journal.NewMemFS()
@@ -583,6 +623,9 @@ func (s *sim) crashNode(i int) {
 func (s *sim) collectNodeStats(sn *simNode) {
 	st := sn.n.Status()
 	s.stats.SnapshotsInstalled += st.Node.SnapshotsInstalled
+	s.stats.RetransmitsReceived += st.Node.RetransmitsReceived
+	s.stats.BadMACs += st.Node.DropNoMAC + st.Node.DropBadMAC
+	s.stats.UnknownKeys += st.Node.DropUnknownKey
 	s.hashMismatches[sn.id] += st.Node.HashMismatches
 }
 
@@ -752,6 +795,12 @@ func (s *sim) startWitness() {
 	cfg := witness.DefaultConfig()
 	cfg.Arbiter = s.lease
 	cfg.Node = 100
+	if s.key != nil {
+		cfg.Key, cfg.Stream = s.key, simStream
+		for i := 1; i <= numNodes; i++ {
+			cfg.Nodes = append(cfg.Nodes, uint32(i))
+		}
+	}
 	cfg.Unsafe.NoQuarantine = s.opts.Mutation == MutNoQuarantine
 	if s.trace != nil {
 		cfg.Logger = s.nodeLogger(0)

@@ -23,6 +23,8 @@ var (
 	flagMutation = flag.String("mutation", "none", "run -seed or the budget with this mutation knob")
 	flagLog      = flag.String("log", "", "write the -seed event log here (default: a file in the temp dir)")
 	flagTail     = flag.Int("tail", 150, "event-log lines printed for a failing seed")
+	flagKeyed    = flag.Bool("keyed", false, "run -seed keyed (Options.Keyed: a MAC on every frame)")
+	flagDatagram = flag.Int("datagram-bytes", 0, "run -seed with this datagram size (Options.DatagramBytes; 0: the default)")
 )
 
 // CI budgets. Plain: ~10 seeds/s/core on a loaded 2-core machine, so 1000
@@ -70,14 +72,14 @@ func mutationFlag(t *testing.T) Mutation {
 // the real cores; with -seed=N it replays one seed with its event log.
 func TestSim(t *testing.T) {
 	if *flagSeed != 0 {
-		replay(t, *flagSeed, mutationFlag(t))
+		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram})
 		return
 	}
 	regs := regressions(t)
 	known := KnownSignatures(regs)
 	t.Run("regressions", func(t *testing.T) {
 		for _, reg := range regs {
-			r := Run(reg.Seed, Options{Mutation: reg.Mutation})
+			r := Run(reg.Seed, Options{Mutation: reg.Mutation, Keyed: reg.Keyed})
 			switch {
 			case reg.Known == "" && r.Failed():
 				reportFailure(t, r)
@@ -127,7 +129,7 @@ func TestSim(t *testing.T) {
 func reportFailure(t *testing.T, r Result) {
 	t.Helper()
 	var log bytes.Buffer
-	again := Run(r.Seed, Options{Mutation: r.Mutation, Trace: &log})
+	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Trace: &log})
 	var b strings.Builder
 	fmt.Fprintf(&b, "SEED %d FAILED (mutation %s)\n", r.Seed, r.Mutation)
 	for _, v := range r.Violations {
@@ -142,13 +144,14 @@ func reportFailure(t *testing.T, r Result) {
 		fmt.Fprintf(&b, "full event log: %s\n", path)
 	}
 	fmt.Fprintf(&b, "%s", logDigest(log.Bytes()))
-	fmt.Fprintf(&b, "replay: go test ./sim -run 'TestSim$' -seed=%d -mutation=%s -v\n", r.Seed, r.Mutation)
+	fmt.Fprintf(&b, "replay: %s\n", r.ReplayCommand())
 	t.Error(b.String())
 }
 
 // replay runs one seed with its full event log written to a file and its
 // tail printed.
-func replay(t *testing.T, seed uint64, m Mutation) {
+func replay(t *testing.T, seed uint64, opts Options) {
+	m := opts.Mutation
 	path := *flagLog
 	if path == "" {
 		path = filepath.Join(os.TempDir(), fmt.Sprintf("seqbus-sim-%d-%s.log", seed, m))
@@ -158,7 +161,8 @@ func replay(t *testing.T, seed uint64, m Mutation) {
 		t.Fatal(err)
 	}
 	w := bufio.NewWriter(f)
-	r := Run(seed, Options{Mutation: m, Trace: w})
+	opts.Trace = w
+	r := Run(seed, opts)
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +278,8 @@ func TestReadRegressions(t *testing.T) {
 		{in: "9 bogus pass\n", err: true},
 		{in: "9 none known:\n", err: true},
 		{in: "9 none fail\n", err: true},
+		{in: "5 none pass keyed # k\n", want: []Regression{{Seed: 5, Note: "k", Keyed: true}}},
+		{in: "5 none pass unkeyed\n", err: true},
 	}
 	for _, tt := range tests {
 		got, err := ReadRegressions(strings.NewReader(tt.in))
@@ -338,6 +344,30 @@ func BenchmarkSeed(b *testing.B) {
 // jumbo and at the largest datagram size: fuller DATA, RETRANSMIT, OUTPUT,
 // snapshot and market-data frames through the same faults and the same
 // invariants.
+// TestSimKeyed runs seeds with one master key on every node, the
+// witness and the clients (Options.Keyed): every frame is sealed and
+// verified through the same failovers, crashes and refetches, so a keyed
+// path that refuses a genuine frame shows up as a stall or a violation.
+func TestSimKeyed(t *testing.T) {
+	known := KnownSignatures(regressions(t))
+	sum := RunMany(context.Background(), 1, max(budget()/10, 10), runtime.GOMAXPROCS(0), Options{Keyed: true}, known, nil)
+	t.Logf("%s; %d retransmits received, %d unknown-key drops", sum.String(), sum.Stats.RetransmitsReceived, sum.Stats.UnknownKeys)
+	for _, r := range sum.Failures {
+		if !Tolerated(r, known) {
+			reportFailure(t, r)
+		}
+	}
+	if sum.Failed > len(sum.Failures) && sum.Failed > sum.Known {
+		t.Fatalf("%d of %d failures are not explained by known bugs (only the first %d kept)", sum.Failed-sum.Known, sum.Failed, FailuresKept)
+	}
+	if sum.Stats.Promotions == 0 || sum.Stats.Crashes == 0 || sum.Stats.Answered == 0 || sum.Stats.RetransmitsReceived == 0 {
+		t.Fatalf("the budget exercised nothing: %+v", sum.Stats)
+	}
+	if sum.Stats.BadMACs != 0 {
+		t.Fatalf("%d genuine frames failed their MAC (nothing forges in the simulation)", sum.Stats.BadMACs)
+	}
+}
+
 func TestSimJumbo(t *testing.T) {
 	known := KnownSignatures(regressions(t))
 	for _, size := range []int{8972, wire.MaxFrameLen} {

@@ -42,10 +42,14 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 		return Summary{}, err
 	}
 	m := c.Options.Mutation
-	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, mutation %s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, m)
+	keyed := ""
+	if c.Options.Keyed {
+		keyed = ", keyed"
+	}
+	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, mutation %s%s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, m, keyed)
 	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, nil, func(r Result) {
 		if r.Failed() {
-			fmt.Fprintf(w, "seed %d FAILED: %v\n  replay: go test ./sim -run 'TestSim$' -seed=%d -mutation=%s -v\n", r.Seed, r.Violations[0], r.Seed, m)
+			fmt.Fprintf(w, "seed %d FAILED: %v\n  replay: %s\n", r.Seed, r.Violations[0], r.ReplayCommand())
 		}
 	})
 	fmt.Fprintln(w, sum.String())
@@ -53,6 +57,19 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 		return sum, fmt.Errorf("%d of %d seeds failed", sum.Failed, sum.Seeds)
 	}
 	return sum, nil
+}
+
+// ReplayCommand is the command that replays r's run bit for bit, with
+// its event log.
+func (r Result) ReplayCommand() string {
+	c := fmt.Sprintf("go test ./sim -run 'TestSim$' -seed=%d -mutation=%s", r.Seed, r.Mutation)
+	if r.Keyed {
+		c += " -keyed"
+	}
+	if r.DatagramBytes != 0 {
+		c += fmt.Sprintf(" -datagram-bytes=%d", r.DatagramBytes)
+	}
+	return c + " -v"
 }
 
 // Replay runs one seed with its event log on w, then its violations; the

@@ -15,7 +15,7 @@ import (
 // runSim is a soak outside CI: the deterministic simulator (package sim)
 // over many seeds, printing seeds/second and what was covered (sim.Soak).
 // A failing seed replays bit for bit with `go test ./sim -run 'TestSim$'
-// -seed=N -v`. Ctrl-C ends a soak: the seeds under way finish and the
+// -seed=N -v` (the soak prints the flags its options need, -keyed). Ctrl-C ends a soak: the seeds under way finish and the
 // summary of what ran is printed.
 func runSim(args []string) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
@@ -23,6 +23,7 @@ func runSim(args []string) error {
 	from := fs.Uint64("from", 1, "first seed")
 	workers := fs.Int("workers", runtime.NumCPU(), fmt.Sprintf("seeds run in parallel, 1..%d (results do not depend on it)", sim.SoakWorkersMax))
 	mutation := fs.String("mutation", "none", "run with a safety mechanism off, to see the checker catch it: none, no-fencing, no-gating, lease-from-reply, no-quarantine")
+	keyed := fs.Bool("keyed", false, "one master key on every node, the witness and the clients: a MAC on every frame (a failing seed replays with -keyed)")
 	trace := fs.Uint64("trace", 0, "print the event log of this one seed instead")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -31,7 +32,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return usagef("--mutation: %v", err)
 	}
-	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m}}
+	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed}}
 	if err := cfg.Check(); err != nil {
 		return usagef("%v", err)
 	}
