@@ -18,7 +18,12 @@ const InstallEveryNs = 1_000_000
 //   - replication (DATA, HEARTBEAT, RETRANSMIT, HASH, NEW_EPOCH, snapshots,
 //     ACK, NAK): the stream's key for the frame's epoch (DataKey), so a
 //     frame captured in one epoch verifies under nothing after the keys of
-//     old epochs are retired (KeyringEpochs are held);
+//     old epochs are retired (KeyringEpochs are held). A RETRANSMIT
+//     carries the epoch its records were sequenced in, which may be far
+//     older, so it is signed under the sender's current epoch instead
+//     (keyEpoch): a node refetching history needs no old key, and a
+//     captured RETRANSMIT of an old epoch verifies under nothing current
+//     either;
 //   - lease requests and replies: the key this node shares with the
 //     witness alone (LeaseKey);
 //   - COMMAND, OUTPUT, REPLAY_REQUEST, REPLAY_END and market-data recovery:
@@ -31,8 +36,11 @@ const InstallEveryNs = 1_000_000
 // it holds hash state. Seal and Verify do not allocate, except Verify's
 // bounded derivation of a new epoch's key and Seal's once per epoch.
 type Frames struct {
-	ring          *Keyring
-	history       historyKeys // keys for RETRANSMITs of old epochs' records
+	ring *Keyring
+	// sealEpoch is the highest epoch this node sealed a frame other than
+	// a RETRANSMIT under: its current epoch, which signs its
+	// RETRANSMITs (keyEpoch).
+	sealEpoch     uint64
 	lease         *MAC
 	client        *MAC
 	replay        EpochFilter
@@ -99,36 +107,39 @@ func (a *Frames) Seal(dst, frame []byte) []byte {
 	case clientClass(h.Type):
 		b = a.client.Sign(b, b)
 	default:
-		if !a.ring.Has(h.Epoch) {
-			_ = a.ring.Install(h.Epoch) // our own epoch: derived once per epoch
+		if h.Type != wire.TypeRetransmit {
+			a.sealEpoch = max(a.sealEpoch, h.Epoch)
 		}
-		s, err := a.ring.Sign(b, b, h.Epoch)
-		if err != nil {
-			// An epoch older than every one a full ring holds: history
-			// resent under the epoch it was sequenced in.
-			s = a.historyMAC(h.Epoch).Sign(b, b)
+		e := keyEpoch(h.Type, h.Epoch, a.sealEpoch)
+		if !a.ring.Has(e) {
+			_ = a.ring.Install(e) // our own epoch: derived once per epoch
 		}
-		b = s
+		b, _ = a.ring.Sign(b, b, e)
 	}
 	return b
 }
 
-// historyMAC returns the history key of epoch, derived (allocating) when
-// not held: Seal's, for our own RETRANSMITs of old epochs' records, at
-// most a few derivations per NAK answered (its epochs ascend).
-func (a *Frames) historyMAC(epoch uint64) *MAC {
-	m := a.history.find(epoch)
-	if m == nil {
-		m = a.ring.newMAC(epoch)
-		a.history.install(epoch, m)
+// keyEpoch is the epoch whose data key signs a replication frame of type
+// t stamped with epoch, given current, the signer's current epoch (when
+// sealing) or the highest epoch the verifier accepted: the frame's own
+// epoch, except for a RETRANSMIT of an older epoch's records, which is
+// signed under current. The primary resends history under the epoch each
+// record was sequenced in, possibly many failovers back: a node
+// refetching it (an empty or set-aside journal, or history discarded at a
+// fork) never held those keys, and a captured RETRANSMIT of an old epoch
+// must not verify again once that epoch is over.
+func keyEpoch(t wire.Type, epoch, current uint64) uint64 {
+	if t == wire.TypeRetransmit {
+		return max(epoch, current)
 	}
-	return m
+	return epoch
 }
 
 // Verify checks a received frame's MAC. highestEpoch is the highest epoch
-// the node accepted: a key is derived for an unheld epoch only at or
-// above it (deriveCurrent) or for a RETRANSMIT below it (verifyHistory),
-// and at most once per InstallEveryNs of nowNs (monotonic nanoseconds).
+// the node accepted: a RETRANSMIT of an older epoch verifies under its
+// key (keyEpoch), and a key is derived for an unheld epoch only at or
+// above it (deriveCurrent), at most once per InstallEveryNs of nowNs
+// (monotonic nanoseconds).
 func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict {
 	if f.Tag == nil {
 		return NoMAC
@@ -141,15 +152,10 @@ func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict
 	case clientClass(f.Type):
 		err = a.client.Verify(f.Signed, f.Tag)
 	default:
-		err = a.ring.Verify(f.Signed, f.Tag, f.Epoch)
-		if !errors.Is(err, ErrUnknownKey) {
-			break
-		}
-		switch {
-		case f.Epoch >= highestEpoch:
-			installed, err = a.deriveCurrent(f, highestEpoch, nowNs)
-		case f.Type == wire.TypeRetransmit:
-			err = a.verifyHistory(f, nowNs)
+		e := keyEpoch(f.Type, f.Epoch, highestEpoch)
+		err = a.ring.Verify(f.Signed, f.Tag, e)
+		if errors.Is(err, ErrUnknownKey) && e >= highestEpoch {
+			installed, err = a.deriveCurrent(f, e, highestEpoch, nowNs)
 		}
 	}
 	switch {
@@ -164,50 +170,26 @@ func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict
 	}
 }
 
-// deriveCurrent derives, at the rate limit, the key of f's epoch, at or
-// above the highest accepted, and installs it in the ring for a good
-// tag: a new primary's first frames (installed reports it, and the
-// keys of epochs more than one below it are retired), or the highest
-// accepted itself: keys live in memory, so a node restarted while the
-// same epoch leads, its journal holding that epoch, must derive it again
-// or drop every frame of its own term.
-func (a *Frames) deriveCurrent(f *wire.Frame, highestEpoch uint64, nowNs int64) (installed bool, err error) {
+// deriveCurrent derives, at the rate limit, the key of epoch (f's key
+// epoch), at or above the highest accepted, and installs it in the ring
+// for a good tag: a new primary's first frames (installed reports it,
+// and the keys of epochs more than one below it are retired), or the
+// highest accepted itself: keys live in memory, so a node restarted
+// while the same epoch leads, its journal holding that epoch, must
+// derive it again or drop every frame of its own term.
+func (a *Frames) deriveCurrent(f *wire.Frame, epoch, highestEpoch uint64, nowNs int64) (installed bool, err error) {
 	if nowNs-a.lastInstallNs < InstallEveryNs {
 		return false, ErrUnknownKey
 	}
 	a.lastInstallNs = nowNs
-	if err := a.ring.VerifyInstall(f.Signed, f.Tag, f.Epoch); err != nil {
+	if err := a.ring.VerifyInstall(f.Signed, f.Tag, epoch); err != nil {
 		return false, err
 	}
-	if f.Epoch > highestEpoch {
-		a.retireBelow(f.Epoch)
+	if epoch > highestEpoch {
+		a.retireBelow(epoch)
 		return true, nil
 	}
 	return false, nil
-}
-
-// verifyHistory verifies a RETRANSMIT of an epoch below the highest
-// accepted under the history keys: the primary resends history under the
-// epoch each record was sequenced in, and a node that refetches it (an
-// empty or set-aside journal, a history discarded at a fork) never held
-// those keys, or retired them. An unheld key is derived at the rate
-// limit shared with deriveCurrent and kept only for a good tag, so
-// forged RETRANSMITs of made-up epochs cost a lookup each; the ring is
-// never touched, so history never evicts a live epoch's key.
-func (a *Frames) verifyHistory(f *wire.Frame, nowNs int64) error {
-	if m := a.history.find(f.Epoch); m != nil {
-		return m.Verify(f.Signed, f.Tag)
-	}
-	if nowNs-a.lastInstallNs < InstallEveryNs {
-		return ErrUnknownKey
-	}
-	a.lastInstallNs = nowNs
-	m := a.ring.newMAC(f.Epoch)
-	if err := m.Verify(f.Signed, f.Tag); err != nil {
-		return err
-	}
-	a.history.install(f.Epoch, m)
-	return nil
 }
 
 // Fresh advances the DATA replay window and reports whether the frame is

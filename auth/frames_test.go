@@ -195,18 +195,23 @@ func TestFramesRederiveHighestEpoch(t *testing.T) {
 }
 
 // TestFramesRetransmitOfOlderEpoch: the primary resends history under
-// the epoch it was sequenced in, so a standby refetching it (an empty
-// journal) derives those older keys for RETRANSMIT frames, at the same
-// rate limit and only for a good tag, into its history keys: the ring
-// (the live epochs) is untouched. A DATA frame of an older epoch still
-// is never derived.
+// the epoch each record was sequenced in, and signs it under its own
+// current epoch, so a standby refetching it (an empty journal) verifies
+// it under the key of the epoch it follows, deriving no old key; a
+// RETRANSMIT captured while epoch 1 led (signed under 1) verifies under
+// nothing once epoch 5 leads, and a DATA frame of an older epoch never
+// derives a key.
 func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
 	master := framesMaster(t, 1)
+	then := NewFrames(master, testStream, 1)
+	_ = then.Seal(nil, frameOf(t, wire.TypeHeartbeat, 1, 1))
+	captured := parse(t, then.Seal(nil, frameOf(t, wire.TypeRetransmit, 1, 1)))
 	sender := NewFrames(master, testStream, 1)
-	forger := NewFrames(framesMaster(t, 50), testStream, 1)
 	current := parse(t, sender.Seal(nil, frameOf(t, wire.TypeHeartbeat, 5, 1)))
 	old := parse(t, sender.Seal(nil, frameOf(t, wire.TypeRetransmit, 1, 1)))
 	oldData := parse(t, sender.Seal(nil, frameOf(t, wire.TypeData, 2, 1)))
+	forger := NewFrames(framesMaster(t, 50), testStream, 1)
+	_ = forger.Seal(nil, frameOf(t, wire.TypeHeartbeat, 5, 1))
 	forged := parse(t, forger.Seal(nil, frameOf(t, wire.TypeRetransmit, 3, 1)))
 	r := NewFrames(master, testStream, testNode)
 	steps := []struct {
@@ -214,53 +219,52 @@ func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
 		nowNs int64
 		want  Verdict
 	}{
-		{&current, 0, VerifiedNewEpoch},
-		{&old, InstallEveryNs - 1, UnknownKey}, // the rate limit holds
-		{&oldData, 2 * InstallEveryNs, UnknownKey},
-		{&forged, 3 * InstallEveryNs, BadMAC},
-		{&forged, 3*InstallEveryNs + 1, UnknownKey}, // a forged one was not kept, and the limit holds
-		{&old, 4 * InstallEveryNs, Verified},
-		{&old, 4*InstallEveryNs + 1, Verified}, // held now: no derivation, no limit
-		{&current, 4 * InstallEveryNs, Verified},
+		{&current, 0, VerifiedNewEpoch}, // accepted at 4: new
+		{&old, 1, Verified},             // under epoch 5's key: nothing derived, no rate limit
+		{&old, 2, Verified},
+		{&captured, 3 * InstallEveryNs, BadMAC}, // signed under epoch 1's key
+		{&oldData, 4 * InstallEveryNs, UnknownKey},
+		{&forged, 5 * InstallEveryNs, BadMAC},
+		{&current, 5 * InstallEveryNs, Verified},
 	}
 	for i, s := range steps {
-		if v := r.Verify(s.f, 4, s.nowNs); v != s.want {
+		highest := uint64(5)
+		if i == 0 {
+			highest = 4
+		}
+		if v := r.Verify(s.f, highest, s.nowNs); v != s.want {
 			t.Fatalf("step %d: verdict %d, want %d", i, v, s.want)
 		}
 	}
 	if got := r.Epochs(nil); !slices.Equal(got, []uint64{5}) {
-		t.Fatalf("ring epochs %v, want [5]: history must not enter the ring", got)
+		t.Fatalf("ring epochs %v, want [5]: history must derive no key", got)
 	}
 }
 
-// TestFramesHistoryPastAFullRing: a primary whose ring is full of newer
-// epochs still seals RETRANSMITs of an epoch older than all of them
-// (under its history keys), and a refetching node verifies them; more
-// old epochs than HistoryEpochs rotate through the history slots, and an
-// epoch rotated out is derived again.
-func TestFramesHistoryPastAFullRing(t *testing.T) {
+// TestFramesRetransmitPastAFullRing: a primary whose ring is full of
+// newer epochs still seals RETRANSMITs of epochs older than all of them
+// (under its current epoch's key, always held), and a refetching node
+// that follows that epoch verifies every one; no live key is evicted.
+func TestFramesRetransmitPastAFullRing(t *testing.T) {
 	master := framesMaster(t, 1)
 	sender := NewFrames(master, testStream, 1)
 	for e := uint64(10); e < 10+KeyringEpochs; e++ {
-		_ = sender.Seal(nil, frameOf(t, wire.TypeHeartbeat, e, 1)) // fills the ring with 10..13
+		_ = sender.Seal(nil, frameOf(t, wire.TypeHeartbeat, e, 1)) // the ring holds 10..13
 	}
 	r := NewFrames(master, testStream, testNode)
-	now := int64(0)
-	verify := func(epoch uint64) Verdict {
-		f := parse(t, sender.Seal(nil, frameOf(t, wire.TypeRetransmit, epoch, 1)))
-		now += InstallEveryNs
-		return r.Verify(&f, 13, now)
+	last := uint64(10 + KeyringEpochs - 1)
+	hb := parse(t, sender.Seal(nil, frameOf(t, wire.TypeHeartbeat, last, 1)))
+	if v := r.Verify(&hb, last-1, 0); v != VerifiedNewEpoch {
+		t.Fatalf("heartbeat of epoch %d: verdict %d", last, v)
 	}
-	for e := uint64(1); e <= HistoryEpochs+2; e++ {
-		if v := verify(e); v != Verified {
+	for e := uint64(1); e <= last; e++ {
+		f := parse(t, sender.Seal(nil, frameOf(t, wire.TypeRetransmit, e, 1)))
+		if v := r.Verify(&f, last, 1); v != Verified {
 			t.Fatalf("RETRANSMIT of epoch %d: verdict %d, want Verified", e, v)
 		}
 	}
-	if v := verify(1); v != Verified { // rotated out, derived again
-		t.Fatalf("RETRANSMIT of epoch 1 again: verdict %d", v)
-	}
 	if got := sender.Epochs(nil); len(got) != KeyringEpochs || slices.Min(got) != 10 {
-		t.Fatalf("sender's ring %v: history evicted a live epoch", got)
+		t.Fatalf("sender's ring %v: resending history evicted a live epoch", got)
 	}
 }
 
