@@ -73,8 +73,11 @@ const (
 	// NoMAC: the frame carries no tag.
 	NoMAC
 	// UnknownKey: no key is held for the frame's epoch and none was
-	// derived (an epoch not above every epoch accepted, the derivation
-	// rate limit, or a full keyring refusing an old epoch).
+	// derived (an epoch below the highest accepted, the derivation rate
+	// limit, or a full keyring refusing an old epoch); or a RETRANSMIT
+	// whose tag fails under its key epoch: it names no signing epoch,
+	// and a deposed primary's or a newer primary's (signed under their
+	// own epochs) fail so.
 	UnknownKey
 	// BadMAC: the tag does not verify.
 	BadMAC
@@ -156,6 +159,14 @@ func (a *Frames) Verify(f *wire.Frame, highestEpoch uint64, nowNs int64) Verdict
 		err = a.ring.Verify(f.Signed, f.Tag, e)
 		if errors.Is(err, ErrUnknownKey) && e >= highestEpoch {
 			installed, err = a.deriveCurrent(f, e, highestEpoch, nowNs)
+		}
+		if errors.Is(err, ErrBadMAC) && f.Type == wire.TypeRetransmit {
+			// A RETRANSMIT names no signing epoch (its records' epoch
+			// may be older): one that fails under ours was signed under
+			// an epoch we do not follow (a deposed primary's, or a newer
+			// one whose NEW_EPOCH has not reached us yet) as often as it
+			// is forged.
+			err = ErrUnknownKey
 		}
 	}
 	switch {

@@ -79,6 +79,13 @@ func TestFramesKeyPerClass(t *testing.T) {
 		{wire.TypeMDReplay, ClientKey(master, testStream)},
 	} {
 		t.Run(tc.typ.String(), func(t *testing.T) {
+			// A RETRANSMIT names no signing epoch, so a tag that fails
+			// is an unknown key (Frames.Verify); every other type's is a
+			// bad MAC.
+			bad := BadMAC
+			if tc.typ == wire.TypeRetransmit {
+				bad = UnknownKey
+			}
 			plain := frameOf(t, tc.typ, epoch, 10)
 			sealed := NewFrames(master, testStream, testNode).Seal(nil, plain)
 			want := NewMAC(tc.key).Sign(wire.Seal(nil, plain), wire.Seal(nil, plain))
@@ -89,8 +96,8 @@ func TestFramesKeyPerClass(t *testing.T) {
 			if v := NewFrames(master, testStream, testNode).Verify(&f, epoch-1, 0); !v.OK() {
 				t.Fatalf("a good frame: verdict %d", v)
 			}
-			if v := NewFrames(framesMaster(t, 50), testStream, testNode).Verify(&f, epoch-1, 0); v != BadMAC {
-				t.Errorf("under another master: verdict %d, want BadMAC", v)
+			if v := NewFrames(framesMaster(t, 50), testStream, testNode).Verify(&f, epoch-1, 0); v != bad {
+				t.Errorf("under another master: verdict %d, want %d", v, bad)
 			}
 			if wire.IsLease(tc.typ) {
 				if v := NewFrames(master, testStream, testNode+1).Verify(&f, epoch-1, 0); v != BadMAC {
@@ -103,15 +110,15 @@ func TestFramesKeyPerClass(t *testing.T) {
 				}
 				forged := NewMAC(other).Sign(wire.Seal(nil, plain), wire.Seal(nil, plain))
 				g := parse(t, forged)
-				if v := NewFrames(master, testStream, testNode).Verify(&g, epoch-1, 0); v != BadMAC {
-					t.Errorf("signed with another class's key: verdict %d, want BadMAC", v)
+				if v := NewFrames(master, testStream, testNode).Verify(&g, epoch-1, 0); v != bad {
+					t.Errorf("signed with another class's key: verdict %d, want %d", v, bad)
 				}
 			}
-			bad := slices.Clone(sealed)
-			bad[len(bad)-1] ^= 1
-			g := parse(t, bad)
-			if v := NewFrames(master, testStream, testNode).Verify(&g, epoch-1, 0); v != BadMAC {
-				t.Errorf("changed tag: verdict %d, want BadMAC", v)
+			changed := slices.Clone(sealed)
+			changed[len(changed)-1] ^= 1
+			g := parse(t, changed)
+			if v := NewFrames(master, testStream, testNode).Verify(&g, epoch-1, 0); v != bad {
+				t.Errorf("changed tag: verdict %d, want %d", v, bad)
 			}
 			u := parse(t, plain)
 			if v := NewFrames(master, testStream, testNode).Verify(&u, epoch-1, 0); v != NoMAC {
@@ -199,7 +206,8 @@ func TestFramesRederiveHighestEpoch(t *testing.T) {
 // current epoch, so a standby refetching it (an empty journal) verifies
 // it under the key of the epoch it follows, deriving no old key; a
 // RETRANSMIT captured while epoch 1 led (signed under 1) verifies under
-// nothing once epoch 5 leads, and a DATA frame of an older epoch never
+// nothing once epoch 5 leads (counted as an unknown key: a RETRANSMIT
+// names no signing epoch), and a DATA frame of an older epoch never
 // derives a key.
 func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
 	master := framesMaster(t, 1)
@@ -222,9 +230,9 @@ func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
 		{&current, 0, VerifiedNewEpoch}, // accepted at 4: new
 		{&old, 1, Verified},             // under epoch 5's key: nothing derived, no rate limit
 		{&old, 2, Verified},
-		{&captured, 3 * InstallEveryNs, BadMAC}, // signed under epoch 1's key
+		{&captured, 3 * InstallEveryNs, UnknownKey}, // signed under epoch 1's key, not ours
 		{&oldData, 4 * InstallEveryNs, UnknownKey},
-		{&forged, 5 * InstallEveryNs, BadMAC},
+		{&forged, 5 * InstallEveryNs, UnknownKey}, // a RETRANSMIT names no signing epoch
 		{&current, 5 * InstallEveryNs, Verified},
 	}
 	for i, s := range steps {
