@@ -40,7 +40,14 @@
 // little-endian fields. Labels and info lengths all differ, so keys of
 // different kinds cannot coincide.
 //
-// Which key signs which frame type. The epoch is the header's epoch field.
+// Which key signs which frame type. The epoch is the header's epoch field,
+// except for a RETRANSMIT: it carries the (possibly much older) epoch its
+// records were sequenced in, and is signed under its sender's current
+// epoch, so a node refetching history needs no old epoch's key and a
+// captured RETRANSMIT of an old epoch verifies under nothing current. A
+// verifier takes a RETRANSMIT below the highest epoch it accepted under
+// that epoch's key, and counts one whose tag fails there as an unknown
+// key (it names no signing epoch).
 // The node of a lease key is the requesting node: the header's node ID in a
 // request, and the receiving node's own ID in a reply (a reply's header
 // carries the witness's ID).
@@ -58,8 +65,9 @@
 // A witness verifies a LEASE_QUERY under the PeerRing when the header's
 // node is a configured peer and under ClientKey otherwise, and answers
 // under the key that verified it. A node applies the table through Frames:
-// Seal, Verify (with the bounded derivation of a new epoch's key) and Fresh
-// (the DATA replay window below).
+// Seal, Verify (with the bounded derivation of a new epoch's key, or of
+// the highest accepted epoch's again after a restart: keys live in memory)
+// and Fresh (the DATA replay window below).
 //
 // # Rotation
 //
