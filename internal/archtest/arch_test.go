@@ -53,7 +53,7 @@ var mayImport = map[string][]string{
 	"internal/nodetrace": {"engine", "nodeconfig", "status", "internal/monotime", "internal/stagetrace"},
 	"internal/cluster":   {"auth", "bus", "client", "engine", "journal", "mdfeed", "status", "wire", "internal/stagetrace", "internal/verdict"},
 	"bench":              {"bus", "internal/cluster", "internal/monotime", "internal/pace"},
-	"sim":                {"arbiter", "bus", "client", "engine", "journal", "node", "nodeconfig", "transport", "wire", "witness"},
+	"sim":                {"arbiter", "auth", "bus", "client", "engine", "journal", "node", "nodeconfig", "transport", "wire", "witness"},
 	"cmd/seqbus":         {"*"},
 
 	// Under the command layer: what `seqbus demo`, `drill`, `stat` and
