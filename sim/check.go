@@ -210,7 +210,7 @@ func newChecker(s *sim) *checker {
 	if err != nil {
 		panic(err)
 	}
-	n := numNodes + 1
+	n := s.numNodes + 1
 	return &checker{
 		s: s, links: map[uint64]chainLink{}, stateOf: map[uint64]uint64{}, chainOf: map[stateKey]uint64{},
 		cur: make([]*trackedSM, n), ref: ref, outputs: map[string]int{}, mdBySeq: map[uint64]string{}, publishedMD: map[uint64]bool{},

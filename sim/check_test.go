@@ -14,7 +14,7 @@ import (
 
 func newTestChecker(t *testing.T) (*sim, *checker) {
 	t.Helper()
-	s := &sim{nodes: make([]*simNode, numNodes+1)}
+	s := &sim{nodes: make([]*simNode, DefaultNodes+1), numNodes: DefaultNodes}
 	for i := range s.nodes {
 		s.nodes[i] = &simNode{id: i}
 	}

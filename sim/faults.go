@@ -54,14 +54,14 @@ type fault struct {
 }
 
 // genSchedule draws 2 to 8 faults inside the fault phase.
-func genSchedule(r *rand.Rand, faultNs int64, lease arbiter.Config) []fault {
+func genSchedule(r *rand.Rand, faultNs int64, lease arbiter.Config, nodes int) []fault {
 	n := 2 + r.IntN(7)
 	fs := make([]fault, 0, n)
 	for range n {
 		f := fault{
 			kind: faultKind(r.IntN(int(numFaultKinds))),
 			at:   100_000_000 + int64(r.Uint64N(uint64(faultNs-200_000_000))),
-			node: 1 + r.IntN(numNodes),
+			node: 1 + r.IntN(nodes),
 			pick: r.Uint64(),
 		}
 		switch f.kind {
@@ -88,7 +88,7 @@ func (s *sim) describeSchedule() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "params: loss %.1f%% dup %.1f%% delay %s+[0,%s) drift-ppm %v sync-always %v group-window %s snapshot-every %d segment %dB send %.0f%%/5ms/client\n",
 		float64(p.lossPpm)/1e4, float64(p.dupPpm)/1e4, fmtDur(p.baseDelayNs), fmtDur(p.jitterNs),
-		[]int64{p.ratePpm[1] - 1e6, p.ratePpm[2] - 1e6, p.ratePpm[3] - 1e6}, p.syncAlways, fmtDur(p.groupWindowNs), p.snapshotEvery, p.segmentBytes, float64(p.sendPpm)/1e4)
+		driftPpm(p.ratePpm[1:s.numNodes+1]), p.syncAlways, fmtDur(p.groupWindowNs), p.snapshotEvery, p.segmentBytes, float64(p.sendPpm)/1e4)
 	fmt.Fprintf(&b, "faults (%d), then quiet from %s:\n", len(s.faults), fmtNs(s.faultNs))
 	for i, f := range s.faults {
 		fmt.Fprintf(&b, "  %d. at %s for %s: %s", i+1, fmtNs(f.at), fmtDur(f.dur), f.kind)
@@ -113,16 +113,17 @@ func (s *sim) currentPrimary(pick uint64) int {
 		}
 	}
 	if p == 0 {
-		p = 1 + int(pick%numNodes)
+		p = 1 + int(pick%uint64(s.numNodes))
 	}
 	return p
 }
 
 // standbyOf picks a node other than the primary p.
-func standbyOf(p int, pick uint64) int {
-	sb := 1 + int(pick>>8%numNodes)
+func (s *sim) standbyOf(p int, pick uint64) int {
+	n := uint64(s.numNodes)
+	sb := 1 + int(pick>>8%n)
 	if sb == p {
-		sb = 1 + sb%numNodes
+		sb = 1 + sb%s.numNodes
 	}
 	return sb
 }
@@ -140,12 +141,12 @@ func (s *sim) startFault(i int) {
 	f.active = true
 	p := s.currentPrimary(f.pick)
 	// other: a host other than the primary (a node or the witness).
-	other := 1 + int(f.pick>>8%numNodes)
+	other := 1 + int(f.pick>>8%uint64(s.numNodes))
 	if other == p {
 		other = s.witnessHost
 	}
 	if f.standby {
-		other = standbyOf(p, f.pick)
+		other = s.standbyOf(p, f.pick)
 	}
 	switch f.kind {
 	case fIsolatePrimary, fIsolateWitness, fSplitStandby, fOneWayIn, fOneWayOut:
@@ -202,7 +203,7 @@ func (s *sim) startPartition(f *fault, p, other int) {
 			}
 		}
 	case fSplitStandby:
-		sb := standbyOf(p, f.pick)
+		sb := s.standbyOf(p, f.pick)
 		s.block(f, p, sb)
 		s.block(f, sb, p)
 		f.target = sb
@@ -223,7 +224,7 @@ func (s *sim) startPause(f *fault, p int) bool {
 	if f.kind == fPausePrimary {
 		f.target = p
 	} else if f.standby {
-		f.target = standbyOf(p, f.pick)
+		f.target = s.standbyOf(p, f.pick)
 	}
 	sn := s.nodes[f.target]
 	if sn.n == nil || sn.paused {
@@ -286,4 +287,14 @@ func (s *sim) resume(id int) {
 		s.deliverNode(sn, e)
 	}
 	s.push(event{at: s.now, kind: evNodeTick, host: id, gen: sn.gen})
+}
+
+// driftPpm is each node's clock rate as ppm off real time, for the
+// schedule's description.
+func driftPpm(ratePpm []int64) []int64 {
+	out := make([]int64, len(ratePpm))
+	for i, r := range ratePpm {
+		out[i] = r - 1e6
+	}
+	return out
 }

@@ -185,9 +185,15 @@ type Regression struct {
 	// (empty: the seed must pass).
 	Known string
 	Note  string
-	// Keyed: the seed runs with Options.Keyed (the line's optional
-	// fourth field, "keyed").
+	// Keyed and Nodes: the seed runs with those Options (the line's
+	// optional fields after expect: "keyed", "nodes=N").
 	Keyed bool
+	Nodes int
+}
+
+// Options is the regression's run configuration.
+func (r Regression) Options() Options {
+	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes}
 }
 
 // ParseMutation is the inverse of Mutation.String.
@@ -201,9 +207,10 @@ func ParseMutation(s string) (Mutation, error) {
 }
 
 // ReadRegressions parses a regressions file: one seed per line as
-// "seed mutation expect [keyed] # note", expect being "pass" or
-// "known:SIGNATURE" (or "known:A|B": either), "keyed" running the seed
-// with Options.Keyed; blank lines and lines starting with # are skipped.
+// "seed mutation expect [keyed] [nodes=N] # note", expect being "pass" or
+// "known:SIGNATURE" (or "known:A|B": either), "keyed" and "nodes=N"
+// running the seed with Options.Keyed and Options.Nodes; blank lines and
+// lines starting with # are skipped.
 func ReadRegressions(r io.Reader) ([]Regression, error) {
 	var out []Regression
 	sc := bufio.NewScanner(r)
@@ -218,12 +225,25 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 			text = text[:i]
 		}
 		f := strings.Fields(text)
-		if len(f) == 4 && f[3] == "keyed" {
-			reg.Keyed, f = true, f[:3]
+		if len(f) < 3 {
+			return nil, fmt.Errorf("sim: regressions line %d: want \"seed mutation expect [keyed] [nodes=N]\"", line)
 		}
-		if len(f) != 3 {
-			return nil, fmt.Errorf("sim: regressions line %d: want \"seed mutation expect [keyed]\"", line)
+		for _, opt := range f[3:] {
+			n, isNodes := strings.CutPrefix(opt, "nodes=")
+			switch {
+			case opt == "keyed":
+				reg.Keyed = true
+			case isNodes:
+				v, err := strconv.Atoi(n)
+				if err != nil || v < 2 || v > MaxNodes {
+					return nil, fmt.Errorf("sim: regressions line %d: %s: want nodes=2..%d", line, opt, MaxNodes)
+				}
+				reg.Nodes = v
+			default:
+				return nil, fmt.Errorf("sim: regressions line %d: unknown option %q (keyed, nodes=N)", line, opt)
+			}
 		}
+		f = f[:3]
 		seed, err := strconv.ParseUint(f[0], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("sim: regressions line %d: %v", line, err)

@@ -55,7 +55,7 @@ func (e *endpoint) Receive([][]byte, []int, []netip.AddrPort, time.Duration) (in
 
 func (e *endpoint) Send(bufs [][]byte, to netip.AddrPort) error {
 	for _, b := range bufs {
-		if e.host <= numNodes {
+		if e.host <= e.s.numNodes {
 			e.s.noteSent(e.host, b)
 		}
 		e.c.DatagramsSent++

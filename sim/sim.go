@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"container/heap"
 	"encoding/binary"
 	"fmt"
@@ -88,6 +89,11 @@ type Options struct {
 	// refetching node, snapshot chunks, lease requests) runs through the
 	// same faults (TestSimKeyed).
 	Keyed bool
+	// Nodes is the cluster's size, 2..MaxNodes (0: DefaultNodes, a
+	// primary and two standbys): 2 is the smallest deployment, a primary
+	// and one standby, whose in-sync set empties when that standby does
+	// (TestSimTwoNodes).
+	Nodes int
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -121,11 +127,14 @@ const (
 
 // The simulated cluster.
 const (
-	numNodes   = 3
-	numClients = 3
-	tickNs     = 1_000_000
-	clientTick = 5_000_000
-	maxHeld    = 1024 // datagrams a paused node's socket buffer holds
+	// DefaultNodes is the cluster's size when Options.Nodes is 0: a
+	// primary and two standbys. MaxNodes bounds Options.Nodes.
+	DefaultNodes = 3
+	MaxNodes     = 5
+	numClients   = 3
+	tickNs       = 1_000_000
+	clientTick   = 5_000_000
+	maxHeld      = 1024 // datagrams a paused node's socket buffer holds
 )
 
 // Lease is the sim's lease configuration: a third of the default, so a
@@ -138,10 +147,11 @@ func Lease() arbiter.Config {
 type Result struct {
 	Seed     uint64
 	Mutation Mutation
-	// Keyed and DatagramBytes are the run's Options of those names: a
-	// replay needs them to be the same run.
+	// Keyed, DatagramBytes and Nodes are the run's Options of those
+	// names: a replay needs them to be the same run.
 	Keyed         bool
 	DatagramBytes int
+	Nodes         int
 	Violations    []string
 	// Schedule is the seed's parameters and fault schedule, readable.
 	Schedule string
@@ -206,8 +216,8 @@ func (s *Stats) Add(o Stats) {
 type params struct {
 	lossPpm, dupPpm       uint64
 	baseDelayNs, jitterNs int64
-	ratePpm               [numNodes + 1]int64
-	offsetNs              [numNodes + 1]int64
+	ratePpm               [MaxNodes + 1]int64
+	offsetNs              [MaxNodes + 1]int64
 	syncAlways            bool
 	groupWindowNs         int64
 	snapshotEvery         uint64
@@ -331,7 +341,7 @@ type sim struct {
 	trace          io.Writer
 	digest         uint64
 	stats          Stats
-	hashMismatches [numNodes + 1]uint64
+	hashMismatches [MaxNodes + 1]uint64
 	lease          arbiter.Config
 	lastLeader     uint32
 	maxGapNs       int64 // see Result.MaxAnswerGapNs
@@ -339,6 +349,7 @@ type sim struct {
 	groupAddr      netip.AddrPort
 	mdGroupAddr    netip.AddrPort
 	key            *auth.MasterKey // Options.Keyed: the cluster's master key
+	numNodes       int             // Options.Nodes, defaulted
 }
 
 // Run simulates one seed and checks every invariant. The same seed and
@@ -350,15 +361,19 @@ func Run(seed uint64, opts Options) (res Result) {
 	if opts.QuietNs <= 0 {
 		opts.QuietNs = DefaultQuietNs
 	}
-	s := &sim{seed: seed, opts: opts, rng: rand.New(rand.NewPCG(seed, seed^0x5eedb05)), trace: opts.Trace, lease: Lease()}
+	nodes := cmp.Or(opts.Nodes, DefaultNodes)
+	if nodes < 2 || nodes > MaxNodes {
+		return Result{Seed: seed, Mutation: opts.Mutation, Violations: []string{fmt.Sprintf("sim: Options.Nodes %d is outside 2..%d", opts.Nodes, MaxNodes)}}
+	}
+	s := &sim{seed: seed, opts: opts, rng: rand.New(rand.NewPCG(seed, seed^0x5eedb05)), trace: opts.Trace, lease: Lease(), numNodes: nodes}
 	s.faultNs, s.endNs = opts.FaultNs, opts.FaultNs+opts.QuietNs
 	s.chooseParams()
-	s.faults = genSchedule(s.rng, s.faultNs, s.lease)
+	s.faults = genSchedule(s.rng, s.faultNs, s.lease, nodes)
 	if sc := opts.scenario; sc != nil {
 		s.faults = append([]fault(nil), sc.faults...)
 		s.params.lossPpm, s.params.dupPpm, s.params.sendPpm = 0, 0, 1_000_000
 	}
-	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Schedule: s.describeSchedule()}
+	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
 			stack := strings.Split(string(debug.Stack()), "\n")
@@ -377,7 +392,7 @@ func Run(seed uint64, opts Options) (res Result) {
 	}()
 	s.build()
 	s.logf("seed %d mutation %s\n%s", seed, opts.Mutation, res.Schedule)
-	for i := 1; i <= numNodes; i++ {
+	for i := 1; i <= s.numNodes; i++ {
 		s.startNode(i)
 	}
 	for k := range s.clients {
@@ -409,7 +424,7 @@ func (s *sim) chooseParams() {
 	p.baseDelayNs = 20_000 + int64(r.Uint64N(200_000))
 	p.jitterNs = int64(r.Uint64N(5_000_001))
 	// Drift: within ±6 % of real time, under the margin's 15 %.
-	for i := 1; i <= numNodes; i++ {
+	for i := 1; i <= s.numNodes; i++ {
 		p.ratePpm[i] = 1_000_000 + int64(r.Uint64N(120_001)) - 60_000
 		p.offsetNs[i] = int64(r.Uint64N(1_000_000_000))
 	}
@@ -451,10 +466,10 @@ func (s *sim) build() {
 	}
 	s.hostAddr = append(s.hostAddr, netip.Addr{})
 	s.hostName = append(s.hostName, "-")
-	s.nodes = make([]*simNode, numNodes+1)
-	s.clocks = make([]*nodeClock, numNodes+1)
+	s.nodes = make([]*simNode, s.numNodes+1)
+	s.clocks = make([]*nodeClock, s.numNodes+1)
 	peers := map[uint32]netip.AddrPort{}
-	for i := 1; i <= numNodes; i++ {
+	for i := 1; i <= s.numNodes; i++ {
 		a := netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})
 		s.hostAddr = append(s.hostAddr, a)
 		s.hostName = append(s.hostName, fmt.Sprintf("n%d", i))
@@ -483,7 +498,7 @@ func (s *sim) build() {
 	s.witnessStore = &memStore{}
 	s.startWitness()
 	logger := s.nodeLogger
-	for i := 1; i <= numNodes; i++ {
+	for i := 1; i <= s.numNodes; i++ {
 		s.clocks[i] = &nodeClock{s: s, offsetNs: s.params.offsetNs[i], ratePpm: s.params.ratePpm[i]}
 		others := map[uint32]netip.AddrPort{}
 		for id, a := range peers {
@@ -731,7 +746,7 @@ func (s *sim) afterStep(sn *simNode) {
 
 func (s *sim) deliver(e event) {
 	switch {
-	case e.host <= numNodes:
+	case e.host <= s.numNodes:
 		sn := s.nodes[e.host]
 		if sn.n == nil {
 			return
@@ -797,7 +812,7 @@ func (s *sim) startWitness() {
 	cfg.Node = 100
 	if s.key != nil {
 		cfg.Key, cfg.Stream = s.key, simStream
-		for i := 1; i <= numNodes; i++ {
+		for i := 1; i <= s.numNodes; i++ {
 			cfg.Nodes = append(cfg.Nodes, uint32(i))
 		}
 	}
@@ -870,7 +885,7 @@ func (s *sim) goQuiet() {
 			s.endFault(i)
 		}
 	}
-	for i := 1; i <= numNodes; i++ {
+	for i := 1; i <= s.numNodes; i++ {
 		if s.nodes[i].n == nil {
 			s.startNode(i)
 		}
@@ -927,7 +942,7 @@ func (s *sim) converged() bool {
 	if p.n.Released() != pt.AppliedSeq() {
 		return false
 	}
-	if sc := s.opts.scenario; sc != nil && sc.fullInSync && len(p.n.Status().InSync.Members) != numNodes-1 {
+	if sc := s.opts.scenario; sc != nil && sc.fullInSync && len(p.n.Status().InSync.Members) != s.numNodes-1 {
 		return false
 	}
 	for _, sn := range s.nodes[1:] {

@@ -25,6 +25,7 @@ var (
 	flagTail     = flag.Int("tail", 150, "event-log lines printed for a failing seed")
 	flagKeyed    = flag.Bool("keyed", false, "run -seed keyed (Options.Keyed: a MAC on every frame)")
 	flagDatagram = flag.Int("datagram-bytes", 0, "run -seed with this datagram size (Options.DatagramBytes; 0: the default)")
+	flagNodes    = flag.Int("nodes", 0, "run -seed with this many nodes (Options.Nodes; 0: the default, 3)")
 )
 
 // CI budgets. Plain: ~10 seeds/s/core on a loaded 2-core machine, so 1000
@@ -72,14 +73,14 @@ func mutationFlag(t *testing.T) Mutation {
 // the real cores; with -seed=N it replays one seed with its event log.
 func TestSim(t *testing.T) {
 	if *flagSeed != 0 {
-		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram})
+		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes})
 		return
 	}
 	regs := regressions(t)
 	known := KnownSignatures(regs)
 	t.Run("regressions", func(t *testing.T) {
 		for _, reg := range regs {
-			r := Run(reg.Seed, Options{Mutation: reg.Mutation, Keyed: reg.Keyed})
+			r := Run(reg.Seed, reg.Options())
 			switch {
 			case reg.Known == "" && r.Failed():
 				reportFailure(t, r)
@@ -129,7 +130,7 @@ func TestSim(t *testing.T) {
 func reportFailure(t *testing.T, r Result) {
 	t.Helper()
 	var log bytes.Buffer
-	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Trace: &log})
+	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, Trace: &log})
 	var b strings.Builder
 	fmt.Fprintf(&b, "SEED %d FAILED (mutation %s)\n", r.Seed, r.Mutation)
 	for _, v := range r.Violations {
@@ -280,6 +281,9 @@ func TestReadRegressions(t *testing.T) {
 		{in: "9 none fail\n", err: true},
 		{in: "5 none pass keyed # k\n", want: []Regression{{Seed: 5, Note: "k", Keyed: true}}},
 		{in: "5 none pass unkeyed\n", err: true},
+		{in: "6 none pass nodes=2 keyed\n", want: []Regression{{Seed: 6, Keyed: true, Nodes: 2}}},
+		{in: "6 none pass nodes=1\n", err: true},
+		{in: "6 none pass nodes=x\n", err: true},
 	}
 	for _, tt := range tests {
 		got, err := ReadRegressions(strings.NewReader(tt.in))
@@ -344,6 +348,33 @@ func BenchmarkSeed(b *testing.B) {
 // jumbo and at the largest datagram size: fuller DATA, RETRANSMIT, OUTPUT,
 // snapshot and market-data frames through the same faults and the same
 // invariants.
+// TestSimTwoNodes runs seeds on the smallest deployment, a primary and
+// one standby (Options.Nodes 2), half of them keyed: its in-sync set
+// empties whenever that standby does, and every failover promotes the
+// only node left.
+func TestSimTwoNodes(t *testing.T) {
+	known := KnownSignatures(regressions(t))
+	n := max(budget()/20, 5)
+	for _, keyed := range []bool{false, true} {
+		sum := RunMany(context.Background(), 1, n, runtime.GOMAXPROCS(0), Options{Nodes: 2, Keyed: keyed}, known, nil)
+		t.Logf("keyed %v: %s", keyed, sum.String())
+		for _, r := range sum.Failures {
+			if !Tolerated(r, known) {
+				reportFailure(t, r)
+			}
+		}
+		if sum.Failed > len(sum.Failures) && sum.Failed > sum.Known {
+			t.Fatalf("%d of %d failures are not explained by known bugs (only the first %d kept)", sum.Failed-sum.Known, sum.Failed, FailuresKept)
+		}
+		if sum.Stats.Promotions == 0 || sum.Stats.Crashes == 0 || sum.Stats.Answered == 0 {
+			t.Fatalf("the budget exercised nothing: %+v", sum.Stats)
+		}
+	}
+	if r := Run(1, Options{Nodes: MaxNodes + 1}); !r.Failed() {
+		t.Fatal("a cluster past MaxNodes ran")
+	}
+}
+
 // TestSimKeyed runs seeds with one master key on every node, the
 // witness and the clients (Options.Keyed): every frame is sealed and
 // verified through the same failovers, crashes and refetches, so a keyed

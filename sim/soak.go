@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -20,9 +21,12 @@ type SoakConfig struct {
 }
 
 // Check refuses a soak that cannot run: no seeds, workers outside
-// 1..SoakWorkersMax, or seeds past the last uint64.
+// 1..SoakWorkersMax, seeds past the last uint64, or a cluster size
+// outside 2..MaxNodes.
 func (c SoakConfig) Check() error {
 	switch {
+	case c.Options.Nodes != 0 && (c.Options.Nodes < 2 || c.Options.Nodes > MaxNodes):
+		return fmt.Errorf("nodes %d: want 2..%d", c.Options.Nodes, MaxNodes)
 	case c.Seeds < 1:
 		return fmt.Errorf("seeds %d: want at least 1", c.Seeds)
 	case c.Workers < 1 || c.Workers > SoakWorkersMax:
@@ -46,7 +50,7 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 	if c.Options.Keyed {
 		keyed = ", keyed"
 	}
-	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, mutation %s%s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, m, keyed)
+	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, %d nodes, mutation %s%s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, cmp.Or(c.Options.Nodes, DefaultNodes), m, keyed)
 	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, nil, func(r Result) {
 		if r.Failed() {
 			fmt.Fprintf(w, "seed %d FAILED: %v\n  replay: %s\n", r.Seed, r.Violations[0], r.ReplayCommand())
@@ -68,6 +72,9 @@ func (r Result) ReplayCommand() string {
 	}
 	if r.DatagramBytes != 0 {
 		c += fmt.Sprintf(" -datagram-bytes=%d", r.DatagramBytes)
+	}
+	if r.Nodes != 0 {
+		c += fmt.Sprintf(" -nodes=%d", r.Nodes)
 	}
 	return c + " -v"
 }

@@ -23,6 +23,7 @@ func runSim(args []string) error {
 	from := fs.Uint64("from", 1, "first seed")
 	workers := fs.Int("workers", runtime.NumCPU(), fmt.Sprintf("seeds run in parallel, 1..%d (results do not depend on it)", sim.SoakWorkersMax))
 	mutation := fs.String("mutation", "none", "run with a safety mechanism off, to see the checker catch it: none, no-fencing, no-gating, lease-from-reply, no-quarantine")
+	nodes := fs.Int("nodes", sim.DefaultNodes, fmt.Sprintf("nodes in the simulated cluster, 2..%d (2: a primary and one standby)", sim.MaxNodes))
 	keyed := fs.Bool("keyed", false, "one master key on every node, the witness and the clients: a MAC on every frame (a failing seed replays with -keyed)")
 	trace := fs.Uint64("trace", 0, "print the event log of this one seed instead")
 	if err := parseFlags(fs, args); err != nil {
@@ -32,7 +33,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return usagef("--mutation: %v", err)
 	}
-	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed}}
+	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed, Nodes: *nodes}}
 	if err := cfg.Check(); err != nil {
 		return usagef("%v", err)
 	}
