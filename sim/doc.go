@@ -5,8 +5,10 @@
 //
 // # What runs
 //
-// The real code the processes run: three node.Node (sequencer, standby
-// window, lease keeper, in-sync set, release gate, journal), each driven by
+// The real code the processes run: three node.Node (Options.Nodes: two
+// to MaxNodes; sequencer, standby window, lease keeper, in-sync set,
+// release gate, journal, and with Options.Keyed the frame MACs under one
+// master key that the witness and the clients share), each driven by
 // hand through Deliver, Tick and SyncStep, never Start; the witness's
 // socket-free witness.Core (Step, then Persisted once the in-memory store
 // has saved what it asks), as witness.Server drives it; and three clients
