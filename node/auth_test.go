@@ -174,11 +174,7 @@ func testRefetchOfOlderEpochs(t *testing.T, keyed bool) {
 	defer goleak.VerifyNone(t)
 	var key *auth.MasterKey
 	if keyed {
-		k, err := auth.GenerateMasterKey(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		key = &k
+		key = newTestKey(t)
 	}
 	lease := arbiter.DefaultConfig()
 	w, waddr := startWitnessWith(t, lease, func(cfg *witness.Config) { cfg.Key, cfg.Nodes, cfg.Stream = key, []uint32{1, 2, 3}, 9 })
@@ -222,19 +218,16 @@ func testRefetchOfOlderEpochs(t *testing.T, keyed bool) {
 // every frame of its own epoch as unknown-key and never acks again.
 func TestAuthenticatedStandbyRestart(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	key, err := auth.GenerateMasterKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newTestKey(t)
 	c := newCluster(t, 2)
 	defer c.closeAll()
-	withKey := func(cfg *nodeconfig.Config) { cfg.Key = &key }
+	withKey := func(cfg *nodeconfig.Config) { cfg.Key = key }
 	c.start(1, withKey)
 	c.start(2, withKey)
 	// One client per load: its session's answers are counted alone.
 	load := func(session uint64) {
 		t.Helper()
-		cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: c.addrs[1], Idle: testIdle, Key: &key, Stream: 9})
+		cl, err := client.Dial(client.Options{Core: client.Config{Session: session}, Primary: c.addrs[1], Idle: testIdle, Key: key, Stream: 9})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,4 +248,14 @@ func TestAuthenticatedStandbyRestart(t *testing.T) {
 	if st := c.nodes[2].Status(); st.Applied < 600 {
 		t.Fatalf("restarted standby applied %d of 600", st.Applied)
 	}
+}
+
+// newTestKey is a fresh random master key.
+func newTestKey(t testing.TB) *auth.MasterKey {
+	t.Helper()
+	k, err := auth.GenerateMasterKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &k
 }
