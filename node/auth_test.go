@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -197,6 +198,18 @@ func testRefetchOfOlderEpochs(t *testing.T, keyed bool) {
 		t.Fatalf("load: %v, answered %d", err, rep.Stats.Answered)
 	}
 	c.waitConverged2(first, 10*time.Second)
+	// Only a member of the in-sync set the witness confirmed may take
+	// over: wait for the standby's confirmation (a slow run can stop the
+	// primary before its proposal was granted, and then, rightly, nobody
+	// leads).
+	other := arbiter.NodeID(3 - first)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(c.nodes[first].Status().InSync.Members, other) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d never confirmed in sync: %v", other, c.nodes[first].Status().InSync.Members)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	c.stop(first)
 	second := c.waitPrimary(10*time.Second, first)
 	if e := c.nodes[second].Status().Epoch; e < 2 {
