@@ -139,12 +139,7 @@ func TestFramesUnknownEpochRateLimit(t *testing.T) {
 	good := parse(t, sender.Seal(nil, frameOf(t, wire.TypeData, 5, 1)))
 	forged := parse(t, forger.Seal(nil, frameOf(t, wire.TypeData, 5, 1)))
 	r := NewFrames(master, testStream, testNode)
-	steps := []struct {
-		f       *wire.Frame
-		highest uint64
-		nowNs   int64
-		want    Verdict
-	}{
+	checkVerdicts(t, r, []verifyStep{
 		{&good, 6, 0, UnknownKey},                    // below the highest epoch accepted: never derived
 		{&forged, 4, 0, BadMAC},                      // derived (the first may come at once), refused, not installed
 		{&good, 4, InstallEveryNs - 1, UnknownKey},   // within a millisecond of the last derivation
@@ -152,12 +147,7 @@ func TestFramesUnknownEpochRateLimit(t *testing.T) {
 		{&good, 4, InstallEveryNs, VerifiedNewEpoch},
 		{&good, 4, InstallEveryNs, Verified}, // held now, no derivation, no limit
 		{&forged, 5, InstallEveryNs + 1, BadMAC},
-	}
-	for i, s := range steps {
-		if v := r.Verify(s.f, s.highest, s.nowNs); v != s.want {
-			t.Fatalf("step %d: verdict %d, want %d", i, v, s.want)
-		}
-	}
+	})
 	if got := r.Epochs(nil); !slices.Equal(got, []uint64{5}) {
 		t.Fatalf("epochs held %v, want [5]: a forged frame installed a key", got)
 	}
@@ -176,26 +166,13 @@ func TestFramesRederiveHighestEpoch(t *testing.T) {
 	good := parse(t, sender.Seal(nil, frameOf(t, wire.TypeData, 5, 1)))
 	forged := parse(t, forger.Seal(nil, frameOf(t, wire.TypeData, 5, 1)))
 	r := NewFrames(master, testStream, testNode)
-	steps := []struct {
-		f     *wire.Frame
-		nowNs int64
-		want  Verdict
-	}{
-		{&prev, 0, VerifiedNewEpoch}, // highest 3: epoch 4 is new
-		{&forged, 2 * InstallEveryNs, BadMAC},
-		{&good, 3 * InstallEveryNs, Verified},
-		{&good, 3 * InstallEveryNs, Verified},
-		{&prev, 3 * InstallEveryNs, Verified},
-	}
-	for i, s := range steps {
-		highest := uint64(5)
-		if i == 0 {
-			highest = 3
-		}
-		if v := r.Verify(s.f, highest, s.nowNs); v != s.want {
-			t.Fatalf("step %d: verdict %d, want %d", i, v, s.want)
-		}
-	}
+	checkVerdicts(t, r, []verifyStep{
+		{&prev, 3, 0, VerifiedNewEpoch}, // epoch 4 is new
+		{&forged, 5, 2 * InstallEveryNs, BadMAC},
+		{&good, 5, 3 * InstallEveryNs, Verified},
+		{&good, 5, 3 * InstallEveryNs, Verified},
+		{&prev, 5, 3 * InstallEveryNs, Verified},
+	})
 	if got := r.Epochs(nil); !slices.Equal(slices.Sorted(slices.Values(got)), []uint64{4, 5}) {
 		t.Fatalf("epochs held %v, want 4 and 5", got)
 	}
@@ -222,28 +199,15 @@ func TestFramesRetransmitOfOlderEpoch(t *testing.T) {
 	_ = forger.Seal(nil, frameOf(t, wire.TypeHeartbeat, 5, 1))
 	forged := parse(t, forger.Seal(nil, frameOf(t, wire.TypeRetransmit, 3, 1)))
 	r := NewFrames(master, testStream, testNode)
-	steps := []struct {
-		f     *wire.Frame
-		nowNs int64
-		want  Verdict
-	}{
-		{&current, 0, VerifiedNewEpoch}, // accepted at 4: new
-		{&old, 1, Verified},             // under epoch 5's key: nothing derived, no rate limit
-		{&old, 2, Verified},
-		{&captured, 3 * InstallEveryNs, UnknownKey}, // signed under epoch 1's key, not ours
-		{&oldData, 4 * InstallEveryNs, UnknownKey},
-		{&forged, 5 * InstallEveryNs, UnknownKey}, // a RETRANSMIT names no signing epoch
-		{&current, 5 * InstallEveryNs, Verified},
-	}
-	for i, s := range steps {
-		highest := uint64(5)
-		if i == 0 {
-			highest = 4
-		}
-		if v := r.Verify(s.f, highest, s.nowNs); v != s.want {
-			t.Fatalf("step %d: verdict %d, want %d", i, v, s.want)
-		}
-	}
+	checkVerdicts(t, r, []verifyStep{
+		{&current, 4, 0, VerifiedNewEpoch}, // accepted at 4: new
+		{&old, 5, 1, Verified},             // under epoch 5's key: nothing derived, no rate limit
+		{&old, 5, 2, Verified},
+		{&captured, 5, 3 * InstallEveryNs, UnknownKey}, // signed under epoch 1's key, not ours
+		{&oldData, 5, 4 * InstallEveryNs, UnknownKey},
+		{&forged, 5, 5 * InstallEveryNs, UnknownKey}, // a RETRANSMIT names no signing epoch
+		{&current, 5, 5 * InstallEveryNs, Verified},
+	})
 	if got := r.Epochs(nil); !slices.Equal(got, []uint64{5}) {
 		t.Fatalf("ring epochs %v, want [5]: history must derive no key", got)
 	}
@@ -383,5 +347,24 @@ func TestFramesSteadyPathAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per run, want 0", allocs)
+	}
+}
+
+// verifyStep is one Verify call of a scripted sequence: the frame, the
+// highest epoch accepted, the time and the verdict wanted.
+type verifyStep struct {
+	f       *wire.Frame
+	highest uint64
+	nowNs   int64
+	want    Verdict
+}
+
+// checkVerdicts runs steps in order against r.
+func checkVerdicts(t *testing.T, r *Frames, steps []verifyStep) {
+	t.Helper()
+	for i, s := range steps {
+		if v := r.Verify(s.f, s.highest, s.nowNs); v != s.want {
+			t.Fatalf("step %d: verdict %d, want %d", i, v, s.want)
+		}
 	}
 }

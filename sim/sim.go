@@ -182,7 +182,8 @@ type Stats struct {
 	// frames the nodes dropped for a missing or bad MAC (none in a
 	// keyed run: nothing in the simulation forges); UnknownKeys: for an
 	// epoch whose key they do not hold (a deposed primary's retired
-	// epoch, a derivation past its rate limit).
+	// epoch, a derivation past its rate limit), or a RETRANSMIT signed
+	// under an epoch they do not follow.
 	RetransmitsReceived, BadMACs, UnknownKeys uint64
 }
 

@@ -15,7 +15,8 @@ import (
 // runSim is a soak outside CI: the deterministic simulator (package sim)
 // over many seeds, printing seeds/second and what was covered (sim.Soak).
 // A failing seed replays bit for bit with `go test ./sim -run 'TestSim$'
-// -seed=N -v` (the soak prints the flags its options need, -keyed). Ctrl-C ends a soak: the seeds under way finish and the
+// -seed=N -v` (the soak prints the flags its options need: -keyed,
+// -nodes=N). Ctrl-C ends a soak: the seeds under way finish and the
 // summary of what ran is printed.
 func runSim(args []string) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
