@@ -363,29 +363,69 @@ func (j *Journal) roll(firstSeq uint64) error {
 func (j *Journal) Sync() error {
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
+	_, err := j.syncLocked()
+	return err
+}
+
+// SyncResult says what a SyncOnce did.
+type SyncResult uint8
+
+const (
+	// SyncedNothing: everything appended was synced already (or the call
+	// failed).
+	SyncedNothing SyncResult = iota
+	// Synced: an fsync ran and Durable() rose to what was appended.
+	Synced
+	// SyncBusy: TrySync only, another goroutine's Sync was under way;
+	// nothing was done (what it does not cover waits for the next Sync).
+	SyncBusy
+)
+
+// SyncOnce is Sync that says whether an fsync ran, so a caller can time
+// the ones that did (storage.Committer).
+func (j *Journal) SyncOnce() (SyncResult, error) {
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	return j.syncLocked()
+}
+
+// TrySync is SyncOnce unless a Sync is under way on another goroutine:
+// then it returns SyncBusy at once rather than wait for that fsync. The
+// owner calls it to sync inline without ever queueing behind the fsync
+// thread.
+func (j *Journal) TrySync() (SyncResult, error) {
+	if !j.syncMu.TryLock() {
+		return SyncBusy, nil
+	}
+	defer j.syncMu.Unlock()
+	return j.syncLocked()
+}
+
+// syncLocked is Sync's body; syncMu held.
+func (j *Journal) syncLocked() (SyncResult, error) {
 	if err := j.failed(); err != nil {
-		return err
+		return SyncedNothing, err
 	}
 	j.mu.Lock()
 	if j.syncClosed {
 		j.mu.Unlock()
-		return ErrClosed
+		return SyncedNothing, ErrClosed
 	}
 	f, target, dirDirty := j.syncFile, j.appendedSeq, j.dirDirty
 	j.dirDirty = false
 	j.pendingRecords, j.pendingSinceNs = 0, 0
 	j.mu.Unlock()
 	if target == j.syncedSeq && !dirDirty {
-		return nil
+		return SyncedNothing, nil
 	}
 	if f != nil {
 		if err := f.Sync(); err != nil {
-			return j.fail(err)
+			return SyncedNothing, j.fail(err)
 		}
 	}
 	if dirDirty {
 		if err := j.fs.SyncDir(j.dir); err != nil {
-			return j.fail(err)
+			return SyncedNothing, j.fail(err)
 		}
 	}
 	// Only a holder of syncMu changes appendedSeq downwards (TruncateAfter,
@@ -395,7 +435,7 @@ func (j *Journal) Sync() error {
 	if j.opts.Policy != SyncNone {
 		j.durable.Store(target)
 	}
-	return nil
+	return Synced, nil
 }
 
 // SyncDue reports whether the policy wants Sync called now: for group,

@@ -497,3 +497,39 @@ func TestSyncNoneRollsWithoutFsync(t *testing.T) {
 		t.Fatalf("%d segments, durable %d: want several rolls and everything durable", len(j.segs), j.Durable())
 	}
 }
+
+// SyncOnce says whether an fsync ran; TrySync never waits for a Sync
+// under way on another goroutine (syncMu held), and does nothing then.
+func TestSyncOnceAndTrySync(t *testing.T) {
+	fsys := NewMemFS()
+	j, _ := mustOpen(t, fsys, testDir, Options{SegmentBytes: 64 << 10, Policy: SyncGroup})
+	defer j.Close()
+	if r, err := j.SyncOnce(); r != SyncedNothing || err != nil {
+		t.Fatalf("nothing appended: %v, %v", r, err)
+	}
+	if err := j.Append(1, 1, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := j.SyncOnce(); r != Synced || err != nil || j.Durable() != 1 {
+		t.Fatalf("one record: %v, %v, durable %d", r, err, j.Durable())
+	}
+	if err := j.Append(1, 2, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	j.syncMu.Lock() // another goroutine's Sync, under way
+	r, err := j.TrySync()
+	j.syncMu.Unlock()
+	if r != SyncBusy || err != nil || j.Durable() != 1 {
+		t.Fatalf("during another sync: %v, %v, durable %d; want busy, nothing done", r, err, j.Durable())
+	}
+	if r, err := j.TrySync(); r != Synced || err != nil || j.Durable() != 2 {
+		t.Fatalf("free: %v, %v, durable %d", r, err, j.Durable())
+	}
+	fsys.SetSyncError(errors.New("disk gone"))
+	if err := j.Append(1, 3, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := j.TrySync(); r != SyncedNothing || err == nil || j.Durable() != 2 {
+		t.Fatalf("failed fsync: %v, %v, durable %d", r, err, j.Durable())
+	}
+}

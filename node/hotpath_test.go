@@ -19,6 +19,7 @@ import (
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/transport"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // drivenPrimary is a static primary driven by hand (no Start, so no
@@ -43,7 +44,7 @@ func drivenPrimaryFS(tb testing.TB, policy journal.SyncPolicy, fs journal.FS, di
 	return drivenPrimaryOnFS(tb, policy, nopNetwork{}, fs, dir)
 }
 
-func drivenPrimaryOnFS(tb testing.TB, policy journal.SyncPolicy, nw transport.Network, fs journal.FS, dir string) (*Node, *stepClock) {
+func drivenPrimaryOnFS(tb testing.TB, policy journal.SyncPolicy, nw transport.Network, fs journal.FS, dir string, mods ...func(*nodeconfig.Config)) (*Node, *stepClock) {
 	tb.Helper()
 	clk := &stepClock{ns: 1}
 	cfg := nodeconfig.Config{
@@ -53,6 +54,9 @@ func drivenPrimaryOnFS(tb testing.TB, policy journal.SyncPolicy, nw transport.Ne
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Role: nodeconfig.RolePrimary, Epoch: 1, Journal: journal.Options{Policy: policy, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
+	}
+	for _, mod := range mods {
+		mod(&cfg)
 	}
 	n, err := New(cfg)
 	if err != nil {
@@ -101,6 +105,33 @@ func TestSyncGroupKicksOnlyForUnsynced(t *testing.T) {
 	}
 	if n.commit.TakeKick() {
 		t.Fatal("ticks with nothing to sync kicked the syncer")
+	}
+}
+
+// With FsyncInlineBelowNs and a fast disk, the pass that appends a
+// command fsyncs it itself: durable at once, the fsync thread never
+// kicked, and the standby's ack releases the output with no fsync thread,
+// SyncStep or agent pass in between. Without it, nothing is released
+// until the fsync thread's commit has been picked up.
+func TestInlineFsyncReleasesInThePass(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		n, _ := drivenPrimaryOnFS(t, journal.SyncGroup, nopNetwork{}, journal.NewMemFS(), "/j", func(cfg *nodeconfig.Config) {
+			if inline {
+				cfg.FsyncInlineBelowNs = nodeconfig.DefaultFsyncInlineBelowNs
+			}
+		})
+		n.Deliver(commandFrame(7, 1, 100), replayClient)
+		kicked := n.commit.TakeKick()
+		ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: replayStandby, Epoch: 1}, Seq: 1}
+		n.Deliver(ack.Append(nil), n.cfg.Peers[replayStandby])
+		st := n.Status()
+		if inline {
+			if kicked || st.Durable != 1 || st.Released != 1 || st.Fsync.Inline != 1 || st.Fsync.Thread != 0 {
+				t.Fatalf("inline: kicked %v, durable %d, released %d, fsyncs %+v; want no kick, 1, 1, one inline", kicked, st.Durable, st.Released, st.Fsync)
+			}
+		} else if !kicked || st.Durable != 0 || st.Released != 0 || st.Fsync.Inline != 0 {
+			t.Fatalf("on the thread: kicked %v, durable %d, released %d, fsyncs %+v; want a kick and nothing durable yet", kicked, st.Durable, st.Released, st.Fsync)
+		}
 	}
 }
 

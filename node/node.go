@@ -147,7 +147,7 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 		n.closeArbiter()
 		return nil, err
 	}
-	n.commit = storage.NewCommitter(n.j, cfg.Journal.Policy, n.wakeAgent)
+	n.commit = storage.NewCommitter(n.j, cfg.Journal.Policy, n.wakeAgent, storage.Inline{BelowNs: cfg.FsyncInlineBelowNs, NowNs: n.nowNs})
 	if err := n.tr.Open(); err != nil {
 		n.j.Close()
 		n.closeArbiter()

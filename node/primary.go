@@ -200,14 +200,23 @@ func (n *Node) flushData() {
 }
 
 // afterAppend lets durability follow the appends: with fsync none the
-// journal calls them durable at once; otherwise the fsync thread is kicked.
+// journal calls them durable at once; otherwise they are synced inline
+// (a fast disk) or the fsync thread is kicked (storage.Committer).
 func (n *Node) afterAppend(now int64) {
 	if err := n.j.Flush(); err != nil {
 		n.journalFailed(err)
 		return
 	}
+	n.kickSync()
 	n.setDurable()
-	n.commit.Kick()
+}
+
+// kickSync has what was written synced (storage.Committer.Kick): at once,
+// inline, or by the fsync thread later.
+func (n *Node) kickSync() {
+	if err := n.commit.Kick(); err != nil {
+		n.syncFailedLocked(err)
+	}
 }
 
 // setDurable tells the gate how far the journal is durable.

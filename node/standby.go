@@ -205,7 +205,7 @@ func (n *Node) standbyAfterBatch(now int64) {
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.fol.Applied())
 	}
 	n.flushJournal()
-	n.commit.Kick()
+	n.kickSync()
 	n.fol.Durable(n.j.Durable())
 	n.fol.EndBatch(now)
 	n.followerReady()

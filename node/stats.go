@@ -37,6 +37,7 @@ func (n *Node) statusLocked() status.Status {
 	}
 	st.Node.Counters = n.replay.Counters()
 	st.SetStorage(n.st.Counters(), n.snaps)
+	st.Fsync = n.commit.Counters()
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.SetInSync(&n.isr)

@@ -70,6 +70,13 @@ const (
 	// time at most (a full flush is ~60 µs of copying), and always at the
 	// end of each received batch.
 	DefaultJournalWriteBufferBytes = 256 << 10
+	// DefaultFsyncInlineBelowNs (`seqbus node --fsync-inline`): the agent
+	// fsyncs inline while fsyncs average at most 20 µs (tmpfs, a
+	// battery-backed NVMe), about what the two wake-ups of a hand-off to
+	// the fsync thread and back cost on a busy 2-core box (docs/tuning.md);
+	// a disk slower than that keeps the fsync thread, so the agent's loop
+	// never waits for it.
+	DefaultFsyncInlineBelowNs = int64(20 * time.Microsecond)
 	// SnapshotChunkBurst is how many chunks the primary sends per request.
 	SnapshotChunkBurst = 32
 )
@@ -136,6 +143,13 @@ type Config struct {
 	// bounds it meets early rather than waits; the simulator's SyncStep
 	// still applies them through journal.SyncDue.
 	Journal journal.Options
+	// FsyncInlineBelowNs: under fsync group and always, the agent fsyncs
+	// on its own thread, with no hand-off to the fsync thread and back,
+	// while the journal's recent fsyncs take at most this long on average
+	// (storage.Inline: a fast disk); slower, they stay on the fsync
+	// thread. 0 (the zero value) never syncs inline; `seqbus node`
+	// defaults to DefaultFsyncInlineBelowNs.
+	FsyncInlineBelowNs int64
 	// FS holds the journal; nil means the real filesystem (tests inject
 	// journal.MemFS to fail or crash the disk).
 	FS journal.FS
@@ -252,6 +266,9 @@ func (c *Config) checkRequired() error {
 	}
 	if c.Role == RolePrimary && c.Epoch == 0 {
 		return fmt.Errorf("%w: a static primary needs an epoch >= 1", ErrConfig)
+	}
+	if c.FsyncInlineBelowNs < 0 {
+		return fmt.Errorf("%w: fsync inline bound %v is negative", ErrConfig, time.Duration(c.FsyncInlineBelowNs))
 	}
 	if c.TTL < 0 || c.TTL > 255 {
 		return fmt.Errorf("%w: multicast TTL %d not in 0..255", ErrConfig, c.TTL)

@@ -187,13 +187,14 @@ type Regression struct {
 	Note  string
 	// Keyed and Nodes: the seed runs with those Options (the line's
 	// optional fields after expect: "keyed", "nodes=N").
-	Keyed bool
-	Nodes int
+	Keyed      bool
+	Nodes      int
+	InlineSync bool
 }
 
 // Options is the regression's run configuration.
 func (r Regression) Options() Options {
-	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes}
+	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes, InlineSync: r.InlineSync}
 }
 
 // ParseMutation is the inverse of Mutation.String.
@@ -233,6 +234,8 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 			switch {
 			case opt == "keyed":
 				reg.Keyed = true
+			case opt == "inline-sync":
+				reg.InlineSync = true
 			case isNodes:
 				v, err := strconv.Atoi(n)
 				if err != nil || v < 2 || v > MaxNodes {
@@ -240,7 +243,7 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 				}
 				reg.Nodes = v
 			default:
-				return nil, fmt.Errorf("sim: regressions line %d: unknown option %q (keyed, nodes=N)", line, opt)
+				return nil, fmt.Errorf("sim: regressions line %d: unknown option %q (keyed, nodes=N, inline-sync)", line, opt)
 			}
 		}
 		f = f[:3]

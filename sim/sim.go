@@ -94,6 +94,12 @@ type Options struct {
 	// and one standby, whose in-sync set empties when that standby does
 	// (TestSimTwoNodes).
 	Nodes int
+	// InlineSync has every node fsync on its own agent when it appends
+	// (Config.FsyncInlineBelowNs; a simulated fsync takes no time, so
+	// always), not at the group committer's SyncStep: durability, acks
+	// and releases in the same pass as the append, through the same
+	// crashes and disk faults (TestSimInlineSync).
+	InlineSync bool
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -147,11 +153,12 @@ func Lease() arbiter.Config {
 type Result struct {
 	Seed     uint64
 	Mutation Mutation
-	// Keyed, DatagramBytes and Nodes are the run's Options of those
-	// names: a replay needs them to be the same run.
+	// Keyed, DatagramBytes, Nodes and InlineSync are the run's Options
+	// of those names: a replay needs them to be the same run.
 	Keyed         bool
 	DatagramBytes int
 	Nodes         int
+	InlineSync    bool
 	Violations    []string
 	// Schedule is the seed's parameters and fault schedule, readable.
 	Schedule string
@@ -185,6 +192,9 @@ type Stats struct {
 	// epoch, a derivation past its rate limit), or a RETRANSMIT signed
 	// under an epoch they do not follow.
 	RetransmitsReceived, BadMACs, UnknownKeys uint64
+	// InlineSyncs and ThreadSyncs: the fsyncs the nodes ran on their
+	// agent (Options.InlineSync) and by the committer's step.
+	InlineSyncs, ThreadSyncs uint64
 }
 
 // Add sums s and o.
@@ -211,6 +221,8 @@ func (s *Stats) Add(o Stats) {
 	s.RetransmitsReceived += o.RetransmitsReceived
 	s.BadMACs += o.BadMACs
 	s.UnknownKeys += o.UnknownKeys
+	s.InlineSyncs += o.InlineSyncs
+	s.ThreadSyncs += o.ThreadSyncs
 }
 
 // params are the seed's random choices made up front.
@@ -374,7 +386,7 @@ func Run(seed uint64, opts Options) (res Result) {
 		s.faults = append([]fault(nil), sc.faults...)
 		s.params.lossPpm, s.params.dupPpm, s.params.sendPpm = 0, 0, 1_000_000
 	}
-	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, Schedule: s.describeSchedule()}
+	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
 			stack := strings.Split(string(debug.Stack()), "\n")
@@ -511,6 +523,10 @@ func (s *sim) build() {
 		if s.params.syncAlways {
 			jopts.Policy = journal.SyncAlways
 		}
+		var inlineNs int64
+		if s.opts.InlineSync {
+			inlineNs = nodeconfig.DefaultFsyncInlineBelowNs
+		}
 		cfg := nodeconfig.Config{
 			ID: uint32(i), Stream: simStream, Dir: "/n", DatagramBytes: s.opts.DatagramBytes,
 			Listen: peers[uint32(i)], Group: s.groupAddr, MarketData: s.mdGroupAddr,
@@ -518,6 +534,7 @@ func (s *sim) build() {
 			InSyncTimeoutNs:        100_000_000,
 			Network:                simNetwork{s: s, host: i},
 			Journal:                jopts,
+			FsyncInlineBelowNs:     inlineNs,
 			HashEvery:              16,
 			SnapshotEvery:          s.params.snapshotEvery,
 			PublisherCapacity:      1024,
@@ -642,6 +659,7 @@ func (s *sim) collectNodeStats(sn *simNode) {
 	s.stats.RetransmitsReceived += st.Node.RetransmitsReceived
 	s.stats.BadMACs += st.Node.DropNoMAC + st.Node.DropBadMAC
 	s.stats.UnknownKeys += st.Node.DropUnknownKey
+	s.stats.InlineSyncs += st.Fsync.Inline
 	s.hashMismatches[sn.id] += st.Node.HashMismatches
 }
 
@@ -670,7 +688,9 @@ func (s *sim) nodeTick(e event) {
 	}
 	sn.n.Tick()
 	sn.ticks++
-	sn.n.SyncStep()
+	if sn.n.SyncStep() {
+		s.stats.ThreadSyncs++
+	}
 	s.afterStep(sn)
 	s.push(event{at: s.now + s.clocks[e.host].tickEveryNs(), kind: evNodeTick, host: e.host, gen: sn.gen})
 }

@@ -50,6 +50,9 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 	if c.Options.Keyed {
 		keyed = ", keyed"
 	}
+	if c.Options.InlineSync {
+		keyed += ", inline fsync"
+	}
 	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, %d nodes, mutation %s%s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, cmp.Or(c.Options.Nodes, DefaultNodes), m, keyed)
 	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, nil, func(r Result) {
 		if r.Failed() {
@@ -75,6 +78,9 @@ func (r Result) ReplayCommand() string {
 	}
 	if r.Nodes != 0 {
 		c += fmt.Sprintf(" -nodes=%d", r.Nodes)
+	}
+	if r.InlineSync {
+		c += " -inline-sync"
 	}
 	return c + " -v"
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/seqbus/seqbus/mdfeed"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/session"
+	"github.com/seqbus/seqbus/storage"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -219,6 +220,9 @@ type Status struct {
 	// waiting for the disk, being written, or written and not yet
 	// compacted behind (the agent finishes a write at its next pass).
 	SnapshotsWriting int `json:"snapshots_writing"`
+	// Fsync: the journal's fsyncs run inline on the agent and on the
+	// fsync thread, and their moving average (storage.Committer).
+	Fsync storage.CommitterCounters `json:"fsync"`
 	// DatagramBytes is the largest datagram this node sends and reads
 	// (Config.DatagramBytes after defaults): every member and client of a
 	// stream must use the same.

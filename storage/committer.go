@@ -25,27 +25,67 @@ import (
 // makes records durable as it writes them, Kick does nothing and no
 // thread is started.
 //
+// Where the disk's fsync is fast (Inline), the owner fsyncs on its own
+// thread instead, when it kicks: handing an fsync of a few µs to another
+// thread and back costs two wake-ups, each a thread the kernel must put on
+// a CPU (9–10 µs each on a busy 2-core box, docs/tuning.md), more than the
+// fsync itself. Every fsync, inline or on the thread, is timed; the owner
+// syncs inline while their moving average is at most Inline.BelowNs, and
+// kicks the thread otherwise, so a slow disk (or one that turns slow)
+// never holds the owner's loop, and one that turns fast again is used
+// inline again after a few of the thread's fsyncs.
+//
 // Kick, Pending and Take are the owner's (its agent thread); Start and
 // Stop its lifecycle's.
 type Committer struct {
-	j    *journal.Journal
-	none bool
-	w    *bus.Worker
-	wake func()
+	j      *journal.Journal
+	none   bool
+	w      *bus.Worker
+	wake   func()
+	inline Inline
 
 	failures atomic.Uint64
 	err      atomic.Pointer[error] // the first failure
 
-	// The owner's: what Take last reported.
-	durableSeen, failuresSeen uint64
+	// avgNs is the moving average of the fsyncs' times (1/8 weight to the
+	// newest), written after each by whichever thread ran it.
+	avgNs            atomic.Int64
+	inlineN, threadN atomic.Uint64
+	durableSeen      uint64 // the owner's: what Take last reported
+	failuresSeen     uint64
+}
+
+// Inline says when the owner fsyncs on its own thread (Committer).
+type Inline struct {
+	// BelowNs: sync inline while the fsyncs' moving average is at most
+	// this (0: never; every fsync on the thread).
+	BelowNs int64
+	// NowNs times the fsyncs (monotonic ns); nil with BelowNs 0.
+	NowNs func() int64
+}
+
+// CommitterCounters is what a Committer did, for status.
+type CommitterCounters struct {
+	Inline uint64 // fsyncs run by the owner, inline
+	Thread uint64 // fsyncs run by the fsync thread
+	AvgNs  int64  // their moving average, ns
 }
 
 // NewCommitter returns the fsync thread for j under policy, not started;
 // wake is called (from the thread) after each publication.
-func NewCommitter(j *journal.Journal, policy journal.SyncPolicy, wake func()) *Committer {
-	c := &Committer{j: j, none: policy == journal.SyncNone, wake: wake, durableSeen: j.Durable()}
+func NewCommitter(j *journal.Journal, policy journal.SyncPolicy, wake func(), inline Inline) *Committer {
+	if inline.NowNs == nil {
+		inline.BelowNs = 0
+	}
+	c := &Committer{j: j, none: policy == journal.SyncNone, wake: wake, inline: inline, durableSeen: j.Durable()}
 	c.w = bus.NewWorker(c.commit)
 	return c
+}
+
+// Counters reports the fsyncs run inline and on the thread, and their
+// moving average. Safe from any goroutine.
+func (c *Committer) Counters() CommitterCounters {
+	return CommitterCounters{Inline: c.inlineN.Load(), Thread: c.threadN.Load(), AvgNs: c.avgNs.Load()}
 }
 
 // Start runs the thread (not under fsync none).
@@ -58,22 +98,45 @@ func (c *Committer) Start() {
 // Stop stops the thread and waits for a commit under way.
 func (c *Committer) Stop() { c.w.Stop() }
 
-// Kick wakes the thread when something written is not durable yet; it
-// never blocks. Under fsync none, and while everything written is
-// durable (a tick or a pass that appended nothing), it wakes nobody.
-func (c *Committer) Kick() {
+// Kick makes what was written durable: at once, on the caller, while
+// the fsyncs are fast (Inline) and the thread is not syncing; otherwise
+// it wakes the thread and never blocks. Under fsync none, and while
+// everything written is durable (a tick or a pass that appended
+// nothing), it does nothing. The caller reads Journal.Durable after it
+// (an inline fsync's rise is not reported again by Take) and handles the
+// error of a failed inline fsync, which Take does not report either.
+func (c *Committer) Kick() error {
 	if c.none {
-		return
+		return nil
 	}
 	if _, last := c.j.Last(); last <= c.j.Durable() {
-		return
+		return nil
+	}
+	if c.inline.BelowNs > 0 && c.avgNs.Load() <= c.inline.BelowNs {
+		start := c.inline.NowNs()
+		r, err := c.j.TrySync()
+		if r != journal.SyncBusy {
+			c.timed(r, start, &c.inlineN)
+			c.durableSeen = c.j.Durable()
+			if errors.Is(err, journal.ErrClosed) {
+				return nil
+			}
+			return err
+		}
 	}
 	c.w.Kick()
+	return nil
 }
 
 // commit is one group commit, on the thread.
 func (c *Committer) commit() {
-	if err := c.j.Sync(); err != nil && !errors.Is(err, journal.ErrClosed) {
+	var start int64
+	if c.inline.NowNs != nil {
+		start = c.inline.NowNs()
+	}
+	r, err := c.j.SyncOnce()
+	c.timed(r, start, &c.threadN)
+	if err != nil && !errors.Is(err, journal.ErrClosed) {
 		// A copy only here: taking err's own address would move it to
 		// the heap on every sync (one malloc per group commit).
 		failed := err
@@ -81,6 +144,19 @@ func (c *Committer) commit() {
 		c.failures.Add(1)
 	}
 	c.wake() // after the publication: the owner's Pending sees it
+}
+
+// timed records a sync that started at start and ran an fsync (r): its
+// count n and its time in the moving average.
+func (c *Committer) timed(r journal.SyncResult, start int64, n *atomic.Uint64) {
+	if r != journal.Synced {
+		return
+	}
+	n.Add(1)
+	if c.inline.NowNs != nil {
+		avg := c.avgNs.Load()
+		c.avgNs.Store(avg + (c.inline.NowNs()-start-avg)/8)
+	}
 }
 
 // Pending reports whether the thread published something Take has not

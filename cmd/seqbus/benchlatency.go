@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/seqbus/seqbus/bench"
 	"github.com/seqbus/seqbus/bench/suite"
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/stagetrace"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -22,6 +24,7 @@ type benchFlags struct {
 	out, idle, cpus, fsync, sizes *string
 	standbys, datagramBytes       *int
 	keep                          *bool
+	fsyncInline                   *time.Duration
 }
 
 func addBenchFlags(fs *flag.FlagSet, fsyncDefault string) benchFlags {
@@ -34,6 +37,7 @@ func addBenchFlags(fs *flag.FlagSet, fsyncDefault string) benchFlags {
 		standbys:      fs.Int("standbys", 1, "standby processes (1..8)"),
 		keep:          fs.Bool("keep", false, "keep each run's directory (logs, journals, traces) under --out"),
 		datagramBytes: fs.Int("datagram-bytes", wire.DefaultDatagramLen, "every node's and the client's --datagram-bytes: "+datagramBytesUsage),
+		fsyncInline:   fs.Duration("fsync-inline", time.Duration(nodeconfig.DefaultFsyncInlineBelowNs), "every node's --fsync-inline: "+fsyncInlineUsage),
 	}
 }
 
@@ -87,6 +91,9 @@ func (f benchFlags) check() (parsedBench, error) {
 	p.standbys = *f.standbys
 	if err := checkDatagramBytes(*f.datagramBytes); err != nil {
 		return p, err
+	}
+	if *f.fsyncInline < 0 {
+		return p, benchUsagef("--fsync-inline: want 0 or more, got %v", *f.fsyncInline)
 	}
 	for role := range p.layout {
 		if n, _ := strconv.Atoi(strings.TrimPrefix(role, "standby")); cluster.IsStandbyN(role) && n > p.standbys {
@@ -196,7 +203,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	runs, err := suite.RunLatency(ctx, suite.LatencyConfig{Bin: bin, Sizes: p.sizes, Fsyncs: p.fsyncs, Auths: f.auths,
 		FloorCount: *f.floorCount, FloorIdles: f.idles, Out: os.Stdout,
 		Cell: cluster.BenchConfig{Idle: *bf.idle, Engine: *f.engineName, Standbys: p.standbys, Layout: p.layout, DatagramBytes: *bf.datagramBytes,
-			Rate: *f.rate, Count: *f.count, Warmup: *f.warmup, Keep: *bf.keep, Out: *bf.out, GeneratorNice: nice, GeneratorPark: *f.genPark}})
+			FsyncInlineNs: int64(*bf.fsyncInline), Rate: *f.rate, Count: *f.count, Warmup: *f.warmup, Keep: *bf.keep, Out: *bf.out, GeneratorNice: nice, GeneratorPark: *f.genPark}})
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 	fmt.Printf("generator at 25/50/90 %%: bursts at most %v apart, park %v, nice %d (latency from each intended send time)\n", *coalesce, *park, niceLevel)
 	runs, err := suite.RunThroughput(ctx, suite.ThroughputConfig{Bin: bin, Sizes: p.sizes, Fsyncs: p.fsyncs, Count: *count, LatencySeconds: *latSeconds,
 		Out: os.Stdout, Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out,
-			DatagramBytes: *bf.datagramBytes},
+			DatagramBytes: *bf.datagramBytes, FsyncInlineNs: int64(*bf.fsyncInline)},
 		LevelLoad: suite.LevelLoad{CoalesceNs: int64(*coalesce), Park: *park, Nice: niceLevel}})
 	if err != nil {
 		return err

@@ -106,7 +106,7 @@ type nodeFlags struct {
 	mdRing, sessionHistory, datagramBytes       *int
 	verbose, noFencing, noGating                *bool
 	lease, renew, margin, retry, ackDelay       *time.Duration
-	insyncTimeout, busyPoll                     *time.Duration
+	insyncTimeout, busyPoll, fsyncInline        *time.Duration
 	peers                                       peerFlags
 	traceWindow                                 *string
 }
@@ -124,6 +124,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.role = fs.String("role", "standby", "standby, or primary (a static primary: no witness)")
 	f.epoch = fs.Uint64("epoch", 1, "epoch of a static primary")
 	f.fsync = fs.String("fsync", "group", "journal fsync policy: none, group, always")
+	f.fsyncInline = fs.Duration("fsync-inline", time.Duration(nodeconfig.DefaultFsyncInlineBelowNs), fsyncInlineUsage)
 	f.idle = fs.String("idle", "backoff", "idle strategy of the node's agent thread: backoff (spin, then yield while commands arrive within 1 ms, then epoll_wait; backoff:250us sets the window), block (epoll_wait at once), spin, yield (see docs/tuning.md)")
 	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	f.snapEvery = fs.Uint64("snapshot-every", nodeconfig.DefaultSnapshotEvery, "snapshot every N commands")
@@ -169,7 +170,7 @@ func (f *nodeFlags) check() error {
 		checkPositive("insync-timeout", *f.insyncTimeout), checkMinInSync(*f.minInSync, len(f.peers)),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
 		checkPeers(f.peers, *f.id), flagcheck.ListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
-		checkNodeDatagramBytes(*f.datagramBytes),
+		checkNodeDatagramBytes(*f.datagramBytes), checkNonNegative("fsync-inline", *f.fsyncInline),
 	)
 }
 
@@ -220,6 +221,7 @@ func (f *nodeFlags) config() (nodeconfig.Config, error) {
 		return cfg, err
 	}
 	cfg.Journal.Policy, _ = parseFsync(*f.fsync) // checked above
+	cfg.FsyncInlineBelowNs = int64(*f.fsyncInline)
 	cfg.Idle, _ = parseIdle(*f.idle)
 	if err := f.leaseConfig(&cfg); err != nil {
 		return cfg, err

@@ -173,3 +173,5 @@ func sessionHistoryConfig(v int) int {
 func checkMDRing(v int) error {
 	return checkRange("md-ring", v, nodeconfig.MinMDRingUpdates, nodeconfig.MaxMDRingUpdates)
 }
+
+const fsyncInlineUsage = "under --fsync group or always, fsync on the node's agent thread, with no hand-off to the fsync thread, while fsyncs average at most this (a fast disk: tmpfs, battery-backed NVMe); slower fsyncs stay on the fsync thread (0: always on the thread; see docs/tuning.md)"

@@ -147,13 +147,16 @@ func (l Layout) FloorCPUs(hops int) map[string]string {
 
 // BenchConfig is one run of the harness.
 type BenchConfig struct {
-	Size     int    // command bytes (0: real new orders)
-	Fsync    string // none, group, always
-	Idle     string // every node's and the client's
-	Engine   string // matching or none
-	Standbys int
-	Layout   Layout
-	Auth     bool // authenticate every frame (a fresh key per run)
+	Size  int    // command bytes (0: real new orders)
+	Fsync string // none, group, always
+	// FsyncInlineNs is every node's --fsync-inline (under group and
+	// always: fsync on the agent while fsyncs average at most this).
+	FsyncInlineNs int64
+	Idle          string // every node's and the client's
+	Engine        string // matching or none
+	Standbys      int
+	Layout        Layout
+	Auth          bool // authenticate every frame (a fresh key per run)
 	// Rate is commands per second; 0 runs flat out (as fast as the
 	// client's in-flight window allows).
 	Rate          float64
@@ -297,7 +300,7 @@ func (c *benchCluster) start(ctx context.Context) error {
 func (c *benchCluster) startNode(id uint32) error {
 	cfg := c.cfg
 	args := append([]string{"node"}, c.NodeArgs(id)...)
-	args = append(args, "--fsync", cfg.Fsync, "--idle", cfg.Idle, "--engine", cfg.Engine,
+	args = append(args, "--fsync", cfg.Fsync, "--fsync-inline", time.Duration(cfg.FsyncInlineNs).String(), "--idle", cfg.Idle, "--engine", cfg.Engine,
 		"--trace-stages", strconv.Itoa(cfg.Count+cfg.Warmup+1024), "--trace-window", stagetrace.WindowText(cfg.Warmup, cfg.Count))
 	args = append(args, datagramArgs(cfg)...)
 	return c.StartOn(c.nodeName(id), cfg.Layout.CPUsOf(c.nodeRole(id)), append(args, c.keyArgs...)...)
