@@ -69,11 +69,17 @@ func PrimaryLease(k Lease, self arbiter.NodeID, epoch uint64, held bool, nowNs i
 	if k.Epoch() > epoch && mayLead {
 		return Decision{Do: NewTerm, Epoch: k.Epoch()}
 	}
-	// A refusal that names a newer epoch deposes us, unless it names us as
-	// that epoch's holder: then the newer epoch is our own (a grant that
-	// has not reached the keeper yet) and nobody else can lead; MayLead is
-	// false meanwhile, so nothing is released.
-	if holder, denied, _ := k.LastDeny(); denied > epoch && holder != self {
+	// A refusal that names a newer epoch deposes us, unless that epoch is
+	// provably our own and nobody else's: the refusal names us as its
+	// holder (a grant that has not reached the keeper yet), or it names
+	// no live holder and the newest epoch issued is the one right after
+	// ours, which our keeper was granted (a grant that reached it only
+	// after its lease had run out: a primary paused past it). Either way
+	// nobody else can have led since our epoch, and MayLead is false
+	// meanwhile, so nothing is released; the next grant is a new term of
+	// ours or a refusal naming another holder. Where epochs were issued
+	// in between that we never held, we step down.
+	if holder, denied, _ := k.LastDeny(); denied > epoch && holder != self && !ownNextEpoch(k, epoch, holder, denied) {
 		return Decision{Do: StepDown, Epoch: denied}
 	}
 	switch now := mayLead && k.Epoch() == epoch; {
@@ -84,6 +90,13 @@ func PrimaryLease(k Lease, self arbiter.NodeID, epoch uint64, held bool, nowNs i
 	default:
 		return Decision{Do: LeaseLost, Epoch: epoch}
 	}
+}
+
+// ownNextEpoch reports whether a refusal naming holder and epoch denied
+// leaves epoch+1, granted to this node's keeper, the newest epoch issued,
+// with no live holder: nobody else has led after epoch.
+func ownNextEpoch(k Lease, epoch uint64, holder arbiter.NodeID, denied uint64) bool {
+	return holder == arbiter.NodeNone && denied == epoch+1 && k.Epoch() == denied
 }
 
 // StandbyLease decides whether a standby following epoch promotes.
