@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,5 +186,84 @@ func TestAgentPendingSeesEveryPublication(t *testing.T) {
 	n.recompute.done.Store(&session.Result{})
 	if !a.Pending() {
 		t.Fatal("a finished recompute is not pending")
+	}
+}
+
+// slowSyncFS is a journal FS whose fsyncs take at least delay: a disk
+// slower than the inline bound.
+type slowSyncFS struct {
+	journal.FS
+	delay time.Duration
+}
+
+type slowSyncFile struct {
+	journal.File
+	delay time.Duration
+}
+
+func (s slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (journal.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{File: f, delay: s.delay}, nil
+}
+
+func (f slowSyncFile) Sync() error {
+	time.Sleep(f.delay) // the disk's own time, not a wait for anything in the test
+	return f.File.Sync()
+}
+
+// A primary and a standby on real sockets under fsync group with an
+// inline bound: on a disk faster than the bound both fsync on their
+// agents, on one slower than it both keep the fsync thread after the one
+// inline fsync that measured the disk; every command is answered either
+// way, and everything is durable on both. (The bound is set for
+// journal.MemFS under the race detector, not the production default.)
+func TestInlineFsyncFollowsTheDisk(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const bound = 5 * time.Millisecond
+	for _, disk := range []struct {
+		name string
+		fs   func() journal.FS
+		fast bool
+	}{
+		{"fast", func() journal.FS { return journal.NewMemFS() }, true},
+		{"slow", func() journal.FS { return slowSyncFS{FS: journal.NewMemFS(), delay: 4 * bound} }, false},
+	} {
+		t.Run(disk.name, func(t *testing.T) {
+			c := newCluster(t, 2)
+			defer c.closeAll()
+			mutate := func(cfg *nodeconfig.Config) {
+				cfg.Journal.Policy = journal.SyncGroup
+				cfg.FS = disk.fs()
+				cfg.FsyncInlineBelowNs = int64(bound)
+			}
+			c.start(2, mutate)
+			c.start(1, mutate)
+			cl, err := client.Dial(client.Options{Core: client.Config{Session: 7}, Primary: c.addrs[1], Idle: testIdle})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			const count = 200
+			rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 1000, Count: count, Seed: 1, Drain: 10 * time.Second}, nil)
+			if err != nil || rep.Stats.Answered != count {
+				t.Fatalf("load: %v, answered %d of %d", err, rep.Stats.Answered, count)
+			}
+			for _, id := range []uint32{1, 2} {
+				st := c.nodes[id].Status()
+				f := st.Fsync
+				if st.Durable < count {
+					t.Errorf("node %d: durable %d, want %d", id, st.Durable, count)
+				}
+				if disk.fast && (f.Inline == 0 || f.Inline < 10*f.Thread) {
+					t.Errorf("node %d on a fast disk: fsyncs %+v, want nearly all inline", id, f)
+				}
+				if !disk.fast && (f.Inline > 1 || f.Thread == 0) {
+					t.Errorf("node %d on a slow disk: fsyncs %+v, want at most the first inline, the rest on the thread", id, f)
+				}
+			}
+		})
 	}
 }

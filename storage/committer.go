@@ -48,7 +48,8 @@ type Committer struct {
 	err      atomic.Pointer[error] // the first failure
 
 	// avgNs is the moving average of the fsyncs' times (1/8 weight to the
-	// newest), written after each by whichever thread ran it.
+	// newest; the first one's time to begin with), written after each by
+	// whichever thread ran it.
 	avgNs            atomic.Int64
 	inlineN, threadN atomic.Uint64
 	durableSeen      uint64 // the owner's: what Take last reported
@@ -147,16 +148,23 @@ func (c *Committer) commit() {
 }
 
 // timed records a sync that started at start and ran an fsync (r): its
-// count n and its time in the moving average.
+// count n and its time in the moving average (the first fsync's time is
+// the average: one fsync tells a slow disk).
 func (c *Committer) timed(r journal.SyncResult, start int64, n *atomic.Uint64) {
 	if r != journal.Synced {
 		return
 	}
 	n.Add(1)
-	if c.inline.NowNs != nil {
-		avg := c.avgNs.Load()
-		c.avgNs.Store(avg + (c.inline.NowNs()-start-avg)/8)
+	if c.inline.NowNs == nil {
+		return
 	}
+	took := c.inline.NowNs() - start
+	if c.inlineN.Load()+c.threadN.Load() == 1 {
+		c.avgNs.Store(took)
+		return
+	}
+	avg := c.avgNs.Load()
+	c.avgNs.Store(avg + (took-avg)/8)
 }
 
 // Pending reports whether the thread published something Take has not

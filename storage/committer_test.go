@@ -144,8 +144,8 @@ func TestCommitterSyncsInlineWhileFast(t *testing.T) {
 	if j.Durable() != 1 || c.TakeKick() || c.Pending() {
 		t.Fatalf("fast fsync not inline: durable %d (want 1), thread kicked or something pending", j.Durable())
 	}
-	if got := c.Counters(); got.Inline != 1 || got.Thread != 0 || got.AvgNs != 5_000/8 {
-		t.Fatalf("counters %+v, want 1 inline, 0 thread, avg %d", got, 5_000/8)
+	if got := c.Counters(); got.Inline != 1 || got.Thread != 0 || got.AvgNs != 5_000 {
+		t.Fatalf("counters %+v, want 1 inline, 0 thread, avg 5000 (the first fsync's)", got)
 	}
 
 	clk.cost = 1_000_000 // the disk turns slow: this inline fsync takes 1 ms
@@ -253,5 +253,23 @@ func TestCommitterInlineNeverWaitsForTheThread(t *testing.T) {
 	}
 	if j.Durable() != 2 {
 		t.Fatalf("durable %d after the thread's next fsync, want 2", j.Durable())
+	}
+}
+
+// One fsync tells a slow disk: the first one's time is the average, so a
+// disk just over the bound gets one inline fsync, then the thread.
+func TestCommitterOneProbeOnASlowDisk(t *testing.T) {
+	j := openJournal(t, journal.NewMemFS(), journal.SyncGroup)
+	clk := &stepClock{cost: 30_000}
+	c := NewCommitter(j, journal.SyncGroup, func() {}, Inline{BelowNs: 20_000, NowNs: clk.NowNs})
+	appendOne(t, j, 1)
+	c.Kick()
+	appendOne(t, j, 2)
+	c.Kick()
+	if !c.TakeKick() || j.Durable() != 1 {
+		t.Fatalf("second kick on a 30 µs disk: durable %d, want 1 and the thread kicked", j.Durable())
+	}
+	if got := c.Counters(); got.Inline != 1 || got.AvgNs != 30_000 {
+		t.Fatalf("counters %+v, want one inline fsync, average 30000", got)
 	}
 }
