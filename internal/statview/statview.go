@@ -240,7 +240,7 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 			fmt.Fprintf(w, "%s socket drops: %s\n", k, text)
 		}
 	}
-	for _, k := range []string{"node", "sequencer", "window", "naks", "gate", "unicast", "multicast"} {
+	for _, k := range []string{"node", "fsync", "sequencer", "window", "naks", "gate", "unicast", "multicast"} {
 		m := sub(s, k)
 		if m == nil {
 			continue
