@@ -66,19 +66,22 @@ func RunLatency(ctx context.Context, cfg LatencyConfig) ([]LatencyRun, error) {
 
 // LatencyRun is one (size, fsync, auth) cell of `bench latency`.
 type LatencyRun struct {
-	Size        int                           `json:"size_bytes"`
-	Fsync       string                        `json:"fsync"`
-	Auth        string                        `json:"auth"`
-	Engine      string                        `json:"engine"`
-	Idle        string                        `json:"idle"`
-	Layout      string                        `json:"layout"`
-	Standbys    int                           `json:"standbys"`
-	Rate        float64                       `json:"rate_per_second"`
-	Count       int                           `json:"count"`
-	Achieved    float64                       `json:"achieved_per_second"`
-	Stages      map[string]map[string]float64 `json:"stages_us"`
-	RatioTo2Hop map[string]float64            `json:"end_to_end_over_floor_2hop"`
-	RatioTo4Hop map[string]float64            `json:"end_to_end_over_floor_4hop"`
+	Size  int    `json:"size_bytes"`
+	Fsync string `json:"fsync"`
+	// FsyncInlineNs is the nodes' --fsync-inline (fsync on the agent
+	// while fsyncs average at most this; 0: always the fsync thread).
+	FsyncInlineNs int64                         `json:"fsync_inline_ns"`
+	Auth          string                        `json:"auth"`
+	Engine        string                        `json:"engine"`
+	Idle          string                        `json:"idle"`
+	Layout        string                        `json:"layout"`
+	Standbys      int                           `json:"standbys"`
+	Rate          float64                       `json:"rate_per_second"`
+	Count         int                           `json:"count"`
+	Achieved      float64                       `json:"achieved_per_second"`
+	Stages        map[string]map[string]float64 `json:"stages_us"`
+	RatioTo2Hop   map[string]float64            `json:"end_to_end_over_floor_2hop"`
+	RatioTo4Hop   map[string]float64            `json:"end_to_end_over_floor_4hop"`
 	// Floor2HopFrom and Floor4HopFrom name the idle strategy whose floor
 	// was best at p50 (floor-2hop is floor-2hop-<that>).
 	Floor2HopFrom string `json:"floor_2hop_from"`
@@ -186,7 +189,7 @@ func authName(on bool) string {
 // latencyRunOf builds a run's report and writes its .hgrm files.
 func latencyRunOf(cfg cluster.BenchConfig, res *cluster.BenchResult, floors *FloorSet, out string) (LatencyRun, error) {
 	m := res.Merged
-	run := LatencyRun{Size: cfg.Size, Fsync: cfg.Fsync, Auth: authName(cfg.Auth), Engine: cfg.Engine, Idle: cfg.Idle, Layout: cfg.Layout.String(),
+	run := LatencyRun{Size: cfg.Size, Fsync: cfg.Fsync, FsyncInlineNs: cfg.FsyncInlineNs, Auth: authName(cfg.Auth), Engine: cfg.Engine, Idle: cfg.Idle, Layout: cfg.Layout.String(),
 		Standbys: cfg.Standbys, Rate: cfg.Rate, Count: cfg.Count, Achieved: res.AchievedPerSec,
 		Stages: map[string]map[string]float64{}, RatioTo2Hop: map[string]float64{}, RatioTo4Hop: map[string]float64{},
 		Generator: generatorOf(m), Processes: res.Processes, Unanswered: max(m.Unanswered, int(res.Client.Unanswered)), Unmatched: m.Unmatched}
@@ -248,7 +251,7 @@ func latencyRows(run LatencyRun) []string {
 // next to the floors, the ratios to them and the processes.
 func WriteLatencyRun(w io.Writer, run LatencyRun) {
 	fmt.Fprintf(w, "\nsize %s B, fsync %s, auth %s, engine %s: %.0f cmd/s achieved; %d of %d sent > 10 µs late (generator); %d unanswered\n",
-		SizeName(run.Size), run.Fsync, run.Auth, run.Engine, run.Achieved, run.Generator.Late10us, run.Generator.Sent, run.Unanswered)
+		SizeName(run.Size), fsyncText(run.Fsync, run.FsyncInlineNs), run.Auth, run.Engine, run.Achieved, run.Generator.Late10us, run.Generator.Sent, run.Unanswered)
 	fmt.Fprintf(w, "  %-24s %9s %9s %9s %9s %9s\n", "µs", "p50", "p90", "p99", "p99.9", "max")
 	for _, name := range latencyRows(run) {
 		p, ok := run.Stages[name]
@@ -349,4 +352,16 @@ func ProbeGeneratorNice(want int) (int, string) {
 	}
 	_, _ = pace.SetThreadNice(prev)
 	return want, ""
+}
+
+// fsyncText names a run's fsync policy and, where it syncs, the inline
+// bound: "group (inline <= 20µs)", "group (fsync thread)".
+func fsyncText(policy string, inlineNs int64) string {
+	switch {
+	case policy == "none":
+		return policy
+	case inlineNs == 0:
+		return policy + " (fsync thread)"
+	}
+	return fmt.Sprintf("%s (inline <= %v)", policy, time.Duration(inlineNs))
 }

@@ -35,6 +35,15 @@ func TestNames(t *testing.T) {
 	if SizeName(0) != "order39" || SizeName(256) != "256" {
 		t.Errorf("SizeName: %q %q", SizeName(0), SizeName(256))
 	}
+	for _, c := range []struct {
+		policy string
+		ns     int64
+		want   string
+	}{{"none", 20_000, "none"}, {"group", 0, "group (fsync thread)"}, {"always", 20_000, "always (inline <= 20µs)"}} {
+		if got := fsyncText(c.policy, c.ns); got != c.want {
+			t.Errorf("fsyncText(%q, %d) = %q, want %q", c.policy, c.ns, got, c.want)
+		}
+	}
 	p := Pcts(hist(t, 10_000, 20_000, 30_000, 40_000))
 	if len(p) != len(Quantiles) || p["max"] < 39.9 || p["max"] > 40.1 || p["p50"] < 19.9 || p["p50"] > 20.1 {
 		t.Errorf("Pcts in µs: %v", p)

@@ -50,7 +50,7 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRun, 
 	b := cfg.Base
 	for _, size := range cfg.Sizes {
 		for _, fsync := range cfg.Fsyncs {
-			run := ThroughputRun{Size: size, Fsync: fsync, Idle: b.Idle, Layout: b.Layout.String()}
+			run := ThroughputRun{Size: size, Fsync: fsync, FsyncInlineNs: b.FsyncInlineNs, Idle: b.Idle, Layout: b.Layout.String()}
 			for _, eng := range []string{"matching", "none"} {
 				base := b
 				base.Size, base.Fsync, base.Engine = size, fsync, eng
@@ -66,10 +66,12 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRun, 
 
 // ThroughputRun is one (size, fsync) cell of `bench throughput`.
 type ThroughputRun struct {
-	Size   int    `json:"size_bytes"`
-	Fsync  string `json:"fsync"`
-	Idle   string `json:"idle"`
-	Layout string `json:"layout"`
+	Size  int    `json:"size_bytes"`
+	Fsync string `json:"fsync"`
+	// FsyncInlineNs is the nodes' --fsync-inline (LatencyRun's).
+	FsyncInlineNs int64  `json:"fsync_inline_ns"`
+	Idle          string `json:"idle"`
+	Layout        string `json:"layout"`
 	// MaxReleasedPerSec: answers the client received per second, flat out,
 	// with the matching engine (released through the gate).
 	MaxReleasedPerSec float64 `json:"max_released_per_second"`
@@ -113,7 +115,7 @@ func throughputEngine(ctx context.Context, w io.Writer, bin string, run *Through
 		run.MaxReplicatedPerSec, run.ProcessesReplicated = res.ReplicatedPerSec, res.Processes
 		maxRate = res.ReplicatedPerSec
 	}
-	fmt.Fprintf(w, "\nsize %s B, fsync %s, engine %s: flat out %.0f answered/s, %.0f replicated/s\n", SizeName(size), fsync, eng, res.AchievedPerSec, res.ReplicatedPerSec)
+	fmt.Fprintf(w, "\nsize %s B, fsync %s, engine %s: flat out %.0f answered/s, %.0f replicated/s\n", SizeName(size), fsyncText(fsync, base.FsyncInlineNs), eng, res.AchievedPerSec, res.ReplicatedPerSec)
 	WriteProcesses(w, res.Processes)
 	fmt.Fprintf(w, "  %-8s %10s %10s | %-32s | %s\n", "load", "rate/s", "achieved", "end-to-end p50 / p99 / p99.9 µs", "intended->sent p99 µs")
 	paced := base
