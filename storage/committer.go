@@ -48,8 +48,9 @@ type Committer struct {
 	err      atomic.Pointer[error] // the first failure
 
 	// avgNs is the moving average of the fsyncs' times (1/8 weight to the
-	// newest; the first one's time to begin with), written after each by
-	// whichever thread ran it.
+	// newest; the first one's time to begin with; -1 before any), updated
+	// by compare-and-swap after each by whichever thread ran it, so an
+	// inline fsync's and the thread's never lose one another.
 	avgNs            atomic.Int64
 	inlineN, threadN atomic.Uint64
 	durableSeen      uint64 // the owner's: what Take last reported
@@ -79,6 +80,7 @@ func NewCommitter(j *journal.Journal, policy journal.SyncPolicy, wake func(), in
 		inline.BelowNs = 0
 	}
 	c := &Committer{j: j, none: policy == journal.SyncNone, wake: wake, inline: inline, durableSeen: j.Durable()}
+	c.avgNs.Store(-1)
 	c.w = bus.NewWorker(c.commit)
 	return c
 }
@@ -86,7 +88,7 @@ func NewCommitter(j *journal.Journal, policy journal.SyncPolicy, wake func(), in
 // Counters reports the fsyncs run inline and on the thread, and their
 // moving average. Safe from any goroutine.
 func (c *Committer) Counters() CommitterCounters {
-	return CommitterCounters{Inline: c.inlineN.Load(), Thread: c.threadN.Load(), AvgNs: c.avgNs.Load()}
+	return CommitterCounters{Inline: c.inlineN.Load(), Thread: c.threadN.Load(), AvgNs: max(c.avgNs.Load(), 0)}
 }
 
 // Start runs the thread (not under fsync none).
@@ -159,12 +161,15 @@ func (c *Committer) timed(r journal.SyncResult, start int64, n *atomic.Uint64) {
 		return
 	}
 	took := c.inline.NowNs() - start
-	if c.inlineN.Load()+c.threadN.Load() == 1 {
-		c.avgNs.Store(took)
-		return
+	for {
+		avg, next := c.avgNs.Load(), took
+		if avg >= 0 {
+			next = avg + (took-avg)/8
+		}
+		if c.avgNs.CompareAndSwap(avg, next) {
+			return
+		}
 	}
-	avg := c.avgNs.Load()
-	c.avgNs.Store(avg + (took-avg)/8)
 }
 
 // Pending reports whether the thread published something Take has not
