@@ -282,30 +282,33 @@ func WriteLatencyRun(w io.Writer, run LatencyRun) {
 // socket calls per command).
 func WriteProcesses(w io.Writer, ps []cluster.ProcessInfo) {
 	fmt.Fprint(w, processWindowNote)
-	fmt.Fprintf(w, "  %-10s %8s %6s %6s %10s %14s %14s %14s %14s\n", "process", "pid", "cpus", "procs", "cpu s", "cpu s/1M cmd",
-		"mallocs/cmd", "syscalls/cmd", "(life) mallocs")
+	fmt.Fprintf(w, "  %-10s %8s %6s %6s %10s %14s %12s %14s %14s %14s\n", "process", "pid", "cpus", "procs", "cpu s", "cpu s/1M cmd",
+		"cpu µs/cmd", "mallocs/cmd", "syscalls/cmd", "(life) mallocs")
 	for _, p := range ps {
 		procs := "-"
 		if p.GOMAXPROCS > 0 {
 			procs = strconv.Itoa(p.GOMAXPROCS)
 		}
-		mallocs, syscalls, life := "-", "-", "-"
+		cpu, mallocs, syscalls, life := "-", "-", "-", "-"
 		if p.Window {
+			cpu = strconv.FormatFloat(p.WindowCPUUsPerCommand, 'f', 2, 64)
 			mallocs, syscalls = strconv.FormatFloat(p.WindowMallocsPerCommand, 'f', 2, 64), strconv.FormatFloat(p.WindowSyscallsPerCommand, 'f', 2, 64)
 		}
 		if p.GOMAXPROCS > 0 { // set from the process's trace: the witness has none
 			life = strconv.FormatFloat(p.MallocsPerCommand, 'f', 2, 64)
 		}
-		fmt.Fprintf(w, "  %-10s %8d %6s %6s %10.2f %14.2f %14s %14s %14s\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion,
-			mallocs, syscalls, life)
+		fmt.Fprintf(w, "  %-10s %8d %6s %6s %10.2f %14.2f %12s %14s %14s %14s\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion,
+			cpu, mallocs, syscalls, life)
 	}
 }
 
 // processWindowNote says what the per-process columns count.
-const processWindowNote = `  mallocs/cmd, syscalls/cmd: the measured window only, over the measured commands: from the process's first
-    handling of the first measured command (client: its answer; primary: sequencing it; standby: applying it)
-    to its handling of the last (client: its answer; primary: releasing it; standby: applying it); "-": the
-    window never closed. (life) mallocs: since the process began tracing, warm-up and drain in, over all sent.
+const processWindowNote = `  cpu s, cpu s/1M cmd: the process's whole life (start-up, warm-up, drain) over all sent.
+  cpu µs/cmd, mallocs/cmd, syscalls/cmd: the measured window only, over the measured commands: from the
+    process's first handling of the first measured command (client: its answer; primary: sequencing it;
+    standby: applying it) to its handling of the last (client: its answer; primary: releasing it; standby:
+    applying it); "-": the window never closed. (life) mallocs: since the process began tracing, warm-up and
+    drain in, over all sent.
 `
 
 // WriteIntervalLog writes the end-to-end latency by second of intended

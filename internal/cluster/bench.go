@@ -198,6 +198,11 @@ type ProcessInfo struct {
 	Window                   bool    `json:"window"`
 	WindowMallocsPerCommand  float64 `json:"window_mallocs_per_command,omitempty"`
 	WindowSyscallsPerCommand float64 `json:"window_syscalls_per_command,omitempty"`
+	// WindowCPUUsPerCommand is the process's CPU time (user + system,
+	// every thread) over the window, in µs per measured command: what
+	// steady state costs, without the start-up (the trace's prefaulting),
+	// warm-up and drain that CPUSPerMillion includes.
+	WindowCPUUsPerCommand float64 `json:"window_cpu_us_per_command,omitempty"`
 }
 
 // BenchResult is what one run measured.
@@ -440,7 +445,7 @@ func (c *benchCluster) merge(states map[string]*os.ProcessState, clientTrace, cl
 }
 
 // fillWindow sets p's measured-window figures from a trace header: the
-// window's allocations and socket calls over its commands.
+// window's allocations, socket calls and CPU time over its commands.
 func fillWindow(p *ProcessInfo, h stagetrace.Header, count int) {
 	if !h.WindowClosed || count <= 0 {
 		return
@@ -448,6 +453,7 @@ func fillWindow(p *ProcessInfo, h stagetrace.Header, count int) {
 	p.Window = true
 	p.WindowMallocsPerCommand = float64(h.WindowMallocs) / float64(count)
 	p.WindowSyscallsPerCommand = float64(h.WindowSyscalls) / float64(count)
+	p.WindowCPUUsPerCommand = float64(h.WindowCPUNs) / 1e3 / float64(count)
 }
 
 // replicatedPerSec is the rate at which the in-sync standbys acknowledged

@@ -14,7 +14,7 @@
 // File format (little-endian):
 //
 //	magic    [8]byte "SQBTRACE"
-//	version  uint32 (3)
+//	version  uint32 (4)
 //	role     uint16 length + bytes ("client", "primary", "standby")
 //	id       uint32 (node id, or the client's session)
 //	pid      uint32
@@ -23,8 +23,8 @@
 //	commands uint64 (commands the process handled over the run)
 //	gomaxprocs uint32 (the process's runtime.GOMAXPROCS)
 //	window   uint8 (1: the measured window closed), from uint64, to uint64
-//	         (client order ids), mallocs uint64, syscalls uint64 (over the
-//	         window only: see Window)
+//	         (client order ids), mallocs uint64, syscalls uint64, cpu ns
+//	         uint64 (over the window only: see Window)
 //	columns  uint32, rows uint32
 //	per column: name uint16 length + bytes, then rows int64 values
 //
@@ -73,7 +73,7 @@ const (
 	// ColumnsMax bounds the columns of a file read back.
 	ColumnsMax = 16
 	nameMax    = 64
-	version    = 3
+	version    = 4
 )
 
 var magic = [8]byte{'S', 'Q', 'B', 'T', 'R', 'A', 'C', 'E'}
@@ -103,6 +103,9 @@ type Header struct {
 	WindowClosed                  bool
 	WindowFrom, WindowTo          uint64
 	WindowMallocs, WindowSyscalls uint64
+	// WindowCPUNs is the process's CPU time (user + system, every
+	// thread) over the window.
+	WindowCPUNs uint64
 }
 
 // Recorder holds preallocated columns. Set and Stamp never allocate; they
@@ -224,7 +227,7 @@ func (r *Recorder) Write(w io.Writer, h Header) error {
 		closed = 1
 	}
 	b = append(b, closed)
-	for _, v := range []uint64{h.WindowFrom, h.WindowTo, h.WindowMallocs, h.WindowSyscalls} {
+	for _, v := range []uint64{h.WindowFrom, h.WindowTo, h.WindowMallocs, h.WindowSyscalls, h.WindowCPUNs} {
 		b = binary.LittleEndian.AppendUint64(b, v)
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.cols)))
@@ -307,7 +310,7 @@ func Read(r io.Reader) (*Trace, error) {
 			rd.err = fmt.Errorf("%w: window flag", ErrFormat)
 		}
 	}
-	t.WindowFrom, t.WindowTo, t.WindowMallocs, t.WindowSyscalls = rd.u64(), rd.u64(), rd.u64(), rd.u64()
+	t.WindowFrom, t.WindowTo, t.WindowMallocs, t.WindowSyscalls, t.WindowCPUNs = rd.u64(), rd.u64(), rd.u64(), rd.u64(), rd.u64()
 	ncols, rows := rd.u32(), rd.u32()
 	if rd.err != nil {
 		return nil, rd.err

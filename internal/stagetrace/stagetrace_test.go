@@ -18,7 +18,7 @@ func TestRoundTrip(t *testing.T) {
 	r.Set(0, 1000, 1) // past capacity: ignored
 	path := filepath.Join(t.TempDir(), "client.trace")
 	h := Header{Role: RoleClient, ID: 9, Pid: 1234, Mallocs: 5, Syscalls: 6, Commands: 7, GOMAXPROCS: 2,
-		WindowClosed: true, WindowFrom: 11, WindowTo: 12, WindowMallocs: 13, WindowSyscalls: 14}
+		WindowClosed: true, WindowFrom: 11, WindowTo: 12, WindowMallocs: 13, WindowSyscalls: 14, WindowCPUNs: 15}
 	if err := r.WriteFile(path, h); err != nil {
 		t.Fatal(err)
 	}

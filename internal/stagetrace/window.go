@@ -7,10 +7,11 @@ import (
 	"strings"
 )
 
-// Window measures a process's heap allocations and socket calls over the
-// measured commands of a run only, so start-up, the warm-up and the
-// drain do not count against the hot path (the whole-life figures stay
-// beside it in the Header).
+// Window measures a process's heap allocations, socket calls and CPU
+// time over the measured commands of a run only, so start-up (the trace's
+// own prefaulting among it), the warm-up and the drain do not count
+// against the hot path (the whole-life figures stay beside it in the
+// Header, and the CPU's in the harness's rusage of the child).
 //
 // The window is given in client order ids, the ids every process of a
 // bench run can see: From is the first measured command (warm-up + 1),
@@ -21,8 +22,10 @@ import (
 //	primary  opens when it sequences the first id ≥ From, closes when it releases To
 //	standby  opens when it applies the first id ≥ From, closes when it applies To
 //
-// Everything the process allocates in between counts (every goroutine:
-// loops, tick, status writer), which is what steady state costs.
+// Everything the process allocates or runs in between counts (every
+// goroutine and thread: the agent, the fsync thread, the status writer),
+// which is what steady state costs. CPU time is getrusage(RUSAGE_SELF),
+// user plus system, sampled at the two ends: one system call each.
 //
 // Allocations are sampled from runtime/metrics ("/gc/heap/allocs:objects"
 // plus "/gc/heap/tiny/allocs:objects", what MemStats.Mallocs adds up),
@@ -42,7 +45,7 @@ type Window struct {
 	start, end     windowSample
 }
 
-type windowSample struct{ mallocs, syscalls uint64 }
+type windowSample struct{ mallocs, syscalls, cpuNs uint64 }
 
 // NewWindow is a window over client order ids from..to (from ≥ 1,
 // to ≥ from).
@@ -88,6 +91,7 @@ func (w *Window) sample() windowSample {
 	if w.Syscalls != nil {
 		s.syscalls = w.Syscalls()
 	}
+	s.cpuNs = processCPUNs()
 	return s
 }
 
@@ -134,4 +138,5 @@ func (w *Window) Fill(h *Header) {
 	h.WindowFrom, h.WindowTo = w.From, w.To
 	h.WindowMallocs = w.end.mallocs - w.start.mallocs
 	h.WindowSyscalls = w.end.syscalls - w.start.syscalls
+	h.WindowCPUNs = w.end.cpuNs - w.start.cpuNs
 }

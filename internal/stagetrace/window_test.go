@@ -3,6 +3,7 @@ package stagetrace
 import (
 	"runtime"
 	"testing"
+	"time"
 )
 
 var windowSink []byte
@@ -72,12 +73,55 @@ func TestWindowCountsAllocationsInside(t *testing.T) {
 	}
 }
 
+// burnCPU spins until this process has used d more CPU time (every
+// thread counts, so it may stop early, never late), or 10 s have passed.
+func burnCPU(t *testing.T, d time.Duration) {
+	t.Helper()
+	start, deadline := processCPUNs(), time.Now().Add(10*time.Second)
+	x := uint64(1)
+	for processCPUNs()-start < uint64(d) {
+		for range 100_000 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("burned %v of CPU in 10 s, want %v", time.Duration(processCPUNs()-start), d)
+		}
+	}
+	cpuSink = x // used: the loop is not removed
+}
+
+var cpuSink uint64
+
+// The window's CPU time is what the process ran between its first
+// measured command and its last: not the start-up before it (the trace's
+// prefaulting: a fifth of a node's CPU in a short flat-out run) nor the
+// drain after.
+func TestWindowCountsCPUInsideOnly(t *testing.T) {
+	if processCPUNs() == 0 {
+		t.Skip("no getrusage on this platform: the window's CPU is not measured")
+	}
+	w, err := NewWindow(1, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	burnCPU(t, 60*time.Millisecond) // start-up: not measured
+	w.Handled(1)
+	burnCPU(t, 20*time.Millisecond)
+	w.Handled(2)
+	burnCPU(t, 60*time.Millisecond) // drain: not measured
+	var h Header
+	w.Fill(&h)
+	if got := time.Duration(h.WindowCPUNs); got < 20*time.Millisecond || got >= 60*time.Millisecond {
+		t.Fatalf("window CPU %v, want the 20 ms burned inside it (under the 60 ms before and after)", got)
+	}
+}
+
 func TestWindowNotClosed(t *testing.T) {
 	w, _ := NewWindow(10, 20, nil)
 	w.Handled(15)
 	var h Header
 	w.Fill(&h)
-	if h.WindowClosed || h.WindowMallocs != 0 {
+	if h.WindowClosed || h.WindowMallocs != 0 || h.WindowCPUNs != 0 {
 		t.Fatalf("an open window reported %+v", h)
 	}
 	var nilWindow *Window
