@@ -306,27 +306,18 @@ func (m *MarketData) onAnswer(pkt []byte, now int64) {
 	}
 }
 
-// SubscribeMarketData joins group on iface ("" means lo). onMD, if set, is
-// called for every update, under the subscriber's lock.
+// SubscribeMarketData joins group on iface ("" means lo), without
+// recovery: gaps are counted as they are seen (Tracker). onMD, if set, is
+// called for every update, under the subscriber's lock. It is
+// OpenMarketData with those options only.
 func SubscribeMarketData(group netip.AddrPort, iface string, onMD func(o *engine.Output)) (*MarketData, error) {
-	return SubscribeMarketDataKey(group, iface, onMD, nil, 0)
+	return OpenMarketData(MDOptions{Group: group, Iface: iface, OnMD: onMD})
 }
 
 // SubscribeMarketDataKey is SubscribeMarketData that, with key set, keeps
 // only updates sealed with the stream's client key (0: stream 1).
 func SubscribeMarketDataKey(group netip.AddrPort, iface string, onMD func(o *engine.Output), key *auth.MasterKey, stream uint16) (*MarketData, error) {
-	c, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: group, Interface: iface, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
-	if err != nil {
-		return nil, err
-	}
-	m := &MarketData{conn: c, onMD: onMD}
-	if key != nil {
-		m.mac = auth.NewMAC(auth.ClientKey(key, max(stream, 1)))
-	}
-	if err := m.start(bus.Idle{}, 0); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return OpenMarketData(MDOptions{Group: group, Iface: iface, OnMD: onMD, Key: key, Stream: stream})
 }
 
 // onFeed takes one datagram of the feed (under m.mu).

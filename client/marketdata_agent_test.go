@@ -155,3 +155,43 @@ func TestOpenMarketDataRecoversOnItsAgent(t *testing.T) {
 		t.Fatalf("%+v after %d requests; delivered %d updates, in order %v", tr, s.asked, len(got), slices.Equal(got, want))
 	}
 }
+
+// TestSubscribeMarketDataCountsGaps: the plain subscription (no recovery)
+// delivers what the feed carries, in order, and counts what a lost frame
+// took away as a gap instead of waiting for it.
+func TestSubscribeMarketDataCountsGaps(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s := newMDNode(t, 0)
+	defer s.close()
+	var mu sync.Mutex
+	var got []uint64
+	md, err := SubscribeMarketData(s.group, "lo", func(o *engine.Output) {
+		mu.Lock()
+		got = append(got, o.MDSeq)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	frames, lost := 0, uint64(0)
+	s.publish(n, func(first uint64) bool {
+		frames++
+		if frames == 2 {
+			lost = first
+		}
+		return frames == 2 // the second frame is lost
+	})
+	for deadline := time.Now().Add(10 * time.Second); md.Next() != n+1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("saw up to %d of %d (%+v)", md.Next()-1, n, md.Tracker())
+		}
+	}
+	md.Close()
+	tr := md.Tracker()
+	mu.Lock()
+	defer mu.Unlock()
+	if frames < 3 || lost == 0 || tr.Gaps == 0 || len(got) == 0 || len(got) >= n || !slices.IsSorted(got) || slices.Contains(got, lost) || got[len(got)-1] != n {
+		t.Fatalf("%d frames, the one from %d lost: %+v, delivered %d updates %v", frames, lost, tr, len(got), got)
+	}
+}

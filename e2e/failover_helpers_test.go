@@ -437,8 +437,6 @@ func observe(t *testing.T, u *bus.UDP) *mdObserver {
 	return &mdObserver{o}
 }
 
-func (o *mdObserver) close() { o.Close() }
-
 func (o *mdObserver) snapshot() []seenOutput { return seenOf(o.Snapshot()) }
 
 // findings collects violated checks: for each check, how many violations
@@ -624,12 +622,10 @@ type logLine struct {
 	fields map[string]string
 }
 
-// findLog returns the first line of log whose msg starts with msg,
-// parsed. Values are key=value or key="quoted value".
-func findLog(log, msg string) (logLine, bool) { return findLogAfter(log, msg, time.Time{}) }
-
-// findLogAfter is findLog for lines logged at or after after (log times
-// have millisecond precision, so a line up to 1 ms before counts).
+// findLogAfter returns the first line of log whose msg starts with msg,
+// logged at or after after (log times have millisecond precision, so a
+// line up to 1 ms before counts), parsed. Values are key=value or
+// key="quoted value".
 func findLogAfter(log, msg string, after time.Time) (logLine, bool) {
 	l, ok := harness.FindLog(log, msg, after)
 	return logLine{at: l.At, fields: l.Fields}, ok

@@ -228,7 +228,6 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 }
 
 func (c *cluster) primary() *member { return c.members[0] }
-func (c *cluster) a() *member       { return c.members[1] }
 func (c *cluster) b() *member       { return c.members[2] }
 
 // start runs a member and waits until it has written its first status.

@@ -28,11 +28,3 @@ func equalSeqs(a, b []uint64) bool {
 	}
 	return true
 }
-
-func seqRange(lo, hi uint64) []uint64 {
-	var s []uint64
-	for x := lo; x <= hi; x++ {
-		s = append(s, x)
-	}
-	return s
-}

@@ -83,6 +83,9 @@ func FuzzReplay(f *testing.F) {
 			x, err := DecodeReplayRequest(&fr)
 			must(t, err)
 			got = x.Append(nil)
+			if len(got) != x.Len() {
+				t.Fatalf("encoded %d bytes, Len says %d", len(got), x.Len())
+			}
 		case TypeReplayEnd:
 			x, err := DecodeReplayEnd(&fr)
 			must(t, err)
