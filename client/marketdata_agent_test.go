@@ -110,6 +110,24 @@ func (s *mdNode) close() {
 	})
 }
 
+// mdSeen collects the MD seqs a consumer delivered (OnMD).
+type mdSeen struct {
+	mu   sync.Mutex
+	seen []uint64
+}
+
+func (m *mdSeen) add(o *engine.Output) {
+	m.mu.Lock()
+	m.seen = append(m.seen, o.MDSeq)
+	m.mu.Unlock()
+}
+
+func (m *mdSeen) seqs() []uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.seen)
+}
+
 // TestOpenMarketDataRecoversOnItsAgent: the consumer's one agent thread
 // reads the feed and the recovery socket: a lost frame is asked for, the
 // first two requests go unanswered (its timers, run by the agent's
@@ -119,14 +137,9 @@ func TestOpenMarketDataRecoversOnItsAgent(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s := newMDNode(t, 2)
 	defer s.close()
-	var mu sync.Mutex
-	var got []uint64
+	var seen mdSeen
 	md, err := OpenMarketData(MDOptions{Group: s.group, Iface: "lo", Recovery: []netip.AddrPort{s.uc.LocalAddr()}, RetryNs: int64(5 * time.Millisecond),
-		OnMD: func(o *engine.Output) {
-			mu.Lock()
-			got = append(got, o.MDSeq)
-			mu.Unlock()
-		}})
+		OnMD: seen.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +158,7 @@ func TestOpenMarketDataRecoversOnItsAgent(t *testing.T) {
 	md.Close()
 	s.close()
 	tr := md.Tracker()
-	mu.Lock()
-	defer mu.Unlock()
+	got := seen.seqs()
 	want := make([]uint64, n)
 	for i := range want {
 		want[i] = uint64(i) + 1
@@ -163,13 +175,8 @@ func TestSubscribeMarketDataCountsGaps(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s := newMDNode(t, 0)
 	defer s.close()
-	var mu sync.Mutex
-	var got []uint64
-	md, err := SubscribeMarketData(s.group, "lo", func(o *engine.Output) {
-		mu.Lock()
-		got = append(got, o.MDSeq)
-		mu.Unlock()
-	})
+	var seen mdSeen
+	md, err := SubscribeMarketData(s.group, "lo", seen.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +195,7 @@ func TestSubscribeMarketDataCountsGaps(t *testing.T) {
 		}
 	}
 	md.Close()
-	tr := md.Tracker()
-	mu.Lock()
-	defer mu.Unlock()
+	tr, got := md.Tracker(), seen.seqs()
 	if frames < 3 || lost == 0 || tr.Gaps == 0 || len(got) == 0 || len(got) >= n || !slices.IsSorted(got) || slices.Contains(got, lost) || got[len(got)-1] != n {
 		t.Fatalf("%d frames, the one from %d lost: %+v, delivered %d updates %v", frames, lost, tr, len(got), got)
 	}
