@@ -719,7 +719,7 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		return LoadReport{}, err
 	}
 	defer c.hookResults(rec)()
-	wcfg, niceErr, release := c.generatorThread(cfg)
+	wcfg, release, niceErr := c.generatorThread(cfg)
 	defer release()
 	w := pace.NewWaiter(wcfg)
 	poll := c.PollIO // one method value for the run: no allocation per wait
@@ -875,14 +875,14 @@ func (c *Client) hookResults(rec func(Result)) (restore func()) {
 // epoll_wait on long waits; in goroutine mode yielding its P. release
 // undoes it (the nice value before the thread is unlocked, so no other
 // goroutine inherits the priority).
-func (c *Client) generatorThread(cfg LoadConfig) (wcfg pace.WaiterConfig, niceErr error, release func()) {
+func (c *Client) generatorThread(cfg LoadConfig) (wcfg pace.WaiterConfig, release func(), niceErr error) {
 	wcfg = pace.WaiterConfig{Histogram: true, SpinNs: cfg.SpinNs}
 	if c.loop != nil {
 		// Goroutine mode: the receive loop (and, in tests, whole nodes)
 		// need a P. A locked thread yielding with sched_yield keeps its P
 		// and would leave them the rest; Gosched hands the P over.
 		wcfg.Yield = runtime.Gosched
-		return wcfg, nil, func() {}
+		return wcfg, func() {}, nil
 	}
 	bus.SpareP() // the locked generator keeps its P while it yields
 	runtime.LockOSThread()
@@ -898,7 +898,7 @@ func (c *Client) generatorThread(cfg LoadConfig) (wcfg pace.WaiterConfig, niceEr
 	if cfg.Park {
 		restorePark = c.parkedWaits(&wcfg) // every wait parks on the socket
 	}
-	return wcfg, niceErr, func() { restorePark(); restoreNice(); runtime.UnlockOSThread() }
+	return wcfg, func() { restorePark(); restoreNice(); runtime.UnlockOSThread() }, niceErr
 }
 
 // drain polls for the last answers until none is in flight, ctx ends or

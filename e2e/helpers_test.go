@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,11 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "seqbus")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	build := exec.Command(goTool, "build", "-o", binary, "github.com/seqbus/seqbus/cmd/seqbus")
+	// go test puts the toolchain's own bin first in the test's PATH.
+	build := exec.Command("go", "build", "-o", binary, "github.com/seqbus/seqbus/cmd/seqbus")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: build seqbus: %v\n%s", err, out)
 		os.RemoveAll(dir)

@@ -34,7 +34,6 @@ type fharness struct {
 	f     *Follower
 	snap  []byte // the snapshot the primary serves
 	snapS uint64
-	buf   []byte
 }
 
 var castagnoliTest = crc32.MakeTable(crc32.Castagnoli)

@@ -296,11 +296,10 @@ type simNode struct {
 	stepDowns    uint64
 	ticks        uint64
 	// Released outputs seen leaving the node during the current step.
-	emitted      bool
-	observed     bool // Observer.Released was called during the step
-	emitEpoch    uint64
-	emitMaxSeq   uint64
-	lastReleased uint64
+	emitted    bool
+	observed   bool // Observer.Released was called during the step
+	emitEpoch  uint64
+	emitMaxSeq uint64
 	// Snapshot transfer: the last request sent and chunk received.
 	lastSnapReqNs, lastChunkNs int64
 }

@@ -61,16 +61,15 @@ type FetchStats struct {
 // accepted chunk's data at its offset (to a temp file), and on completion
 // restores the state machine from it and calls Window.ResetTo(Seq()).
 type Fetch struct {
-	cfg       FetchConfig
-	active    bool
-	seq       uint64 // snapshot seq being fetched (0 = any/latest)
-	after     uint64 // the applied seq: only a snapshot past it is useful
-	total     uint64
-	checksum  uint32
-	offset    uint64
-	crc       uint32
-	lastNs    int64
-	requested bool
+	cfg      FetchConfig
+	active   bool
+	seq      uint64 // snapshot seq being fetched (0 = any/latest)
+	after    uint64 // the applied seq: only a snapshot past it is useful
+	total    uint64
+	checksum uint32
+	offset   uint64
+	crc      uint32
+	lastNs   int64
 	// unanswered counts requests since the last accepted chunk: after
 	// FetchRestartAfter of them the server is presumed unable to continue
 	// (it crashed, or a new primary without this snapshot took over) and
