@@ -227,7 +227,7 @@ func TestBenchCommands(t *testing.T) {
 	text := run("bench", "latency", "--sizes", "32", "--fsync", "none", "--count", "2000", "--warmup", "500", "--rate", "5000",
 		"--floor-count", "1000", "--floor-idles", "block", "--auth", "both", "--out", filepath.Join(out, "lat"))
 	for _, want := range []string{"end-to-end / floor-2hop", "end-to-end / floor-4hop", "with MAC / without", "sequenced->released",
-		"intended->sent", "layout unpinned", "conditions: load average", "syscalls/cmd"} {
+		"intended->sent", "layout unpinned", "conditions: load average", "syscalls/cmd", "cpu µs/cmd"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("bench latency output lacks %q:\n%s", want, text)
 		}
@@ -285,13 +285,14 @@ func checkLatencySummary(t *testing.T, path string, count int) {
 			Stages    map[string]map[string]float64 `json:"stages_us"`
 			Ratio4    map[string]float64            `json:"end_to_end_over_floor_4hop"`
 			Processes []struct {
-				Role     string  `json:"role"`
-				Pid      int     `json:"pid"`
-				CPUs     string  `json:"cpus"`
-				CPUPerM  float64 `json:"cpu_s_per_million"`
-				Syscalls float64 `json:"syscalls_per_command"`
-				Window   bool    `json:"window"`
-				WindowSC float64 `json:"window_syscalls_per_command"`
+				Role      string  `json:"role"`
+				Pid       int     `json:"pid"`
+				CPUs      string  `json:"cpus"`
+				CPUPerM   float64 `json:"cpu_s_per_million"`
+				Syscalls  float64 `json:"syscalls_per_command"`
+				Window    bool    `json:"window"`
+				WindowSC  float64 `json:"window_syscalls_per_command"`
+				WindowCPU float64 `json:"window_cpu_us_per_command"`
 			} `json:"processes"`
 		} `json:"runs"`
 	}
@@ -337,8 +338,9 @@ func checkLatencySummary(t *testing.T, path string, count int) {
 			if p.Role != "witness" && (p.CPUPerM <= 0 || p.Syscalls <= 0) {
 				t.Errorf("process %+v without CPU or syscall figures", p)
 			}
-			// Every traced process closed its measured window.
-			if p.Role != "witness" && (!p.Window || p.WindowSC <= 0) {
+			// Every traced process closed its measured window, with the
+			// CPU time its commands took (getrusage at its two ends).
+			if p.Role != "witness" && (!p.Window || p.WindowSC <= 0 || p.WindowCPU <= 0) {
 				t.Errorf("process %+v without its measured-window figures", p)
 			}
 		}
