@@ -22,6 +22,9 @@ import (
 //     addition, and its ack is required from that moment (stricter than
 //     the witness), so released cannot run ahead of it while the witness
 //     decides; if the witness refuses, the local requirement is dropped.
+//     Released here is never below the history the term inherited
+//     (MaintainConfig.Inherited): the old primary may have released all
+//     of it, and a member must hold everything ever released.
 //   - With the set empty the primary runs alone (durable on its own disk
 //     only) and says so loudly; MinInSync > 0 makes it halt instead.
 
@@ -119,6 +122,11 @@ type MaintainConfig struct {
 	// TimeoutNs is the in-sync timeout; RetryNs the arbiter's retry (a
 	// proposal is in flight for 2*RetryNs).
 	TimeoutNs, RetryNs int64
+	// Inherited is the last seq of the history this term began with (the
+	// primary's applied at promotion). A previous primary may have
+	// released any of it, while this term's gate starts from nothing
+	// released: a standby is caught up only once its ack reaches both.
+	Inherited uint64
 }
 
 // Maintain proposes removals of lagging members (silent or stalled, see
@@ -136,7 +144,7 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 	for _, id := range m.Lagging {
 		desired = slices.DeleteFunc(desired, func(x arbiter.NodeID) bool { return uint32(x) == id })
 	}
-	released := g.Released()
+	released := max(g.Released(), cfg.Inherited)
 	for _, id := range cfg.Peers {
 		nid := arbiter.NodeID(id)
 		if slices.Contains(desired, nid) || slices.Contains(m.Lagging, id) {

@@ -41,8 +41,11 @@ type Primary struct {
 	isr     *InSync
 	lease   Lease // nil: static primary
 	gateVer uint64
-	alone   bool // running with an empty required set (reported once per episode)
-	broken  bool // the journal failed: never release again
+	// inherited is the applied seq the term began with: everything up to
+	// it may have been released by an earlier primary (MaintainConfig).
+	inherited uint64
+	alone     bool // running with an empty required set (reported once per episode)
+	broken    bool // the journal failed: never release again
 
 	// pending parts of the next Ready
 	aloneStarted bool
@@ -85,7 +88,7 @@ func NewPrimary(cfg PrimaryConfig, isr *InSync, lease Lease, applied, durable ui
 	if err != nil {
 		return nil, err
 	}
-	p := &Primary{cfg: cfg, gate: g, isr: isr, lease: lease}
+	p := &Primary{cfg: cfg, gate: g, isr: isr, lease: lease, inherited: applied}
 	members := make([]uint32, 0, len(cfg.Peers))
 	if lease == nil {
 		members = append(members, cfg.Peers...)
@@ -243,7 +246,7 @@ func (p *Primary) Tick(nowNs int64) {
 	if p.lease == nil {
 		return
 	}
-	m := p.isr.Maintain(p.gate, MaintainConfig{Peers: p.cfg.Peers, TimeoutNs: p.cfg.InSyncTimeoutNs, RetryNs: p.cfg.RetryNs}, nowNs)
+	m := p.isr.Maintain(p.gate, MaintainConfig{Peers: p.cfg.Peers, TimeoutNs: p.cfg.InSyncTimeoutNs, RetryNs: p.cfg.RetryNs, Inherited: p.inherited}, nowNs)
 	if m.Added {
 		p.requireInSync(nowNs)
 	}

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/seqbus/seqbus/arbiter"
@@ -16,7 +17,11 @@ import (
 //     keeper's MayLead at that nowNs, for the epoch led);
 //  4. nothing is released after the journal failed;
 //  5. a decision never steps down from an epoch of our own, and a new
-//     term is always a newer epoch granted to us.
+//     term is always a newer epoch granted to us;
+//  6. a standby proposed for addition to the in-sync set has acked
+//     everything that may have been released: the term's released
+//     watermark and the history the term inherited (an earlier primary
+//     may have released all of it).
 //
 // Each input is one byte of the stream: the op in its low bits, an
 // argument in the rest.
@@ -38,6 +43,8 @@ type propModel struct {
 	maxSeen uint64 // the highest epoch any reply named
 	// lastRelease is the term's release watermark as last checked.
 	lastRelease uint64
+	// inherited is what the term began with applied.
+	inherited uint64
 }
 
 func newPropModel(t testing.TB) *propModel {
@@ -99,7 +106,7 @@ func (m *propModel) start(epoch uint64) {
 	if m.broken {
 		p.JournalFailed()
 	}
-	m.p, m.epoch, m.lastRelease = p, epoch, 0
+	m.p, m.epoch, m.lastRelease, m.inherited = p, epoch, 0, m.applied
 }
 
 func (m *propModel) step(b byte) {
@@ -200,6 +207,14 @@ func (m *propModel) check(rd Ready) {
 				st, _ := g.Standby(id)
 				m.t.Fatalf("released %d above required standby %d's ack %d (epoch %d, gate: %+v)", r, id, m.acks[id], m.epoch, st)
 			}
+		}
+	}
+	for _, id := range rd.Propose {
+		if slices.Contains(m.isr.Members(), id) {
+			continue
+		}
+		if need := max(m.inherited, g.Released()); m.acks[uint32(id)] < need {
+			m.t.Fatalf("proposed adding standby %d with ack %d below %d (inherited %d, released %d, epoch %d)", id, m.acks[uint32(id)], need, m.inherited, g.Released(), m.epoch)
 		}
 	}
 	if rd.Release == 0 {

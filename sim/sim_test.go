@@ -381,6 +381,19 @@ func TestSimTwoNodes(t *testing.T) {
 	}
 }
 
+// TestSimMoreStandbys runs seeds with three and four standbys
+// (Options.Nodes 4 and 5): the in-sync set then changes with some
+// standbys in it and others out, so a promotion can meet a standby that
+// was not in sync, and the primary's additions and removals are what
+// keep the witness from promoting one behind what was released (bug G
+// in testdata/regressions.txt was found this way).
+func TestSimMoreStandbys(t *testing.T) {
+	for _, nodes := range []int{4, 5} {
+		sum := runBudget(t, max(budget()/20, 5), Options{Nodes: nodes})
+		t.Logf("%d nodes: %s", nodes, sum.String())
+	}
+}
+
 // TestSimInlineSync runs seeds with every node fsyncing on its agent as
 // it appends (Options.InlineSync, what `seqbus node --fsync-inline` does
 // on a fast disk): a record becomes durable, acked and released in the
