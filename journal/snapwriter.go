@@ -156,9 +156,10 @@ func (w *SnapshotWriter) Abandon() {
 }
 
 // start starts the oldest snapshot's write if it has not started: on a
-// goroutine of its own (WriteSnapshot touches no journal state and may run
-// off the owner goroutine, one at a time: every other method first waits
-// for it), or inline, where every snapshot waiting is written.
+// goroutine of its own (Sync is safe from any goroutine, and
+// WriteSnapshot touches no journal state and may run off the owner
+// goroutine, one at a time: every other method first waits for it), or
+// inline, where every snapshot waiting is written.
 func (w *SnapshotWriter) start() {
 	for {
 		ps := w.pending
@@ -168,7 +169,23 @@ func (w *SnapshotWriter) start() {
 		ps.startNs = w.now()
 		ps.done = make(chan error, 1)
 		j := w.j
+		// The journal reaches the disk through the snapshot's seq before
+		// the snapshot does: a crash must never leave a snapshot past the
+		// journal's end, whatever the fsync policy. The records between
+		// would be in the state and nowhere else: no session history or
+		// market-data ring is rebuilt from a snapshot, so a restarted
+		// node could not replay their outputs to a client nor publish
+		// their updates (sim seeds 603850 and 700134, four and five
+		// nodes). The owner writes its buffer here; the fsync runs with
+		// the snapshot's write, one per snapshot.
+		flushErr := j.Flush()
 		write := func() error {
+			if flushErr != nil {
+				return flushErr
+			}
+			if err := j.Sync(); err != nil {
+				return err
+			}
 			return j.WriteSnapshot(ps.seq, ps.epoch, func(out io.Writer) error {
 				_, err := out.Write(ps.data)
 				return err

@@ -35,8 +35,10 @@ func (c *checker) onPublishedMD(pkt []byte) {
 // updates its ring no longer held (md.RepublishMissed), the bound the
 // README states. Seen: a primary applies commands, snapshots past them,
 // crashes before releasing them, restarts (its ring refilled only from
-// the journal after that snapshot) and is promoted again. A consumer
-// recovers those updates only from a book snapshot.
+// the older kept snapshot on) and is promoted again. A consumer
+// recovers those updates only from a book snapshot. (Until the snapshot
+// writer synced the journal first, bug H, a crash could also keep a
+// snapshot past the journal's end and leave the ring nothing below it.)
 const DiagMDPastRing = "DIAG-md-past-ring"
 
 // checkPublishedMD runs at the end of a live run, when the released

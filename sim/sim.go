@@ -986,8 +986,9 @@ const (
 	DiagOwnStepDown       = "DIAG-step-down-own-epoch"
 	// DiagSessionTooOld: a client skipped outputs the primary's history no
 	// longer held (a REPLAY_END TooOld): the history's stated bound, met
-	// when the primary caught up by snapshot (no history before it) or
-	// its journal was compacted below its snapshot before a restart.
+	// when the primary caught up by snapshot (no history before it). (A
+	// crash that kept a snapshot past the journal's end met it too, until
+	// the snapshot writer synced the journal first: bug H.)
 	DiagSessionTooOld = "DIAG-session-history-too-old"
 )
 
