@@ -206,12 +206,14 @@ func recomputeBase(job Job, src Snapshots, newSM Factory) (engine.StateMachine, 
 // (which the rebuild restores rather than replays) in a scratch state
 // machine, applying each command seq with emitter(seq): outputs are
 // deterministic, so the history (and the runtime's market-data ring) hold
-// what they held before the restart. It starts from the older kept
-// snapshot when the journal continues right after it (the journal keeps
-// that much, journal.Compact), else from the empty state when the journal
-// starts at seq 1, else not at all (those outputs are TooOld), and replays
-// at most MaxRebuildRecords commands. Call it before the rebuild creates
-// its own state machine.
+// what they held before the restart. It starts from the empty state when
+// the journal starts at seq 1 (a young journal: all of it, not only what
+// follows the older snapshot, so the market-data ring holds the updates a
+// primary never released before it restarted, sim seed 625477), else
+// from the older kept snapshot when the journal continues right after it
+// (the journal keeps that much, journal.Compact), else not at all (those
+// outputs are TooOld), and replays at most MaxRebuildRecords commands.
+// Call it before the rebuild creates its own state machine.
 func FillBelowSnapshot(log Log, snaps Snapshots, newSM Factory, emitter func(seq uint64) engine.Emitter) error {
 	snap, _, r, err := log.OpenLatestSnapshot()
 	if err != nil {
@@ -241,10 +243,18 @@ func FillBelowSnapshot(log Log, snaps Snapshots, newSM Factory, emitter func(seq
 }
 
 // belowSnapshotBase is the state FillBelowSnapshot replays from: the
-// newest snapshot below snap that the journal (starting at first)
-// continues from, restored in a scratch state machine, or the empty state
-// when the journal starts at seq 1; nil when neither.
+// empty state when the journal (starting at first) starts at seq 1 and
+// reaches snap within MaxRebuildRecords, else the newest snapshot below
+// snap that the journal continues from, restored in a scratch state
+// machine, else the empty state when the journal starts at seq 1; nil
+// when none.
 func belowSnapshotBase(first, snap uint64, snaps Snapshots, newSM Factory) (engine.StateMachine, uint64, error) {
+	if first == 1 && snap <= MaxRebuildRecords {
+		// The whole journal, within the bound: every output and update
+		// it holds, not only those after the older snapshot.
+		sm, err := newSM()
+		return sm, 0, err
+	}
 	seqs, err := snaps.SnapshotSeqs()
 	if err != nil {
 		return nil, 0, nil

@@ -267,8 +267,9 @@ func scanFails(j *fakeJournal, at uint64, err error) *fakeJournal {
 func listFails(j *fakeJournal, err error) *fakeJournal { j.seqsErr = err; return j }
 
 // TestFillBelowSnapshot: a rebuild recomputes the outputs at and below its
-// latest snapshot from the older snapshot the journal continues from, or
-// from the empty state when the journal starts at seq 1, else not at all.
+// latest snapshot from the empty state when the journal starts at seq 1,
+// else from the older snapshot the journal continues from, else not at
+// all.
 func TestFillBelowSnapshot(t *testing.T) {
 	tp := newTape(t, 10, 20, 30)
 	failure := errors.New("bad sector")
@@ -281,6 +282,7 @@ func TestFillBelowSnapshot(t *testing.T) {
 		{"no snapshot", tp.journal(1), 1, 0, nil},
 		{"from the empty state", tp.journal(1, 30), 1, 30, nil},
 		{"from the older snapshot", tp.journal(11, 10, 30), 11, 30, nil},
+		{"the journal starts at 1: from the empty state past an older snapshot", tp.journal(1, 10, 30), 1, 30, nil},
 		{"the older snapshot is damaged, the journal starts at 1", damage(tp.journal(1, 10, 30), 10), 1, 30, nil},
 		{"compacted with no older snapshot", tp.journal(21, 30), 1, 0, nil},
 		{"a gap after the older snapshot", tp.journal(21, 10, 30), 1, 0, nil},
