@@ -50,9 +50,10 @@
 //     for the oldest and says how long), Start begins the oldest's write
 //     on its own goroutine (or writes inline: SnapshotWriterOptions.Inline,
 //     for a single-goroutine runtime such as the simulator) after writing
-//     the owner's buffer, and syncs the journal before the snapshot, under
-//     every policy, so a snapshot is never on disk past the journal's end
-//     (its records' outputs would be in no history after a crash), Poll and
+//     the owner's buffer, and (under group and always) syncs the journal
+//     before the snapshot, so no crash the policy covers leaves a snapshot
+//     past the journal's end (its records' outputs would be in no
+//     history), Poll and
 //     Finish collect finished writes and compact behind each successful
 //     one on the owner goroutine, Abandon waits for the write under way and
 //     forgets the rest. Each of these returns the SnapshotWrites it

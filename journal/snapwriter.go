@@ -169,22 +169,27 @@ func (w *SnapshotWriter) start() {
 		ps.startNs = w.now()
 		ps.done = make(chan error, 1)
 		j := w.j
-		// The journal reaches the disk through the snapshot's seq before
-		// the snapshot does: a crash must never leave a snapshot past the
-		// journal's end, whatever the fsync policy. The records between
-		// would be in the state and nowhere else: no session history or
-		// market-data ring is rebuilt from a snapshot, so a restarted
-		// node could not replay their outputs to a client nor publish
-		// their updates (sim seeds 603850 and 700134, four and five
-		// nodes). The owner writes its buffer here; the fsync runs with
-		// the snapshot's write, one per snapshot.
-		flushErr := j.Flush()
+		// The journal holds the records through the snapshot's seq before
+		// the snapshot is on disk: a crash must never leave a snapshot
+		// past the journal's end. The records between would be in the
+		// state and nowhere else: no session history or market-data ring
+		// is rebuilt from a snapshot, so a restarted node could not replay
+		// their outputs to a client nor publish their updates (sim seeds
+		// 603850 and 700134, four and five nodes). The owner writes its
+		// buffer here (a process crash keeps what was written); under
+		// group and always the journal is fsynced with the snapshot's
+		// write, one fsync a snapshot, so a power loss keeps them too.
+		// Under none nothing is fsynced, and a power loss may lose any
+		// record, as that policy says.
+		flushErr, sync := j.Flush(), j.opts.Policy != SyncNone
 		write := func() error {
 			if flushErr != nil {
 				return flushErr
 			}
-			if err := j.Sync(); err != nil {
-				return err
+			if sync {
+				if err := j.Sync(); err != nil {
+					return err
+				}
 			}
 			return j.WriteSnapshot(ps.seq, ps.epoch, func(out io.Writer) error {
 				_, err := out.Write(ps.data)

@@ -175,9 +175,10 @@ func (s *Store) Cut(eng engine.StateMachine, seq, epoch uint64) ([]byte, bool) {
 }
 
 // Start starts writing the oldest snapshot cut, if its write has not
-// started: off the owner, or inline. The journal is synced through the
-// snapshot's seq first (journal.SnapshotWriter), so a crash never leaves
-// the snapshot past the journal's end.
+// started: off the owner, or inline. The journal is written (and, under
+// group and always, synced) through the snapshot's seq first
+// (journal.SnapshotWriter), so a crash never leaves the snapshot past the
+// journal's end.
 func (s *Store) Start() { s.done(s.w.Start()) }
 
 // Poll finishes a snapshot write that has completed.
