@@ -246,8 +246,7 @@ func FillBelowSnapshot(log Log, snaps Snapshots, newSM Factory, emitter func(seq
 // empty state when the journal (starting at first) starts at seq 1 and
 // reaches snap within MaxRebuildRecords, else the newest snapshot below
 // snap that the journal continues from, restored in a scratch state
-// machine, else the empty state when the journal starts at seq 1; nil
-// when none.
+// machine; nil when neither.
 func belowSnapshotBase(first, snap uint64, snaps Snapshots, newSM Factory) (engine.StateMachine, uint64, error) {
 	if first == 1 && snap <= MaxRebuildRecords {
 		// The whole journal, within the bound: every output and update
@@ -278,9 +277,5 @@ func belowSnapshotBase(first, snap uint64, snaps Snapshots, newSM Factory) (engi
 			return sm, s, nil
 		}
 	}
-	if first != 1 {
-		return nil, 0, nil
-	}
-	sm, err := newSM()
-	return sm, 0, err
+	return nil, 0, nil // those outputs are TooOld (from seq 1 past the bound: refused anyway)
 }
