@@ -193,6 +193,9 @@ type checker struct {
 	// its client delivered, in order (a duplicate answer as its original).
 	history   map[uint64][]string
 	delivered map[uint64][]string
+	// historySeq: per session, the seq of the command that emitted each
+	// output of history (checkTooOld).
+	historySeq map[uint64][]uint64
 
 	leaders map[uint64][2]uint64 // epoch -> (node, incarnation) that led it
 	// taint is the diagnosis of a known open bug seen in this run; later
@@ -216,7 +219,7 @@ func newChecker(s *sim) *checker {
 		cur: make([]*trackedSM, n), ref: ref, outputs: map[string]int{}, mdBySeq: map[uint64]string{}, publishedMD: map[uint64]bool{},
 		results: map[[2]uint64]string{}, accepted: make([]uint64, n), replaying: make([]bool, n),
 		grants: map[[2]uint64]int64{}, acks: map[[3]uint64]uint64{}, leaders: map[uint64][2]uint64{},
-		history: map[uint64][]string{}, delivered: map[uint64][]string{},
+		history: map[uint64][]string{}, delivered: map[uint64][]string{}, historySeq: map[uint64][]uint64{},
 	}
 }
 
@@ -414,6 +417,7 @@ func (e refEmitter) Emit(to uint64, payload []byte) {
 	c.outputs[outKey(to, payload)]++
 	if _, ok := engine.SessionOutSeq(payload); ok {
 		c.history[to] = append(c.history[to], string(payload))
+		c.historySeq[to] = append(c.historySeq[to], c.refApplied)
 	}
 }
 

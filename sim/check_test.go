@@ -6,7 +6,9 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // The checker's rules, each shown failing on a hand-made history, without
@@ -326,4 +328,53 @@ func TestCheckerSessions(t *testing.T) {
 	}
 	c.checkSessions([]uint64{1})
 	wantViolation(t, c, "invariant 9")
+}
+
+// TestCheckerTooOld: a replay's TooOld is the history's bound only when
+// the answering node's disk cannot recompute the outputs; a TooOld for
+// outputs its journal holds from seq 1 is a violation, one for outputs
+// it no longer holds is not.
+func TestCheckerTooOld(t *testing.T) {
+	tooOld := journal.NewMemFS()
+	for _, tc := range []struct {
+		name    string
+		journal bool
+		want    bool
+	}{
+		{"journal holds them", true, true},
+		{"journal empty", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := newTestChecker(t)
+			cmds := [][]byte{order(1, 1, 1000), order(1, 2, 1000)}
+			fs := tooOld
+			if tc.journal {
+				fs = journal.NewMemFS()
+				j, _, err := journal.Open(fs, "/n", journal.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, cmd := range cmds {
+					if err := j.Append(1, uint64(i+1), cmd, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := j.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.nodes[1].fs, s.nodes[1].cfg.Dir = fs, "/n"
+			apply(t, c, 1, cmds...)
+			grant(s, c, 1, 1)
+			release(c, 1, 1, 2)
+			end := wire.ReplayEnd{Origin: wire.Origin{Node: 1, Epoch: 1}, Session: 1, From: 1, Next: 3, Highest: 2, Status: wire.ReplayTooOld}
+			c.checkTooOld(1, end.Append(nil))
+			if got := len(c.violations) > 0; got != tc.want {
+				t.Fatalf("violation %v, want %v: %q", got, tc.want, c.violations)
+			}
+			if tc.want {
+				wantViolation(t, c, "invariant 9")
+			}
+		})
+	}
 }

@@ -116,6 +116,11 @@ func (s *sim) send(from int, fromAddr, to netip.AddrPort, pkt []byte) {
 	if to == s.mdGroupAddr {
 		s.chk.onPublishedMD(cp)
 	}
+	if from >= 1 && from <= s.numNodes {
+		if h, err := wire.ParseHeader(cp); err == nil && h.Type == wire.TypeReplayEnd {
+			s.chk.checkTooOld(from, cp)
+		}
+	}
 	if to.Addr().IsMulticast() {
 		for i := range s.groups {
 			if s.groups[i].addr != to {
