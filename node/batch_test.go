@@ -106,3 +106,36 @@ func TestNewerEpochOfOurOwnIsNotAStepDown(t *testing.T) {
 		t.Fatalf("after the ack under epoch 3: released %d, %d outputs left, %d released; want %d, 0, %d", st.Released, left, st.Node.OutputsReleased, orders, queued)
 	}
 }
+
+// A primary paused in the middle of a pass (SIGSTOP, a descheduled VM)
+// resumes with the pass's time from before the pause. The standby's ack
+// that queued meanwhile is handled at that time, but its output must not
+// be released under the lease that ran out during the pause: the release
+// checks the lease by the clock at the release. Found by seqbus chaos
+// (pause-primary, two nodes, seed 100): a deposed epoch-5 primary sent an
+// output after the new primary's epoch-6 ones.
+func TestReleaseChecksTheLeaseAtTheRelease(t *testing.T) {
+	n, clk, _ := leasedPrimary(t)
+	n.Deliver(commandFrame(7, 1, 100), replayClient) // applied; waits for node 2's ack
+	passNs := clk.ns                                 // a pass reads its time...
+	clk.ns += 2 * arbiter.DefaultLeaseDurationNs     // ...and the process stops past its lease
+	ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 2}, Seq: 1}
+	n.mu.Lock()
+	n.onDatagram(ack.Append(nil), netip.MustParseAddrPort("10.0.0.3:1"), passNs)
+	n.afterBatch(passNs)
+	n.mu.Unlock()
+	if st := n.Status(); st.Node.OutputsReleased != 0 {
+		t.Fatalf("%d outputs left under a lease that ran out during the pause", st.Node.OutputsReleased)
+	}
+	// The same ack with the lease live releases it: the test's setup is
+	// not what held it back.
+	n2, clk2, _ := leasedPrimary(t)
+	n2.Deliver(commandFrame(7, 1, 100), replayClient)
+	n2.mu.Lock()
+	n2.onDatagram(ack.Append(nil), netip.MustParseAddrPort("10.0.0.3:1"), clk2.ns)
+	n2.afterBatch(clk2.ns)
+	n2.mu.Unlock()
+	if st := n2.Status(); st.Node.OutputsReleased == 0 {
+		t.Fatal("no output left with the lease live")
+	}
+}

@@ -248,6 +248,15 @@ func (n *Node) primaryTick(now int64) {
 // release after a promotion (leaderReady), the released watermark, and
 // the market data.
 func (n *Node) release(now int64) {
+	// The moment of release is now by the clock, not the pass's time
+	// (replica.Leader.Release checks the lease then): a process paused in
+	// the middle of a pass (SIGSTOP, a descheduled VM) resumes with a pass
+	// time from before the pause, and the acks that queued meanwhile must
+	// not be released under the lease that ran out while it was stopped
+	// (seqbus chaos, pause-primary: a deposed primary's output arrived
+	// after the new primary's). The frames then leave at once, not at
+	// the pass's end, so little runs between the check and the send.
+	now = n.nowNs()
 	l := n.ldr
 	rr := l.Release(now, replica.ReleaseInput{
 		Origin: n.origin(), Durable: n.j.Durable(),
@@ -270,6 +279,7 @@ func (n *Node) release(now int64) {
 	n.leaderReady() // OutputsReleased, the first release after a promotion
 	n.stats.Released = rr.Released
 	n.mdAfterRelease(now)
+	n.tr.Flush()
 }
 
 // carryOutInSync logs and counts what the core says of the in-sync set

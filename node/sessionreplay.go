@@ -64,7 +64,8 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 		n.stats.DropUnexpected++
 		return
 	}
-	q := session.Request{Session: req.Session, From: req.From, NowNs: now, Leading: n.mayLeadNow(now)}
+	// Leading by the clock now, not the pass's time (see release).
+	q := session.Request{Session: req.Session, From: req.From, NowNs: now, Leading: n.mayLeadNow(n.nowNs())}
 	if q.Leading {
 		q.Released, q.Durable, q.Epoch = n.ldr.Primary().Gate().Released(), n.j.Durable(), n.tm.Epoch()
 	}
