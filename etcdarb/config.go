@@ -3,6 +3,7 @@ package etcdarb
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -119,4 +120,22 @@ type keys struct {
 func makeKeys(prefix string, stream uint16) keys {
 	base := fmt.Sprintf("%s/%d/", prefix, stream)
 	return keys{leader: base + "leader", term: base + "term", inSync: base + "insync"}
+}
+
+// ParseURL turns an arbiter URL, etcd://h1:2379,h2:2379, into the
+// client's endpoints (http://h1:2379, ...): what `seqbus node --arbiter`
+// and `seqbus client --arbiter` take.
+func ParseURL(u string) ([]string, error) {
+	rest, ok := strings.CutPrefix(u, "etcd://")
+	if !ok || rest == "" {
+		return nil, fmt.Errorf("want etcd://host:port[,host:port...], got %q", u)
+	}
+	var eps []string
+	for _, h := range strings.Split(rest, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return nil, fmt.Errorf("bad endpoint %q: %v", h, err)
+		}
+		eps = append(eps, "http://"+h)
+	}
+	return eps, nil
 }

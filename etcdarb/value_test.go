@@ -232,3 +232,15 @@ func TestReplies(t *testing.T) {
 		t.Errorf("keeper did not take the grant: view %+v", k.View())
 	}
 }
+
+func TestParseURL(t *testing.T) {
+	eps, err := ParseURL("etcd://10.0.0.1:2379,h2:2379")
+	if err != nil || len(eps) != 2 || eps[0] != "http://10.0.0.1:2379" || eps[1] != "http://h2:2379" {
+		t.Fatalf("ParseURL = %v, %v", eps, err)
+	}
+	for _, bad := range []string{"", "etcd://", "http://h:2379", "etcd://h", "etcd://h:1,"} {
+		if eps, err := ParseURL(bad); err == nil {
+			t.Errorf("ParseURL(%q) = %v, want an error", bad, eps)
+		}
+	}
+}

@@ -31,6 +31,17 @@ const (
 	SyncNone
 )
 
+// ParseSyncPolicy reads a policy by its String name: none, group or
+// always.
+func ParseSyncPolicy(s string) (SyncPolicy, error) {
+	for _, p := range []SyncPolicy{SyncNone, SyncGroup, SyncAlways} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown fsync policy %q (none, group, always)", s)
+}
+
 func (p SyncPolicy) String() string {
 	switch p {
 	case SyncGroup:

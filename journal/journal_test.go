@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -531,5 +532,20 @@ func TestSyncOnceAndTrySync(t *testing.T) {
 	}
 	if r, err := j.TrySync(); r != SyncedNothing || err == nil || j.Durable() != 2 {
 		t.Fatalf("failed fsync: %v, %v, durable %d", r, err, j.Durable())
+	}
+}
+
+// TestParseSyncPolicy: every policy parses back from its name; anything
+// else is refused with the names it takes.
+func TestParseSyncPolicy(t *testing.T) {
+	for _, p := range []SyncPolicy{SyncNone, SyncGroup, SyncAlways} {
+		if got, err := ParseSyncPolicy(p.String()); err != nil || got != p {
+			t.Errorf("ParseSyncPolicy(%q) = %v, %v", p, got, err)
+		}
+	}
+	for _, bad := range []string{"", "Group", "fsync", "SyncPolicy(9)"} {
+		if _, err := ParseSyncPolicy(bad); err == nil || !strings.Contains(err.Error(), "none, group, always") {
+			t.Errorf("ParseSyncPolicy(%q) = %v", bad, err)
+		}
 	}
 }

@@ -185,6 +185,15 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"demo", "--kill-after", "-1s"}, []string{"--kill-after must be >= 0"}},
 		{[]string{"demo", "--kill-after", "9s"}, []string{"--kill-after must be < --duration (8s)"}},
 		{[]string{"demo", "--config", missing}, []string{"--config", "missing.conf"}},
+		// chaos
+		{[]string{"chaos", "--nodes", "1"}, []string{"--nodes must be 2..5, got 1"}},
+		{[]string{"chaos", "--nodes", "6"}, []string{"--nodes must be 2..5, got 6"}},
+		{[]string{"chaos", "--rounds", "-1"}, []string{"--rounds must be >= 0"}},
+		{[]string{"chaos", "--rate", "0"}, []string{"--rate must be > 0, got 0"}},
+		{[]string{"chaos", "--rate", "NaN"}, []string{"--rate must be a finite number"}},
+		{[]string{"chaos", "--duration", "2s"}, []string{"--duration must be at least 8s"}},
+		{[]string{"chaos", "--fsync", "sometimes"}, []string{"--fsync", `"sometimes"`}},
+		{[]string{"chaos", "--faults", "kill-primary,flood"}, []string{"--faults", `unknown fault "flood"`}},
 		// keygen
 		{[]string{"keygen", "--out", ""}, []string{"--out is required"}},
 		// sim

@@ -23,6 +23,7 @@ var commands = []command{
 	{"keygen", "write a new master key file for frame authentication", runKeygen},
 	{"bench", "measure: gated latency by stage vs the raw UDP floor, throughput, compare and plot histograms", runBench},
 	{"sim", "soak the deterministic cluster simulator over many seeds", runSim},
+	{"chaos", "kill, pause and restart the primary, standbys and witness under load, one fault after another; check nothing was lost", runChaos},
 	{"drill", "failure lessons: a paused primary, and what happens without fencing or gating", runDrill},
 }
 

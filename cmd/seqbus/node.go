@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,62 +23,11 @@ import (
 )
 
 // peerFlags collects repeated --peer id=host:port flags.
-type peerFlags map[uint32]netip.AddrPort
-
-func (p peerFlags) String() string { return fmt.Sprint(map[uint32]netip.AddrPort(p)) }
-
-func (p peerFlags) Set(v string) error {
-	idText, addrText, ok := strings.Cut(v, "=")
-	if !ok {
-		return fmt.Errorf("want id=host:port, got %q", v)
-	}
-	id, err := strconv.ParseUint(idText, 10, 32)
-	if err != nil || id == 0 {
-		return fmt.Errorf("bad peer id %q", idText)
-	}
-	addr, err := netip.ParseAddrPort(addrText)
-	if err == nil {
-		err = flagcheck.DestAddr(addr)
-	}
-	if err != nil {
-		return fmt.Errorf("bad peer address %q: %v", addrText, err)
-	}
-	if prev, ok := p[uint32(id)]; ok {
-		return fmt.Errorf("peer id %d given twice (%v and %v)", id, prev, addr)
-	}
-	p[uint32(id)] = addr
-	return nil
-}
-
-// checkMinInSync: at least 0 and no more standbys than there are peers.
-func checkMinInSync(v, peers int) error {
-	if v < 0 || v > peers {
-		return usagef("--min-insync must be 0..%d (the number of --peer), got %d", peers, v)
-	}
-	return nil
-}
-
-// checkPeers: no --peer may be this node itself.
-func checkPeers(peers peerFlags, id uint) error {
-	if _, ok := peers[uint32(id)]; ok && id != 0 {
-		return usagef("--peer %d=%s is this node's own --id", id, peers[uint32(id)])
-	}
-	return nil
-}
+type peerFlags = flagcheck.Peers
 
 func parseIdle(s string) (bus.Idle, error) { return bus.ParseIdle(s) }
 
-func parseFsync(s string) (journal.SyncPolicy, error) {
-	switch s {
-	case "none":
-		return journal.SyncNone, nil
-	case "group":
-		return journal.SyncGroup, nil
-	case "always":
-		return journal.SyncAlways, nil
-	}
-	return 0, fmt.Errorf("unknown fsync policy %q (none, group, always)", s)
-}
+func parseFsync(s string) (journal.SyncPolicy, error) { return journal.ParseSyncPolicy(s) }
 
 // engineConfig is the matching engine every replica runs; all replicas
 // must use the same one. A dedup window of 1024 lets a client keep 1024
@@ -167,9 +112,9 @@ func (f *nodeFlags) check() error {
 		checkPositive("epoch", *f.epoch), checkFsync("fsync", *f.fsync), checkIdle("idle", *f.idle),
 		checkPositive("snapshot-every", *f.snapEvery), checkDest("witness", *f.witnessAddr, true),
 		checkLease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
-		checkPositive("insync-timeout", *f.insyncTimeout), checkMinInSync(*f.minInSync, len(f.peers)),
+		checkPositive("insync-timeout", *f.insyncTimeout), f.peers.CheckMinInSync(*f.minInSync),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
-		checkPeers(f.peers, *f.id), flagcheck.ListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
+		f.peers.CheckNotSelf(*f.id), flagcheck.ListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
 		checkNodeDatagramBytes(*f.datagramBytes), checkNonNegative("fsync-inline", *f.fsyncInline),
 	)
 }
@@ -305,18 +250,8 @@ func (f *nodeFlags) leaseConfig(cfg *nodeconfig.Config) error {
 
 // parseEtcdURL turns etcd://h1:2379,h2:2379 into client endpoints.
 func parseEtcdURL(u string) ([]string, error) {
-	rest, ok := strings.CutPrefix(u, "etcd://")
-	if !ok || rest == "" {
-		return nil, fmt.Errorf("--arbiter: want etcd://host:port[,host:port...], got %q", u)
-	}
-	var eps []string
-	for _, h := range strings.Split(rest, ",") {
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			return nil, fmt.Errorf("--arbiter: bad endpoint %q: %v", h, err)
-		}
-		eps = append(eps, "http://"+h)
-	}
-	return eps, nil
+	eps, err := etcdarb.ParseURL(u)
+	return eps, flagcheck.Prefixed("arbiter", err)
 }
 
 // waitSignal blocks until SIGINT or SIGTERM.

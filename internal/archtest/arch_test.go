@@ -53,13 +53,14 @@ var mayImport = map[string][]string{
 	"internal/nodetrace": {"engine", "nodeconfig", "status", "internal/monotime", "internal/stagetrace"},
 	"internal/cluster":   {"auth", "bus", "client", "engine", "journal", "mdfeed", "status", "wire", "internal/stagetrace", "internal/verdict"},
 	"bench":              {"bus", "internal/cluster", "internal/monotime", "internal/pace"},
-	"sim":                {"arbiter", "auth", "bus", "client", "engine", "journal", "node", "nodeconfig", "transport", "wire", "witness"},
+	"sim":                {"arbiter", "auth", "bus", "client", "engine", "journal", "node", "nodeconfig", "session", "transport", "wire", "witness"},
 	"cmd/seqbus":         {"*"},
 
 	// Under the command layer: what `seqbus demo`, `drill`, `stat` and
 	// `bench latency|throughput` run (cmd/seqbus keeps flags and printing).
 	"internal/demo":        {"auth", "client", "engine", "internal/cluster", "internal/verdict"},
 	"internal/drill":       {"client", "engine", "internal/cluster", "internal/verdict"},
+	"internal/chaos":       {"arbiter", "auth", "client", "engine", "internal/cluster", "internal/flagcheck", "internal/verdict", "journal"},
 	"internal/statview":    {},
 	"internal/journalview": {"engine", "journal"},
 	"internal/flagcheck":   {"bus"},

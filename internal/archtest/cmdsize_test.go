@@ -16,10 +16,12 @@ import (
 // wants well under 1,000 lines of logic there; before the harness moved
 // out (internal/demo, internal/drill, bench/suite, internal/statview,
 // internal/journalview, internal/loadclient, internal/serve,
-// internal/flagcheck) the layer had 3,720 code lines, after it 1,623.
+// internal/flagcheck) the layer had 3,720 code lines, after it 1,623;
+// with `seqbus chaos` (internal/chaos) and the --peer, --arbiter and
+// --fsync parsers moved into their packages, 1,685.
 // Lower the cap as the layer shrinks; do not raise it to fit new logic:
 // put the logic in a library and call it.
-const cmdCodeMax = 1700
+const cmdCodeMax = 1690
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/verdict"
 )
 
@@ -43,10 +44,31 @@ func WriteTimeline(w io.Writer, logPath string) {
 }
 
 // WriteVerdict writes the verifier's lines as `seqbus verify` would, for
-// a record checked against nodes 1 and 2 of l.
+// a record checked against every node of l.
 func WriteVerdict(w io.Writer, record string, l *Local, res *verdict.Result) {
-	fmt.Fprintf(w, "  seqbus verify --record %s %s %s:\n", record, l.NodeDir(1), l.NodeDir(2))
+	dirs := make([]string, 0, len(l.Nodes))
+	for _, id := range l.IDs() {
+		dirs = append(dirs, l.NodeDir(id))
+	}
+	fmt.Fprintf(w, "  seqbus verify --record %s %s:\n", record, strings.Join(dirs, " "))
 	for _, line := range res.Lines() {
 		fmt.Fprintf(w, "    %s\n", line)
 	}
+}
+
+// Broken is the first promise a run's history breaks, as the demo and
+// the chaos runs judge it (nil: none): outputs a client received that are
+// lost, then duplicates, conflicts, hash mismatches, stale outputs or
+// session faults, then market data with reused seqs or gaps.
+func Broken(res *verdict.Result, md client.MDTracker) error {
+	switch {
+	case res.Lost > 0:
+		return fmt.Errorf("%d outputs the client received are lost", res.Lost)
+	case !res.OK():
+		return fmt.Errorf("the history breaks the promise (duplicates %d, conflicts %d, hash mismatches %d, stale %d, session faults %d)",
+			res.Duplicates, res.Conflicts, res.HashMismatches, res.Stale, res.SessionFaults)
+	case md.Conflicts > 0 || md.Gaps > 0:
+		return fmt.Errorf("market data: %d seqs reused with other content, %d gaps", md.Conflicts, md.Gaps)
+	}
+	return nil
 }

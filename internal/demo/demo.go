@@ -171,7 +171,7 @@ func (d *demo) waitFirstPrimary(ctx context.Context) error {
 // startLoad subscribes to the market data and starts the client's load,
 // recording every output it receives.
 func (d *demo) startLoad(ctx context.Context) error {
-	md, err := client.OpenMarketData(client.MDOptions{Group: d.mdGroup, Iface: "lo", Key: d.key, Stream: 1, Recovery: demoNodeAddrs(d)})
+	md, err := client.OpenMarketData(client.MDOptions{Group: d.mdGroup, Iface: "lo", Key: d.key, Stream: 1, Recovery: d.Addrs()})
 	if err != nil {
 		return err
 	}
@@ -298,7 +298,7 @@ func (d *demo) finish(interrupted bool) error {
 	if final == 0 {
 		final = d.first
 	}
-	mdCatchUp(d.md, func() uint64 { s, _ := d.Status(final); return s.MD.Released }, 3*time.Second)
+	cluster.MDCatchUp(d.md, func() uint64 { s, _ := d.Status(final); return s.MD.Released }, 3*time.Second)
 	d.StopAll()
 	// Nothing a client saw may be missing from the final primary's
 	// history, nor differ from it: seqbus verify's check, on the record.
@@ -312,7 +312,6 @@ func (d *demo) finish(interrupted bool) error {
 	}
 	rep, loadErr := d.load.Result()
 	d.printSummary(rep, res, final)
-	mt := d.md.Tracker()
 	switch {
 	case d.stall != nil:
 		return d.stall
@@ -320,13 +319,9 @@ func (d *demo) finish(interrupted bool) error {
 		return ErrInterrupted
 	case loadErr != nil:
 		return loadErr
-	case res.Lost > 0:
-		return fmt.Errorf("%d outputs the client received are lost", res.Lost)
-	case !res.OK():
-		return fmt.Errorf("the history breaks the promise (duplicates %d, conflicts %d, hash mismatches %d, stale %d)",
-			res.Duplicates, res.Conflicts, res.HashMismatches, res.Stale)
-	case mt.Conflicts > 0 || mt.Gaps > 0:
-		return fmt.Errorf("market data: %d seqs reused with other content, %d gaps", mt.Conflicts, mt.Gaps)
+	}
+	if err := cluster.Broken(res, d.md.Tracker()); err != nil {
+		return err
 	}
 	fmt.Fprintln(d.out, "  verdict: OK, nothing a client saw was lost")
 	return nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -250,4 +251,51 @@ func ListenPort(listen, group string) error {
 		return nil // malformed ones are reported by their own checks
 	}
 	return Usagef("--listen %v uses the --group's port %d: the group's socket binds 0.0.0.0:%d, so pick another port for one of them", l, g.Port(), g.Port())
+}
+
+// Peers collects a repeated id=host:port flag (`--peer`, `--node`):
+// ids 1..2^32-1, each once, each address one a sender may use (DestAddr).
+type Peers map[uint32]netip.AddrPort
+
+func (p Peers) String() string { return fmt.Sprint(map[uint32]netip.AddrPort(p)) }
+
+// Set adds one id=host:port.
+func (p Peers) Set(v string) error {
+	idText, addrText, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want id=host:port, got %q", v)
+	}
+	id, err := strconv.ParseUint(idText, 10, 32)
+	if err != nil || id == 0 {
+		return fmt.Errorf("bad peer id %q", idText)
+	}
+	addr, err := netip.ParseAddrPort(addrText)
+	if err == nil {
+		err = DestAddr(addr)
+	}
+	if err != nil {
+		return fmt.Errorf("bad peer address %q: %v", addrText, err)
+	}
+	if prev, ok := p[uint32(id)]; ok {
+		return fmt.Errorf("peer id %d given twice (%v and %v)", id, prev, addr)
+	}
+	p[uint32(id)] = addr
+	return nil
+}
+
+// CheckMinInSync: --min-insync is at least 0 and no more standbys than
+// there are peers.
+func (p Peers) CheckMinInSync(v int) error {
+	if v < 0 || v > len(p) {
+		return Usagef("--min-insync must be 0..%d (the number of --peer), got %d", len(p), v)
+	}
+	return nil
+}
+
+// CheckNotSelf: no --peer may be this node itself (--id).
+func (p Peers) CheckNotSelf(id uint) error {
+	if addr, ok := p[uint32(id)]; ok && id != 0 {
+		return Usagef("--peer %d=%s is this node's own --id", id, addr)
+	}
+	return nil
 }

@@ -91,3 +91,36 @@ func TestUsageErrors(t *testing.T) {
 		t.Fatalf("Second = %v", err)
 	}
 }
+
+// TestPeers: id=host:port, each id once, a usable address; the checks
+// against --min-insync and the node's own --id.
+func TestPeers(t *testing.T) {
+	p := Peers{}
+	if err := p.Set("2=127.0.0.1:7102"); err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]string{
+		"3":                "want id=host:port",
+		"0=127.0.0.1:1":    "bad peer id",
+		"x=127.0.0.1:1":    "bad peer id",
+		"3=nowhere":        "bad peer address",
+		"3=0.0.0.0:7103":   "bad peer address",
+		"2=127.0.0.1:7109": "peer id 2 given twice",
+	} {
+		if err := p.Set(v); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Set(%q) = %v, want %q", v, err, want)
+		}
+	}
+	if err := p.CheckMinInSync(1); err != nil {
+		t.Errorf("min-insync 1 of 1 peer: %v", err)
+	}
+	if err := p.CheckMinInSync(2); err == nil || !IsUsage(err) {
+		t.Errorf("min-insync 2 of 1 peer: %v", err)
+	}
+	if err := p.CheckNotSelf(1); err != nil {
+		t.Errorf("own id 1: %v", err)
+	}
+	if err := p.CheckNotSelf(2); err == nil || !strings.Contains(err.Error(), "own --id") {
+		t.Errorf("own id 2 as a peer: %v", err)
+	}
+}

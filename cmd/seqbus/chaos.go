@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seqbus/seqbus/internal/chaos"
+)
+
+// runChaos parses the flags and runs internal/chaos on this binary.
+func runChaos(args []string) error {
+	cfg := chaos.Config{Engine: engineConfig(), Out: os.Stdout}
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.IntVar(&cfg.Nodes, "nodes", 3, "nodes in the cluster, 2..5")
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the client's load runs; the faults stop 3 s before its end")
+	fs.IntVar(&cfg.Rounds, "rounds", 0, "inject at most this many faults (0: as many as fit)")
+	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "draws the faults and their delays (printed, to run the same schedule again)")
+	fs.Float64Var(&cfg.Rate, "rate", 2_000, "client commands per second")
+	fs.StringVar(&cfg.Fsync, "fsync", "group", "the nodes' journal fsync policy: none, group, always")
+	faults := fs.String("faults", "all", "faults to draw from, comma-separated: "+strings.Join(chaos.AllFaults, ", ")+", or all")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's directory (logs, journals)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.Faults, err = chaos.ParseFaults(*faults); err != nil {
+		return usagef("--faults: %v", err)
+	}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	if cfg.Bin, err = os.Executable(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := chaos.Run(ctx, cfg); errors.Is(err, chaos.ErrInterrupted) {
+		return errInterrupted
+	} else {
+		return err
+	}
+}

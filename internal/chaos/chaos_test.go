@@ -1,0 +1,100 @@
+package chaos
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqbus/seqbus/internal/flagcheck"
+)
+
+func TestParseFaults(t *testing.T) {
+	all, err := ParseFaults("all")
+	if err != nil || !slices.Equal(all, AllFaults) {
+		t.Fatalf("all: %v %v", all, err)
+	}
+	got, err := ParseFaults("kill-primary, pause-standby,kill-primary")
+	if err != nil || !slices.Equal(got, []string{KillPrimary, PauseStandby}) {
+		t.Fatalf("list: %v %v", got, err)
+	}
+	for _, bad := range []string{"", "flood", "kill-primary,"} {
+		if _, err := ParseFaults(bad); err == nil || !strings.Contains(err.Error(), "unknown fault") {
+			t.Errorf("ParseFaults(%q) = %v, want unknown fault", bad, err)
+		}
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	ok := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Fsync: "group", Faults: AllFaults}
+	if err := ok.Check(); err != nil {
+		t.Fatalf("good config refused: %v", err)
+	}
+	for name, bad := range map[string]func(*Config){
+		"--nodes":    func(c *Config) { c.Nodes = 1 },
+		"--nodes 6":  func(c *Config) { c.Nodes = MaxNodes + 1 },
+		"--rounds":   func(c *Config) { c.Rounds = -1 },
+		"--rate":     func(c *Config) { c.Rate = 0 },
+		"--duration": func(c *Config) { c.Duration = MinDuration - time.Millisecond },
+		"--fsync":    func(c *Config) { c.Fsync = "sometimes" },
+		"--faults":   func(c *Config) { c.Faults = []string{"flood"} },
+	} {
+		c := ok
+		bad(&c)
+		err := c.Check()
+		if err == nil || !flagcheck.IsUsage(err) || !strings.Contains(err.Error(), strings.Fields(name)[0]) {
+			t.Errorf("%s: got %v, want a usage error naming it", name, err)
+		}
+	}
+}
+
+// holds are each fault's hold range, [lo, hi), with a 1 s lease.
+var holds = map[string][2]time.Duration{
+	KillPrimary:    {0, time.Second},
+	RestartPrimary: {0, 1},
+	KillStandby:    {0, 2 * time.Second},
+	PausePrimary:   {1200 * time.Millisecond, 2 * time.Second},
+	PauseStandby:   {50 * time.Millisecond, 1500 * time.Millisecond},
+	KillWitness:    {0, 1500 * time.Millisecond},
+}
+
+// TestSchedule: one seed gives one schedule, another seed another; every
+// fault is drawn, and each delay stays in its stated range.
+func TestSchedule(t *testing.T) {
+	draw := func(seed uint64) []step {
+		s := newSchedule(seed, AllFaults, time.Second)
+		out := make([]step, 400)
+		for i := range out {
+			out[i] = s.next()
+		}
+		return out
+	}
+	a, b, c := draw(7), draw(7), draw(8)
+	if !slices.Equal(a, b) {
+		t.Fatal("the same seed drew two schedules")
+	}
+	if slices.Equal(a, c) {
+		t.Fatal("two seeds drew the same schedule")
+	}
+	seen := map[string]bool{}
+	for _, st := range a {
+		seen[st.fault] = true
+		if st.calm < 300*time.Millisecond || st.calm >= 1500*time.Millisecond {
+			t.Errorf("calm %v outside 300ms..1.5s", st.calm)
+		}
+		r := holds[st.fault]
+		lo, hi := r[0], r[1]
+		if st.hold < lo || st.hold >= hi {
+			t.Errorf("%s: hold %v outside %v..%v", st.fault, st.hold, lo, hi)
+		}
+	}
+	if len(seen) != len(AllFaults) {
+		t.Fatalf("400 draws saw only %v", seen)
+	}
+	one := newSchedule(1, []string{PauseStandby}, time.Second)
+	for range 50 {
+		if st := one.next(); st.fault != PauseStandby {
+			t.Fatalf("drew %s from [%s]", st.fault, PauseStandby)
+		}
+	}
+}

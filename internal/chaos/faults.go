@@ -1,0 +1,99 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The faults a run injects, one at a time, each on a cluster that is
+// whole (a primary holding the lease, every other node in its in-sync
+// set, answers moving): what a venue's processes meet in production. The
+// delays are drawn from the run's seed.
+const (
+	// KillPrimary: SIGKILL the primary; restart it 0..1 s later, as a
+	// standby of whoever the witness promoted.
+	KillPrimary = "kill-primary"
+	// RestartPrimary: SIGKILL the primary and restart it at once, while
+	// its lease is still live at the witness.
+	RestartPrimary = "restart-primary"
+	// KillStandby: SIGKILL a standby; restart it 0..2 s later.
+	KillStandby = "kill-standby"
+	// PausePrimary: SIGSTOP the primary past its lease (lease + 0.2..1 s),
+	// then SIGCONT: it must find its lease gone and release nothing.
+	PausePrimary = "pause-primary"
+	// PauseStandby: SIGSTOP a standby 50 ms..1.5 s, then SIGCONT.
+	PauseStandby = "pause-standby"
+	// KillWitness: SIGKILL the witness; restart it 0..1.5 s later from
+	// its directory.
+	KillWitness = "kill-witness"
+)
+
+// AllFaults are the faults a run draws from by default.
+var AllFaults = []string{KillPrimary, RestartPrimary, KillStandby, PausePrimary, PauseStandby, KillWitness}
+
+// ParseFaults reads a comma-separated list of fault names ("all": every
+// one).
+func ParseFaults(s string) ([]string, error) {
+	if s == "all" {
+		return slices.Clone(AllFaults), nil
+	}
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(AllFaults, name) {
+			return nil, fmt.Errorf("unknown fault %q (%s, or all)", name, strings.Join(AllFaults, ", "))
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// step is one fault of the schedule: which, the calm before it, how long
+// the fault lasts (a pause, or the time until a killed process restarts)
+// and which standby it hits, by rank among the standbys (modulo their
+// number when it runs).
+type step struct {
+	fault   string
+	calm    time.Duration
+	hold    time.Duration
+	standby int
+}
+
+// schedule draws the steps of a run: the same seed and faults give the
+// same steps (the timing of the processes is the machine's).
+type schedule struct {
+	rng    *rand.Rand
+	faults []string
+	lease  time.Duration
+}
+
+func newSchedule(seed uint64, faults []string, lease time.Duration) *schedule {
+	return &schedule{rng: rand.New(rand.NewPCG(seed, 0x5e9b05)), faults: faults, lease: lease}
+}
+
+// between is a duration in [lo, hi).
+func (s *schedule) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(s.rng.Int64N(int64(hi-lo)))
+}
+
+func (s *schedule) next() step {
+	st := step{fault: s.faults[s.rng.IntN(len(s.faults))], calm: s.between(300*time.Millisecond, 1500*time.Millisecond), standby: s.rng.IntN(1 << 16)}
+	switch st.fault {
+	case KillPrimary:
+		st.hold = s.between(0, time.Second)
+	case KillStandby:
+		st.hold = s.between(0, 2*time.Second)
+	case PausePrimary:
+		st.hold = s.lease + s.between(200*time.Millisecond, time.Second)
+	case PauseStandby:
+		st.hold = s.between(50*time.Millisecond, 1500*time.Millisecond)
+	case KillWitness:
+		st.hold = s.between(0, 1500*time.Millisecond)
+	}
+	return st
+}
