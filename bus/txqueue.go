@@ -100,6 +100,14 @@ func (q *TxQueue) QueueUpTo(s Sender, frame []byte, to netip.AddrPort, perSend i
 	return queued, failed
 }
 
+// Discard drops the queued frames unsent and returns how many they were.
+func (q *TxQueue) Discard() int {
+	n := q.n
+	clear(q.bufs[:q.n])
+	q.n, q.s, q.arena = 0, nil, q.arena[:0]
+	return n
+}
+
 // Flush sends the queued frames now and returns the number of calls that
 // failed (each counted once).
 func (q *TxQueue) Flush() (failed int) {

@@ -298,3 +298,21 @@ func TestTxQueueAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// Discard drops what is queued unsent; the queue goes on queueing.
+func TestTxQueueDiscard(t *testing.T) {
+	var q TxQueue
+	s := &nopSender{}
+	to := netip.MustParseAddrPort("127.0.0.1:1")
+	q.Begin()
+	q.Queue(s, []byte("a"), to)
+	q.Queue(s, []byte("b"), to)
+	if got := q.Discard(); got != 2 || q.Len() != 0 {
+		t.Fatalf("Discard = %d, Len %d; want 2, 0", got, q.Len())
+	}
+	q.Queue(s, []byte("c"), to)
+	q.End()
+	if s.n != 1 {
+		t.Fatalf("sent %d frames, want only the one queued after the discard", s.n)
+	}
+}

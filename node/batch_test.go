@@ -139,3 +139,26 @@ func TestReleaseChecksTheLeaseAtTheRelease(t *testing.T) {
 		t.Fatal("no output left with the lease live")
 	}
 }
+
+// A release's frames get one more look at the lease right before they
+// leave: a stop between the release's check and the send (while they are
+// encoded and sealed) drops them unsent, counted.
+func TestReleasedFramesCheckTheLeaseBeforeTheyLeave(t *testing.T) {
+	n, clk, _ := leasedPrimary(t)
+	uc := n.tr.Sockets().Unicast.(*nopEndpoint)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.tr.Begin()
+	defer n.tr.End()
+	before := uc.sent
+	n.tr.Send([]byte("released output"), replayClient)
+	if !n.sendReleasedFrames() || uc.sent != before+1 {
+		t.Fatalf("lease live: sent %d frames, want 1", uc.sent-before)
+	}
+	n.tr.Send([]byte("released output"), replayClient)
+	n.tr.Send([]byte("released output"), replayClient)
+	clk.ns += 2 * arbiter.DefaultLeaseDurationNs
+	if n.sendReleasedFrames() || uc.sent != before+1 || n.stats.ReleaseFramesUnsent != 2 {
+		t.Fatalf("lease run out: sent %d more, unsent %d; want 0 and 2", uc.sent-before-1, n.stats.ReleaseFramesUnsent)
+	}
+}

@@ -254,8 +254,11 @@ func (n *Node) release(now int64) {
 	// time from before the pause, and the acks that queued meanwhile must
 	// not be released under the lease that ran out while it was stopped
 	// (seqbus chaos, pause-primary: a deposed primary's output arrived
-	// after the new primary's). The frames then leave at once, not at
-	// the pass's end, so little runs between the check and the send.
+	// after the new primary's). What the pass queued before leaves first,
+	// so the queue then holds this release's OUTPUT frames only, and
+	// sendReleasedFrames checks the lease once more right before they
+	// leave.
+	n.tr.Flush()
 	now = n.nowNs()
 	l := n.ldr
 	rr := l.Release(now, replica.ReleaseInput{
@@ -278,8 +281,28 @@ func (n *Node) release(now int64) {
 	}
 	n.leaderReady() // OutputsReleased, the first release after a promotion
 	n.stats.Released = rr.Released
+	if !n.sendReleasedFrames() {
+		return
+	}
 	n.mdAfterRelease(now)
+}
+
+// sendReleasedFrames sends the release's queued OUTPUT frames, after one
+// more look at the lease by the clock: a stop between the release's check
+// and here (encoding and sealing the frames takes microseconds) would
+// otherwise send them after the lease ran out. Only the instructions
+// between this clock read and the sendmmsg are left unchecked: no sender
+// can check past its own send, and a client's session drops a repeat of
+// an output it delivered. When the lease has run out the frames are
+// dropped unsent (the clients resend, as for outputs dropped at the gate)
+// and false is returned: nothing more of the release may leave.
+func (n *Node) sendReleasedFrames() bool {
+	if k := n.lease.Keeper(); k != nil && !n.cfg.Unsafe.NoFencing && !k.MayLead(n.nowNs()) {
+		n.stats.ReleaseFramesUnsent += uint64(n.tr.Discard())
+		return false
+	}
 	n.tr.Flush()
+	return true
 }
 
 // carryOutInSync logs and counts what the core says of the in-sync set

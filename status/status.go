@@ -154,9 +154,14 @@ type Stats struct {
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	// NewTerms counts newer epochs granted to this node while it led
 	// (a seamless change of term, never a step-down).
-	NewTerms                                     uint64
-	WitnessSilent                                uint64
-	OutputsDroppedAtGate                         uint64
+	NewTerms             uint64
+	WitnessSilent        uint64
+	OutputsDroppedAtGate uint64
+	// ReleaseFramesUnsent: OUTPUT frames of a release not sent because
+	// the lease ran out between the release's check and the send (the
+	// agent was stopped in between: SIGSTOP, a descheduled VM); the
+	// clients resend, as for outputs dropped at the gate.
+	ReleaseFramesUnsent                          uint64
 	SuffixDiscarded, HistoryDiscarded            uint64
 	InSyncMembers, InSyncProposals, RunningAlone uint64
 

@@ -29,6 +29,10 @@ func (t *Transport) End() { t.c.SendErrors += uint64(t.txq.End()) }
 // Flush sends the queued frames now; a failed call counts one SendErrors.
 func (t *Transport) Flush() { t.c.SendErrors += uint64(t.txq.Flush()) }
 
+// Discard drops the frames queued since the last send, unsent, and
+// returns how many they were.
+func (t *Transport) Discard() int { return t.txq.Discard() }
+
 // Send sends one frame to addr on the unicast socket (at the end of the
 // pass, during one).
 func (t *Transport) Send(frame []byte, to netip.AddrPort) {
