@@ -111,14 +111,18 @@
 // Every seed that ever failed is kept in testdata/regressions.txt with what
 // it found. A line marked known:SIGNATURE is an open bug in a core: the
 // checker recognises it (the DIAG- signatures), and the budget tolerates
-// seeds that fail only that way, so a new bug still fails CI.
+// seeds that fail only that way, so a new bug still fails CI. A
+// documented bound is checked where it can be: a TooOld answer is
+// recomputed from the answering node's disk (toocheck.go), and one the
+// disk could have answered is a violation of its own.
 //
 // # What is not simulated
 //
 // Byte corruption on the wire (the CRC32C makes it a loss), disks that
 // reorder unsynced writes or fail fsync, clocks that jump backwards,
-// witness drift, more than three nodes, snapshots larger than a few
-// hundred commands, and goroutine interleavings inside a process (a
-// node is one lock; the race detector and the node package's own tests
-// cover its goroutines).
+// witness drift, snapshots larger than a few hundred commands, a process
+// stopped in the middle of a pass (a simulated pass takes no time:
+// `seqbus chaos` stops real processes), and goroutine interleavings
+// inside a process (a node is one lock; the race detector and the node
+// package's own tests cover its goroutines).
 package sim
