@@ -22,6 +22,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -345,23 +346,14 @@ func (r *run) whole(answered uint64) string {
 		return "no answer yet"
 	}
 	for _, id := range r.IDs() {
-		if id != p && !r.inSync(st, id) {
+		if id != p && !slices.Contains(st.InSync.Members, id) {
 			return fmt.Sprintf("node%d is not in primary node%d's in-sync set %v", id, p, st.InSync.Members)
 		}
 	}
 	return ""
 }
 
-func (r *run) inSync(st cluster.Status, id uint32) bool {
-	for _, m := range st.InSync.Members {
-		if m == id {
-			return true
-		}
-	}
-	return false
-}
-
-// standby picks a standby of primary p by rank (nil when none).
+// standby picks a standby of primary p by rank (0 when none).
 func (r *run) standby(p uint32, rank int) uint32 {
 	var ids []uint32
 	for _, id := range r.IDs() {
