@@ -439,11 +439,16 @@ func (c *Client) QueryEvery() time.Duration {
 	return time.Duration(c.queryEvery(c.nowNs()))
 }
 
-// onInfo follows the lease holder the witness reports.
-func (c *Client) onInfo(f *wire.Frame) {
+// onInfo follows the lease holder the witness reports, and raises the
+// epoch fence to its epoch (Core.LearnEpoch) when the reply comes from
+// the witness's address or carried a good MAC.
+func (c *Client) onInfo(f *wire.Frame, from netip.AddrPort) {
 	r, err := witness.DecodeReply(f)
 	if err != nil || r.Kind != arbiter.ReplyInfo || r.Holder == arbiter.NodeNone {
 		return
+	}
+	if c.mac != nil || (from.IsValid() && from == c.opts.Witness) {
+		c.core.LearnEpoch(r.Epoch)
 	}
 	addr, ok := c.opts.Nodes[uint32(r.Holder)]
 	if !ok || r.Epoch < c.epoch || (uint32(r.Holder) == c.leader && addr == c.primary) {
@@ -456,6 +461,29 @@ func (c *Client) onInfo(f *wire.Frame) {
 	c.primary = addr
 	c.failovers++
 	c.switchedLocked(c.nowNs())
+}
+
+// fromNode reports whether a frame from addr may raise the epoch fence
+// (Core.Fence): it carried a good MAC (with a key, every frame that got
+// this far did), or it comes from the primary or a node the client was
+// given.
+func (c *Client) fromNode(addr netip.AddrPort) bool {
+	if c.mac != nil {
+		return true
+	}
+	if !addr.IsValid() {
+		return false
+	}
+	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+	if addr == c.primary {
+		return true
+	}
+	for _, a := range c.opts.Nodes {
+		if a == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // Primary is the address commands go to now.
@@ -472,7 +500,7 @@ func (c *Client) Failovers() uint64 {
 	return c.failovers
 }
 
-func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
+func (c *Client) onBatch(bufs [][]byte, sizes []int, from []netip.AddrPort) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.nowNs()
@@ -482,12 +510,16 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			c.core.stats.BadMAC++
 			continue
 		}
+		var src netip.AddrPort
+		if i < len(from) {
+			src = from[i]
+		}
 		if err == nil && f.Type == wire.TypeLeaseInfo {
-			c.onInfo(&f)
+			c.onInfo(&f, src)
 			continue
 		}
 		if err == nil && f.Type == wire.TypeReplayEnd {
-			if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.opts.Core.Session {
+			if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.opts.Core.Session && c.core.Fence(f.Epoch, c.fromNode(src)) {
 				c.core.OnReplayEnd(ReplayAnswer{From: e.From, Next: e.Next, Highest: e.Highest,
 					TooOld: e.Status == wire.ReplayTooOld, Refused: e.Status == wire.ReplayRefused})
 			}
@@ -498,11 +530,14 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, _ []netip.AddrPort) {
 			continue
 		}
 		replay := f.Flags&wire.FlagReplay != 0
+		fresh := c.core.Fence(f.Epoch, c.fromNode(src))
 		c.core.stats.BadOutputs += eachOutput(&f, &c.out, func(idx int, o *engine.Output, payload []byte) {
-			// Exactly once, in order: a repeat or an output beyond a gap
-			// is not delivered (a gap asks for a replay, which delivers
-			// it); the record still has it, marked dropped.
-			if !c.core.Admit(o, replay) {
+			// Exactly once, in order, and never from a deposed primary
+			// (fence.go): a repeat, an output beyond a gap or one of an
+			// epoch older than the fence is not delivered (a gap asks for
+			// a replay, which delivers it); the record still has it,
+			// marked dropped.
+			if !fresh || !c.core.Admit(o, replay) {
 				if c.opts.Recorder != nil {
 					c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, false, true)
 				}

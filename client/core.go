@@ -103,6 +103,10 @@ type Stats struct {
 	Executions, MarketData, Unmatched, BadOutputs              uint64
 	BadMAC                                                     uint64
 	SendErrors                                                 uint64
+	// StaleEpoch counts frames (OUTPUT, REPLAY_END) refused because
+	// their epoch is older than the client's fence (fence.go): a deposed
+	// primary's, received after its successor's.
+	StaleEpoch uint64
 }
 
 // Core tracks commands in flight for one session.
@@ -117,6 +121,9 @@ type Core struct {
 	quietSince int64
 	stats      Stats
 	rs         replayState
+	// fence: the highest epoch seen from a known node or learnt from
+	// the arbiter (fence.go).
+	fence uint64
 }
 
 // NewCore returns a Core.

@@ -34,7 +34,7 @@ func outputFrame(t *testing.T, node uint32, epoch, seq uint64, outs ...engine.Ou
 	return append([]byte(nil), b.Bytes()...)
 }
 
-func memClient(t *testing.T, opts Options) *Client {
+func memClient(t testing.TB, opts Options) *Client {
 	t.Helper()
 	mem := bus.NewMemNetwork(1, bus.Faults{})
 	conn, err := mem.Listen(netip.MustParseAddrPort("10.0.0.9:5000"), nil)
@@ -48,6 +48,26 @@ func memClient(t *testing.T, opts Options) *Client {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// closeAndRead closes the client and its recorder and reads back the
+// record file at path.
+func closeAndRead(t *testing.T, cl *Client, rec *Recorder, path string) []RecordLine {
+	t.Helper()
+	cl.Close()
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []RecordLine
+	if err := ReadRecord(f, func(l RecordLine) error { lines = append(lines, l); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return lines
 }
 
 func TestRecorderWritesOneLinePerOutput(t *testing.T) {
@@ -70,19 +90,7 @@ func TestRecorderWritesOneLinePerOutput(t *testing.T) {
 	f1 := outputFrame(t, 2, 3, 40, ack1, exec)
 	f2 := outputFrame(t, 2, 3, 41, dup, again)
 	cl.onBatch([][]byte{f1, f2}, []int{len(f1), len(f2)}, nil)
-	cl.Close()
-	if err := rec.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []RecordLine
-	if err := ReadRecord(f, func(l RecordLine) error { lines = append(lines, l); return nil }); err != nil {
-		t.Fatal(err)
-	}
+	lines := closeAndRead(t, cl, rec, path)
 	want := []struct {
 		seq          uint64
 		index        int

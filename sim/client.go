@@ -147,7 +147,10 @@ func (c *simClient) sendReplayRequest(from uint64) {
 	c.send(c.primary, c.rbuf)
 }
 
-func (c *simClient) onPacket(pkt []byte) {
+// onPacket handles a datagram from addr as client.Client.onBatch does,
+// with its epoch fence (client.Core.Fence): a frame of an older epoch
+// than the fence is not delivered.
+func (c *simClient) onPacket(pkt []byte, from netip.AddrPort) {
 	f, _, err := wire.Parse(pkt)
 	if err != nil {
 		return
@@ -156,12 +159,16 @@ func (c *simClient) onPacket(pkt []byte) {
 	case wire.TypeLeaseInfo:
 		c.onInfo(&f)
 	case wire.TypeReplayEnd:
-		if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.session {
+		if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.session && c.core.Fence(f.Epoch, c.fromNode(from)) {
 			c.s.logf("client %d replay from %d ends: status %d next %d highest %d", c.session, e.From, e.Status, e.Next, e.Highest)
 			c.core.OnReplayEnd(client.ReplayAnswer{From: e.From, Next: e.Next, Highest: e.Highest,
 				TooOld: e.Status == wire.ReplayTooOld, Refused: e.Status == wire.ReplayRefused})
 		}
 	case wire.TypeOutput:
+		if !c.core.Fence(f.Epoch, c.fromNode(from)) {
+			c.s.logf("client %d refuses an OUTPUT of epoch %d from node %d: its fence is at epoch %d", c.session, f.Epoch, f.Node, c.core.FenceEpoch())
+			return
+		}
 		replay := f.Flags&wire.FlagReplay != 0
 		it := f.Messages()
 		for {
@@ -201,12 +208,24 @@ func (c *simClient) noteGap(now int64) {
 	}
 }
 
+// fromNode reports whether a frame from addr comes from a node (it may
+// raise the epoch fence), as client.Client.fromNode does.
+func (c *simClient) fromNode(addr netip.AddrPort) bool {
+	for _, a := range c.nodes {
+		if a == addr {
+			return true
+		}
+	}
+	return false
+}
+
 // onInfo follows the holder the witness reports, as client.Client does.
 func (c *simClient) onInfo(f *wire.Frame) {
 	r, err := witness.DecodeReply(f)
 	if err != nil || r.Holder == arbiter.NodeNone {
 		return
 	}
+	c.core.LearnEpoch(r.Epoch)
 	addr, ok := c.nodes[uint32(r.Holder)]
 	if !ok || r.Epoch < c.epoch || (uint32(r.Holder) == c.leader && addr == c.primary) {
 		return

@@ -13,7 +13,9 @@
 // socket-free witness.Core (Step, then Persisted once the in-memory store
 // has saved what it asks), as witness.Server drives it; and three clients
 // built on the pure client.Core that follow the lease holder the witness
-// reports and resend after timeouts and failovers. Nothing touches a
+// reports, refuse frames of an epoch older than their fence
+// (client.Core.Fence; Stats.StaleRefused counts them) and resend after
+// timeouts and failovers. Nothing touches a
 // socket, a disk or a clock: addresses (10.0.0.N) are labels.
 //
 // # What is simulated

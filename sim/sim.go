@@ -195,6 +195,10 @@ type Stats struct {
 	// InlineSyncs and ThreadSyncs: the fsyncs the nodes ran on their
 	// agent (Options.InlineSync) and by the committer's step.
 	InlineSyncs, ThreadSyncs uint64
+	// StaleRefused: OUTPUT and REPLAY_END frames the clients' epoch
+	// fence refused (client.Core.Fence): a deposed primary's, arriving
+	// after its successor's.
+	StaleRefused uint64
 }
 
 // Add sums s and o.
@@ -223,6 +227,7 @@ func (s *Stats) Add(o Stats) {
 	s.UnknownKeys += o.UnknownKeys
 	s.InlineSyncs += o.InlineSyncs
 	s.ThreadSyncs += o.ThreadSyncs
+	s.StaleRefused += o.StaleRefused
 }
 
 // params are the seed's random choices made up front.
@@ -400,6 +405,9 @@ func Run(seed uint64, opts Options) (res Result) {
 		res.MaxAnswerGapNs, res.MaxAnswerGapAt = s.maxGapNs, s.maxGapAt
 		s.stats.Releases = s.chk.releases
 		s.stats.Released = s.chk.refApplied
+		for _, c := range s.clients {
+			s.stats.StaleRefused += c.core.Stats().StaleEpoch
+		}
 		res.Stats = s.stats
 	}()
 	s.build()
@@ -785,7 +793,7 @@ func (s *sim) deliver(e event) {
 	default:
 		for _, c := range s.clients {
 			if c.host == e.host {
-				c.onPacket(e.pkt)
+				c.onPacket(e.pkt, e.from)
 			}
 		}
 	}
