@@ -40,7 +40,7 @@ func runBinCombined(t *testing.T, bin string, timeout time.Duration, args ...str
 	return "", 0
 }
 
-var lostRe = regexp.MustCompile(`(?m)^lost (\d+)  duplicates (\d+)  conflicts (\d+)  hash mismatches (\d+)  stale (\d+)$`)
+var lostRe = regexp.MustCompile(`(?m)^lost (\d+)  duplicates (\d+)  conflicts (\d+)  hash mismatches (\d+)  stale (\d+)(?: \(delivered \d+\))?$`)
 
 func verifyCounts(t *testing.T, text string) []int {
 	t.Helper()

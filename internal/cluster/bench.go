@@ -483,8 +483,11 @@ func replicatedPerSec(primary *stagetrace.Trace, warmup int) float64 {
 type ClientSummary struct {
 	Sent, Answered, Acks, Rejects, Duplicates, Resent, Unanswered uint64
 	Executions, Failovers                                         uint64
-	ElapsedSec, RatePerSec                                        float64
-	LatencyUs                                                     map[string]float64
+	// StaleRefused: frames of a deposed primary the client's epoch
+	// fence refused (client.Stats.StaleEpoch).
+	StaleRefused           uint64
+	ElapsedSec, RatePerSec float64
+	LatencyUs              map[string]float64
 	// The generator's own lateness: commands sent > 10 µs after their
 	// intended time, and the intended->sent percentiles.
 	SentLate10us     uint64

@@ -65,8 +65,8 @@ func Broken(res *verdict.Result, md client.MDTracker) error {
 	case res.Lost > 0:
 		return fmt.Errorf("%d outputs the client received are lost", res.Lost)
 	case !res.OK():
-		return fmt.Errorf("the history breaks the promise (duplicates %d, conflicts %d, hash mismatches %d, stale %d, session faults %d)",
-			res.Duplicates, res.Conflicts, res.HashMismatches, res.Stale, res.SessionFaults)
+		return fmt.Errorf("the history breaks the promise (duplicates %d, conflicts %d, hash mismatches %d, stale %d (delivered %d), session faults %d)",
+			res.Duplicates, res.Conflicts, res.HashMismatches, res.Stale, res.StaleDelivered, res.SessionFaults)
 	case md.Conflicts > 0 || md.Gaps > 0:
 		return fmt.Errorf("market data: %d seqs reused with other content, %d gaps", md.Conflicts, md.Gaps)
 	}

@@ -387,8 +387,8 @@ func drillPause(r *drillRun) (string, error) {
 		return "", err
 	}
 	stale, first := r.verdict.Stale, r.verdict.FirstStale
-	fmt.Fprintf(r.out, "  client: %d orders acknowledged; %d outputs received are not in the final history; outputs of an older epoch after a newer one's: %d\n",
-		acked, lost, stale)
+	fmt.Fprintf(r.out, "  client: %d orders acknowledged; %d outputs received are not in the final history; outputs of an older epoch after a newer one's: %d (its epoch fence delivered %d of them)\n",
+		acked, lost, stale, r.verdict.StaleDelivered)
 	var anomaly string
 	if stale > 0 && first != nil {
 		anomaly = fmt.Sprintf("the deposed primary node%d's answers (epoch %d) reached the client %d times after the new primary (epoch %d) began answering; the first arrived %v after SIGCONT (order %d, %s)",
@@ -461,7 +461,7 @@ func drillNoGating(r *drillRun) (string, error) {
 	fmt.Fprintf(r.out, "  client: %d orders acknowledged; %d outputs it received are not in node%d's history\n", acked, lost, nw)
 	stale := ""
 	if r.verdict.Stale > 0 {
-		stale = fmt.Sprintf("%d outputs of an older epoch arrived after a newer one's", r.verdict.Stale)
+		stale = fmt.Sprintf("%d outputs of an older epoch arrived after a newer one's (%d delivered)", r.verdict.Stale, r.verdict.StaleDelivered)
 	}
 	if lost > 0 {
 		return join(join(fmt.Sprintf("%d outputs the client received (acks, executions) vanished in the failover (the dead primary answered before the standby had them)", lost),

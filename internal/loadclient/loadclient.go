@@ -95,6 +95,9 @@ func WriteSummary(w io.Writer, s *cluster.ClientSummary) {
 	fmt.Fprintf(tw, "\tsent\tanswered\tunanswered\tacks\trejects\tduplicates\tresent\texecutions\tfailovers\t\n")
 	fmt.Fprintf(tw, "commands\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", s.Sent, s.Answered, s.Unanswered, s.Acks, s.Rejects, s.Duplicates, s.Resent, s.Executions, s.Failovers)
 	_ = tw.Flush()
+	if s.StaleRefused > 0 {
+		fmt.Fprintf(w, "refused %d frames of a deposed primary (an epoch older than one seen)\n", s.StaleRefused)
+	}
 	fmt.Fprintf(w, "\n%d answered in %.2fs: %.0f/s\n\n", s.Answered, s.ElapsedSec, s.RatePerSec)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "latency (from intended send)\tp50\tp90\tp99\tp99.9\tp99.99\tmax\t\n")
@@ -107,7 +110,7 @@ func Summarize(rep client.LoadReport, failovers uint64, lat *Latency) cluster.Cl
 	st := rep.Stats
 	sum := cluster.ClientSummary{
 		Sent: rep.Sent, Answered: st.Answered, Acks: st.Acks, Rejects: st.Rejects, Duplicates: st.Duplicates,
-		Resent: st.Resent, Unanswered: rep.Sent - st.Answered, Executions: st.Executions, Failovers: failovers,
+		Resent: st.Resent, Unanswered: rep.Sent - st.Answered, Executions: st.Executions, Failovers: failovers, StaleRefused: st.StaleEpoch,
 		ElapsedSec: rep.Elapsed.Seconds(), RatePerSec: float64(st.Answered) / max(rep.Elapsed.Seconds(), 1e-9),
 		LatencyUs: map[string]float64{},
 	}

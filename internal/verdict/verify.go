@@ -135,6 +135,21 @@ type Result struct {
 	Findings      []Finding
 	// FirstStale is the first stale output received (when Stale > 0).
 	FirstStale *client.RecordLine `json:",omitempty"`
+	// StaleDelivered: stale outputs the client delivered to the
+	// application anyway. Its epoch fence (client.Core.Fence) refuses
+	// an output of an older epoch than one it has seen, so a stale
+	// output that arrived counts against the primaries (they fence by
+	// the lease) and one delivered against the client too.
+	StaleDelivered uint64
+}
+
+// staleDelivered is the counts line's note on stale outputs: how many
+// of them the client delivered (none when nothing was stale).
+func (r *Result) staleDelivered() string {
+	if r.Stale == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (delivered %d)", r.StaleDelivered)
 }
 
 // OK is true when nothing was lost, duplicated, conflicting, mismatched or
@@ -292,8 +307,11 @@ func checkRecord(prim *replica, reps []*replica, lines []received, applied map[s
 				first := l.RecordLine
 				res.FirstStale = &first
 			}
-			res.find("stale", &res.Stale, "%s: %s of order %d at epoch %d seq %d received after an output of epoch %d (%s)",
-				l.where, l.Kind, l.ClientOrderID, l.Epoch, l.Seq, maxEpoch, maxWhere)
+			res.find("stale", &res.Stale, "%s: %s of order %d at epoch %d seq %d received after an output of epoch %d (%s)%s",
+				l.where, l.Kind, l.ClientOrderID, l.Epoch, l.Seq, maxEpoch, maxWhere, map[bool]string{true: ", refused by the client", false: ", DELIVERED by the client"}[l.Dropped])
+			if !l.Dropped {
+				res.StaleDelivered++
+			}
 		} else if l.Epoch > maxEpoch {
 			maxEpoch, maxWhere = l.Epoch, l.where
 		}
@@ -722,7 +740,7 @@ func (r *Result) Lines() []string {
 	out = append(out,
 		fmt.Sprintf("received %d outputs (%d answers): %d found byte for byte at their (epoch, seq) in the final primary's history, %d duplicate answers from the dedup table backed by their original there, %d answers older than its journal found in its snapshot's dedup table, %d older executions or table-only rejects not checkable",
 			r.Received, r.Answers, r.Checked, r.FromTable, r.InSnapshot, r.Unchecked),
-		fmt.Sprintf("lost %d  duplicates %d  conflicts %d  hash mismatches %d  stale %d", r.Lost, r.Duplicates, r.Conflicts, r.HashMismatches, r.Stale))
+		fmt.Sprintf("lost %d  duplicates %d  conflicts %d  hash mismatches %d  stale %d%s", r.Lost, r.Duplicates, r.Conflicts, r.HashMismatches, r.Stale, r.staleDelivered()))
 	for i := range r.Sessions {
 		out = append(out, r.Sessions[i].Line())
 	}

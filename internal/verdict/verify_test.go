@@ -152,6 +152,21 @@ func mustHex(s string) []byte {
 	return b
 }
 
+// staleRecord is the record of history h with the output just before
+// the first of epoch 2 arriving after it: stale, and refused by the
+// client (marked dropped) when dropped.
+func staleRecord(t *testing.T, h []vrec, dropped bool) []client.RecordLine {
+	lines := seen(t, h)
+	for i, l := range lines {
+		if l.Epoch == 2 {
+			lines[i-1], lines[i] = lines[i], lines[i-1]
+			lines[i].Dropped = dropped
+			break
+		}
+	}
+	return lines
+}
+
 type counts struct{ lost, dups, conflicts, hashes, stale uint64 }
 
 func got(r *Result) counts {
@@ -306,19 +321,21 @@ func TestVerifySyntheticHistories(t *testing.T) {
 			},
 			want: counts{lost: 1}},
 		{name: "stale: an epoch-1 output after an epoch-2 one", primary: twoEpochs, standby: twoEpochs,
-			record: func() []client.RecordLine {
-				lines := seen(t, twoEpochs)
-				for i, l := range lines {
-					if l.Epoch == 2 {
-						// the output just before the first of epoch 2
-						// arrives after it
-						lines[i-1], lines[i] = lines[i], lines[i-1]
-						break
-					}
+			record: func() []client.RecordLine { return staleRecord(t, twoEpochs, false) },
+			want:   counts{stale: 1},
+			check: func(t *testing.T, r *Result) {
+				if r.StaleDelivered != 1 {
+					t.Errorf("stale delivered %d, want 1: the record does not mark it dropped", r.StaleDelivered)
 				}
-				return lines
-			},
-			want: counts{stale: 1}},
+			}},
+		{name: "stale, refused by the client's epoch fence", primary: twoEpochs, standby: twoEpochs,
+			record: func() []client.RecordLine { return staleRecord(t, twoEpochs, true) },
+			want:   counts{stale: 1},
+			check: func(t *testing.T, r *Result) {
+				if r.StaleDelivered != 0 || r.OK() {
+					t.Errorf("stale delivered %d, OK %v: want 0 and not OK (it still arrived: the primaries' fencing failed)", r.StaleDelivered, r.OK())
+				}
+			}},
 		{name: "compacted: answers older than the journal in the snapshot's dedup table", primary: big, pSnap: 150, standby: big,
 			record: func() []client.RecordLine {
 				lines := append([]client.RecordLine(nil), bigClean...)
