@@ -15,7 +15,7 @@ import (
 
 // runChaos parses the flags and runs internal/chaos on this binary.
 func runChaos(args []string) error {
-	cfg := chaos.Config{Engine: engineConfig(), Out: os.Stdout}
+	cfg := chaos.Config{Engine: engineConfig(), Out: os.Stdout, Args: append([]string{"chaos"}, args...)}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "nodes in the cluster, 2..5")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the client's load runs; the faults stop 3 s before its end")
@@ -23,7 +23,8 @@ func runChaos(args []string) error {
 	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "draws the faults and their delays (printed, to run the same schedule again)")
 	fs.Float64Var(&cfg.Rate, "rate", 2_000, "client commands per second")
 	fs.StringVar(&cfg.Fsync, "fsync", "group", "the nodes' journal fsync policy: none, group, always")
-	faults := fs.String("faults", "all", "faults to draw from, comma-separated: "+strings.Join(chaos.AllFaults, ", ")+", or all")
+	faults := fs.String("faults", "process", "faults to draw from, comma-separated: "+strings.Join(chaos.AllFaults, ", ")+
+		"; or process (the first six), network (the last four: root and nftables, in a network namespace of the run's own), all")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's directory (logs, journals)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

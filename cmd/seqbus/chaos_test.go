@@ -3,25 +3,58 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/internal/chaos"
 )
 
 // TestChaos runs the built binary's chaos run with three nodes and every
-// fault: it must inject faults, see the cluster whole after each, exit 0
-// with nothing lost, and leave no child process behind.
+// process fault: it must inject faults, see the cluster whole after each,
+// exit 0 with nothing lost, and leave no child process behind.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary for ~15 s")
 	}
+	runChaosBinary(t, "--duration", "14s", "--rate", "1500", "--seed", "11")
+}
+
+// TestChaosNetwork runs the network faults (isolate the primary, a
+// standby or the witness; random loss) in the run's own network
+// namespace, with the same expectations. Seed 36 cuts the primary off
+// first (0.9 s in, for 2.3 s), then the witness, then drops datagrams.
+func TestChaosNetwork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary for ~15 s")
+	}
+	if err := chaos.CheckNetwork(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must run the network faults: %v", err)
+		}
+		t.Skipf("skipping the network faults: %v", err)
+	}
+	text := runChaosBinary(t, "--faults", "network", "--duration", "14s", "--rate", "1500", "--seed", "36")
+	for _, want := range []string{"network namespace of its own", "isolate-primary: cut node", "leads epoch"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("chaos output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// runChaosBinary runs `seqbus chaos args...` and checks that it injected
+// faults, was whole after each and lost nothing, and that no child
+// survived; it returns the output.
+func runChaosBinary(t *testing.T, args ...string) string {
+	t.Helper()
 	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "chaos", "--duration", "14s", "--rate", "1500", "--seed", "11")
+	cmd := exec.CommandContext(ctx, bin, append([]string{"chaos"}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("chaos: %v\n%s", err, out.String())
@@ -36,4 +69,5 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("chaos injected no fault:\n%s", text)
 	}
 	noChildLeft(t, bin)
+	return text
 }

@@ -53,8 +53,12 @@ type Config struct {
 	Rate float64
 	// Fsync is the nodes' --fsync ("": group).
 	Fsync string
-	// Faults are the faults drawn from (nil: AllFaults).
+	// Faults are the faults drawn from (nil: ProcessFaults). A network
+	// fault runs the whole run again in a network namespace of its own
+	// (network.go): Args are the arguments that start it (`chaos` and
+	// its flags).
 	Faults []string
+	Args   []string
 	Keep   bool // keep the run's directory (logs, journals)
 	// Engine is the nodes' engine configuration, for the verifier.
 	Engine engine.Config
@@ -97,6 +101,11 @@ func (c Config) Check() error {
 			return flagcheck.Usagef("--faults: %v", err)
 		}
 	}
+	if needsNetwork(c.Faults) {
+		if err := CheckNetwork(); err != nil {
+			return flagcheck.Usagef("--faults: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -118,6 +127,7 @@ type run struct {
 	sched    *schedule
 	start    time.Time
 	injected map[string]int
+	fw       *firewall // nil unless the run has its own network
 }
 
 // Run runs cfg: it starts the cluster and the load, injects the faults,
@@ -129,7 +139,19 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if len(cfg.Faults) == 0 {
-		cfg.Faults = AllFaults
+		cfg.Faults = ProcessFaults
+	}
+	isolated := os.Getenv(isolatedEnv) == "1"
+	if needsNetwork(cfg.Faults) && !isolated {
+		return runIsolated(ctx, cfg, cfg.Out)
+	}
+	var fw *firewall
+	if isolated {
+		f, err := setUpNetwork()
+		if err != nil {
+			return err
+		}
+		fw = &f
 	}
 	dir, err := os.MkdirTemp("", "seqbus-chaos-")
 	if err != nil {
@@ -142,10 +164,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	r := &run{Local: local, cfg: cfg, out: cfg.Out, sched: newSchedule(cfg.Seed, cfg.Faults, lease), injected: map[string]int{}}
+	r := &run{Local: local, cfg: cfg, out: cfg.Out, fw: fw, sched: newSchedule(cfg.Seed, cfg.Faults, lease), injected: map[string]int{}}
 	defer r.StopAll()
-	fmt.Fprintf(r.out, "seqbus chaos: %d nodes and a witness on loopback (multicast %s on lo), %v of load at %v/s, faults %s, seed %d; files in %s%s\n",
-		cfg.Nodes, r.Group, cfg.Duration, cfg.Rate, strings.Join(cfg.Faults, ","), cfg.Seed, dir, keepNote(cfg.Keep))
+	where := "loopback"
+	if isolated {
+		where = "the loopback of a network namespace of its own"
+	}
+	fmt.Fprintf(r.out, "seqbus chaos: %d nodes and a witness on %s (multicast %s on lo), %v of load at %v/s, faults %s, seed %d; files in %s%s\n",
+		cfg.Nodes, where, r.Group, cfg.Duration, cfg.Rate, strings.Join(cfg.Faults, ","), cfg.Seed, dir, keepNote(cfg.Keep))
 	if err := r.startProcesses(); err != nil {
 		return err
 	}
@@ -417,7 +443,41 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 		sleep(ctx, st.hold)
 		return fmt.Sprintf("%s: SIGKILL the witness, restarted %v later", st.fault, st.hold.Round(time.Millisecond)), r.startWitness()
 	}
+	if slices.Contains(NetworkFaults, st.fault) {
+		return r.networkFault(ctx, st, p, ps.Epoch)
+	}
 	return st.fault, fmt.Errorf("unknown fault %q", st.fault)
+}
+
+// networkFault cuts or loses datagrams for st.hold, then heals.
+func (r *run) networkFault(ctx context.Context, st step, p uint32, epoch uint64) (string, error) {
+	if r.fw == nil {
+		return st.fault, errors.New("a network fault outside a network of the run's own")
+	}
+	var line string
+	var err error
+	switch st.fault {
+	case IsolatePrimary:
+		line, err = fmt.Sprintf("%s: cut node%d (primary, epoch %d) off for %v", st.fault, p, epoch, st.hold.Round(time.Millisecond)), r.fw.cut(r.Nodes[p].Port())
+	case IsolateStandby:
+		s := r.standby(p, st.standby)
+		line, err = fmt.Sprintf("%s: cut node%d off for %v", st.fault, s, st.hold.Round(time.Millisecond)), r.fw.cut(r.Nodes[s].Port())
+	case IsolateWitness:
+		line, err = fmt.Sprintf("%s: cut the witness off for %v", st.fault, st.hold.Round(time.Millisecond)), r.fw.cut(r.Witness.Port())
+	case Loss:
+		line, err = fmt.Sprintf("%s: drop 1 in %d datagrams for %v", st.fault, st.lossMod, st.hold.Round(time.Millisecond)), r.fw.lose(st.lossMod)
+	}
+	if err != nil {
+		return line, err
+	}
+	sleep(ctx, st.hold)
+	if err := r.fw.heal(); err != nil {
+		return line, err
+	}
+	if st.fault == IsolatePrimary {
+		return r.afterPrimaryFault(ctx, line, epoch)
+	}
+	return line, nil
 }
 
 // waitExit waits for a killed child to be gone, so its ports are free
@@ -494,8 +554,8 @@ func (r *run) printSummary(rep client.LoadReport, res *verdict.Result, final uin
 	}
 	fmt.Fprintf(r.out, "\nsummary\n  faults %d (%s); replay with: seqbus chaos --seed %d --nodes %d --faults %s\n",
 		r.faults(), strings.Join(per, ", "), r.cfg.Seed, r.cfg.Nodes, strings.Join(r.cfg.Faults, ","))
-	fmt.Fprintf(r.out, "  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n",
-		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates)
+	fmt.Fprintf(r.out, "  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d; frames of a deposed primary refused by the client's epoch fence %d\n",
+		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates, st.StaleEpoch)
 	fmt.Fprintf(r.out, "  lost (received but not in node%d's history): %d\n", final, res.Lost)
 	cluster.WriteVerdict(r.out, r.record, r.Local, res)
 	fst, _ := r.Status(final)

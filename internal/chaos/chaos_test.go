@@ -14,6 +14,14 @@ func TestParseFaults(t *testing.T) {
 	if err != nil || !slices.Equal(all, AllFaults) {
 		t.Fatalf("all: %v %v", all, err)
 	}
+	for group, want := range map[string][]string{"process": ProcessFaults, "network": NetworkFaults} {
+		if got, err := ParseFaults(group); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("%s: %v %v", group, got, err)
+		}
+	}
+	if got, err := ParseFaults("loss,process"); err != nil || len(got) != len(ProcessFaults)+1 || got[0] != Loss {
+		t.Fatalf("loss,process: %v %v", got, err)
+	}
 	got, err := ParseFaults("kill-primary, pause-standby,kill-primary")
 	if err != nil || !slices.Equal(got, []string{KillPrimary, PauseStandby}) {
 		t.Fatalf("list: %v %v", got, err)
@@ -26,7 +34,7 @@ func TestParseFaults(t *testing.T) {
 }
 
 func TestConfigCheck(t *testing.T) {
-	ok := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Fsync: "group", Faults: AllFaults}
+	ok := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Fsync: "group", Faults: ProcessFaults}
 	if err := ok.Check(); err != nil {
 		t.Fatalf("good config refused: %v", err)
 	}
@@ -48,6 +56,23 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
+// TestConfigCheckNetwork: the network faults are refused, naming
+// --faults, where this process cannot run them (not root, or no nft),
+// and accepted where it can.
+func TestConfigCheckNetwork(t *testing.T) {
+	c := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Faults: []string{KillPrimary, Loss}}
+	err := c.Check()
+	if why := CheckNetwork(); why != nil {
+		if err == nil || !flagcheck.IsUsage(err) || !strings.Contains(err.Error(), "--faults") {
+			t.Fatalf("network faults where they cannot run (%v): Check = %v, want a usage error naming --faults", why, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("network faults as root with nft: %v", err)
+	}
+}
+
 // holds are each fault's hold range, [lo, hi), with a 1 s lease.
 var holds = map[string][2]time.Duration{
 	KillPrimary:    {0, time.Second},
@@ -56,6 +81,10 @@ var holds = map[string][2]time.Duration{
 	PausePrimary:   {1200 * time.Millisecond, 2 * time.Second},
 	PauseStandby:   {50 * time.Millisecond, 1500 * time.Millisecond},
 	KillWitness:    {0, 1500 * time.Millisecond},
+	IsolatePrimary: {1200 * time.Millisecond, 2500 * time.Millisecond},
+	IsolateStandby: {200 * time.Millisecond, 3 * time.Second},
+	IsolateWitness: {200 * time.Millisecond, 2 * time.Second},
+	Loss:           {time.Second, 4 * time.Second},
 }
 
 // TestSchedule: one seed gives one schedule, another seed another; every
@@ -86,6 +115,9 @@ func TestSchedule(t *testing.T) {
 		lo, hi := r[0], r[1]
 		if st.hold < lo || st.hold >= hi {
 			t.Errorf("%s: hold %v outside %v..%v", st.fault, st.hold, lo, hi)
+		}
+		if st.fault == Loss && (st.lossMod < 3 || st.lossMod > 20) {
+			t.Errorf("loss: 1 in %d, want 1 in 3..20", st.lossMod)
 		}
 	}
 	if len(seen) != len(AllFaults) {

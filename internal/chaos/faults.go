@@ -31,23 +31,33 @@ const (
 	KillWitness = "kill-witness"
 )
 
-// AllFaults are the faults a run draws from by default.
-var AllFaults = []string{KillPrimary, RestartPrimary, KillStandby, PausePrimary, PauseStandby, KillWitness}
+// ProcessFaults are the faults a run draws from by default: they need
+// nothing but the processes (no root).
+var ProcessFaults = []string{KillPrimary, RestartPrimary, KillStandby, PausePrimary, PauseStandby, KillWitness}
 
-// ParseFaults reads a comma-separated list of fault names ("all": every
-// one).
+// AllFaults are every fault, the network ones (network.go) included.
+var AllFaults = append(slices.Clone(ProcessFaults), NetworkFaults...)
+
+// faultGroups are the names that stand for several faults.
+var faultGroups = map[string][]string{"process": ProcessFaults, "network": NetworkFaults, "all": AllFaults}
+
+// ParseFaults reads a comma-separated list of fault names and groups
+// ("process", "network", "all").
 func ParseFaults(s string) ([]string, error) {
-	if s == "all" {
-		return slices.Clone(AllFaults), nil
-	}
 	var out []string
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
-		if !slices.Contains(AllFaults, name) {
-			return nil, fmt.Errorf("unknown fault %q (%s, or all)", name, strings.Join(AllFaults, ", "))
+		names, ok := faultGroups[name]
+		if !ok {
+			names = []string{name}
 		}
-		if !slices.Contains(out, name) {
-			out = append(out, name)
+		for _, n := range names {
+			if !slices.Contains(AllFaults, n) {
+				return nil, fmt.Errorf("unknown fault %q (%s, or process, network, all)", n, strings.Join(AllFaults, ", "))
+			}
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
 		}
 	}
 	return out, nil
@@ -62,6 +72,8 @@ type step struct {
 	calm    time.Duration
 	hold    time.Duration
 	standby int
+	// lossMod: Loss drops one datagram in lossMod (3..20: 33..5 %).
+	lossMod int
 }
 
 // schedule draws the steps of a run: the same seed and faults give the
@@ -94,6 +106,14 @@ func (s *schedule) next() step {
 		st.hold = s.between(50*time.Millisecond, 1500*time.Millisecond)
 	case KillWitness:
 		st.hold = s.between(0, 1500*time.Millisecond)
+	case IsolatePrimary:
+		st.hold = s.lease + s.between(200*time.Millisecond, 1500*time.Millisecond)
+	case IsolateStandby:
+		st.hold = s.between(200*time.Millisecond, 3*time.Second)
+	case IsolateWitness:
+		st.hold = s.between(200*time.Millisecond, 2*time.Second)
+	case Loss:
+		st.hold, st.lossMod = s.between(time.Second, 4*time.Second), 3+s.rng.IntN(18)
 	}
 	return st
 }
