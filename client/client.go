@@ -486,6 +486,16 @@ func (c *Client) fromNode(addr netip.AddrPort) bool {
 	return false
 }
 
+// LearnEpoch raises the client's epoch fence (Core.LearnEpoch) to an
+// epoch another arbiter says is held (e.g. etcd, for a caller that asks
+// it itself and calls SetPrimary): nothing of an older epoch is
+// delivered from now on.
+func (c *Client) LearnEpoch(epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.core.LearnEpoch(epoch)
+}
+
 // Primary is the address commands go to now.
 func (c *Client) Primary() netip.AddrPort {
 	c.mu.Lock()

@@ -3,6 +3,7 @@ package client
 import (
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -110,6 +111,9 @@ func TestClientRefusesADeposedPrimary(t *testing.T) {
 	ack := func(id uint64) engine.Output {
 		return engine.Output{Kind: engine.KindAck, ClientOrderID: id, OrderID: 100 + id, Side: engine.Buy, Type: engine.Limit, Price: 10, Qty: 1, OutSeq: id}
 	}
+	fill := func(id, outSeq uint64) engine.Output {
+		return engine.Output{Kind: engine.KindExecution, ClientOrderID: id, OrderID: 100 + id, ContraOrderID: 9, TradeID: 5, Side: engine.Buy, Price: 10, Qty: 1, OutSeq: outSeq}
+	}
 	deliver := func(f []byte, from netip.AddrPort) {
 		cl.onBatch([][]byte{f}, []int{len(f)}, []netip.AddrPort{from})
 	}
@@ -122,7 +126,7 @@ func TestClientRefusesADeposedPrimary(t *testing.T) {
 	// Made-up epoch 99 from an unknown address: not refused (nothing
 	// says it is stale), but the fence stays at 6.
 	other := netip.MustParseAddrPort("10.0.0.66:7000")
-	deliver(outputFrame(t, 9, 99, 13, engine.Output{Kind: engine.KindExecution, ClientOrderID: 1}), other)
+	deliver(outputFrame(t, 9, 99, 13, fill(1, 0)), other)
 	if cl.core.FenceEpoch() != 6 {
 		t.Fatalf("fence %d after an unknown sender's epoch 99, want 6", cl.core.FenceEpoch())
 	}
@@ -141,13 +145,20 @@ func TestClientRefusesADeposedPrimary(t *testing.T) {
 	if len(results) != 3 || cl.InFlight() != 0 {
 		t.Fatalf("epoch 8's answer: results %d, in flight %d; want 3, 0", len(results), cl.InFlight())
 	}
+	// Another arbiter (etcd, asked by the caller) names epoch 9.
+	cl.LearnEpoch(9)
+	before := cl.Stats().Executions
+	deliver(outputFrame(t, 1, 8, 16, fill(3, 4)), oldP)
+	if st := cl.Stats(); st.StaleEpoch != 3 || st.Executions != before || st.BadOutputs != 0 {
+		t.Fatalf("after LearnEpoch(9), an epoch-8 execution: stale %d, executions %d (%d before), bad %d; want 3, none new, 0", st.StaleEpoch, st.Executions, before, st.BadOutputs)
+	}
 	var dropped []uint64
 	for _, l := range closeAndRead(t, cl, rec, path) {
 		if l.Dropped {
 			dropped = append(dropped, l.Epoch)
 		}
 	}
-	if len(dropped) != 2 || dropped[0] != 5 || dropped[1] != 6 {
-		t.Fatalf("record's dropped lines at epochs %v, want [5 6]", dropped)
+	if !slices.Equal(dropped, []uint64{5, 6, 8}) {
+		t.Fatalf("record's dropped lines at epochs %v, want [5 6 8]", dropped)
 	}
 }

@@ -165,6 +165,7 @@ func FollowEtcd(endpoints []string, stream uint16, nodes map[uint32]netip.AddrPo
 			}
 			if addr, ok := nodes[uint32(h)]; ok {
 				holder, epoch = h, e
+				cl.LearnEpoch(e) // etcd granted e only after every older lease ended
 				if addr != cl.Primary() {
 					cl.SetPrimary(addr)
 				}
