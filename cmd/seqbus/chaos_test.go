@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/internal/chaos"
+	"github.com/seqbus/seqbus/internal/cluster"
 )
 
 // TestChaos runs the built binary's chaos run with three nodes and every
@@ -39,6 +40,27 @@ func TestChaosNetwork(t *testing.T) {
 	}
 	text := runChaosBinary(t, "--faults", "network", "--duration", "14s", "--rate", "1500", "--seed", "36")
 	for _, want := range []string{"network namespace of its own", "isolate-primary: cut node", "leads epoch"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("chaos output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestChaosEtcd runs chaos with the lease on a 3-member etcd cluster the
+// run starts: seed 9 kills an etcd member first, then the primary, then
+// pauses the new one past its 2 s lease.
+func TestChaosEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary for ~20 s")
+	}
+	if _, err := os.Stat(cluster.EtcdBinary); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must run chaos on etcd: %v", err)
+		}
+		t.Skipf("skipping chaos on etcd: %v", err)
+	}
+	text := runChaosBinary(t, "--arbiter", "etcd", "--faults", "kill-etcd,kill-primary,pause-primary", "--duration", "16s", "--rate", "1500", "--seed", "9")
+	for _, want := range []string{"3-member etcd cluster", "kill-etcd: SIGKILL etcd", "leads epoch"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("chaos output lacks %q:\n%s", want, text)
 		}

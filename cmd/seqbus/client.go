@@ -122,7 +122,7 @@ func runClient(args []string) error {
 		if err != nil {
 			return asUsage(err)
 		}
-		stop, err := loadclient.FollowEtcd(eps, uint16(*f.stream), f.nodes, cl)
+		stop, err := cluster.FollowEtcd(eps, uint16(*f.stream), f.nodes, cl)
 		if err != nil {
 			return err
 		}

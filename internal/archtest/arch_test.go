@@ -51,7 +51,7 @@ var mayImport = map[string][]string{
 	"internal/verdict":   {"client", "engine", "journal"},
 	"internal/metrics":   {"arbiter", "node", "status", "witness"},
 	"internal/nodetrace": {"engine", "nodeconfig", "status", "internal/monotime", "internal/stagetrace"},
-	"internal/cluster":   {"auth", "bus", "client", "engine", "journal", "mdfeed", "status", "wire", "internal/stagetrace", "internal/verdict"},
+	"internal/cluster":   {"arbiter", "auth", "bus", "client", "engine", "etcdarb", "journal", "mdfeed", "status", "wire", "internal/stagetrace", "internal/verdict"},
 	"bench":              {"bus", "internal/cluster", "internal/monotime", "internal/pace"},
 	"sim":                {"arbiter", "auth", "bus", "client", "engine", "journal", "node", "nodeconfig", "session", "transport", "wire", "witness"},
 	"cmd/seqbus":         {"*"},
@@ -64,7 +64,7 @@ var mayImport = map[string][]string{
 	"internal/statview":    {},
 	"internal/journalview": {"engine", "journal"},
 	"internal/flagcheck":   {"bus"},
-	"internal/loadclient":  {"arbiter", "bus", "client", "etcdarb", "internal/cluster", "internal/stagetrace"},
+	"internal/loadclient":  {"bus", "client", "internal/cluster", "internal/stagetrace"},
 	"internal/serve":       {"bus", "internal/metrics", "internal/nodetrace", "internal/stagetrace", "node", "nodeconfig", "witness"},
 	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }

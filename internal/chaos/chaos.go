@@ -53,6 +53,9 @@ type Config struct {
 	Rate float64
 	// Fsync is the nodes' --fsync ("": group).
 	Fsync string
+	// Arbiter is the lease's: ArbiterWitness ("": it) or ArbiterEtcd (a
+	// 3-member etcd cluster, children of the run like the nodes).
+	Arbiter string
 	// Faults are the faults drawn from (nil: ProcessFaults). A network
 	// fault runs the whole run again in a network namespace of its own
 	// (network.go): Args are the arguments that start it (`chaos` and
@@ -96,9 +99,19 @@ func (c Config) Check() error {
 	if _, err := journal.ParseSyncPolicy(c.Fsync); c.Fsync != "" && err != nil {
 		return flagcheck.Usagef("--fsync: %v", err)
 	}
+	arb := c.arbiter()
+	if arb != ArbiterWitness && arb != ArbiterEtcd {
+		return flagcheck.Usagef("--arbiter: want witness or etcd, got %q", c.Arbiter)
+	}
+	if _, err := os.Stat(cluster.EtcdBinary); arb == ArbiterEtcd && err != nil {
+		return flagcheck.Usagef("--arbiter etcd: %s missing (scripts/setup installs etcd-server)", cluster.EtcdBinary)
+	}
 	for _, f := range c.Faults {
-		if _, err := ParseFaults(f); err != nil {
+		if _, err := ParseFaults(f, arb); err != nil {
 			return flagcheck.Usagef("--faults: %v", err)
+		}
+		if !applies(f, arb) {
+			return flagcheck.Usagef("--faults: %s does not apply to --arbiter %s", f, arb)
 		}
 	}
 	if needsNetwork(c.Faults) {
@@ -107,6 +120,32 @@ func (c Config) Check() error {
 		}
 	}
 	return nil
+}
+
+// arbiter is Arbiter with its default.
+func (c Config) arbiter() string {
+	if c.Arbiter == "" {
+		return ArbiterWitness
+	}
+	return c.Arbiter
+}
+
+// leaseFlags are the nodes' lease flags: with etcd, what etcdarb
+// recommends beside a 250 ms election timeout (a 2 s lease, which
+// outlasts an etcd leader election); with the witness, its defaults.
+func (c Config) leaseFlags() []string {
+	if c.arbiter() == ArbiterEtcd {
+		return []string{"--lease", "2s", "--renew", "500ms", "--margin", "100ms", "--retry", "50ms"}
+	}
+	return nil
+}
+
+// leaseLen is the nodes' lease.
+func (c Config) leaseLen() time.Duration {
+	if c.arbiter() == ArbiterEtcd {
+		return 2 * time.Second
+	}
+	return lease
 }
 
 // ErrInterrupted is Run's error when ctx ended it.
@@ -128,6 +167,8 @@ type run struct {
 	start    time.Time
 	injected map[string]int
 	fw       *firewall // nil unless the run has its own network
+	etcd     *cluster.Etcd
+	unfollow func() // stops following etcd's holder (nil: none)
 }
 
 // Run runs cfg: it starts the cluster and the load, injects the faults,
@@ -139,7 +180,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if len(cfg.Faults) == 0 {
-		cfg.Faults = ProcessFaults
+		cfg.Faults = ForArbiter(ProcessFaults, cfg.arbiter())
 	}
 	isolated := os.Getenv(isolatedEnv) == "1"
 	if needsNetwork(cfg.Faults) && !isolated {
@@ -164,18 +205,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	r := &run{Local: local, cfg: cfg, out: cfg.Out, fw: fw, sched: newSchedule(cfg.Seed, cfg.Faults, lease), injected: map[string]int{}}
+	r := &run{Local: local, cfg: cfg, out: cfg.Out, fw: fw, sched: newSchedule(cfg.Seed, cfg.Faults, cfg.leaseLen()), injected: map[string]int{}}
 	defer r.StopAll()
 	where := "loopback"
 	if isolated {
 		where = "the loopback of a network namespace of its own"
 	}
-	fmt.Fprintf(r.out, "seqbus chaos: %d nodes and a witness on %s (multicast %s on lo), %v of load at %v/s, faults %s, seed %d; files in %s%s\n",
-		cfg.Nodes, where, r.Group, cfg.Duration, cfg.Rate, strings.Join(cfg.Faults, ","), cfg.Seed, dir, keepNote(cfg.Keep))
-	if err := r.startProcesses(); err != nil {
+	arb := "a witness"
+	if cfg.arbiter() == ArbiterEtcd {
+		arb = "a 3-member etcd cluster"
+	}
+	fmt.Fprintf(r.out, "seqbus chaos: %d nodes and %s on %s (multicast %s on lo), %v of load at %v/s, faults %s, seed %d; files in %s%s\n",
+		cfg.Nodes, arb, where, r.Group, cfg.Duration, cfg.Rate, strings.Join(cfg.Faults, ","), cfg.Seed, dir, keepNote(cfg.Keep))
+	if err := r.startProcesses(ctx); err != nil {
 		return err
 	}
-	if _, _, err := r.WaitPrimary(ctx, 0, 0, 10*time.Second); err != nil {
+	if _, _, err := r.WaitPrimary(ctx, 0, 0, firstPrimaryMax); err != nil {
 		return r.setupFailed(ctx, err)
 	}
 	if err := r.startLoad(ctx); err != nil {
@@ -210,13 +255,17 @@ func (r *run) setupFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ErrInterrupted
 	}
-	fmt.Fprintf(r.out, "no node became primary within 10 s (%v); the processes:\n", err)
+	fmt.Fprintf(r.out, "no node became primary within %v (%v); the processes:\n", firstPrimaryMax, err)
 	r.WriteProcesses(r.out, 8)
-	return errors.New("no node became primary within 10 s")
+	return fmt.Errorf("no node became primary within %v", firstPrimaryMax)
 }
 
-// startProcesses makes the key and starts the witness and every node.
-func (r *run) startProcesses() error {
+// firstPrimaryMax bounds the wait for the first primary.
+const firstPrimaryMax = 15 * time.Second
+
+// startProcesses makes the key and starts the arbiter (the witness, or
+// etcd) and every node.
+func (r *run) startProcesses(ctx context.Context) error {
 	mdPort, err := cluster.FreeLoopbackPort()
 	if err != nil {
 		return err
@@ -228,7 +277,14 @@ func (r *run) startProcesses() error {
 		return err
 	}
 	r.key, r.keyArgs = &k, []string{"--key", keyPath}
-	if err := r.startWitness(); err != nil {
+	if r.cfg.arbiter() == ArbiterEtcd {
+		// etcdarb's recommended raft timing (25 ms heartbeat, 250 ms
+		// election timeout).
+		if r.etcd, err = cluster.StartEtcd(ctx, &r.Procs, 25, 250, 20*time.Second); err != nil {
+			return err
+		}
+		r.Arbiter = r.etcd.URL()
+	} else if err := r.startWitness(); err != nil {
 		return err
 	}
 	for _, id := range r.IDs() {
@@ -259,6 +315,7 @@ func (r *run) startNode(id uint32) error {
 	}
 	args := append([]string{"node"}, r.NodeArgs(id)...)
 	args = append(args, "--market-data", r.mdGroup.String(), "--fsync", fsync, "--insync-timeout", "1s")
+	args = append(args, r.cfg.leaseFlags()...)
 	if err := r.Start(cluster.NodeName(id), append(args, r.keyArgs...)...); err != nil {
 		return err
 	}
@@ -281,9 +338,18 @@ func (r *run) startLoad(ctx context.Context) error {
 	}
 	first, _ := r.Primary()
 	count := uint64(r.cfg.Rate * r.cfg.Duration.Seconds())
-	r.load, err = cluster.StartLoad(ctx, client.Options{Core: client.Config{Session: 43}, Primary: r.Nodes[first],
-		Witness: r.Witness, Nodes: r.Nodes, Key: r.key, Recorder: rec, Poll: true},
+	opts := client.Options{Core: client.Config{Session: 43}, Primary: r.Nodes[first], Nodes: r.Nodes, Key: r.key, Recorder: rec, Poll: true}
+	if r.etcd == nil {
+		opts.Witness = r.Witness
+	}
+	r.load, err = cluster.StartLoad(ctx, opts,
 		client.LoadConfig{Rate: r.cfg.Rate, Count: count, Instruments: 4, Seed: r.cfg.Seed, Drain: 20 * time.Second})
+	if err == nil && r.etcd != nil {
+		// No witness to ask who leads: follow etcd's holder.
+		if r.unfollow, err = cluster.FollowEtcd(r.etcd.Endpoints(), 1, r.Nodes, r.load.Client); err != nil {
+			r.load.Stop(time.Second)
+		}
+	}
 	if err != nil {
 		rec.Close()
 		md.Close()
@@ -371,6 +437,11 @@ func (r *run) whole(answered uint64) string {
 	case r.load.Client.Stats().Answered == answered:
 		return "no answer yet"
 	}
+	if r.etcd != nil {
+		if n := r.etcd.Healthy(); n < cluster.EtcdMembers {
+			return fmt.Sprintf("%d of %d etcd members healthy", n, cluster.EtcdMembers)
+		}
+	}
 	for _, id := range r.IDs() {
 		if id != p && !slices.Contains(st.InSync.Members, id) {
 			return fmt.Sprintf("node%d is not in primary node%d's in-sync set %v", id, p, st.InSync.Members)
@@ -435,6 +506,13 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 		sleep(ctx, st.hold)
 		r.Signal(cluster.NodeName(s), syscall.SIGCONT)
 		return fmt.Sprintf("%s: SIGSTOP node%d for %v", st.fault, s, st.hold.Round(time.Millisecond)), nil
+	case KillEtcd:
+		m := st.standby % cluster.EtcdMembers
+		if err := r.etcd.Kill(m); err != nil {
+			return st.fault, err
+		}
+		sleep(ctx, st.hold)
+		return fmt.Sprintf("%s: SIGKILL %s, restarted %v later", st.fault, r.etcd.Name(m), st.hold.Round(time.Millisecond)), r.etcd.StartMember(m)
 	case KillWitness:
 		r.Signal("witness", syscall.SIGKILL)
 		if err := r.waitExit("witness"); err != nil {
@@ -474,7 +552,10 @@ func (r *run) networkFault(ctx context.Context, st step, p uint32, epoch uint64)
 	if err := r.fw.heal(); err != nil {
 		return line, err
 	}
-	if st.fault == IsolatePrimary {
+	if st.fault == IsolatePrimary && r.etcd == nil {
+		// (With etcd the primary's lease is renewed over TCP, which the
+		// cut leaves alone: it keeps leading, without its standbys or
+		// clients meanwhile.)
 		return r.afterPrimaryFault(ctx, line, epoch)
 	}
 	return line, nil
@@ -511,6 +592,9 @@ func (r *run) finish(faultErr error) error {
 	}
 	if faultErr == nil {
 		cluster.MDCatchUp(r.md, func() uint64 { s, _ := r.Status(final); return s.MD.Released }, 3*time.Second)
+	}
+	if r.unfollow != nil {
+		r.unfollow()
 	}
 	r.StopAll()
 	r.load.Client.Close()
@@ -552,8 +636,8 @@ func (r *run) printSummary(rep client.LoadReport, res *verdict.Result, final uin
 			per = append(per, fmt.Sprintf("%s %d", f, c))
 		}
 	}
-	fmt.Fprintf(r.out, "\nsummary\n  faults %d (%s); replay with: seqbus chaos --seed %d --nodes %d --faults %s\n",
-		r.faults(), strings.Join(per, ", "), r.cfg.Seed, r.cfg.Nodes, strings.Join(r.cfg.Faults, ","))
+	fmt.Fprintf(r.out, "\nsummary\n  faults %d (%s); replay with: seqbus chaos --seed %d --nodes %d --arbiter %s --faults %s\n",
+		r.faults(), strings.Join(per, ", "), r.cfg.Seed, r.cfg.Nodes, r.cfg.arbiter(), strings.Join(r.cfg.Faults, ","))
 	fmt.Fprintf(r.out, "  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d; frames of a deposed primary refused by the client's epoch fence %d\n",
 		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates, st.StaleEpoch)
 	fmt.Fprintf(r.out, "  lost (received but not in node%d's history): %d\n", final, res.Lost)

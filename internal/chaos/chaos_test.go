@@ -1,33 +1,40 @@
 package chaos
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/flagcheck"
 )
 
 func TestParseFaults(t *testing.T) {
-	all, err := ParseFaults("all")
-	if err != nil || !slices.Equal(all, AllFaults) {
+	all, err := ParseFaults("all", ArbiterWitness)
+	if err != nil || !slices.Equal(all, slices.DeleteFunc(slices.Clone(AllFaults), func(f string) bool { return f == KillEtcd })) {
 		t.Fatalf("all: %v %v", all, err)
 	}
+	etcd, err := ParseFaults("process,network", ArbiterEtcd)
+	want := []string{KillPrimary, RestartPrimary, KillStandby, PausePrimary, PauseStandby, KillEtcd, IsolatePrimary, IsolateStandby, Loss}
+	if err != nil || !slices.Equal(etcd, want) {
+		t.Fatalf("process,network with etcd: %v %v, want %v", etcd, err, want)
+	}
 	for group, want := range map[string][]string{"process": ProcessFaults, "network": NetworkFaults} {
-		if got, err := ParseFaults(group); err != nil || !slices.Equal(got, want) {
+		if got, err := ParseFaults(group, ""); err != nil || !slices.Equal(got, want) {
 			t.Fatalf("%s: %v %v", group, got, err)
 		}
 	}
-	if got, err := ParseFaults("loss,process"); err != nil || len(got) != len(ProcessFaults)+1 || got[0] != Loss {
+	if got, err := ParseFaults("loss,process", ArbiterWitness); err != nil || len(got) != len(ProcessFaults)+1 || got[0] != Loss {
 		t.Fatalf("loss,process: %v %v", got, err)
 	}
-	got, err := ParseFaults("kill-primary, pause-standby,kill-primary")
+	got, err := ParseFaults("kill-primary, pause-standby,kill-primary", ArbiterWitness)
 	if err != nil || !slices.Equal(got, []string{KillPrimary, PauseStandby}) {
 		t.Fatalf("list: %v %v", got, err)
 	}
 	for _, bad := range []string{"", "flood", "kill-primary,"} {
-		if _, err := ParseFaults(bad); err == nil || !strings.Contains(err.Error(), "unknown fault") {
+		if _, err := ParseFaults(bad, ArbiterWitness); err == nil || !strings.Contains(err.Error(), "unknown fault") {
 			t.Errorf("ParseFaults(%q) = %v, want unknown fault", bad, err)
 		}
 	}
@@ -39,17 +46,23 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatalf("good config refused: %v", err)
 	}
 	for name, bad := range map[string]func(*Config){
-		"--nodes":    func(c *Config) { c.Nodes = 1 },
-		"--nodes 6":  func(c *Config) { c.Nodes = MaxNodes + 1 },
-		"--rounds":   func(c *Config) { c.Rounds = -1 },
-		"--rate":     func(c *Config) { c.Rate = 0 },
-		"--duration": func(c *Config) { c.Duration = MinDuration - time.Millisecond },
-		"--fsync":    func(c *Config) { c.Fsync = "sometimes" },
-		"--faults":   func(c *Config) { c.Faults = []string{"flood"} },
+		"--nodes":               func(c *Config) { c.Nodes = 1 },
+		"--nodes 6":             func(c *Config) { c.Nodes = MaxNodes + 1 },
+		"--rounds":              func(c *Config) { c.Rounds = -1 },
+		"--rate":                func(c *Config) { c.Rate = 0 },
+		"--duration":            func(c *Config) { c.Duration = MinDuration - time.Millisecond },
+		"--fsync":               func(c *Config) { c.Fsync = "sometimes" },
+		"--faults":              func(c *Config) { c.Faults = []string{"flood"} },
+		"--faults kill-etcd":    func(c *Config) { c.Faults = []string{KillEtcd} },
+		"--faults kill-witness": func(c *Config) { c.Arbiter, c.Faults = ArbiterEtcd, []string{KillWitness} },
+		"--arbiter":             func(c *Config) { c.Arbiter = "zookeeper" },
 	} {
 		c := ok
 		bad(&c)
 		err := c.Check()
+		if _, missing := os.Stat(cluster.EtcdBinary); c.Arbiter == ArbiterEtcd && missing != nil {
+			continue // refused for --arbiter: no etcd here
+		}
 		if err == nil || !flagcheck.IsUsage(err) || !strings.Contains(err.Error(), strings.Fields(name)[0]) {
 			t.Errorf("%s: got %v, want a usage error naming it", name, err)
 		}
@@ -81,6 +94,7 @@ var holds = map[string][2]time.Duration{
 	PausePrimary:   {1200 * time.Millisecond, 2 * time.Second},
 	PauseStandby:   {50 * time.Millisecond, 1500 * time.Millisecond},
 	KillWitness:    {0, 1500 * time.Millisecond},
+	KillEtcd:       {0, 3 * time.Second},
 	IsolatePrimary: {1200 * time.Millisecond, 2500 * time.Millisecond},
 	IsolateStandby: {200 * time.Millisecond, 3 * time.Second},
 	IsolateWitness: {200 * time.Millisecond, 2 * time.Second},

@@ -29,26 +29,71 @@ const (
 	// KillWitness: SIGKILL the witness; restart it 0..1.5 s later from
 	// its directory.
 	KillWitness = "kill-witness"
+	// KillEtcd (--arbiter etcd, in kill-witness's place): SIGKILL one
+	// etcd member, the raft leader a third of the time; restart it on
+	// its data 0..3 s later. Two members keep the quorum.
+	KillEtcd = "kill-etcd"
 )
 
 // ProcessFaults are the faults a run draws from by default: they need
 // nothing but the processes (no root).
 var ProcessFaults = []string{KillPrimary, RestartPrimary, KillStandby, PausePrimary, PauseStandby, KillWitness}
 
-// AllFaults are every fault, the network ones (network.go) included.
-var AllFaults = append(slices.Clone(ProcessFaults), NetworkFaults...)
+// AllFaults are every fault, the network ones (network.go) and the
+// etcd one included.
+var AllFaults = append(append(slices.Clone(ProcessFaults), NetworkFaults...), KillEtcd)
+
+// Arbiters.
+const (
+	ArbiterWitness = "witness"
+	ArbiterEtcd    = "etcd"
+)
+
+// applies reports whether fault can run against arbiter: the witness's
+// faults need the witness, kill-etcd needs etcd.
+func applies(fault, arbiter string) bool {
+	switch fault {
+	case KillWitness, IsolateWitness:
+		return arbiter == ArbiterWitness
+	case KillEtcd:
+		return arbiter == ArbiterEtcd
+	}
+	return true
+}
+
+// ForArbiter keeps the faults of a group that apply to arbiter, with
+// kill-etcd in kill-witness's place for etcd.
+func ForArbiter(faults []string, arbiter string) []string {
+	if arbiter == "" {
+		arbiter = ArbiterWitness
+	}
+	var out []string
+	for _, f := range faults {
+		if f == KillWitness && arbiter == ArbiterEtcd {
+			f = KillEtcd
+		}
+		if applies(f, arbiter) && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // faultGroups are the names that stand for several faults.
 var faultGroups = map[string][]string{"process": ProcessFaults, "network": NetworkFaults, "all": AllFaults}
 
 // ParseFaults reads a comma-separated list of fault names and groups
-// ("process", "network", "all").
-func ParseFaults(s string) ([]string, error) {
+// ("process", "network", "all"); a group stands for its faults that
+// apply to arbiter (ForArbiter). Config.Check refuses a named fault that
+// does not.
+func ParseFaults(s, arbiter string) ([]string, error) {
 	var out []string
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		names, ok := faultGroups[name]
-		if !ok {
+		if ok {
+			names = ForArbiter(names, arbiter)
+		} else {
 			names = []string{name}
 		}
 		for _, n := range names {
@@ -106,6 +151,8 @@ func (s *schedule) next() step {
 		st.hold = s.between(50*time.Millisecond, 1500*time.Millisecond)
 	case KillWitness:
 		st.hold = s.between(0, 1500*time.Millisecond)
+	case KillEtcd:
+		st.hold = s.between(0, 3*time.Second)
 	case IsolatePrimary:
 		st.hold = s.lease + s.between(200*time.Millisecond, 1500*time.Millisecond)
 	case IsolateStandby:

@@ -22,6 +22,9 @@ import (
 type Local struct {
 	Procs
 	Witness netip.AddrPort
+	// Arbiter, when set, is the nodes' --arbiter (etcd://...) in place
+	// of --witness.
+	Arbiter string
 	Group   netip.AddrPort
 	Nodes   map[uint32]netip.AddrPort
 	// Dead marks the nodes the harness killed: a killed node's last
@@ -71,7 +74,12 @@ func (l *Local) StartWitness(cpus []int, extra ...string) error {
 // node as a peer.
 func (l *Local) NodeArgs(id uint32) []string {
 	args := []string{"--id", strconv.Itoa(int(id)), "--dir", l.NodeDir(id), "--listen", l.Nodes[id].String(),
-		"--group", l.Group.String(), "--iface", "lo", "--witness", l.Witness.String()}
+		"--group", l.Group.String(), "--iface", "lo"}
+	if l.Arbiter != "" {
+		args = append(args, "--arbiter", l.Arbiter)
+	} else {
+		args = append(args, "--witness", l.Witness.String())
+	}
 	for _, peer := range l.IDs() {
 		if peer != id {
 			args = append(args, "--peer", fmt.Sprintf("%d=%s", peer, l.Nodes[peer]))

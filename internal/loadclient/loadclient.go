@@ -6,10 +6,8 @@
 package loadclient
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -19,10 +17,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
-	"github.com/seqbus/seqbus/etcdarb"
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 )
@@ -122,57 +118,6 @@ func Summarize(rep client.LoadReport, failovers uint64, lat *Latency) cluster.Cl
 		sum.LatencyUs[fmt.Sprintf("p%g", q)] = float64(lat.Quantile(q) / time.Microsecond)
 	}
 	return sum
-}
-
-// FollowEtcd asks the etcd arbiter who holds the lease at the client's
-// witness query cadence (Client.QueryEvery: 100 ms, 10 ms while answers
-// are late) and points the client at a new holder,
-// resending what is in flight there. It returns a function that stops it.
-func FollowEtcd(endpoints []string, stream uint16, nodes map[uint32]netip.AddrPort, cl *client.Client) (func(), error) {
-	if len(nodes) == 0 {
-		return nil, fmt.Errorf("--arbiter needs --node id=host:port for every node")
-	}
-	q, err := etcdarb.NewQuerier(etcdarb.Config{Endpoints: endpoints, Stream: stream})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var holder arbiter.NodeID
-		var epoch uint64
-		// Tick at the client's fast cadence; ask etcd at the one the
-		// client says (every 100 ms, every 10 while answers are late).
-		t := time.NewTicker(client.DefaultQueryEvery / 10)
-		defer t.Stop()
-		var last time.Time
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if time.Since(last) < cl.QueryEvery() {
-				continue
-			}
-			last = time.Now()
-			qctx, qcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-			h, e, _, err := q.Query(qctx)
-			qcancel()
-			if err != nil || h == arbiter.NodeNone || (h == holder && e == epoch) || e < epoch {
-				continue
-			}
-			if addr, ok := nodes[uint32(h)]; ok {
-				holder, epoch = h, e
-				cl.LearnEpoch(e) // etcd granted e only after every older lease ended
-				if addr != cl.Primary() {
-					cl.SetPrimary(addr)
-				}
-			}
-		}
-	}()
-	return func() { cancel(); <-done; q.Close() }, nil
 }
 
 // Trace records each answered command's intended, sent and received
