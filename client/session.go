@@ -159,7 +159,9 @@ func (c *Core) PollReplay(nowNs int64, send func(from uint64)) bool {
 			r.behindAt, r.noteNs = r.lastOut, nowNs // still arriving
 			return false
 		}
-		// Nothing arrived for a pacing interval: ask for it.
+		// Nothing arrived for a pacing interval: ask for it, and not
+		// again before another interval (an answer resets it too).
+		r.noteNs = nowNs
 	case r.probeEvery <= 0 || nowNs-r.sentNs < r.probeEvery:
 		return false
 	}

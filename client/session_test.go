@@ -197,3 +197,26 @@ func TestBehindButArrivingAsksNothing(t *testing.T) {
 		t.Fatalf("asked %v after the outputs stopped", asked)
 	}
 }
+
+// TestBehindAsksAtItsPace: outputs the primary reported (Highest) that do
+// not arrive make the core ask again once per pacing interval, however
+// often PollReplay runs, while no answer comes (a primary stopped or cut
+// off). It asked at every call before (every 2 ms timer tick and every
+// received batch: ~500 requests a second, which a paused primary answered
+// all at once on SIGCONT, seen in seqbus chaos).
+func TestBehindAsksAtItsPace(t *testing.T) {
+	c := NewCore(Config{Session: 7, LastOutSeq: 4, ReplayEveryNs: 50})
+	var asked []uint64
+	send := func(from uint64) { asked = append(asked, from) }
+	c.Reconnected()
+	c.PollReplay(100, send)
+	c.OnReplayEnd(ReplayAnswer{From: 5, Next: 5, Highest: 9}) // 5..9 on their way, then nothing
+	for now := int64(102); now <= 1100; now += 2 {
+		c.PollReplay(now, send)
+	}
+	// The first request, then one every 50 after the answer's 100: at
+	// 150, 200, ..., 1100.
+	if n := len(asked); n < 19 || n > 21 {
+		t.Fatalf("%d requests in 1000 ticks of a 50 pacing with nothing arriving, want ~20", n)
+	}
+}
