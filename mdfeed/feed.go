@@ -164,6 +164,14 @@ func (f *Feed[A]) Enabled() bool { return f.ring != nil }
 // primary, or learned from the primary's heartbeats.
 func (f *Feed[A]) Released() uint64 { return f.released }
 
+// KnownReleased raises Released to an MD seq known released by other
+// means: what this node's previous run knew (its last status file). A
+// node restarted and promoted before it hears a heartbeat then publishes
+// again only the ring's updates above it, not the whole ring (up to
+// 65,536 updates at once, measured with seqbus chaos's restart-primary).
+// It never lowers Released.
+func (f *Feed[A]) KnownReleased(seq uint64) { f.released = max(f.released, seq) }
+
 // Entry is the ring's update at MD seq (ok false when not held): the seq
 // of the command that emitted it and its payload, valid until the slot is
 // overwritten.

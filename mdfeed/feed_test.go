@@ -252,6 +252,22 @@ func TestMDPromoted(t *testing.T) {
 	}
 }
 
+// TestMDKnownReleased: an MD seq known released by other means (the last
+// run's status file) raises Released, never lowers it, and bounds what a
+// promotion publishes again.
+func TestMDKnownReleased(t *testing.T) {
+	f := newFeed(t, Config{RingUpdates: 64})
+	fill(t, f, 1, 10, sameCmd)
+	f.KnownReleased(8)
+	f.KnownReleased(3)
+	if f.Released() != 8 {
+		t.Fatalf("Released %d, want 8", f.Released())
+	}
+	if from, to := f.Promoted(10); from != 9 || to != 10 || f.Stats().Republished != 2 {
+		t.Fatalf("Promoted = %d..%d, republished %d; want 9..10, 2", from, to, f.Stats().Republished)
+	}
+}
+
 func heartbeatFrame(t testing.TB, mdSeq uint64) *wire.Frame {
 	t.Helper()
 	b := (&wire.Heartbeat{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Released: 1, MDSeq: mdSeq}).Append(nil)

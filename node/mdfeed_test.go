@@ -552,6 +552,47 @@ func TestMDRingRefilledAtRestart(t *testing.T) {
 	}
 }
 
+// TestMDReleasedSurvivesARestart: a node restarted on its directory and
+// promoted before it hears a heartbeat publishes again only the market
+// data above what its last run knew released (its status file), not its
+// whole ring; with no status file it still publishes the whole ring.
+func TestMDReleasedSurvivesARestart(t *testing.T) {
+	for _, withStatus := range []bool{true, false} {
+		statusFile := filepath.Join(t.TempDir(), "status.json")
+		n, _ := mdStandby(t, 1024, 100, func(cfg *nodeconfig.Config) {
+			if withStatus {
+				cfg.StatusFile = statusFile
+			}
+		})
+		cfg := mdConfigs[n]
+		last := n.eng().(*engine.Engine).MDSeq()
+		heartbeat(t, n, last-40)
+		n.publishStatus()
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.mu.Lock()
+		err = m.becomePrimary(2)
+		st := m.md.Stats()
+		m.mu.Unlock()
+		m.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(40)
+		if !withStatus {
+			want = st.RingLast - st.RingFirst + 1
+		}
+		if st.Republished != want || want < 40 {
+			t.Fatalf("status file %v: republished %d at promotion after a restart, want %d (ring %d..%d)", withStatus, st.Republished, want, st.RingFirst, st.RingLast)
+		}
+	}
+}
+
 // TestMDHotPathAllocatesNothing: keeping the market data of an applied
 // command in the ring (what every apply does, primary or standby) and
 // publishing the released updates from it (what every release does)

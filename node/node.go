@@ -206,12 +206,14 @@ func (n *Node) recover() error {
 		return fmt.Errorf("node: %w", err)
 	}
 	// The status file is read before its first rewrite: the durable seq
-	// the last run reported is what the history must still reach.
-	if claimed, ok := status.ReadDurable(n.cfg.StatusFile, n.cfg.ID); ok && n.cfg.StatusFile != "" {
-		if err := st.CheckDurableClaim(claimed, n.cfg.StatusFile); err != nil {
+	// the last run reported is what the history must still reach, and
+	// the market data it knew released need not be published again.
+	if last, ok := status.ReadLast(n.cfg.StatusFile, n.cfg.ID); ok && n.cfg.StatusFile != "" {
+		if err := st.CheckDurableClaim(last.Durable, n.cfg.StatusFile); err != nil {
 			n.j.Close()
 			return fmt.Errorf("node: %w", err)
 		}
+		n.md.KnownReleased(last.MDReleased)
 	}
 	n.tm.Recovered()
 	n.cfg.Log.Info("recovered", "applied", n.eng().AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", n.j.First())

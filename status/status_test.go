@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,30 @@ func TestPublisherWritesTheLatest(t *testing.T) {
 	var back Status
 	if err := json.Unmarshal(b, &back); err != nil || back.Applied != 3 || back.StateHash != 1<<64-1 {
 		t.Fatalf("on disk: %+v %v", back.Applied, err)
+	}
+}
+
+// TestReadLast: the durable seq and the market data known released, for
+// this node only; a missing, unreadable or other node's file is not ok.
+func TestReadLast(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "status.json")
+	if err := os.WriteFile(path, []byte(`{"id": 3, "durable": 41, "md": {"Released": 17, "RingLast": 20}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if last, ok := ReadLast(path, 3); !ok || last != (Last{Durable: 41, MDReleased: 17}) {
+		t.Fatalf("ReadLast = %+v %v", last, ok)
+	}
+	if _, ok := ReadLast(path, 4); ok {
+		t.Fatal("another node's status file read")
+	}
+	if _, ok := ReadLast(filepath.Join(dir, "none.json"), 3); ok {
+		t.Fatal("a missing file read")
+	}
+	if err := os.WriteFile(path, []byte(`{"id": 3, "durab`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ReadLast(path, 3); ok {
+		t.Fatal("a torn file read")
 	}
 }
