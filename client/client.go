@@ -547,6 +547,9 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, from []netip.AddrPort) {
 			// epoch older than the fence is not delivered (a gap asks for
 			// a replay, which delivers it); the record still has it,
 			// marked dropped.
+			if !fresh {
+				c.core.stats.StaleOutputs++
+			}
 			if !fresh || !c.core.Admit(o, replay) {
 				if c.opts.Recorder != nil {
 					c.opts.Recorder.add(&f, idx, c.opts.Core.Session, o, payload, false, true)

@@ -105,8 +105,9 @@ type Stats struct {
 	SendErrors                                                 uint64
 	// StaleEpoch counts frames (OUTPUT, REPLAY_END) refused because
 	// their epoch is older than the client's fence (fence.go): a deposed
-	// primary's, received after its successor's.
-	StaleEpoch uint64
+	// primary's, received after its successor's. StaleOutputs counts the
+	// outputs in the refused OUTPUT frames (a REPLAY_END carries none).
+	StaleEpoch, StaleOutputs uint64
 }
 
 // Core tracks commands in flight for one session.

@@ -120,8 +120,8 @@ func TestClientRefusesADeposedPrimary(t *testing.T) {
 	deliver(outputFrame(t, 1, 5, 10, ack(1)), oldP)
 	deliver(outputFrame(t, 2, 6, 11, ack(2)), newP)
 	deliver(outputFrame(t, 1, 5, 12, ack(3)), oldP) // the deposed primary: refused
-	if len(results) != 2 || cl.InFlight() != 1 || cl.Stats().StaleEpoch != 1 {
-		t.Fatalf("results %d, in flight %d, stale %d: want 2, 1, 1", len(results), cl.InFlight(), cl.Stats().StaleEpoch)
+	if st := cl.Stats(); len(results) != 2 || cl.InFlight() != 1 || st.StaleEpoch != 1 || st.StaleOutputs != 1 {
+		t.Fatalf("results %d, in flight %d, stale frames %d, outputs %d: want 2, 1, 1, 1", len(results), cl.InFlight(), st.StaleEpoch, st.StaleOutputs)
 	}
 	// Made-up epoch 99 from an unknown address: not refused (nothing
 	// says it is stale), but the fence stays at 6.

@@ -638,8 +638,8 @@ func (r *run) printSummary(rep client.LoadReport, res *verdict.Result, final uin
 	}
 	fmt.Fprintf(r.out, "\nsummary\n  faults %d (%s); replay with: seqbus chaos --seed %d --nodes %d --arbiter %s --faults %s\n",
 		r.faults(), strings.Join(per, ", "), r.cfg.Seed, r.cfg.Nodes, r.cfg.arbiter(), strings.Join(r.cfg.Faults, ","))
-	fmt.Fprintf(r.out, "  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d; frames of a deposed primary refused by the client's epoch fence %d\n",
-		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates, st.StaleEpoch)
+	fmt.Fprintf(r.out, "  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n  refused by the client's epoch fence: %d frames of a deposed primary, %d outputs in them (the rest: its replay answers)\n",
+		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates, st.StaleEpoch, st.StaleOutputs)
 	fmt.Fprintf(r.out, "  lost (received but not in node%d's history): %d\n", final, res.Lost)
 	cluster.WriteVerdict(r.out, r.record, r.Local, res)
 	fst, _ := r.Status(final)
