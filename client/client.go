@@ -447,7 +447,7 @@ func (c *Client) onInfo(f *wire.Frame, from netip.AddrPort) {
 	if err != nil || r.Kind != arbiter.ReplyInfo || r.Holder == arbiter.NodeNone {
 		return
 	}
-	if c.mac != nil || (from.IsValid() && from == c.opts.Witness) {
+	if c.mac != nil || (from.IsValid() && unmapped(from) == c.opts.Witness) {
 		c.core.LearnEpoch(r.Epoch)
 	}
 	addr, ok := c.opts.Nodes[uint32(r.Holder)]
@@ -474,7 +474,7 @@ func (c *Client) fromNode(addr netip.AddrPort) bool {
 	if !addr.IsValid() {
 		return false
 	}
-	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+	addr = unmapped(addr)
 	if addr == c.primary {
 		return true
 	}
@@ -484,6 +484,12 @@ func (c *Client) fromNode(addr netip.AddrPort) bool {
 		}
 	}
 	return false
+}
+
+// unmapped is addr with an IPv4-mapped IPv6 address as plain IPv4 (how
+// addresses are configured).
+func unmapped(addr netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 }
 
 // LearnEpoch raises the client's epoch fence (Core.LearnEpoch) to an

@@ -136,7 +136,7 @@ func TestClientRefusesADeposedPrimary(t *testing.T) {
 	if cl.core.FenceEpoch() != 6 {
 		t.Fatalf("fence %d after a lease reply from elsewhere, want 6", cl.core.FenceEpoch())
 	}
-	deliver(info, wit)
+	deliver(info, netip.AddrPortFrom(netip.AddrFrom16(wit.Addr().As16()), wit.Port())) // ::ffff:10.0.0.5, the witness all the same
 	deliver(outputFrame(t, 2, 6, 14, ack(3)), newP)
 	if len(results) != 2 || cl.Stats().StaleEpoch != 2 {
 		t.Fatalf("after the witness named epoch 8: results %d, stale %d; want 2, 2", len(results), cl.Stats().StaleEpoch)
