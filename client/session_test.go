@@ -107,25 +107,34 @@ func TestAdmitDuplicateAnswer(t *testing.T) {
 	}
 }
 
+// reconnectedBehind is a core with outputs 1..4 delivered that
+// reconnected at time 100, asked from 5, and was answered that the
+// session's outputs reach highest: it is behind. asked collects the
+// froms send was called with.
+func reconnectedBehind(everyNs int64, highest uint64) (c *Core, asked *[]uint64, send func(uint64)) {
+	c = NewCore(Config{Session: 7, LastOutSeq: 4, ReplayEveryNs: everyNs})
+	asked = new([]uint64)
+	send = func(from uint64) { *asked = append(*asked, from) }
+	c.Reconnected()
+	c.PollReplay(100, send)
+	c.OnReplayEnd(ReplayAnswer{From: 5, Next: 5, Highest: highest})
+	return c, asked, send
+}
+
 // TestReconnectAsksUntilWithheldDelivered: after a failover the core asks
 // from the next output; a Done answer whose Highest is above what it has
 // (outputs still behind the new primary's gate) keeps it asking, at its
 // pace, until they are delivered.
 func TestReconnectAsksUntilWithheldDelivered(t *testing.T) {
-	c := NewCore(Config{Session: 7, LastOutSeq: 4, ReplayEveryNs: 10})
-	var asked []uint64
-	send := func(from uint64) { asked = append(asked, from) }
-	c.Reconnected()
-	c.PollReplay(100, send)
-	c.OnReplayEnd(ReplayAnswer{From: 5, Next: 5, Highest: 6}) // 5, 6 withheld
+	c, asked, send := reconnectedBehind(10, 6) // 5, 6 withheld
 	if !c.ReplayWanted() {
 		t.Fatal("stopped asking with outputs withheld")
 	}
 	c.PollReplay(105, send)
 	c.PollReplay(110, send)
 	deliver(c, true, out(engine.KindExecution, 5, 1), out(engine.KindExecution, 6, 1))
-	if c.ReplayWanted() || c.PollReplay(200, send) || !equal(asked, []uint64{5, 5}) {
-		t.Fatalf("asked %v, wanted %v", asked, c.ReplayWanted())
+	if c.ReplayWanted() || c.PollReplay(200, send) || !equal(*asked, []uint64{5, 5}) {
+		t.Fatalf("asked %v, wanted %v", *asked, c.ReplayWanted())
 	}
 }
 
@@ -205,18 +214,13 @@ func TestBehindButArrivingAsksNothing(t *testing.T) {
 // received batch: ~500 requests a second, which a paused primary answered
 // all at once on SIGCONT, seen in seqbus chaos).
 func TestBehindAsksAtItsPace(t *testing.T) {
-	c := NewCore(Config{Session: 7, LastOutSeq: 4, ReplayEveryNs: 50})
-	var asked []uint64
-	send := func(from uint64) { asked = append(asked, from) }
-	c.Reconnected()
-	c.PollReplay(100, send)
-	c.OnReplayEnd(ReplayAnswer{From: 5, Next: 5, Highest: 9}) // 5..9 on their way, then nothing
+	c, asked, send := reconnectedBehind(50, 9) // 5..9 on their way, then nothing
 	for now := int64(102); now <= 1100; now += 2 {
 		c.PollReplay(now, send)
 	}
 	// The first request, then one every 50 after the answer's 100: at
 	// 150, 200, ..., 1100.
-	if n := len(asked); n < 19 || n > 21 {
+	if n := len(*asked); n < 19 || n > 21 {
 		t.Fatalf("%d requests in 1000 ticks of a 50 pacing with nothing arriving, want ~20", n)
 	}
 }

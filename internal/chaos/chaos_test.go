@@ -71,18 +71,28 @@ func TestConfigCheck(t *testing.T) {
 
 // TestConfigCheckNetwork: the network faults are refused, naming
 // --faults, where this process cannot run them (not root, or no nft),
-// and accepted where it can.
+// and accepted where it can. With no ip or nft on the PATH they are
+// refused even as root, so CI (root) checks the refusal too.
 func TestConfigCheckNetwork(t *testing.T) {
 	c := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Faults: []string{KillPrimary, Loss}}
+	refused := func(err error) bool {
+		return err != nil && flagcheck.IsUsage(err) && strings.Contains(err.Error(), "--faults")
+	}
 	err := c.Check()
 	if why := CheckNetwork(); why != nil {
-		if err == nil || !flagcheck.IsUsage(err) || !strings.Contains(err.Error(), "--faults") {
+		if !refused(err) {
 			t.Fatalf("network faults where they cannot run (%v): Check = %v, want a usage error naming --faults", why, err)
 		}
-		return
-	}
-	if err != nil {
+	} else if err != nil {
 		t.Fatalf("network faults as root with nft: %v", err)
+	}
+	t.Setenv("PATH", t.TempDir()) // no ip, no nft
+	if err := c.Check(); !refused(err) {
+		t.Fatalf("network faults without nft: Check = %v, want a usage error naming --faults", err)
+	}
+	c.Faults = []string{KillPrimary}
+	if err := c.Check(); err != nil {
+		t.Fatalf("process faults without nft: %v", err)
 	}
 }
 

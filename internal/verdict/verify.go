@@ -143,6 +143,15 @@ type Result struct {
 	StaleDelivered uint64
 }
 
+// staleFate says what the client did with a stale output: refused it
+// (its epoch fence; the record marks it dropped) or delivered it.
+func staleFate(dropped bool) string {
+	if dropped {
+		return ", refused by the client"
+	}
+	return ", DELIVERED by the client"
+}
+
 // staleDelivered is the counts line's note on stale outputs: how many
 // of them the client delivered (none when nothing was stale).
 func (r *Result) staleDelivered() string {
@@ -308,7 +317,7 @@ func checkRecord(prim *replica, reps []*replica, lines []received, applied map[s
 				res.FirstStale = &first
 			}
 			res.find("stale", &res.Stale, "%s: %s of order %d at epoch %d seq %d received after an output of epoch %d (%s)%s",
-				l.where, l.Kind, l.ClientOrderID, l.Epoch, l.Seq, maxEpoch, maxWhere, map[bool]string{true: ", refused by the client", false: ", DELIVERED by the client"}[l.Dropped])
+				l.where, l.Kind, l.ClientOrderID, l.Epoch, l.Seq, maxEpoch, maxWhere, staleFate(l.Dropped))
 			if !l.Dropped {
 				res.StaleDelivered++
 			}
