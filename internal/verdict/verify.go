@@ -654,8 +654,15 @@ func checkFromTable(prim *replica, l *received, res *Result) (seq uint64, ok, do
 	return 0, false, true
 }
 
-// checkCompacted checks an output older than the primary's replay.
+// checkCompacted checks an output whose frame is older than the
+// primary's replay: one of the frame's later outputs may be of a seq the
+// replay has (straddling), else an answer is looked up in the snapshot's
+// dedup table.
 func checkCompacted(prim *replica, l *received, res *Result) (uint64, bool) {
+	if seq, ok := straddling(prim, l); ok {
+		res.Checked++
+		return seq, true
+	}
 	isAnswer := l.Kind == "ack" || l.Kind == "reject" || l.Kind == "cancelled" || l.Kind == "duplicate"
 	if !isAnswer {
 		res.Unchecked++
@@ -673,6 +680,25 @@ func checkCompacted(prim *replica, l *received, res *Result) (uint64, bool) {
 	}
 	res.find("lost", &res.Lost, "%s: %s of session %d order %d (epoch %d, seq %d) is older than the final primary's journal and not in its snapshot's dedup table (%s)",
 		l.where, l.Kind, l.Session, l.ClientOrderID, l.Epoch, l.Seq, state)
+	return 0, false
+}
+
+// straddling finds an output of a frame that began below the primary's
+// replay at one of the replayed seqs: a frame holds consecutive outputs
+// of one session from its seq on, and its first output (index 0) is of a
+// seq the replay lacks, so output Index, if the replay has it, is one of
+// the session's first Index replayed outputs, byte for byte, under a
+// record of the frame's epoch (of an earlier one for a replayed output).
+func straddling(prim *replica, l *received) (uint64, bool) {
+	outs := prim.outs[l.Session]
+	for j := 0; j < len(outs) && j < l.Index; j++ {
+		if !bytes.Equal(outs[j].payload, l.payload) {
+			continue
+		}
+		if r, ok := prim.at(outs[j].seq); ok && (r.epoch == l.Epoch || (l.Replay && r.epoch < l.Epoch)) {
+			return outs[j].seq, true
+		}
+	}
 	return 0, false
 }
 

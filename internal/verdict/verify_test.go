@@ -336,6 +336,27 @@ func TestVerifySyntheticHistories(t *testing.T) {
 					t.Errorf("stale delivered %d, OK %v: want 0 and not OK (it still arrived: the primaries' fencing failed)", r.StaleDelivered, r.OK())
 				}
 			}},
+		{name: "compacted: a frame that began below the snapshot and runs past it", primary: big, pSnap: 150, standby: big,
+			record: func() []client.RecordLine {
+				// The outputs of seqs 147..154 arrive in one frame of seq
+				// 147 (seqbus chaos, fill-primary-disk: the answers of
+				// seqs 151..154 were reported lost, their orders not in
+				// the dedup table of the snapshot at 150).
+				lines := append([]client.RecordLine(nil), bigClean...)
+				idx := 0
+				for i := range lines {
+					if lines[i].Seq >= 147 && lines[i].Seq <= 154 {
+						lines[i].Seq, lines[i].Index = 147, idx
+						idx++
+					}
+				}
+				return lines
+			},
+			check: func(t *testing.T, r *Result) {
+				if r.Checked < 4 {
+					t.Errorf("checked %d: want the frame's outputs past the snapshot found at their seqs", r.Checked)
+				}
+			}},
 		{name: "compacted: answers older than the journal in the snapshot's dedup table", primary: big, pSnap: 150, standby: big,
 			record: func() []client.RecordLine {
 				lines := append([]client.RecordLine(nil), bigClean...)
