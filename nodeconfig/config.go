@@ -377,6 +377,13 @@ const (
 	DefaultMDRingUpdates = mdfeed.DefaultRingUpdates
 	MinMDRingUpdates     = mdfeed.MinRingUpdates
 	MaxMDRingUpdates     = mdfeed.MaxRingUpdates
+	// Journal.SegmentBytes's bounds (`seqbus node --segment-bytes`;
+	// 0 takes journal.DefaultSegmentBytes, 64 MiB). Each segment file is
+	// preallocated whole when the journal rolls to it, so a full disk
+	// fails the roll, not a write inside a segment: smaller segments need
+	// less free space and roll more often.
+	MinSegmentBytes = 64 << 10
+	MaxSegmentBytes = 1 << 30
 )
 
 // mdDefaults validates and defaults MDRingUpdates.

@@ -97,6 +97,8 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{node("--session-history", "-1"), []string{"--session-history must be 0..16777216, got -1"}},
 		{node("--session-history", "16777217"), []string{"--session-history must be 0..16777216"}},
 		{node("--md-ring", "8"), []string{"--md-ring must be 16..4194304, got 8"}},
+		{node("--segment-bytes", "4096"), []string{"--segment-bytes must be 65536..1073741824, got 4096"}},
+		{node("--segment-bytes", "2147483648"), []string{"--segment-bytes must be 65536..1073741824"}},
 		{node("--recv-buffer", "0"), []string{"--recv-buffer must be > 0"}},
 		{node("--recv-buffer", "-4096"), []string{"--recv-buffer must be > 0"}},
 		{node("--busy-poll", "-1us"), []string{"--busy-poll must be >= 0"}},

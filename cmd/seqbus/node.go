@@ -42,18 +42,17 @@ func runNode(args []string) error { return runNodeWith("node", args, false) }
 
 // nodeFlags are `seqbus node`'s flags.
 type nodeFlags struct {
-	id, stream                                  *uint
-	dir, listen, group, md, iface, role, fsync  *string
-	idle, status, arbiterURL, witnessAddr       *string
-	keyFile, metricsAddr, traceFile, engineName *string
-	ttl, minInSync, recvBuf, cpu, traceStages   *int
-	epoch, snapEvery                            *uint64
-	mdRing, sessionHistory, datagramBytes       *int
-	verbose, noFencing, noGating                *bool
-	lease, renew, margin, retry, ackDelay       *time.Duration
-	insyncTimeout, busyPoll, fsyncInline        *time.Duration
-	peers                                       peerFlags
-	traceWindow                                 *string
+	id, stream                                          *uint
+	dir, listen, group, md, iface, role, fsync          *string
+	idle, status, arbiterURL, witnessAddr, traceWindow  *string
+	keyFile, metricsAddr, traceFile, engineName         *string
+	ttl, minInSync, recvBuf, cpu, traceStages           *int
+	epoch, snapEvery                                    *uint64
+	mdRing, sessionHistory, datagramBytes, segmentBytes *int
+	verbose, noFencing, noGating                        *bool
+	lease, renew, margin, retry, ackDelay               *time.Duration
+	insyncTimeout, busyPoll, fsyncInline                *time.Duration
+	peers                                               peerFlags
 }
 
 func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
@@ -72,6 +71,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.fsyncInline = fs.Duration("fsync-inline", time.Duration(nodeconfig.DefaultFsyncInlineBelowNs), fsyncInlineUsage)
 	f.idle = fs.String("idle", "backoff", "idle strategy of the node's agent thread: backoff (spin, then yield while commands arrive within 1 ms, then epoll_wait; backoff:250us sets the window), block (epoll_wait at once), spin, yield (see docs/tuning.md)")
 	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
+	f.segmentBytes = fs.Int("segment-bytes", journal.DefaultSegmentBytes, segmentBytesUsage)
 	f.snapEvery = fs.Uint64("snapshot-every", nodeconfig.DefaultSnapshotEvery, "snapshot every N commands")
 	f.mdRing = fs.Int("md-ring", nodeconfig.DefaultMDRingUpdates, "recent market-data updates kept to answer re-requests and to publish again at promotion (past it: a book snapshot)")
 	f.datagramBytes = fs.Int("datagram-bytes", 0, nodeDatagramBytesUsage)
@@ -116,6 +116,7 @@ func (f *nodeFlags) check() error {
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
 		f.peers.CheckNotSelf(*f.id), flagcheck.ListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
 		checkNodeDatagramBytes(*f.datagramBytes), checkNonNegative("fsync-inline", *f.fsyncInline),
+		checkRange("segment-bytes", *f.segmentBytes, nodeconfig.MinSegmentBytes, nodeconfig.MaxSegmentBytes),
 	)
 }
 
@@ -166,6 +167,7 @@ func (f *nodeFlags) config() (nodeconfig.Config, error) {
 		return cfg, err
 	}
 	cfg.Journal.Policy, _ = parseFsync(*f.fsync) // checked above
+	cfg.Journal.SegmentBytes = int64(*f.segmentBytes)
 	cfg.FsyncInlineBelowNs = int64(*f.fsyncInline)
 	cfg.Idle, _ = parseIdle(*f.idle)
 	if err := f.leaseConfig(&cfg); err != nil {

@@ -174,4 +174,6 @@ func checkMDRing(v int) error {
 	return checkRange("md-ring", v, nodeconfig.MinMDRingUpdates, nodeconfig.MaxMDRingUpdates)
 }
 
+const segmentBytesUsage = "journal segment size in bytes (64 KiB..1 GiB): each segment file is preallocated whole when the journal rolls to it, so a full disk stops the node at a roll, never inside a segment (docs/operating.md)"
+
 const fsyncInlineUsage = "under --fsync group or always, fsync on the node's agent thread, with no hand-off to the fsync thread, while fsyncs average at most this (a fast disk: tmpfs, battery-backed NVMe); slower fsyncs stay on the fsync thread (0: always on the thread; see docs/tuning.md)"
