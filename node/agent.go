@@ -51,7 +51,13 @@ var _ bus.Agent = (*agent)(nil)
 func newAgent(n *Node) (*agent, error) {
 	a := &agent{n: n}
 	if n.cfg.StatusFile != "" {
-		a.status = status.NewPublisher(n.cfg.StatusFile, n.statusWrite)
+		a.status = status.NewPublisher(n.cfg.StatusFile, n.statusWrite, func(err error) {
+			if err != nil {
+				n.cfg.Log.Warn("status file not written; seqbus stat shows the last one written, marked stale", "path", n.cfg.StatusFile, "err", err)
+			} else {
+				n.cfg.Log.Info("status file written again", "path", n.cfg.StatusFile)
+			}
+		})
 	}
 	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs, DatagramBytes: bus.RecvBufferBytes(n.cfg.DatagramBytes),
 		Warn: func(msg string, err error) { n.cfg.Log.Warn(msg, "err", err) }}

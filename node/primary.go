@@ -174,7 +174,7 @@ func (n *Node) journalFailed(err error) {
 	if errors.Is(err, journal.ErrStaleEpoch) {
 		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.tm.Epoch(), "err", err)
 	} else {
-		n.cfg.Log.Error("journal append failed", "err", err)
+		n.cfg.Log.Error("journal append failed: this process releases and sequences nothing more and gives up its lease; restart the node once the disk is fixed", "err", err)
 	}
 	n.ldr.JournalFailed()
 }

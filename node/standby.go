@@ -38,7 +38,7 @@ func (n *Node) applyEntry(seq uint64, payload []byte, now int64) {
 		// not be promoted either. Logged once.
 		n.stats.JournalErrors++
 		if n.st.Break() {
-			n.cfg.Log.Error("standby journal append failed; acks stop, will not lead", "seq", seq, "err", err)
+			n.cfg.Log.Error("standby journal append failed; acks stop, will not lead: restart the node once the disk is fixed", "seq", seq, "err", err)
 		}
 		return
 	}
@@ -218,7 +218,7 @@ func (n *Node) flushJournal() {
 	if err := n.j.Flush(); err != nil {
 		n.stats.JournalErrors++
 		if n.st.Break() {
-			n.cfg.Log.Error("standby journal write failed; acks stop, will not lead", "err", err)
+			n.cfg.Log.Error("standby journal write failed; acks stop, will not lead: restart the node once the disk is fixed", "err", err)
 		}
 	}
 }

@@ -2,10 +2,12 @@ package status
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,7 +71,7 @@ func TestPublisherWritesTheLatest(t *testing.T) {
 		err := WriteFileAtomic(path, b)
 		wrote <- st.Applied
 		return err
-	})
+	}, nil)
 	p.Start()
 	defer p.Stop()
 	for applied := uint64(1); applied <= 3; applied++ {
@@ -90,6 +92,50 @@ func TestPublisherWritesTheLatest(t *testing.T) {
 	var back Status
 	if err := json.Unmarshal(b, &back); err != nil || back.Applied != 3 || back.StateHash != 1<<64-1 {
 		t.Fatalf("on disk: %+v %v", back.Applied, err)
+	}
+}
+
+// TestPublisherReportsFailures: report hears of the first failed write
+// of an episode and of the first good one after it, once each, however
+// many writes fail in between.
+func TestPublisherReportsFailures(t *testing.T) {
+	path := t.TempDir() + "/status.json"
+	full := errors.New("no space left on device")
+	var fail atomic.Bool
+	wrote := make(chan struct{}, 64)
+	reports := make(chan error, 64)
+	p := NewPublisher(path, func(path string, b []byte) error {
+		defer func() { wrote <- struct{}{} }()
+		if fail.Load() {
+			return full
+		}
+		return WriteFileAtomic(path, b)
+	}, func(err error) { reports <- err })
+	p.Start()
+	defer p.Stop()
+	publish := func(n int) {
+		for range n {
+			p.Publish(&Status{})
+			select {
+			case <-wrote:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no write within 10 s of a publish")
+			}
+		}
+	}
+	publish(2)
+	fail.Store(true)
+	publish(3)
+	fail.Store(false)
+	publish(2)
+	p.Stop()
+	close(reports)
+	var got []error
+	for err := range reports {
+		got = append(got, err)
+	}
+	if len(got) != 2 || !errors.Is(got[0], full) || got[1] != nil {
+		t.Fatalf("reports %v, want [the failure, nil]", got)
 	}
 }
 

@@ -28,14 +28,21 @@ func WriteFileAtomic(path string, b []byte) error {
 type Publisher struct {
 	path   string
 	write  func(path string, b []byte) error
+	report func(err error)
 	latest atomic.Pointer[Status]
 	worker *bus.Worker
+	// failing: the writer's last write failed (the writer's own).
+	failing bool
 }
 
 // NewPublisher returns a publisher for path, not started. write replaces
 // WriteFileAtomic when not nil (tests see what runs during a write).
-func NewPublisher(path string, write func(path string, b []byte) error) *Publisher {
-	p := &Publisher{path: path, write: write}
+// report, when not nil, hears on the writer's goroutine of the first
+// write of an episode that fails (a full disk: err) and of the first that
+// succeeds after it (nil): the file is advisory, so a failure stops
+// nothing, but meanwhile `seqbus stat` shows an old file.
+func NewPublisher(path string, write func(path string, b []byte) error, report func(err error)) *Publisher {
+	p := &Publisher{path: path, write: write, report: report}
 	p.worker = bus.NewWorker(p.writeLatest)
 	return p
 }
@@ -69,7 +76,15 @@ func Write(path string, st *Status, write func(path string, b []byte) error) err
 }
 
 func (p *Publisher) writeLatest() {
-	if st := p.latest.Load(); st != nil {
-		_ = p.WriteNow(st)
+	st := p.latest.Load()
+	if st == nil {
+		return
+	}
+	err := p.WriteNow(st)
+	if failing := err != nil; failing != p.failing {
+		p.failing = failing
+		if p.report != nil {
+			p.report(err)
+		}
 	}
 }

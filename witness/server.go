@@ -46,6 +46,8 @@ type Server struct {
 	statusPath string
 	statusStop chan struct{}
 	statusDone chan struct{}
+	// statusFailing: the last status write failed (statusLoop's own).
+	statusFailing bool
 
 	// Lifecycle.
 	lifeMu  sync.Mutex

@@ -70,17 +70,32 @@ func (s *Server) Report() StatusReport {
 }
 
 // writeStatus rewrites the status file atomically (temp file, rename). A
-// failure is not fatal: the lease does not depend on it.
+// failure is not fatal: the lease does not depend on it. The first
+// failure of an episode (a full disk) is logged, and the first write that
+// succeeds after it: meanwhile `seqbus stat` shows the last file written,
+// marked STALE. Only statusLoop calls it.
 func (s *Server) writeStatus() {
+	err := s.writeStatusFile()
+	if failing := err != nil; failing != s.statusFailing {
+		s.statusFailing = failing
+		if failing {
+			s.core.log.Warn("witness: status file not written; seqbus stat shows the last one written, marked stale", "path", s.statusPath, "err", err)
+		} else {
+			s.core.log.Info("witness: status file written again", "path", s.statusPath)
+		}
+	}
+}
+
+func (s *Server) writeStatusFile() error {
 	b, err := json.MarshalIndent(s.Report(), "", "  ")
 	if err != nil {
-		return
+		return err
 	}
 	tmp := s.statusPath + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return
+		return err
 	}
-	_ = os.Rename(tmp, filepath.Clean(s.statusPath))
+	return os.Rename(tmp, filepath.Clean(s.statusPath))
 }
 
 // statusLoop rewrites the status file until stop is closed, then once

@@ -24,25 +24,39 @@ func TestChaos(t *testing.T) {
 	runChaosBinary(t, "--duration", "14s", "--rate", "1500", "--seed", "11")
 }
 
-// TestChaosNetwork runs the network faults (isolate the primary, a
-// standby or the witness; random loss) in the run's own network
-// namespace, with the same expectations. Seed 36 cuts the primary off
-// first (0.9 s in, for 2.3 s), then the witness, then drops datagrams.
-func TestChaosNetwork(t *testing.T) {
+// TestChaosIsolated runs the faults that need namespaces of the run's
+// own, with the same expectations:
+//   - network: isolate the primary, a standby or the witness, random
+//     loss, in the run's own network namespace. Seed 36 cuts the primary
+//     off first (0.9 s in, for 2.3 s), then the witness, then drops
+//     datagrams.
+//   - disk: the primary's, a standby's or the witness's filesystem
+//     filled to the last block, then freed, on ext4 filesystems of the
+//     run's own. Seed 34 fills the primary's disk until its journal
+//     fails (the node is restarted; a new epoch leads), then a
+//     standby's, until its journal fails too, then the witness's.
+func TestChaosIsolated(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs the binary for ~15 s")
+		t.Skip("builds and runs the binary twice for ~15 s")
 	}
-	if err := chaos.CheckNetwork(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI must run the network faults: %v", err)
-		}
-		t.Skipf("skipping the network faults: %v", err)
-	}
-	text := runChaosBinary(t, "--faults", "network", "--duration", "14s", "--rate", "1500", "--seed", "36")
-	for _, want := range []string{"network namespace of its own", "isolate-primary: cut node", "leads epoch"} {
-		if !strings.Contains(text, want) {
-			t.Fatalf("chaos output lacks %q:\n%s", want, text)
-		}
+	for _, c := range []struct {
+		faults, seed string
+		check        func() error
+		want         []string
+	}{
+		{"network", "36", chaos.CheckNetwork, []string{"network namespace of its own", "isolate-primary: cut node", "leads epoch"}},
+		{"disk", "34", chaos.CheckDisk, []string{"ext4 filesystem of its own", "fault 1: fill-primary-disk: fill node", "its journal failed: restarted", "leads epoch 2",
+			"fault 2: fill-standby-disk: fill node", "fill-witness-disk"}},
+	} {
+		t.Run(c.faults, func(t *testing.T) {
+			runOrSkip(t, "the "+c.faults+" faults", c.check())
+			text := runChaosBinary(t, "--faults", c.faults, "--duration", "16s", "--rate", "1500", "--seed", c.seed)
+			for _, want := range c.want {
+				if !strings.Contains(text, want) {
+					t.Fatalf("chaos output lacks %q:\n%s", want, text)
+				}
+			}
+		})
 	}
 }
 
@@ -65,6 +79,19 @@ func TestChaosEtcd(t *testing.T) {
 			t.Fatalf("chaos output lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// runOrSkip skips the test when why says it cannot run here, except
+// under CI, which must run it.
+func runOrSkip(t *testing.T, what string, why error) {
+	t.Helper()
+	if why == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI must run %s: %v", what, why)
+	}
+	t.Skipf("skipping %s: %v", what, why)
 }
 
 // runChaosBinary runs `seqbus chaos args...` and checks that it injected

@@ -119,6 +119,11 @@ func (c Config) Check() error {
 			return flagcheck.Usagef("--faults: %v", err)
 		}
 	}
+	if needsDisk(c.Faults) {
+		if err := CheckDisk(); err != nil {
+			return flagcheck.Usagef("--faults: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -167,6 +172,7 @@ type run struct {
 	start    time.Time
 	injected map[string]int
 	fw       *firewall // nil unless the run has its own network
+	disks    *disks    // nil unless the run has its own filesystems
 	etcd     *cluster.Etcd
 	unfollow func() // stops following etcd's holder (nil: none)
 }
@@ -183,11 +189,11 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Faults = ForArbiter(ProcessFaults, cfg.arbiter())
 	}
 	isolated := os.Getenv(isolatedEnv) == "1"
-	if needsNetwork(cfg.Faults) && !isolated {
+	if needsIsolation(cfg.Faults) && !isolated {
 		return runIsolated(ctx, cfg, cfg.Out)
 	}
 	var fw *firewall
-	if isolated {
+	if isolated && needsNetwork(cfg.Faults) {
 		f, err := setUpNetwork()
 		if err != nil {
 			return err
@@ -206,10 +212,19 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	r := &run{Local: local, cfg: cfg, out: cfg.Out, fw: fw, sched: newSchedule(cfg.Seed, cfg.Faults, cfg.leaseLen()), injected: map[string]int{}}
+	if needsDisk(cfg.Faults) {
+		if r.disks, err = setUpDisks(filepath.Join(dir, "disks"), r.diskDirs()); err != nil {
+			return err
+		}
+		defer r.disks.unmount() // before the directory is removed
+	}
 	defer r.StopAll()
 	where := "loopback"
-	if isolated {
+	if fw != nil {
 		where = "the loopback of a network namespace of its own"
+	}
+	if r.disks != nil {
+		where += fmt.Sprintf(", each node's and the witness's directory on an ext4 filesystem of its own (%d MiB)", diskImageBytes>>20)
 	}
 	arb := "a witness"
 	if cfg.arbiter() == ArbiterEtcd {
@@ -316,6 +331,9 @@ func (r *run) startNode(id uint32) error {
 	args := append([]string{"node"}, r.NodeArgs(id)...)
 	args = append(args, "--market-data", r.mdGroup.String(), "--fsync", fsync, "--insync-timeout", "1s")
 	args = append(args, r.cfg.leaseFlags()...)
+	if r.disks != nil {
+		args = append(args, "--segment-bytes", strconv.Itoa(diskSegmentBytes))
+	}
 	if err := r.Start(cluster.NodeName(id), append(args, r.keyArgs...)...); err != nil {
 		return err
 	}
@@ -523,6 +541,9 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 	}
 	if slices.Contains(NetworkFaults, st.fault) {
 		return r.networkFault(ctx, st, p, ps.Epoch)
+	}
+	if slices.Contains(DiskFaults, st.fault) {
+		return r.diskFault(ctx, st, p, ps.Epoch)
 	}
 	return st.fault, fmt.Errorf("unknown fault %q", st.fault)
 }

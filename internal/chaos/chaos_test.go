@@ -1,11 +1,16 @@
 package chaos
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/flagcheck"
@@ -21,7 +26,7 @@ func TestParseFaults(t *testing.T) {
 	if err != nil || !slices.Equal(etcd, want) {
 		t.Fatalf("process,network with etcd: %v %v, want %v", etcd, err, want)
 	}
-	for group, want := range map[string][]string{"process": ProcessFaults, "network": NetworkFaults} {
+	for group, want := range map[string][]string{"process": ProcessFaults, "network": NetworkFaults, "disk": DiskFaults} {
 		if got, err := ParseFaults(group, ""); err != nil || !slices.Equal(got, want) {
 			t.Fatalf("%s: %v %v", group, got, err)
 		}
@@ -55,7 +60,10 @@ func TestConfigCheck(t *testing.T) {
 		"--faults":              func(c *Config) { c.Faults = []string{"flood"} },
 		"--faults kill-etcd":    func(c *Config) { c.Faults = []string{KillEtcd} },
 		"--faults kill-witness": func(c *Config) { c.Arbiter, c.Faults = ArbiterEtcd, []string{KillWitness} },
-		"--arbiter":             func(c *Config) { c.Arbiter = "zookeeper" },
+		"--faults fill-witness-disk": func(c *Config) {
+			c.Arbiter, c.Faults = ArbiterEtcd, []string{FillWitnessDisk}
+		},
+		"--arbiter": func(c *Config) { c.Arbiter = "zookeeper" },
 	} {
 		c := ok
 		bad(&c)
@@ -69,46 +77,101 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
-// TestConfigCheckNetwork: the network faults are refused, naming
-// --faults, where this process cannot run them (not root, or no nft),
-// and accepted where it can. With no ip or nft on the PATH they are
-// refused even as root, so CI (root) checks the refusal too.
-func TestConfigCheckNetwork(t *testing.T) {
-	c := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Faults: []string{KillPrimary, Loss}}
-	refused := func(err error) bool {
-		return err != nil && flagcheck.IsUsage(err) && strings.Contains(err.Error(), "--faults")
+// TestConfigCheckIsolated: the network faults and the disk faults are
+// refused, naming --faults, where this process cannot run them (not root,
+// or no nft, no mkfs.ext4), and accepted where it can. With nothing on
+// the PATH they are refused even as root, so CI (root) checks the
+// refusal too; the process faults still run.
+func TestConfigCheckIsolated(t *testing.T) {
+	for _, group := range []struct {
+		fault string
+		check func() error
+	}{{Loss, CheckNetwork}, {FillStandbyDisk, CheckDisk}} {
+		t.Run(group.fault, func(t *testing.T) {
+			c := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Faults: []string{KillPrimary, group.fault}}
+			refused := func(err error) bool {
+				return err != nil && flagcheck.IsUsage(err) && strings.Contains(err.Error(), "--faults")
+			}
+			err := c.Check()
+			if why := group.check(); why != nil {
+				if !refused(err) {
+					t.Fatalf("%s where it cannot run (%v): Check = %v, want a usage error naming --faults", group.fault, why, err)
+				}
+			} else if err != nil {
+				t.Fatalf("%s as root with its tools: %v", group.fault, err)
+			}
+			t.Setenv("PATH", t.TempDir()) // no ip, nft, mkfs.ext4
+			if err := c.Check(); !refused(err) {
+				t.Fatalf("%s without its tools: Check = %v, want a usage error naming --faults", group.fault, err)
+			}
+			c.Faults = []string{KillPrimary}
+			if err := c.Check(); err != nil {
+				t.Fatalf("process faults without the tools: %v", err)
+			}
+		})
 	}
-	err := c.Check()
-	if why := CheckNetwork(); why != nil {
-		if !refused(err) {
-			t.Fatalf("network faults where they cannot run (%v): Check = %v, want a usage error naming --faults", why, err)
+}
+
+// TestFill fills a small filesystem of the test's own to its last block
+// and frees it: what a disk fault does to a node's directory.
+func TestFill(t *testing.T) {
+	if err := CheckDisk(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must test the disk faults: %v", err)
 		}
-	} else if err != nil {
-		t.Fatalf("network faults as root with nft: %v", err)
+		t.Skipf("skipping: %v", err)
 	}
-	t.Setenv("PATH", t.TempDir()) // no ip, no nft
-	if err := c.Check(); !refused(err) {
-		t.Fatalf("network faults without nft: Check = %v, want a usage error naming --faults", err)
+	// This goroutine's thread moves to a mount namespace of its own and
+	// stays locked to it (and ends with it: never unlocked), so the mount
+	// tool it starts and every path it reads are that namespace's.
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		t.Fatalf("unshare: %v", err)
 	}
-	c.Faults = []string{KillPrimary}
-	if err := c.Check(); err != nil {
-		t.Fatalf("process faults without nft: %v", err)
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "node1")
+	d, err := setUpDisks(filepath.Join(dir, "disks"), []string{mnt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.unmount()
+	if err := os.WriteFile(filepath.Join(mnt, "before"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	took, err := fill(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took < diskImageBytes/2 {
+		t.Fatalf("fill took %d bytes of a %d-byte filesystem", took, diskImageBytes)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "during"), make([]byte, 64<<10), 0o644); !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("a write to a full filesystem: %v, want ENOSPC", err)
+	}
+	if err := unfill(mnt); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "after"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatalf("a write after the fill was freed: %v", err)
 	}
 }
 
 // holds are each fault's hold range, [lo, hi), with a 1 s lease.
 var holds = map[string][2]time.Duration{
-	KillPrimary:    {0, time.Second},
-	RestartPrimary: {0, 1},
-	KillStandby:    {0, 2 * time.Second},
-	PausePrimary:   {1200 * time.Millisecond, 2 * time.Second},
-	PauseStandby:   {50 * time.Millisecond, 1500 * time.Millisecond},
-	KillWitness:    {0, 1500 * time.Millisecond},
-	KillEtcd:       {0, 3 * time.Second},
-	IsolatePrimary: {1200 * time.Millisecond, 2500 * time.Millisecond},
-	IsolateStandby: {200 * time.Millisecond, 3 * time.Second},
-	IsolateWitness: {200 * time.Millisecond, 2 * time.Second},
-	Loss:           {time.Second, 4 * time.Second},
+	KillPrimary:     {0, time.Second},
+	RestartPrimary:  {0, 1},
+	KillStandby:     {0, 2 * time.Second},
+	PausePrimary:    {1200 * time.Millisecond, 2 * time.Second},
+	PauseStandby:    {50 * time.Millisecond, 1500 * time.Millisecond},
+	KillWitness:     {0, 1500 * time.Millisecond},
+	KillEtcd:        {0, 3 * time.Second},
+	IsolatePrimary:  {1200 * time.Millisecond, 2500 * time.Millisecond},
+	IsolateStandby:  {200 * time.Millisecond, 3 * time.Second},
+	IsolateWitness:  {200 * time.Millisecond, 2 * time.Second},
+	Loss:            {time.Second, 4 * time.Second},
+	FillPrimaryDisk: {300 * time.Millisecond, 3 * time.Second},
+	FillStandbyDisk: {300 * time.Millisecond, 3 * time.Second},
+	FillWitnessDisk: {300 * time.Millisecond, 3 * time.Second},
 }
 
 // TestSchedule: one seed gives one schedule, another seed another; every

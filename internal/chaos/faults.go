@@ -41,7 +41,7 @@ var ProcessFaults = []string{KillPrimary, RestartPrimary, KillStandby, PausePrim
 
 // AllFaults are every fault, the network ones (network.go) and the
 // etcd one included.
-var AllFaults = append(append(slices.Clone(ProcessFaults), NetworkFaults...), KillEtcd)
+var AllFaults = append(append(append(slices.Clone(ProcessFaults), NetworkFaults...), DiskFaults...), KillEtcd)
 
 // Arbiters.
 const (
@@ -53,7 +53,7 @@ const (
 // faults need the witness, kill-etcd needs etcd.
 func applies(fault, arbiter string) bool {
 	switch fault {
-	case KillWitness, IsolateWitness:
+	case KillWitness, IsolateWitness, FillWitnessDisk:
 		return arbiter == ArbiterWitness
 	case KillEtcd:
 		return arbiter == ArbiterEtcd
@@ -80,10 +80,10 @@ func ForArbiter(faults []string, arbiter string) []string {
 }
 
 // faultGroups are the names that stand for several faults.
-var faultGroups = map[string][]string{"process": ProcessFaults, "network": NetworkFaults, "all": AllFaults}
+var faultGroups = map[string][]string{"process": ProcessFaults, "network": NetworkFaults, "disk": DiskFaults, "all": AllFaults}
 
 // ParseFaults reads a comma-separated list of fault names and groups
-// ("process", "network", "all"); a group stands for its faults that
+// ("process", "network", "disk", "all"); a group stands for its faults that
 // apply to arbiter (ForArbiter). Config.Check refuses a named fault that
 // does not.
 func ParseFaults(s, arbiter string) ([]string, error) {
@@ -98,7 +98,7 @@ func ParseFaults(s, arbiter string) ([]string, error) {
 		}
 		for _, n := range names {
 			if !slices.Contains(AllFaults, n) {
-				return nil, fmt.Errorf("unknown fault %q (%s, or process, network, all)", n, strings.Join(AllFaults, ", "))
+				return nil, fmt.Errorf("unknown fault %q (%s, or process, network, disk, all)", n, strings.Join(AllFaults, ", "))
 			}
 			if !slices.Contains(out, n) {
 				out = append(out, n)
@@ -119,6 +119,9 @@ type step struct {
 	standby int
 	// lossMod: Loss drops one datagram in lossMod (3..20: 33..5 %).
 	lossMod int
+	// untilFailed: a node's disk fault holds the disk full past hold
+	// until the node's journal fails (at most fillMax).
+	untilFailed bool
 }
 
 // schedule draws the steps of a run: the same seed and faults give the
@@ -159,6 +162,10 @@ func (s *schedule) next() step {
 		st.hold = s.between(200*time.Millisecond, 3*time.Second)
 	case IsolateWitness:
 		st.hold = s.between(200*time.Millisecond, 2*time.Second)
+	case FillPrimaryDisk, FillStandbyDisk:
+		st.hold, st.untilFailed = s.between(300*time.Millisecond, 3*time.Second), s.rng.IntN(2) == 0
+	case FillWitnessDisk:
+		st.hold = s.between(300*time.Millisecond, 3*time.Second)
 	case Loss:
 		st.hold, st.lossMod = s.between(time.Second, 4*time.Second), 3+s.rng.IntN(18)
 	}

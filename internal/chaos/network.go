@@ -81,13 +81,21 @@ func (e *ExitError) Error() string {
 // ExitCode is the status the command exits with: the isolated run's.
 func (e *ExitError) ExitCode() int { return e.Code }
 
-// runIsolated runs cfg.Bin cfg.Args again in a new network namespace,
+// runIsolated runs cfg.Bin cfg.Args again in a new network namespace
+// (network faults) and mount namespace (disk faults),
 // its output to out, and returns its verdict as an error (nil: OK).
 func runIsolated(ctx context.Context, cfg Config, out io.Writer) error {
 	cmd := exec.CommandContext(ctx, cfg.Bin, cfg.Args...)
 	cmd.Env = append(os.Environ(), isolatedEnv+"=1")
 	cmd.Stdout, cmd.Stderr = out, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	var flags uintptr
+	if needsNetwork(cfg.Faults) {
+		flags |= syscall.CLONE_NEWNET
+	}
+	if needsDisk(cfg.Faults) {
+		flags |= syscall.CLONE_NEWNS
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
 	// Ctrl-C reaches the child through the terminal's process group; a
 	// cancelled context (SIGTERM) interrupts it as Ctrl-C would, and
 	// it prints its verdict so far.

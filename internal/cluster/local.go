@@ -62,10 +62,13 @@ func (l *Local) NodeLog(id uint32) string { return filepath.Join(l.Dir, NodeName
 // WitnessLog is the path of the witness's log.
 func (l *Local) WitnessLog() string { return filepath.Join(l.Dir, "witness.log") }
 
+// WitnessDir is the witness's state directory.
+func (l *Local) WitnessDir() string { return filepath.Join(l.Dir, "witness") }
+
 // StartWitness starts the witness on Witness (state in Dir/witness),
 // pinned to cpus (nil: not pinned), with extra flags.
 func (l *Local) StartWitness(cpus []int, extra ...string) error {
-	args := []string{"witness", "--listen", l.Witness.String(), "--dir", filepath.Join(l.Dir, "witness")}
+	args := []string{"witness", "--listen", l.Witness.String(), "--dir", l.WitnessDir()}
 	return l.StartOn("witness", cpus, append(args, extra...)...)
 }
 
