@@ -83,7 +83,8 @@ func (n *Node) leaderReady() {
 	l.Advance()
 	if rd.Snapshot != 0 {
 		n.tr.Flush() // the encoding must not hold back the frames sealed so far
-		n.periodicSnapshot(rd.Snapshot)
+		// A seq this term sequenced: a record of our epoch.
+		n.periodicSnapshot(rd.Snapshot, n.tm.Epoch())
 	}
 }
 

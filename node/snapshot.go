@@ -12,10 +12,16 @@ import (
 // primary's sequencer what was written and carries out an install's
 // follow-up (the follower, session replay, the observer).
 
-// periodicSnapshot runs on either role after it applied seq: every
-// SnapshotEvery it cuts a snapshot (snapshot.Store.Periodic).
-func (n *Node) periodicSnapshot(seq uint64) {
-	n.snaps.Periodic(n.eng(), seq, n.tm.Epoch())
+// periodicSnapshot runs on either role after it applied seq, a record of
+// epoch: every SnapshotEvery it cuts a snapshot (snapshot.Store.Periodic)
+// labelled with that record's epoch, the epoch of the history it holds.
+// Not the epoch the node follows: a standby catching up on records of an
+// older epoch that restarted from a snapshot labelled with the newer one
+// would take its whole history for the newer epoch's and refuse the
+// older records it still lacked as stale, for good (the simulator, with
+// planned stops: seed 10698).
+func (n *Node) periodicSnapshot(seq, epoch uint64) {
+	n.snaps.Periodic(n.eng(), seq, epoch)
 	n.snapshotsWritten()
 }
 

@@ -52,7 +52,7 @@ func (n *Node) applyEntry(seq uint64, payload []byte, now int64) {
 			n.hashMismatch(seq)
 		}
 	}
-	n.periodicSnapshot(seq)
+	n.periodicSnapshot(seq, epoch)
 }
 
 func (n *Node) hashMismatch(seq uint64) {
