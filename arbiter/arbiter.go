@@ -362,6 +362,26 @@ func (a *Arbiter) Renew(node NodeID, epoch uint64, nowNs int64) Decision {
 	return a.extend(nowNs)
 }
 
+// Release ends the live lease of node at epoch now, before it would have
+// run out: the holder gave it up (arbiter.Keeper.Release), having stopped
+// leading before it asked, so the next Acquire may grant epoch+1 at once,
+// under the usual rules (an in-sync member, or node itself again). It
+// reports whether a lease ended; a release from anyone but the live
+// holder, of another epoch, or during the restart quarantine changes
+// nothing. Nothing is persisted: the epoch and the in-sync set are
+// unchanged, and after a restart the quarantine covers the lease either
+// way.
+func (a *Arbiter) Release(node NodeID, epoch uint64, nowNs int64) bool {
+	nowNs = a.observe(nowNs)
+	if node == NodeNone || a.inQuarantine(nowNs) || !a.live(nowNs) || a.holder != node || epoch != a.epochHighest {
+		return false
+	}
+	a.holder = NodeNone
+	a.expiresAtNs = nowNs
+	a.termRequestID = 0
+	return true
+}
+
 // RenewWithInSync is Renew carrying the holder's proposal for the in-sync
 // set: members (any order) replaces the set if baseVersion is the current
 // version (compare-and-set), and then the version grows by one and the

@@ -127,6 +127,13 @@ type Backend interface {
 	// does not consume it, it is sent once. An invalid proposal is refused
 	// with an error matching ErrProposal, keeping any earlier one.
 	ProposeInSync(baseVersion uint64, members []NodeID) error
-	// Close releases the backend's resources; the lease is left to expire.
+	// Release sends a keeper's release request (Keeper.Release) without
+	// blocking: the arbiter ends the lease when it arrives. It gets no
+	// reply; a release that is lost or fails costs only the wait for the
+	// lease to run out. Close finishes a release under way first, within
+	// the backend's own request timeout.
+	Release(req Request)
+	// Close releases the backend's resources; a lease not released is
+	// left to expire.
 	Close() error
 }

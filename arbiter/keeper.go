@@ -25,6 +25,10 @@ const (
 	RequestAcquire RequestKind = 1
 	// RequestRenew extends the lease under Request.Epoch.
 	RequestRenew RequestKind = 2
+	// RequestRelease gives the lease of Request.Epoch up before it ends
+	// (Keeper.Release): the holder has stopped leading, so the arbiter
+	// may grant the next epoch at once. It gets no reply.
+	RequestRelease RequestKind = 3
 )
 
 func (k RequestKind) String() string {
@@ -33,6 +37,8 @@ func (k RequestKind) String() string {
 		return "acquire"
 	case RequestRenew:
 		return "renew"
+	case RequestRelease:
+		return "release"
 	}
 	return fmt.Sprintf("RequestKind(%d)", uint8(k))
 }
@@ -237,6 +243,33 @@ func (k *Keeper) OnDeny(requestID uint64, holder NodeID, epoch uint64, remaining
 // the request's one-way trip, which the arbiter's count of the time left
 // started after.
 func denyGuardNs(retryNs int64) int64 { return max(retryNs/25, 1) }
+
+// Release gives the lease up: from now on MayLead is false and nothing
+// is sent (SetWantLead(true) contends again, for a new epoch), and every
+// reply still due is ignored (its request is forgotten). When the view
+// may still count this node as holder at the arbiter (its epoch, within
+// its duration by the local clock, margin 0), it returns the release
+// request to send, so the arbiter can grant the next epoch at once rather
+// than when the lease would have run out. The ordering rule: call it only
+// after the node has stopped releasing, and send the request after it
+// returns, never before: the arbiter ends the lease when the request
+// arrives, and nothing may leave under it after that. A lost release
+// costs only the wait for the lease to run out.
+func (k *Keeper) Release(nowNs int64) (Request, bool) {
+	held := k.view.Epoch != 0 && MayLead(k.view, nowNs, 0)
+	k.view.DurationNs = 0
+	k.renewEpoch = 0
+	k.wantLead = false
+	k.outstanding = [MaxOutstandingRequests]outstandingRequest{}
+	k.acquireID = 0
+	if !held {
+		return Request{}, false
+	}
+	req := k.newRequest(Request{Kind: RequestRelease, Node: k.node, Epoch: k.view.Epoch, SentAtNs: nowNs})
+	k.outstanding[req.ID%MaxOutstandingRequests] = outstandingRequest{} // no reply comes
+	k.viewRequestID = req.ID
+	return req, true
+}
 
 // StartRequestIDsAfter makes the next request's ID id+1 (when that is
 // above the last one used). A runtime seeds it once, before the first Tick,

@@ -129,5 +129,18 @@ func (l *Link) Lease(nowNs int64) (held bool, remainingNs int64, epoch uint64) {
 	return l.keeper.MayLead(nowNs), max(end-nowNs, 0), v.Epoch
 }
 
+// Release gives the lease up (Keeper.Release) and sends the release
+// through the backend when the arbiter may still count this node as
+// holder. The caller has stopped leading first. It reports whether a
+// release was sent.
+func (l *Link) Release(nowNs int64) bool {
+	l.asking = false
+	req, ok := l.keeper.Release(nowNs)
+	if ok {
+		l.backend.Release(req)
+	}
+	return ok
+}
+
 // Close closes the backend (Backend.Close).
 func (l *Link) Close() error { return l.backend.Close() }

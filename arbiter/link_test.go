@@ -15,6 +15,7 @@ type fakeBackend struct {
 	queued   []Reply
 	proposal InSyncProposal
 	closed   int
+	released []Request
 }
 
 func (b *fakeBackend) Tick(nowNs int64, deliver func(Reply)) {
@@ -39,6 +40,8 @@ func (b *fakeBackend) ProposeInSync(baseVersion uint64, members []NodeID) error 
 }
 
 func (b *fakeBackend) Close() error { b.closed++; return nil }
+
+func (b *fakeBackend) Release(req Request) { b.released = append(b.released, req) }
 
 func newFakeLink(t *testing.T, after uint64) (*Link, *fakeBackend) {
 	t.Helper()
@@ -270,6 +273,7 @@ type nopBackend struct{ k *Keeper }
 func (b nopBackend) Tick(nowNs int64, _ func(Reply))    { b.k.Tick(nowNs) }
 func (nopBackend) ProposeInSync(uint64, []NodeID) error { return nil }
 func (nopBackend) Close() error                         { return nil }
+func (nopBackend) Release(Request)                      {}
 
 // TestLinkTickAllocs: a Tick (with a backend that allocates nothing)
 // allocates nothing, silent or not, wanting the lease or not.

@@ -56,6 +56,9 @@ type Client struct {
 	results   [maxResults]arbiter.Reply
 	nResults  int
 	wake      chan struct{}
+	// releasing is closed by the worker once the release Release queued
+	// has run (nil: none under way); Close waits for it.
+	releasing chan struct{}
 
 	// The worker's own state: the etcd lease and epoch it last held.
 	leaseID clientv3.LeaseID
@@ -213,6 +216,23 @@ func (c *Client) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) err
 	return nil
 }
 
+// Release queues a keeper's release request (arbiter.Keeper.Release)
+// without blocking: the worker deletes the leader key if it is still this
+// term's and revokes the etcd lease, so another node acquires at once
+// rather than when the lease would have run out. It gets no reply. Close
+// waits for it, within RequestTimeoutNs.
+func (c *Client) Release(req arbiter.Request) {
+	if req.Kind != arbiter.RequestRelease {
+		panic(fmt.Sprintf("etcdarb: Release of a %s", req.Kind))
+	}
+	c.mu.Lock()
+	if c.releasing == nil && !c.closed {
+		c.releasing = make(chan struct{})
+	}
+	c.mu.Unlock()
+	c.enqueue(req)
+}
+
 // Query reads who holds the lease (NodeNone when nobody does), the
 // highest epoch granted (the holder's while one is live) and the in-sync
 // set, in one linearizable read. Without a deadline on ctx it is bounded
@@ -243,7 +263,16 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
+		releasing := c.releasing
 		c.mu.Unlock()
+		if releasing != nil {
+			t := time.NewTimer(time.Duration(c.cfg.RequestTimeoutNs))
+			select {
+			case <-releasing:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		c.cancel()
 		<-c.done
 		c.closeErr = c.etcd.Close()
@@ -271,6 +300,14 @@ func (c *Client) work() {
 			continue
 		}
 		r, ok := c.run(j)
+		if j.req.Kind == arbiter.RequestRelease {
+			c.mu.Lock()
+			if c.releasing != nil {
+				close(c.releasing)
+				c.releasing = nil
+			}
+			c.mu.Unlock()
+		}
 		if !ok {
 			continue
 		}
@@ -301,6 +338,12 @@ func (c *Client) run(j job) (arbiter.Reply, bool) {
 	case arbiter.RequestRenew:
 		c.stats.renews.Add(1)
 		r, err = c.renew(ctx, j.req, &j.proposal)
+	case arbiter.RequestRelease:
+		c.stats.releases.Add(1)
+		if err = c.release(ctx, j.req); err != nil {
+			c.countError(ctx, err)
+		}
+		return arbiter.Reply{}, false // no reply
 	default:
 		panic(fmt.Sprintf("etcdarb: keeper produced request kind %s", j.req.Kind))
 	}
@@ -340,7 +383,7 @@ func (c *Client) countError(ctx context.Context, err error) {
 
 // counters are updated by the worker and read by Stats from anywhere.
 type counters struct {
-	requests, replaced, acquires, renews                    atomic.Uint64
+	requests, replaced, acquires, renews, releases          atomic.Uint64
 	grants, grantsNewTerm, denies                           atomic.Uint64
 	deniesHeld, deniesNotInSync, deniesLost                 atomic.Uint64
 	inSyncProposals, inSyncChanged, inSyncRefused           atomic.Uint64
@@ -352,8 +395,8 @@ type Stats struct {
 	// Requests is every request the keeper produced; Replaced those
 	// replaced in the queue by a newer one before the worker took them.
 	Requests, Replaced uint64
-	// Acquires and Renews are the operations the worker ran.
-	Acquires, Renews uint64
+	// Acquires, Renews and Releases are the operations the worker ran.
+	Acquires, Renews, Releases uint64
 	// Grants (GrantsNewTerm of them created the leader key: a new epoch)
 	// and Denies are the replies delivered.
 	Grants, GrantsNewTerm, Denies uint64
@@ -380,7 +423,7 @@ func (c *Client) Stats() Stats {
 	s := &c.stats
 	return Stats{
 		Requests: s.requests.Load(), Replaced: s.replaced.Load(),
-		Acquires: s.acquires.Load(), Renews: s.renews.Load(),
+		Acquires: s.acquires.Load(), Renews: s.renews.Load(), Releases: s.releases.Load(),
 		Grants: s.grants.Load(), GrantsNewTerm: s.grantsNewTerm.Load(), Denies: s.denies.Load(),
 		DeniesHeld: s.deniesHeld.Load(), DeniesNotInSync: s.deniesNotInSync.Load(), DeniesLost: s.deniesLost.Load(),
 		InSyncProposals: s.inSyncProposals.Load(), InSyncChanged: s.inSyncChanged.Load(), InSyncRefused: s.inSyncRefused.Load(),

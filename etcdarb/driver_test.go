@@ -159,6 +159,27 @@ func (d *driven) kill() {
 	}
 }
 
+// release is a graceful stop: the node stops leading, gives its lease up
+// (Keeper.Release, then Client.Release) and closes, which waits for the
+// release to reach etcd.
+func (d *driven) release() {
+	d.mu.Lock()
+	d.paused = true
+	now := monoNs()
+	if d.leading {
+		d.closeInterval(now)
+	}
+	if req, ok := d.k.Release(now); ok {
+		d.c.Release(req)
+	}
+	d.mu.Unlock()
+	close(d.stop)
+	<-d.done
+	if err := d.c.Close(); err != nil {
+		d.tb.Errorf("close node %d: %v", d.id, err)
+	}
+}
+
 func (d *driven) setWant(want bool) {
 	d.mu.Lock()
 	d.k.SetWantLead(want)

@@ -30,6 +30,30 @@ func TestEtcd(t *testing.T) {
 	t.Run("StaleHolderInSync", func(t *testing.T) { testStaleHolder(t, eps, 5) })
 	t.Run("Query", func(t *testing.T) { testQuery(t, eps, 6) })
 	t.Run("AcquireRace", func(t *testing.T) { testAcquireRace(t, eps, 100) })
+	t.Run("Release", func(t *testing.T) { testRelease(t, eps, 7, 2*second) })
+}
+
+// The holder stops and gives its lease up (a graceful stop): the in-sync
+// standby acquires the next epoch at once, long before the released
+// lease could have run out, and the two never lead at once.
+func testRelease(t *testing.T, eps []string, stream uint16, leaseNs int64) {
+	a, b, _ := leaderAndStandby(t, eps, stream, leaseNs)
+	last, _ := a.lastGrant()
+	releaseNs := monoNs()
+	a.release()
+	waitLeader(t, time.Duration(leaseNs)+3*time.Second, b)
+	checkSafety(t, a, b)
+	_, bgs, _ := b.snapshot()
+	if bgs[0].epoch <= last.epoch {
+		t.Errorf("new holder's epoch %d not above the released %d", bgs[0].epoch, last.epoch)
+	}
+	if bgs[0].atNs >= last.sentAtNs+leaseNs {
+		t.Errorf("new grant %v after the last renew was sent: the release did not end the %v lease", time.Duration(bgs[0].atNs-last.sentAtNs), time.Duration(leaseNs))
+	}
+	if st := a.c.Stats(); st.Releases != 1 || st.Errors != 0 {
+		t.Errorf("releasing node's stats: %+v", st)
+	}
+	t.Logf("MEASURED lease %v: release -> new grant %v", time.Duration(leaseNs), time.Duration(bgs[0].atNs-releaseNs))
 }
 
 // Two contenders: exactly one leads, the other is refused with the
@@ -92,22 +116,32 @@ func testOneLeader(t *testing.T, eps []string, stream uint16) {
 		time.Duration(grants[0].atNs-grants[0].sentAtNs), rtts[len(rtts)/2], rtts[len(rtts)-1], len(rtts))
 }
 
-// The holder dies (stops ticking, Client closed, nothing revoked): the
-// other node acquires only after the dead holder's etcd lease has expired,
-// with a higher epoch.
-func testFailover(t *testing.T, eps []string, stream uint16, leaseNs int64) {
-	a := startNode(t, eps, stream, 1, leaseNs, true)
-	leader := waitLeader(t, 3*time.Second, a)
-	// The survivor joins once a's term has begun, so it is refused at
+// leaderAndStandby starts node 1, waits for it to lead, has node 2 put in
+// its in-sync set and starts node 2, which the lease then refuses. It
+// returns both and node 1's first grant.
+func leaderAndStandby(t *testing.T, eps []string, stream uint16, leaseNs int64) (a, b *driven, first grantEvent) {
+	t.Helper()
+	a = startNode(t, eps, stream, 1, leaseNs, true)
+	waitLeader(t, 3*time.Second, a)
+	// The standby joins once a's term has begun, so it is refused at
 	// first; in a fresh cluster it then needs to be in the in-sync set.
-	g, _ := a.lastGrant()
-	a.propose(g.version, 2)
+	first, _ = a.lastGrant()
+	a.propose(first.version, 2)
 	waitFor(t, 2*time.Second, "in-sync set {2}", func() bool {
 		g, _ := a.lastGrant()
 		return slices.Equal(g.members, []arbiter.NodeID{2})
 	})
-	b := startNode(t, eps, stream, 2, leaseNs, true)
+	b = startNode(t, eps, stream, 2, leaseNs, true)
 	time.Sleep(300 * time.Millisecond)
+	return a, b, first
+}
+
+// The holder dies (stops ticking, Client closed, nothing revoked): the
+// other node acquires only after the dead holder's etcd lease has expired,
+// with a higher epoch.
+func testFailover(t *testing.T, eps []string, stream uint16, leaseNs int64) {
+	a, b, g := leaderAndStandby(t, eps, stream, leaseNs)
+	leader := a
 	last, _ := leader.lastGrant()
 	deathNs := monoNs()
 	leader.kill()

@@ -201,6 +201,29 @@ func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv
 	return grantReply(requestID, epoch, grantDurationNs(ka.TTL, c.cfg.LeaseDurationNs), s.inSync.Version, s.inSync.Members), s, nil
 }
 
+// release ends the term of epoch req.Epoch this worker holds: it deletes
+// the leader key only if it is still that term's (CreateRevision epoch,
+// on this worker's etcd lease), then revokes the lease, so any other
+// node's next acquire finds the lease free. A term this worker does not
+// hold is left alone (its lease runs out as it would have).
+func (c *Client) release(ctx context.Context, req arbiter.Request) error {
+	id := c.leaseID
+	if c.epoch != req.Epoch || id == 0 {
+		return nil
+	}
+	c.leaseID, c.epoch = 0, 0
+	if _, err := c.etcd.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(c.keys.leader), "=", int64(req.Epoch)),
+		clientv3.Compare(clientv3.LeaseValue(c.keys.leader), "=", int64(id)),
+	).Then(clientv3.OpDelete(c.keys.leader)).Commit(); err != nil {
+		return err
+	}
+	if _, err := c.etcd.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return err
+	}
+	return nil
+}
+
 // propose applies an in-sync proposal after a granted renew r: judged
 // against s, the state extend read (in the same transaction that proved
 // the leader key ours), and written only if the leader key is still ours

@@ -157,6 +157,17 @@ func (c *Client) Lease(nowNs int64) (held bool, remainingNs int64, epoch uint64)
 	return c.link.Lease(nowNs)
 }
 
+// Release gives the lease up (arbiter.Link.Release): the node has
+// stopped leading for good, so the arbiter may grant the next epoch at
+// once. It reports whether a release was sent (false: no lease was held,
+// or a static node).
+func (c *Client) Release(nowNs int64) bool {
+	if c == nil {
+		return false
+	}
+	return c.link.Release(nowNs)
+}
+
 // Close closes the backend (the UDP witness's socket is the node's).
 func (c *Client) Close() error {
 	if c == nil {

@@ -16,6 +16,13 @@ import (
 // scriptedArbiter grants (node 2 in the in-sync set).
 func leasedPrimary(t *testing.T) (*Node, *stepClock, *scriptedArbiter) {
 	t.Helper()
+	return leasedPrimaryWith(t, nil)
+}
+
+// leasedPrimaryWith is leasedPrimary with its configuration changed by
+// edit first.
+func leasedPrimaryWith(t *testing.T, edit func(*nodeconfig.Config)) (*Node, *stepClock, *scriptedArbiter) {
+	t.Helper()
 	clk := &stepClock{ns: 1}
 	arb := &scriptedArbiter{}
 	arb.epoch.Store(2)
@@ -27,6 +34,9 @@ func leasedPrimary(t *testing.T) (*Node, *stepClock, *scriptedArbiter) {
 		Role: nodeconfig.RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4,
 		NewArbiter: func(k *arbiter.Keeper) (arbiter.Backend, error) { arb.k = k; return arb, nil },
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	n, err := New(cfg)
 	if err != nil {

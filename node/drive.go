@@ -77,7 +77,15 @@ func (n *Node) tickLocked(now int64) {
 func (n *Node) syncFailedLocked(err error) {
 	n.stats.SyncErrors++
 	if n.stats.SyncErrors == 1 {
-		n.cfg.Log.Error("journal sync failed; nothing more becomes durable: restart the node", "err", err)
+		n.cfg.Log.Error("journal sync failed; nothing more becomes durable: restart the node once the disk is fixed", "err", err)
+	}
+	// What the failed fsync covered is of unknown durability (the page
+	// cache may have dropped it): the journal is broken as for a failed
+	// write. A primary stops and gives its lease up (nothing it holds can
+	// be released any more); a standby will not be promoted.
+	if n.st.Break() && n.tm.Primary() {
+		n.ldr.JournalFailed()
+		n.giveUpLease("the journal's fsync failed")
 	}
 }
 

@@ -37,6 +37,7 @@ func (a *muteArbiter) Tick(nowNs int64, deliver func(arbiter.Reply)) {
 
 func (a *muteArbiter) ProposeInSync(uint64, []arbiter.NodeID) error { return nil }
 func (a *muteArbiter) Close() error                                 { return nil }
+func (a *muteArbiter) Release(arbiter.Request)                      {}
 
 // leaseNode is a standby driven by hand under a lease: cfg.NewArbiter's
 // (arb) or, with arb nil, the UDP witness at witnessAddr.

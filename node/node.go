@@ -287,6 +287,11 @@ func (n *Node) Close() error {
 	if n.agent != nil {
 		n.agent.runner.Close()
 	}
+	// Nothing is released any more: a primary gives its lease up, so a
+	// standby takes over at once (before the sockets close).
+	n.mu.Lock()
+	n.giveUpLease("closing")
+	n.mu.Unlock()
 	n.closeArbiter()
 	n.tr.Close()
 	n.mu.Lock()

@@ -178,6 +178,23 @@ func (n *Node) journalFailed(err error) {
 		n.cfg.Log.Error("journal append failed: this process releases and sequences nothing more and gives up its lease; restart the node once the disk is fixed", "err", err)
 	}
 	n.ldr.JournalFailed()
+	n.giveUpLease("the journal failed")
+}
+
+// giveUpLease releases the lease of a primary that will release nothing
+// more under it (its journal failed, or it is closing), so the arbiter
+// grants the next epoch to a standby at once instead of when the lease
+// runs out: a planned stop or a broken disk halts the market for a
+// promotion, not a lease. The keeper is told first and MayLead is false
+// from then on; the request leaves after (arbiter.Keeper.Release).
+func (n *Node) giveUpLease(why string) {
+	if n.lease.Keeper() == nil || !n.tm.Primary() || n.cfg.Unsafe.NoFencing {
+		return
+	}
+	if n.lease.Release(n.nowNs()) {
+		n.stats.LeasesReleased++
+		n.cfg.Log.Info("lease given up: "+why, "epoch", n.tm.Epoch())
+	}
 }
 
 func (n *Node) primaryAfterBatch(now int64) {

@@ -10,9 +10,10 @@ import (
 // scriptedArbiter grants every request at once, at epoch, with node 2 in
 // the in-sync set: a witness whose next grant the test chooses.
 type scriptedArbiter struct {
-	k     *arbiter.Keeper
-	epoch atomic.Uint64
-	mu    sync.Mutex
+	k        *arbiter.Keeper
+	epoch    atomic.Uint64
+	mu       sync.Mutex
+	released []arbiter.Request
 }
 
 func (a *scriptedArbiter) Tick(nowNs int64, deliver func(arbiter.Reply)) {
@@ -31,3 +32,8 @@ func (a *scriptedArbiter) Tick(nowNs int64, deliver func(arbiter.Reply)) {
 
 func (a *scriptedArbiter) ProposeInSync(uint64, []arbiter.NodeID) error { return nil }
 func (a *scriptedArbiter) Close() error                                 { return nil }
+func (a *scriptedArbiter) Release(req arbiter.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.released = append(a.released, req)
+}

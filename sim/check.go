@@ -616,6 +616,21 @@ func (r *answerRecorder) Emit(to uint64, payload []byte) {
 	r.outs = append(r.outs, outKey(to, payload))
 }
 
+// onLeaseGivenUp records that the witness took node's release of epoch: that
+// lease ended now, so a grant to another node after it is no split
+// brain (the holder stopped leading before it asked: arbiter.Keeper's
+// Release; what it released before is checked as any output is).
+//
+// The witness holds one lease: a holder's new term replaced its older
+// one there, so every grant of node up to epoch ends with it.
+func (c *checker) onLeaseGivenUp(node uint32, epoch uint64) {
+	for k, exp := range c.grants {
+		if k[0] == uint64(node) && k[1] <= epoch {
+			c.grants[k] = min(exp, c.s.now)
+		}
+	}
+}
+
 // onWitnessReply records what the witness decided: grants (holder, epoch,
 // expiry on the witness's clock) and the in-sync set in force. A grant to
 // a new holder while another holder's grant is live is a split brain at

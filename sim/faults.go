@@ -156,7 +156,11 @@ func (s *sim) startFault(i int) {
 		if f.kind == fCrashPrimary {
 			f.target = p
 		}
-		s.crashNode(f.target)
+		if f.kind == fCrashPrimary && s.opts.Graceful && f.pick>>62&1 == 1 {
+			s.stopNode(f.target) // a planned stop (Options.Graceful)
+		} else {
+			s.crashNode(f.target)
+		}
 	case fPause, fPausePrimary:
 		if !s.startPause(f, p) {
 			f.active = false

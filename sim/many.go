@@ -43,10 +43,10 @@ func (s Summary) String() string {
 	}
 	return fmt.Sprintf("%d seeds from %d in %v%s (%.1f seeds/s): %d failed (%d by known bugs)\n"+
 		"covered: %d commands (%d answered), %d datagrams (%d lost, %d duplicated, %d cut by partitions), "+
-		"%d promotions (highest epoch %d), %d crashes, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases, %d stale frames refused by the clients",
+		"%d promotions (highest epoch %d), %d crashes, %d planned stops, %d leases given up, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases, %d stale frames refused by the clients",
 		s.Seeds, s.From, s.Elapsed.Round(time.Millisecond), cut, s.SeedsPerSecond(), s.Failed, s.Known,
 		st.Commands, st.Answered, st.Datagrams, st.Lost, st.Duplicated, st.Partitioned,
-		st.Promotions, st.HighestEpoch, st.Crashes, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases, st.StaleRefused)
+		st.Promotions, st.HighestEpoch, st.Crashes, st.Stops, st.LeasesReleased, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases, st.StaleRefused)
 }
 
 // RunMany runs seeds from, from+1, ... (n of them) on workers goroutines
@@ -190,11 +190,12 @@ type Regression struct {
 	Keyed      bool
 	Nodes      int
 	InlineSync bool
+	Graceful   bool
 }
 
 // Options is the regression's run configuration.
 func (r Regression) Options() Options {
-	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes, InlineSync: r.InlineSync}
+	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful}
 }
 
 // ParseMutation is the inverse of Mutation.String.
@@ -236,6 +237,8 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 				reg.Keyed = true
 			case opt == "inline-sync":
 				reg.InlineSync = true
+			case opt == "graceful":
+				reg.Graceful = true
 			case isNodes:
 				v, err := strconv.Atoi(n)
 				if err != nil || v < 2 || v > MaxNodes {

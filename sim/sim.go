@@ -100,6 +100,11 @@ type Options struct {
 	// and releases in the same pass as the append, through the same
 	// crashes and disk faults (TestSimInlineSync).
 	InlineSync bool
+	// Graceful makes half the primary crashes planned stops instead: the
+	// primary's process is closed (node.Close: its journal synced, its
+	// lease given up, so a standby leads at once) and started again after
+	// the fault, as `seqbus node` does on SIGTERM (TestSimGraceful).
+	Graceful bool
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -153,12 +158,13 @@ func Lease() arbiter.Config {
 type Result struct {
 	Seed     uint64
 	Mutation Mutation
-	// Keyed, DatagramBytes, Nodes and InlineSync are the run's Options
-	// of those names: a replay needs them to be the same run.
+	// Keyed, DatagramBytes, Nodes, InlineSync and Graceful are the run's
+	// Options of those names: a replay needs them to be the same run.
 	Keyed         bool
 	DatagramBytes int
 	Nodes         int
 	InlineSync    bool
+	Graceful      bool
 	Violations    []string
 	// Schedule is the seed's parameters and fault schedule, readable.
 	Schedule string
@@ -181,8 +187,12 @@ func (r Result) Failed() bool { return len(r.Violations) > 0 }
 type Stats struct {
 	Events, Datagrams, Lost, Duplicated, Partitioned, Unroutable uint64
 	Commands, Answered, Releases, Promotions, Crashes, Pauses    uint64
-	WitnessCrashes, Partitions, Spikes, SnapshotsInstalled       uint64
-	HighestEpoch, Released                                       uint64
+	// Stops: planned stops of a primary (Options.Graceful);
+	// LeasesReleased: releases the witness took (a node gave its lease
+	// up: node.Close, a broken journal).
+	Stops, LeasesReleased                                  uint64
+	WitnessCrashes, Partitions, Spikes, SnapshotsInstalled uint64
+	HighestEpoch, Released                                 uint64
 	// LargestDatagram is the longest datagram any host sent (bytes).
 	LargestDatagram uint64
 	// RetransmitsReceived: RETRANSMIT frames the nodes took. BadMACs:
@@ -214,6 +224,8 @@ func (s *Stats) Add(o Stats) {
 	s.Releases += o.Releases
 	s.Promotions += o.Promotions
 	s.Crashes += o.Crashes
+	s.Stops += o.Stops
+	s.LeasesReleased += o.LeasesReleased
 	s.Pauses += o.Pauses
 	s.WitnessCrashes += o.WitnessCrashes
 	s.Partitions += o.Partitions
@@ -390,7 +402,7 @@ func Run(seed uint64, opts Options) (res Result) {
 		s.faults = append([]fault(nil), sc.faults...)
 		s.params.lossPpm, s.params.dupPpm, s.params.sendPpm = 0, 0, 1_000_000
 	}
-	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Schedule: s.describeSchedule()}
+	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
 			stack := strings.Split(string(debug.Stack()), "\n")
@@ -650,14 +662,38 @@ func (s *sim) crashNode(i int) {
 	}
 	s.collectNodeStats(sn)
 	s.chk.mdPastRing += sn.n.Status().MD.RepublishMissed
-	sn.n = nil // abandoned without Close: nothing more is synced
+	sn.down() // abandoned without Close: nothing more is synced
+	sn.fs.Crash(s.rng.Uint64())
+	s.stats.Crashes++
+	s.logf("node %d CRASHED (unsynced writes lost, last write may be torn)", i)
+}
+
+// stopNode is a planned stop of node i (SIGTERM): its process closes
+// (node.Close syncs the journal, gives a primary's lease up, writes its
+// last status) and its disk keeps everything; startNode runs it again.
+func (s *sim) stopNode(i int) {
+	sn := s.nodes[i]
+	if sn.n == nil {
+		return
+	}
+	s.collectNodeStats(sn)
+	s.chk.mdPastRing += sn.n.Status().MD.RepublishMissed
+	if err := sn.n.Close(); err != nil {
+		s.chk.violate(0, "node %d close: %v", i, err)
+	}
+	sn.down()
+	s.stats.Stops++
+	s.logf("node %d STOPPED (closed: journal synced, lease given up)", i)
+}
+
+// down forgets the host's process: its ticks and held datagrams go with
+// it; its disk stays.
+func (sn *simNode) down() {
+	sn.n = nil
 	sn.gen++
 	sn.paused = false
 	sn.held = nil
 	sn.primary = false
-	sn.fs.Crash(s.rng.Uint64())
-	s.stats.Crashes++
-	s.logf("node %d CRASHED (unsynced writes lost, last write may be torn)", i)
 }
 
 func (s *sim) collectNodeStats(sn *simNode) {
@@ -868,7 +904,13 @@ func (s *sim) deliverWitness(e event) {
 	}
 	// The witness's loop, as witness.Server runs it: persist (the memStore
 	// is durable when Save returns) before the reply is sent.
+	taken := s.witness.Stats().ReleasesTaken
 	rd := s.witness.Step(e.pkt, e.from, s.now)
+	if s.witness.Stats().ReleasesTaken > taken {
+		s.chk.onLeaseGivenUp(req.Node, req.Epoch)
+		s.stats.LeasesReleased++
+		s.logf("witness RELEASED epoch %d of node %d (its holder gave it up)", req.Epoch, req.Node)
+	}
 	reply := rd.Reply
 	if rd.MustPersist {
 		reply = s.witness.Persisted(s.witnessStore.Save(rd.State))

@@ -27,6 +27,7 @@ var (
 	flagDatagram = flag.Int("datagram-bytes", 0, "run -seed with this datagram size (Options.DatagramBytes; 0: the default)")
 	flagNodes    = flag.Int("nodes", 0, "run -seed with this many nodes (Options.Nodes; 0: the default, 3)")
 	flagInline   = flag.Bool("inline-sync", false, "run -seed with every fsync inline on the agent (Options.InlineSync)")
+	flagGraceful = flag.Bool("graceful", false, "run -seed with planned stops of the primary (Options.Graceful)")
 )
 
 // CI budgets. Plain: ~10 seeds/s/core on a loaded 2-core machine, so 1000
@@ -74,7 +75,7 @@ func mutationFlag(t *testing.T) Mutation {
 // the real cores; with -seed=N it replays one seed with its event log.
 func TestSim(t *testing.T) {
 	if *flagSeed != 0 {
-		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline})
+		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful})
 		return
 	}
 	regs := regressions(t)
@@ -131,7 +132,7 @@ func TestSim(t *testing.T) {
 func reportFailure(t *testing.T, r Result) {
 	t.Helper()
 	var log bytes.Buffer
-	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Trace: &log})
+	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Trace: &log})
 	var b strings.Builder
 	fmt.Fprintf(&b, "SEED %d FAILED (mutation %s)\n", r.Seed, r.Mutation)
 	for _, v := range r.Violations {
@@ -283,6 +284,7 @@ func TestReadRegressions(t *testing.T) {
 		{in: "5 none pass keyed # k\n", want: []Regression{{Seed: 5, Note: "k", Keyed: true}}},
 		{in: "5 none pass unkeyed\n", err: true},
 		{in: "6 none pass nodes=2 keyed\n", want: []Regression{{Seed: 6, Keyed: true, Nodes: 2}}},
+		{in: "8 none pass graceful\n", want: []Regression{{Seed: 8, Graceful: true}}},
 		{in: "6 none pass nodes=1\n", err: true},
 		{in: "6 none pass nodes=x\n", err: true},
 	}
@@ -405,6 +407,19 @@ func TestSimInlineSync(t *testing.T) {
 	t.Logf("%s; %d fsyncs inline, %d by the committer's step", sum.String(), sum.Stats.InlineSyncs, sum.Stats.ThreadSyncs)
 	if sum.Stats.InlineSyncs == 0 {
 		t.Fatalf("no fsync ran inline: %+v", sum.Stats)
+	}
+}
+
+// TestSimGraceful runs seeds in which half the primary crashes are
+// planned stops (Options.Graceful): the primary's process closes, gives
+// its lease up and the witness grants the next epoch at once, through
+// the same partitions, pauses and witness crashes, with every invariant
+// checked. It fails if no stop gave a lease up.
+func TestSimGraceful(t *testing.T) {
+	sum := runBudget(t, max(budget()/10, 10), Options{Graceful: true})
+	t.Logf("%s", sum.String())
+	if sum.Stats.Stops == 0 || sum.Stats.LeasesReleased == 0 {
+		t.Fatalf("no planned stop gave a lease up: %+v", sum.Stats)
 	}
 }
 

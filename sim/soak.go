@@ -53,6 +53,9 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 	if c.Options.InlineSync {
 		keyed += ", inline fsync"
 	}
+	if c.Options.Graceful {
+		keyed += ", planned stops"
+	}
 	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, %d nodes, mutation %s%s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, cmp.Or(c.Options.Nodes, DefaultNodes), m, keyed)
 	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, nil, func(r Result) {
 		if r.Failed() {
@@ -81,6 +84,9 @@ func (r Result) ReplayCommand() string {
 	}
 	if r.InlineSync {
 		c += " -inline-sync"
+	}
+	if r.Graceful {
+		c += " -graceful"
 	}
 	return c + " -v"
 }

@@ -152,6 +152,10 @@ type Stats struct {
 	session.Counters
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
+	// LeasesReleased: leases this node gave up as primary before they
+	// ran out (closing, or its journal failed), so a standby took over at
+	// once.
+	LeasesReleased uint64
 	// NewTerms counts newer epochs granted to this node while it led
 	// (a seamless change of term, never a step-down).
 	NewTerms             uint64

@@ -77,7 +77,7 @@ func validate(f *Frame) error {
 		return validateReplayRequest(f)
 	case TypeReplayEnd:
 		return validateReplayEnd(f)
-	case TypeLeaseAcquire, TypeLeaseRenew, TypeLeaseGrant, TypeLeaseDeny, TypeLeaseQuery, TypeLeaseInfo:
+	case TypeLeaseAcquire, TypeLeaseRenew, TypeLeaseGrant, TypeLeaseDeny, TypeLeaseQuery, TypeLeaseInfo, TypeLeaseRelease:
 		return validateLease(f)
 	}
 	return fmt.Errorf("%w: %d", ErrType, uint8(f.Type))

@@ -89,7 +89,8 @@ const (
 	TypeMDReplay        Type = 22 // node -> consumer: a batch of market-data updates re-sent from the ring
 	TypeMDStatus        Type = 23 // node -> consumer: a request refused (too old, not yet, rate limited) and the ring's bounds
 	TypeMDSnapshot      Type = 24 // node -> consumer: one chunk of the books at an MD seq
-	typeMax                  = TypeMDSnapshot
+	TypeLeaseRelease    Type = 25 // node -> witness: the holder gives its lease up (no reply)
+	typeMax                  = TypeLeaseRelease
 )
 
 var typeNames = [...]string{
@@ -117,6 +118,7 @@ var typeNames = [...]string{
 	TypeMDReplay:        "MD_REPLAY",
 	TypeMDStatus:        "MD_STATUS",
 	TypeMDSnapshot:      "MD_SNAPSHOT",
+	TypeLeaseRelease:    "LEASE_RELEASE",
 }
 
 func (t Type) String() string {

@@ -38,7 +38,9 @@ type Lease struct {
 }
 
 // IsLease reports whether t is a lease-protocol frame type.
-func IsLease(t Type) bool { return t >= TypeLeaseAcquire && t <= TypeLeaseInfo }
+func IsLease(t Type) bool {
+	return (t >= TypeLeaseAcquire && t <= TypeLeaseInfo) || t == TypeLeaseRelease
+}
 
 // Len is the encoded size.
 func (l *Lease) Len() int { return HeaderLen + leaseFixedLen + 4*l.NMembers }

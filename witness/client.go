@@ -68,6 +68,8 @@ func AppendRequestInSync(dst []byte, req arbiter.Request, stream uint16, p arbit
 		l.Type = wire.TypeLeaseAcquire
 	case req.Kind == arbiter.RequestRenew:
 		l.Type = wire.TypeLeaseRenew
+	case req.Kind == arbiter.RequestRelease:
+		l.Type = wire.TypeLeaseRelease
 	default:
 		return dst, fmt.Errorf("%w: kind %s", ErrRequest, req.Kind)
 	}
@@ -238,6 +240,17 @@ func (c *Client) Tick(nowNs int64) ([]byte, bool) {
 	return pkt, true
 }
 
+// Release encodes a keeper's release request (arbiter.Keeper.Release).
+// The frame aliases the buffer the next Tick reuses.
+func (c *Client) Release(req arbiter.Request) []byte {
+	pkt, err := AppendRequest(c.buf[:0], req, c.stream)
+	if err != nil || req.Kind != arbiter.RequestRelease {
+		panic(fmt.Sprintf("witness: not a keeper's release: %s %v", req.Kind, err))
+	}
+	c.buf = pkt
+	return pkt
+}
+
 // OnDatagram parses a datagram from the witness and, for a grant or deny,
 // delivers it to the keeper. used is what the keeper returned (false for
 // an info, a late reply or a duplicate). A malformed datagram returns an
@@ -283,6 +296,10 @@ func (b *Backend) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) er
 
 // OnDatagram is Client.OnDatagram.
 func (b *Backend) OnDatagram(pkt []byte) (arbiter.Reply, bool, error) { return b.c.OnDatagram(pkt) }
+
+// Release sends the release request at once (one datagram: a lost one
+// costs the rest of the lease, as without a release).
+func (b *Backend) Release(req arbiter.Request) { b.send(b.c.Release(req)) }
 
 // Close does nothing: the socket is the node's.
 func (b *Backend) Close() error { return nil }

@@ -278,6 +278,10 @@ func (c *Core) step(pkt []byte, from netip.AddrPort, nowNs int64) []byte {
 	case wire.TypeLeaseQuery:
 		c.stats.Queries++
 		return c.info(&f, nowNs)
+	case wire.TypeLeaseRelease:
+		c.stats.Releases++
+		c.release(&f, nowNs)
+		return nil
 	default:
 		c.stats.Drops[DropNotRequest]++
 		return nil
@@ -324,6 +328,30 @@ func (c *Core) request(f *wire.Frame, nowNs int64) []byte {
 		decision: d, decidedAtNs: nowNs, usedAtNs: nowNs,
 	}
 	return c.outcome(entry, f.Stream, f.Node)
+}
+
+// release takes a holder's LEASE_RELEASE (arbiter.Keeper.Release): the
+// lease of its epoch ends now (arbiter.Release), so the next acquire by
+// an in-sync member is granted at once. It is never answered. A release
+// of a lease that is not live, not the sender's or of another epoch
+// changes nothing; with a key, a replayed one is dropped like a replayed
+// request. The sender's cached grant is cut off at the release, so a late
+// copy of its last renew is not answered with it.
+func (c *Core) release(f *wire.Frame, nowNs int64) {
+	req, _ := wire.DecodeLease(f)
+	node := arbiter.NodeID(f.Node)
+	if c.auth != nil && !c.auth.fresh(node, req.RequestID) {
+		c.stats.Drops[DropReplay]++
+		return
+	}
+	if !c.arb.Release(node, f.Epoch, nowNs) {
+		return
+	}
+	c.stats.ReleasesTaken++
+	if e := c.cache.lookup(node); e != nil && e.decision.Granted {
+		e.decision.ExpiresAtNs = min(e.decision.ExpiresAtNs, nowNs)
+	}
+	c.log.Info("witness: lease released by its holder", "node", node, "epoch", f.Epoch)
 }
 
 // waitsForWrite reports whether a request must wait, undecided, for the
@@ -567,7 +595,7 @@ func (c *Core) Report(nowNs int64) StatusReport {
 		Holder: uint32(q.Holder), Epoch: q.Epoch, LeaseRemainingNs: q.RemainingNs,
 		QuarantineRemainingNs: q.QuarantineRemainingNs, LastHolder: uint32(q.LastHolder),
 		InSyncVersion: q.InSyncVersion, InSync: []uint32{}, DurableEpoch: c.durableEpoch,
-		Requests: map[string]uint64{"acquire": st.Acquires, "renew": st.Renews, "query": st.Queries},
+		Requests: map[string]uint64{"acquire": st.Acquires, "renew": st.Renews, "query": st.Queries, "release": st.Releases, "release_taken": st.ReleasesTaken},
 		Grants: map[string]uint64{"acquire": st.AcquireGrants, "renew": st.RenewGrants,
 			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered, "while_persisting": st.GrantsWhilePersisting},
 		Denies: map[string]uint64{}, Drops: map[string]uint64{},

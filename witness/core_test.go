@@ -264,3 +264,43 @@ func TestServerCountsTransportErrors(t *testing.T) {
 		t.Fatalf("stats %+v report %+v", st, r)
 	}
 }
+
+// TestCoreRelease: a holder's LEASE_RELEASE gets no reply and ends its
+// lease, so an in-sync standby's acquire is granted the next epoch at
+// once; its cached grant is not resent after; a release from another
+// node, or of another epoch, changes nothing.
+func TestCoreRelease(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	c := mustCore(t)
+	c.Step(acquireFrame(t, 1, 1), nodeAddr, 0)
+	mustReply(t, c.Persisted(nil))
+	if rd := c.Step(renewInSyncFrame(t, 1, 2, 1, 1, 2), nodeAddr, 10*ms); rd.MustPersist {
+		mustReply(t, c.Persisted(nil))
+	}
+	for _, bad := range [][]byte{releaseFrame(t, 2, 1, 1), releaseFrame(t, 1, 3, 2)} {
+		if rd := c.Step(bad, nodeAddr, 20*ms); rd.Reply != nil || rd.MustPersist {
+			t.Fatalf("a stray release answered: %+v", rd)
+		}
+	}
+	if r := mustReply(t, c.Step(acquireFrame(t, 2, 1), nodeAddr, 30*ms).Reply); r.Granted() || r.Holder != 1 {
+		t.Fatalf("acquire while node 1 holds: %+v", r)
+	}
+	if rd := c.Step(releaseFrame(t, 1, 4, 1), nodeAddr, 40*ms); rd.Reply != nil || rd.MustPersist {
+		t.Fatalf("release answered: %+v", rd)
+	}
+	if st := c.Stats(); st.Releases != 3 || st.ReleasesTaken != 1 {
+		t.Fatalf("releases %d, taken %d: want 3, 1", st.Releases, st.ReleasesTaken)
+	}
+	if rd := c.Step(renewFrame(t, 1, 2, 1), nodeAddr, 41*ms); rd.Reply != nil {
+		if r := mustReply(t, rd.Reply); r.Granted() {
+			t.Fatalf("node 1's cached renew grant resent after its release: %+v", r)
+		}
+	}
+	rd := c.Step(acquireFrame(t, 2, 2), nodeAddr, 50*ms)
+	if !rd.MustPersist || rd.State.Epoch != 2 {
+		t.Fatalf("acquire after the release: %+v, want a new epoch 2 to persist", rd)
+	}
+	if r := mustReply(t, c.Persisted(nil)); !r.Granted() || r.Epoch != 2 {
+		t.Fatalf("grant after the release: %+v", r)
+	}
+}

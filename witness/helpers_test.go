@@ -119,9 +119,19 @@ func acquireFrame(t testing.TB, node arbiter.NodeID, id uint64) []byte {
 	return b
 }
 
+func releaseFrame(t testing.TB, node arbiter.NodeID, id, epoch uint64) []byte {
+	t.Helper()
+	return requestFrame(t, arbiter.RequestRelease, node, id, epoch)
+}
+
 func renewFrame(t testing.TB, node arbiter.NodeID, id, epoch uint64) []byte {
 	t.Helper()
-	b, err := AppendRequest(nil, arbiter.Request{ID: id, Kind: arbiter.RequestRenew, Node: node, Epoch: epoch}, 7)
+	return requestFrame(t, arbiter.RequestRenew, node, id, epoch)
+}
+
+func requestFrame(t testing.TB, kind arbiter.RequestKind, node arbiter.NodeID, id, epoch uint64) []byte {
+	t.Helper()
+	b, err := AppendRequest(nil, arbiter.Request{ID: id, Kind: kind, Node: node, Epoch: epoch}, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

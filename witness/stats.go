@@ -97,6 +97,9 @@ const denyReasonsMax = int(arbiter.ReasonInSyncInvalid) + 1
 type Stats struct {
 	// Requests by type, counting resends.
 	Acquires, Renews, Queries uint64
+	// Releases counts LEASE_RELEASEs; ReleasesTaken those that ended the
+	// sender's live lease.
+	Releases, ReleasesTaken uint64
 	// Decisions counts calls to the arbiter's Acquire or Renew: requests
 	// that were not answered from the reply cache.
 	Decisions uint64

@@ -27,6 +27,7 @@ func runSim(args []string) error {
 	nodes := fs.Int("nodes", sim.DefaultNodes, fmt.Sprintf("nodes in the simulated cluster, 2..%d (2: a primary and one standby)", sim.MaxNodes))
 	keyed := fs.Bool("keyed", false, "one master key on every node, the witness and the clients: a MAC on every frame (a failing seed replays with -keyed)")
 	inlineSync := fs.Bool("inline-sync", false, "every node fsyncs on its agent as it appends (seqbus node --fsync-inline on a fast disk), not at the group committer's step (a failing seed replays with -inline-sync)")
+	graceful := fs.Bool("graceful", false, "half the primary crashes are planned stops: the process closes and gives its lease up (a failing seed replays with -graceful)")
 	trace := fs.Uint64("trace", 0, "print the event log of this one seed instead")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -35,7 +36,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return usagef("--mutation: %v", err)
 	}
-	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed, Nodes: *nodes, InlineSync: *inlineSync}}
+	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed, Nodes: *nodes, InlineSync: *inlineSync, Graceful: *graceful}}
 	if err := cfg.Check(); err != nil {
 		return usagef("%v", err)
 	}

@@ -36,8 +36,7 @@ func runWitness(args []string) error {
 	}
 	addr, _ := netip.ParseAddrPort(*listen) // checked above
 	cfg := witness.DefaultConfig()
-	cfg.Arbiter.LeaseDurationNs = int64(*lease)
-	cfg.Stream = uint16(*stream)
+	cfg.Arbiter.LeaseDurationNs, cfg.Stream = int64(*lease), uint16(*stream)
 	if cfg.Key, err = loadKey(*keyFile); err != nil {
 		return asUsage(err)
 	}

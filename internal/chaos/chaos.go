@@ -332,7 +332,7 @@ func (r *run) startNode(id uint32) error {
 	args = append(args, "--market-data", r.mdGroup.String(), "--fsync", fsync, "--insync-timeout", "1s")
 	args = append(args, r.cfg.leaseFlags()...)
 	if r.disks != nil {
-		args = append(args, "--segment-bytes", strconv.Itoa(diskSegmentBytes))
+		args = append(args, "--segment-bytes", strconv.Itoa(diskSegmentBytes), "--snapshot-every", strconv.Itoa(diskSnapshotEvery))
 	}
 	if err := r.Start(cluster.NodeName(id), append(args, r.keyArgs...)...); err != nil {
 		return err
@@ -501,6 +501,24 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 			return st.fault, err
 		}
 		return r.afterPrimaryFault(ctx, fmt.Sprintf("%s: SIGKILL node%d (primary, epoch %d), restarted %v later", st.fault, p, ps.Epoch, st.hold.Round(time.Millisecond)), ps.Epoch)
+	case StopPrimary:
+		r.Dead[p] = true
+		t0 := time.Now()
+		if _, err := r.Stop(cluster.NodeName(p), 5*time.Second); err != nil {
+			return st.fault, fmt.Errorf("node%d did not exit within 5 s of SIGTERM", p)
+		}
+		exited := time.Since(t0)
+		line := fmt.Sprintf("%s: SIGTERM node%d (primary, epoch %d), exited in %v", st.fault, p, ps.Epoch, exited.Round(time.Millisecond))
+		id, nst, err := r.WaitPrimary(ctx, p, ps.Epoch+1, RecoverMax)
+		if err != nil {
+			if ctx.Err() != nil {
+				return line, nil
+			}
+			return line + "; no new primary", fmt.Errorf("no primary at an epoch above %d within %v", ps.Epoch, RecoverMax)
+		}
+		line += fmt.Sprintf("; node%d leads epoch %d %v after the SIGTERM", id, nst.Epoch, time.Since(t0).Round(time.Millisecond))
+		sleep(ctx, st.hold)
+		return line + fmt.Sprintf(", restarted %v later", st.hold.Round(time.Millisecond)), r.startNode(p)
 	case PausePrimary:
 		if err := r.Pause(cluster.NodeName(p), 2*time.Second); err != nil {
 			return st.fault, err

@@ -22,7 +22,7 @@ func TestParseFaults(t *testing.T) {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	etcd, err := ParseFaults("process,network", ArbiterEtcd)
-	want := []string{KillPrimary, RestartPrimary, KillStandby, PausePrimary, PauseStandby, KillEtcd, IsolatePrimary, IsolateStandby, Loss}
+	want := []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, PausePrimary, PauseStandby, KillEtcd, IsolatePrimary, IsolateStandby, Loss}
 	if err != nil || !slices.Equal(etcd, want) {
 		t.Fatalf("process,network with etcd: %v %v, want %v", etcd, err, want)
 	}
@@ -159,6 +159,7 @@ func TestFill(t *testing.T) {
 // holds are each fault's hold range, [lo, hi), with a 1 s lease.
 var holds = map[string][2]time.Duration{
 	KillPrimary:     {0, time.Second},
+	StopPrimary:     {0, time.Second},
 	RestartPrimary:  {0, 1},
 	KillStandby:     {0, 2 * time.Second},
 	PausePrimary:    {1200 * time.Millisecond, 2 * time.Second},

@@ -26,7 +26,8 @@ import (
 // run with small journal segments (diskSegmentBytes): a journal
 // preallocates each segment whole when it rolls to it, so a full disk
 // fails the roll; with the default 64 MiB segments a run would rarely
-// roll while the disk is full.
+// roll while the disk is full. They snapshot every diskSnapshotEvery
+// commands for the same reason.
 const (
 	// FillPrimaryDisk fills the primary's filesystem for 0.3..3 s. A
 	// journal that failed meanwhile (a roll, a write, an fsync) stops the
@@ -56,6 +57,10 @@ const (
 	// diskSegmentBytes is the nodes' --segment-bytes in a run with disk
 	// faults: 256 KiB rolls every second or two at the runs' rates.
 	diskSegmentBytes = 256 << 10
+	// diskSnapshotEvery is the nodes' --snapshot-every in a run with
+	// disk faults: a snapshot every few seconds, so some are written, and
+	// the journal compacted behind them, while a disk is full.
+	diskSnapshotEvery = 20_000
 	// fillName is the file a fault fills a filesystem with.
 	fillName = "chaos-fill"
 )

@@ -19,6 +19,10 @@ const (
 	// RestartPrimary: SIGKILL the primary and restart it at once, while
 	// its lease is still live at the witness.
 	RestartPrimary = "restart-primary"
+	// StopPrimary: SIGTERM the primary (a planned stop: it gives its
+	// lease up as it exits, so a standby leads at once); restart it
+	// 0..1 s later.
+	StopPrimary = "stop-primary"
 	// KillStandby: SIGKILL a standby; restart it 0..2 s later.
 	KillStandby = "kill-standby"
 	// PausePrimary: SIGSTOP the primary past its lease (lease + 0.2..1 s),
@@ -37,7 +41,7 @@ const (
 
 // ProcessFaults are the faults a run draws from by default: they need
 // nothing but the processes (no root).
-var ProcessFaults = []string{KillPrimary, RestartPrimary, KillStandby, PausePrimary, PauseStandby, KillWitness}
+var ProcessFaults = []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, PausePrimary, PauseStandby, KillWitness}
 
 // AllFaults are every fault, the network ones (network.go) and the
 // etcd one included.
@@ -144,7 +148,7 @@ func (s *schedule) between(lo, hi time.Duration) time.Duration {
 func (s *schedule) next() step {
 	st := step{fault: s.faults[s.rng.IntN(len(s.faults))], calm: s.between(300*time.Millisecond, 1500*time.Millisecond), standby: s.rng.IntN(1 << 16)}
 	switch st.fault {
-	case KillPrimary:
+	case KillPrimary, StopPrimary:
 		st.hold = s.between(0, time.Second)
 	case KillStandby:
 		st.hold = s.between(0, 2*time.Second)
