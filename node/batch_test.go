@@ -26,15 +26,7 @@ func leasedPrimaryWith(t *testing.T, edit func(*nodeconfig.Config)) (*Node, *ste
 	clk := &stepClock{ns: 1}
 	arb := &scriptedArbiter{}
 	arb.epoch.Store(2)
-	cfg := nodeconfig.Config{
-		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: clk,
-		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
-		Peers:           map[uint32]netip.AddrPort{2: netip.MustParseAddrPort("10.0.0.3:1")},
-		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: nodeconfig.RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
-		PublisherCapacity: 256, MaxSessions: 4,
-		NewArbiter: func(k *arbiter.Keeper) (arbiter.Backend, error) { arb.k = k; return arb, nil },
-	}
+	cfg := handStandbyConfig(clk, func(k *arbiter.Keeper) (arbiter.Backend, error) { arb.k = k; return arb, nil })
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -48,6 +40,20 @@ func leasedPrimaryWith(t *testing.T, edit func(*nodeconfig.Config)) (*Node, *ste
 		t.Fatalf("not leading epoch 2: role %s epoch %d", n.Role(), n.Epoch())
 	}
 	return n, clk, arb
+}
+
+// handStandbyConfig is node 1 of two (node 2 its peer), a standby on a
+// memory disk and no network, driven by hand on clk, its lease from
+// newArbiter's backend.
+func handStandbyConfig(clk *stepClock, newArbiter func(*arbiter.Keeper) (arbiter.Backend, error)) nodeconfig.Config {
+	return nodeconfig.Config{
+		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: clk,
+		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
+		Peers:           map[uint32]netip.AddrPort{2: netip.MustParseAddrPort("10.0.0.3:1")},
+		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Role: nodeconfig.RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
+		PublisherCapacity: 256, MaxSessions: 4, NewArbiter: newArbiter,
+	}
 }
 
 // The lease query on a command's path changes nothing (issue 17 item 1):

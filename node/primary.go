@@ -191,9 +191,15 @@ func (n *Node) giveUpLease(why string) {
 	if n.lease.Keeper() == nil || !n.tm.Primary() || n.cfg.Unsafe.NoFencing {
 		return
 	}
-	if n.lease.Release(n.nowNs()) {
+	now := n.nowNs()
+	if n.lease.Release(now) {
 		n.stats.LeasesReleased++
 		n.cfg.Log.Info("lease given up: "+why, "epoch", n.tm.Epoch())
+		// Tell the standbys, so one asks for the lease now rather than at
+		// its next retry (up to --retry later).
+		n.ldr.LeaseReleased(now)
+		n.leaderReady()
+		n.tr.Flush()
 	}
 }
 

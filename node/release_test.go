@@ -2,11 +2,14 @@ package node
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/transport"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // released returns the release requests the arbiter got.
@@ -69,5 +72,97 @@ func TestPrimaryWhoseSyncFailedGivesItsLeaseUp(t *testing.T) {
 	}
 	if rel := arb.releases(); len(rel) != 1 {
 		t.Fatalf("%d releases, want 1", len(rel))
+	}
+}
+
+// mcastCaptureNetwork captures what the node multicasts to the group.
+type mcastCaptureNetwork struct {
+	nopNetwork
+	mc *captureEndpoint
+}
+
+func (c *mcastCaptureNetwork) MulticastSender(netip.AddrPort, string, int) (transport.Endpoint, error) {
+	return c.mc, nil
+}
+
+// A primary that gives its lease up tells its standbys with a HEARTBEAT
+// marked FlagLeaseReleased, after the release.
+func TestGivingUpTheLeaseTellsTheStandbys(t *testing.T) {
+	nw := &mcastCaptureNetwork{mc: &captureEndpoint{}}
+	n, _, arb := leasedPrimaryWith(t, func(c *nodeconfig.Config) { c.Network = nw })
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(arb.releases()) != 1 {
+		t.Fatalf("releases %+v", arb.releases())
+	}
+	var marked int
+	for _, d := range nw.mc.sent {
+		f, _, err := wire.Parse(d.pkt)
+		if err == nil && f.Type == wire.TypeHeartbeat && f.Flags&wire.FlagLeaseReleased != 0 && f.Epoch == 2 {
+			marked++
+		}
+	}
+	if marked != 1 {
+		t.Fatalf("%d heartbeats marked lease-released among %d multicast, want 1", marked, len(nw.mc.sent))
+	}
+}
+
+// countingArbiter counts the requests the keeper sends and refuses each
+// (node 2 holds the lease for another 500 ms), so the keeper retries
+// only after RetryNs.
+type countingArbiter struct {
+	k        *arbiter.Keeper
+	requests int
+}
+
+func (a *countingArbiter) Tick(nowNs int64, deliver func(arbiter.Reply)) {
+	req, ok := a.k.Tick(nowNs)
+	if !ok {
+		return
+	}
+	a.requests++
+	r := arbiter.Reply{Kind: arbiter.ReplyDeny, RequestID: req.ID, Epoch: 1, Holder: 2, RemainingNs: 500_000_000}
+	r.Deliver(a.k)
+	deliver(r)
+}
+
+func (a *countingArbiter) ProposeInSync(uint64, []arbiter.NodeID) error { return nil }
+func (a *countingArbiter) Close() error                                 { return nil }
+func (a *countingArbiter) Release(arbiter.Request)                      {}
+
+// A standby that hears its primary's lease-released HEARTBEAT asks for
+// the lease at its next tick instead of at its next retry; an unmarked
+// heartbeat changes nothing.
+func TestStandbyAsksAtOnceWhenItsPrimaryGaveTheLeaseUp(t *testing.T) {
+	arb := &countingArbiter{}
+	clk := &stepClock{ns: 1}
+	cfg := handStandbyConfig(clk, func(k *arbiter.Keeper) (arbiter.Backend, error) { arb.k = k; return arb, nil })
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	primary := cfg.Peers[2]
+	o := wire.Origin{Stream: 9, Node: 2, Epoch: 1}
+	ne := wire.NewEpoch{Origin: o}
+	n.Deliver(ne.Append(nil), primary)
+	n.Tick() // the first acquire, refused
+	if arb.requests != 1 || n.Epoch() != 1 {
+		t.Fatalf("after the first tick: %d requests, epoch %d; want 1, following epoch 1", arb.requests, n.Epoch())
+	}
+	heartbeat := func(released bool) {
+		hb := wire.Heartbeat{Origin: o, LeaseReleased: released}
+		n.Deliver(hb.Append(nil), primary)
+		clk.ns += 1_000_000
+		n.Tick()
+	}
+	heartbeat(false)
+	if arb.requests != 1 {
+		t.Fatalf("an unmarked heartbeat made the standby ask again (%d requests)", arb.requests)
+	}
+	heartbeat(true)
+	if arb.requests != 2 || n.Status().Node.LeaseReleasesHeard != 1 {
+		t.Fatalf("after the marked heartbeat: %d requests, %d heard; want 2, 1", arb.requests, n.Status().Node.LeaseReleasesHeard)
 	}
 }

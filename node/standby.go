@@ -118,6 +118,11 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		n.fol.Heartbeat(f.Seq)
 		n.md.OnHeartbeat(f, now) // learns the primary's released MD seq
+		if f.Flags&wire.FlagLeaseReleased != 0 && n.lease.Keeper() != nil {
+			// Our primary gave its lease up: ask for it at the next tick.
+			n.lease.Keeper().Hurry(now)
+			n.stats.LeaseReleasesHeard++
+		}
 		n.mdSendReplies()
 	case wire.TypeHash:
 		if !n.acceptEpoch(f, now) {

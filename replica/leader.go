@@ -484,6 +484,11 @@ func (l *Leader[A]) SetReleased(released, mdSeq uint64) { l.seqr.SetReleased(rel
 // Heartbeat adds a HEARTBEAT now.
 func (l *Leader[A]) Heartbeat(nowNs int64) { l.seqr.Heartbeat(nowNs) }
 
+// LeaseReleased puts in the Ready a HEARTBEAT telling the standbys that
+// this primary gave its lease up (wire.FlagLeaseReleased): they ask the
+// arbiter for it at once.
+func (l *Leader[A]) LeaseReleased(nowNs int64) { l.seqr.LeaseReleased(nowNs) }
+
 // SnapshotWritten records the latest snapshot on disk: a NAK below what
 // the journal still holds is answered with NEED_SNAPSHOT.
 func (l *Leader[A]) SnapshotWritten(seq uint64) { l.seqr.SetSnapshotSeq(seq) }

@@ -324,8 +324,14 @@ func (s *Sequencer) SetReleased(released, mdSeq uint64) {
 }
 
 // Heartbeat puts a HEARTBEAT for the group in the outbox now.
-func (s *Sequencer) Heartbeat(nowNs int64) {
-	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased}
+func (s *Sequencer) Heartbeat(nowNs int64) { s.heartbeat(nowNs, false) }
+
+// LeaseReleased puts a HEARTBEAT marked FlagLeaseReleased in the outbox
+// now: the runtime gave the lease up, and the standbys ask for it at once.
+func (s *Sequencer) LeaseReleased(nowNs int64) { s.heartbeat(nowNs, true) }
+
+func (s *Sequencer) heartbeat(nowNs int64, leaseReleased bool) {
+	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased, LeaseReleased: leaseReleased}
 	s.out.push(true, 0, hb.Append(s.out.buf()))
 	s.stats.Heartbeats++
 	s.lastSendNs = nowNs

@@ -156,6 +156,9 @@ type Stats struct {
 	// ran out (closing, or its journal failed), so a standby took over at
 	// once.
 	LeasesReleased uint64
+	// LeaseReleasesHeard: heartbeats of this node's primary saying it gave
+	// its lease up, so this node asked for the lease at once.
+	LeaseReleasesHeard uint64
 	// NewTerms counts newer epochs granted to this node while it led
 	// (a seamless change of term, never a step-down).
 	NewTerms             uint64

@@ -186,8 +186,8 @@ func ParseHeader(b []byte) (Header, error) {
 		return h, fmt.Errorf("%w: %d", ErrType, uint8(h.Type))
 	}
 	h.Flags = binary.LittleEndian.Uint16(b[offFlags:])
-	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags&^(FlagMAC|FlagReplay) != 0 || r != 0 ||
-		(h.Flags&FlagReplay != 0 && h.Type != TypeOutput) {
+	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags&^(FlagMAC|FlagReplay|FlagLeaseReleased) != 0 || r != 0 ||
+		(h.Flags&FlagReplay != 0 && h.Type != TypeOutput) || (h.Flags&FlagLeaseReleased != 0 && h.Type != TypeHeartbeat) {
 		return h, fmt.Errorf("%w: flags %#04x reserved %#04x on %s", ErrFlags, h.Flags, r, h.Type)
 	}
 	h.Stream = binary.LittleEndian.Uint16(b[offStream:])

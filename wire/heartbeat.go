@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Heartbeat is sent by the primary when idle (and, while releases move,
 // at least every heartbeat interval): its epoch and the highest seq it has
@@ -14,7 +17,15 @@ type Heartbeat struct {
 	// Released is the primary's released watermark; MDSeq the MD seq of
 	// the last market-data update it released (0: none yet).
 	Released, MDSeq uint64
+	// LeaseReleased (FlagLeaseReleased) says the primary gave its lease
+	// up (it stopped, or its journal failed): a standby asks the arbiter
+	// for the lease at once instead of at its next retry.
+	LeaseReleased bool
 }
+
+// FlagLeaseReleased marks a HEARTBEAT whose primary gave its lease up
+// (Heartbeat.LeaseReleased); no other frame type may carry it.
+const FlagLeaseReleased uint16 = 0x0004
 
 const heartbeatLen = 16
 
@@ -24,6 +35,9 @@ func (h *Heartbeat) Len() int { return HeaderLen + heartbeatLen }
 // Append appends the encoded frame to dst.
 func (h *Heartbeat) Append(dst []byte) []byte {
 	b, start := appendHeader(dst, TypeHeartbeat, h.Origin, 0, h.HighestSeq)
+	if h.LeaseReleased {
+		binary.LittleEndian.PutUint16(b[start+offFlags:], FlagLeaseReleased)
+	}
 	b = appendUint64(b, h.Released)
 	b = appendUint64(b, h.MDSeq)
 	return finish(b, start)
@@ -34,7 +48,8 @@ func DecodeHeartbeat(f *Frame) (Heartbeat, error) {
 	if f.Type != TypeHeartbeat {
 		return Heartbeat{}, fmt.Errorf("%w: %s is not HEARTBEAT", ErrType, f.Type)
 	}
-	return Heartbeat{Origin: f.Origin(), HighestSeq: f.Seq, Released: uint64le(f.Payload), MDSeq: uint64le(f.Payload[8:])}, nil
+	return Heartbeat{Origin: f.Origin(), HighestSeq: f.Seq, Released: uint64le(f.Payload), MDSeq: uint64le(f.Payload[8:]),
+		LeaseReleased: f.Flags&FlagLeaseReleased != 0}, nil
 }
 
 // Ack is sent by a standby: the highest contiguous seq it has applied (and

@@ -33,6 +33,8 @@ func samples(t testing.TB) map[string][]byte {
 	}
 	hb := Heartbeat{Origin: testOrigin, HighestSeq: 99, Released: 97, MDSeq: 1234}
 	out["heartbeat"] = hb.Append(nil)
+	hbr := Heartbeat{Origin: testOrigin, HighestSeq: 99, Released: 97, MDSeq: 1234, LeaseReleased: true}
+	out["heartbeat-lease-released"] = hbr.Append(nil)
 	for k, b := range mdSamples(t) {
 		out[k] = b
 	}
@@ -306,6 +308,7 @@ func TestMalformed(t *testing.T) {
 		{"type zero", corrupt(s["ack"], func(b []byte) { b[offType] = 0 }), ErrType},
 		{"type too big", corrupt(s["ack"], func(b []byte) { b[offType] = byte(typeMax) + 1 }), ErrType},
 		{"unknown flag", corrupt(s["ack"], put16(offFlags, 2)), ErrFlags},
+		{"lease-released flag on an ack", corrupt(s["ack"], put16(offFlags, FlagLeaseReleased)), ErrFlags},
 		{"mac flag without tag", corrupt(s["ack"], put16(offFlags, FlagMAC)), ErrLength},
 		{"reserved set", corrupt(s["ack"], put16(offReserved, 1)), ErrFlags},
 		{"length over buffer", func() []byte {
@@ -579,5 +582,21 @@ func TestRetype(t *testing.T) {
 	}
 	if err := Retype(c[:10], TypeData); !errors.Is(err, ErrShort) {
 		t.Fatalf("retype of a stub: %v", err)
+	}
+}
+
+// A HEARTBEAT marked FlagLeaseReleased decodes with LeaseReleased, and
+// an unmarked one without.
+func TestHeartbeatLeaseReleased(t *testing.T) {
+	for _, released := range []bool{false, true} {
+		hb := Heartbeat{Origin: testOrigin, HighestSeq: 7, Released: 6, MDSeq: 3, LeaseReleased: released}
+		f, _, err := Parse(hb.Append(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeHeartbeat(&f)
+		if err != nil || got != hb {
+			t.Fatalf("round trip of %+v: %+v %v", hb, got, err)
+		}
 	}
 }
