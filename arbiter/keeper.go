@@ -265,10 +265,9 @@ func (k *Keeper) Release(nowNs int64) (Request, bool) {
 	if !held {
 		return Request{}, false
 	}
-	req := k.newRequest(Request{Kind: RequestRelease, Node: k.node, Epoch: k.view.Epoch, SentAtNs: nowNs})
-	k.outstanding[req.ID%MaxOutstandingRequests] = outstandingRequest{} // no reply comes
-	k.viewRequestID = req.ID
-	return req, true
+	k.lastRequestID++ // a fresh ID for the arbiter's replay window; no reply is awaited
+	k.viewRequestID = k.lastRequestID
+	return Request{ID: k.lastRequestID, Kind: RequestRelease, Node: k.node, Epoch: k.view.Epoch, SentAtNs: nowNs}, true
 }
 
 // StartRequestIDsAfter makes the next request's ID id+1 (when that is

@@ -18,19 +18,26 @@ type lockedLog struct{ syncbuf.Buffer }
 
 func (l *lockedLog) count(s string) int { return strings.Count(l.String(), s) }
 
-// muteArbiter runs the keeper and answers nothing, or, while answer is
-// set, denies every request (node 2 holds the lease).
+// muteArbiter runs the keeper and counts its requests; it answers
+// nothing, or, while answer is set, denies every request: node 2 holds
+// the lease for another remainingNs (0: 1 ns).
 type muteArbiter struct {
-	k      *arbiter.Keeper
-	answer bool
+	k           *arbiter.Keeper
+	answer      bool
+	remainingNs int64
+	requests    int
 }
 
 func (a *muteArbiter) Tick(nowNs int64, deliver func(arbiter.Reply)) {
 	req, ok := a.k.Tick(nowNs)
-	if !ok || !a.answer {
+	if !ok {
 		return
 	}
-	r := arbiter.Reply{Kind: arbiter.ReplyDeny, RequestID: req.ID, Epoch: 1, Holder: 2, RemainingNs: 1}
+	a.requests++
+	if !a.answer {
+		return
+	}
+	r := arbiter.Reply{Kind: arbiter.ReplyDeny, RequestID: req.ID, Epoch: 1, Holder: 2, RemainingNs: max(a.remainingNs, 1)}
 	r.Deliver(a.k)
 	deliver(r)
 }

@@ -108,34 +108,13 @@ func TestGivingUpTheLeaseTellsTheStandbys(t *testing.T) {
 	}
 }
 
-// countingArbiter counts the requests the keeper sends and refuses each
-// (node 2 holds the lease for another 500 ms), so the keeper retries
-// only after RetryNs.
-type countingArbiter struct {
-	k        *arbiter.Keeper
-	requests int
-}
-
-func (a *countingArbiter) Tick(nowNs int64, deliver func(arbiter.Reply)) {
-	req, ok := a.k.Tick(nowNs)
-	if !ok {
-		return
-	}
-	a.requests++
-	r := arbiter.Reply{Kind: arbiter.ReplyDeny, RequestID: req.ID, Epoch: 1, Holder: 2, RemainingNs: 500_000_000}
-	r.Deliver(a.k)
-	deliver(r)
-}
-
-func (a *countingArbiter) ProposeInSync(uint64, []arbiter.NodeID) error { return nil }
-func (a *countingArbiter) Close() error                                 { return nil }
-func (a *countingArbiter) Release(arbiter.Request)                      {}
-
 // A standby that hears its primary's lease-released HEARTBEAT asks for
 // the lease at its next tick instead of at its next retry; an unmarked
 // heartbeat changes nothing.
 func TestStandbyAsksAtOnceWhenItsPrimaryGaveTheLeaseUp(t *testing.T) {
-	arb := &countingArbiter{}
+	// Refused with 500 ms left on node 2's lease: the keeper retries only
+	// after RetryNs.
+	arb := &muteArbiter{answer: true, remainingNs: 500_000_000}
 	clk := &stepClock{ns: 1}
 	cfg := handStandbyConfig(clk, func(k *arbiter.Keeper) (arbiter.Backend, error) { arb.k = k; return arb, nil })
 	n, err := New(cfg)

@@ -656,12 +656,10 @@ func (s *sim) startNode(i int) {
 }
 
 func (s *sim) crashNode(i int) {
-	sn := s.nodes[i]
-	if sn.n == nil {
+	sn := s.ending(i)
+	if sn == nil {
 		return
 	}
-	s.collectNodeStats(sn)
-	s.chk.mdPastRing += sn.n.Status().MD.RepublishMissed
 	sn.down() // abandoned without Close: nothing more is synced
 	sn.fs.Crash(s.rng.Uint64())
 	s.stats.Crashes++
@@ -672,18 +670,28 @@ func (s *sim) crashNode(i int) {
 // (node.Close syncs the journal, gives a primary's lease up, writes its
 // last status) and its disk keeps everything; startNode runs it again.
 func (s *sim) stopNode(i int) {
-	sn := s.nodes[i]
-	if sn.n == nil {
+	sn := s.ending(i)
+	if sn == nil {
 		return
 	}
-	s.collectNodeStats(sn)
-	s.chk.mdPastRing += sn.n.Status().MD.RepublishMissed
 	if err := sn.n.Close(); err != nil {
 		s.chk.violate(0, "node %d close: %v", i, err)
 	}
 	sn.down()
 	s.stats.Stops++
 	s.logf("node %d STOPPED (closed: journal synced, lease given up)", i)
+}
+
+// ending collects the counters of node i's process, about to end (nil:
+// it is not running).
+func (s *sim) ending(i int) *simNode {
+	sn := s.nodes[i]
+	if sn.n == nil {
+		return nil
+	}
+	s.collectNodeStats(sn)
+	s.chk.mdPastRing += sn.n.Status().MD.RepublishMissed
+	return sn
 }
 
 // down forgets the host's process: its ticks and held datagrams go with
