@@ -121,7 +121,7 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 	}
 	drainNs := n.nowNs() - drainStart
 	promoteStart := n.nowNs()
-	lead := n.tm.Drained(n.eng().AppliedSeq(), n.j)
+	lead := n.tm.Drained(n.eng().AppliedSeq(), n.st)
 	if err := n.becomePrimary(lead.Epoch); err != nil {
 		n.cfg.Log.Error("promotion failed", "epoch", lead.Epoch, "err", err)
 		n.tm.LeadFailed()
@@ -188,7 +188,7 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	ne, _ := wire.DecodeNewEpoch(f)
 	_, known := n.cfg.Peers[f.Node]
 	applied := n.eng().AppliedSeq()
-	rd := n.tm.NewEpoch(&ne, f.Node, known, applied, n.j)
+	rd := n.tm.NewEpoch(&ne, f.Node, known, applied, n.st)
 	switch {
 	case rd.Drop == replica.DropStale:
 		n.stats.DropStaleEpoch++

@@ -68,11 +68,19 @@ func (n *Node) sendSnapshotRequest(req *wire.SnapshotRequest) {
 
 // installSnapshot replaces the state with a fetched snapshot at seq,
 // stores it locally (so a restart resumes from it), and resumes the
-// follower after it (what it buffered past seq is applied now).
+// follower after it (what it buffered past seq is applied now). The
+// stored snapshot is labelled, as a periodic one is, with the epoch of
+// the record at seq (the NEW_EPOCH of the epoch we follow says where the
+// previous one ends), not with the epoch we follow: a new primary serves
+// a snapshot it cut as a standby, and one restarted from it before the
+// previous epoch's records after it arrived refused them as stale and
+// fetched another (sim TestScenarioCrashAfterInstall).
 func (n *Node) installSnapshot(seq uint64, data []byte) {
-	if !n.snaps.Install(n.eng(), seq, n.tm.Epoch(), data) {
+	epoch := n.epochOf(seq)
+	if !n.snaps.Install(n.eng(), seq, epoch, data) {
 		return
 	}
+	n.st.Installed(seq, epoch)
 	n.fol.Install(seq)
 	n.applyEntries()
 	n.fol.Installed()

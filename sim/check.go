@@ -173,7 +173,10 @@ type checker struct {
 
 	lastReleaseEpoch uint64
 	accepted         []uint64 // per node: highest epoch seen applied or released
-	replaying        []bool
+	// epochAt: seq -> the epoch of the record last applied at it (only
+	// under a scenario's crashAfterInstallNs: installRecord.epochBelow).
+	epochAt   map[uint64]uint64
+	replaying []bool
 
 	// The witness's grants as issued: (holder, epoch) -> expiry (witness
 	// time = simulated time).
@@ -319,12 +322,15 @@ func (o observer) Applied(id uint32, epoch, seq uint64, cmd []byte) {
 	c := o.c
 	if !c.replaying[id] {
 		c.accepted[id] = max(c.accepted[id], epoch)
+		if c.epochAt != nil {
+			c.epochAt[seq] = epoch
+		}
 	}
 }
 
 func (o observer) Rebuilt(id uint32, fromSnapshot uint64) { o.c.replaying[id] = true }
 
-func (o observer) Installed(id uint32, seq uint64) {}
+func (o observer) Installed(id uint32, seq uint64) { o.c.s.installed(int(id), seq) }
 
 func (o observer) Released(r nodeconfig.ReleaseEvent) {
 	o.c.s.nodes[r.Node].observed = true

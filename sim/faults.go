@@ -43,8 +43,8 @@ type fault struct {
 	pick    uint64 // a random choice made when the fault starts
 	extraNs int64  // fDelaySpike
 	// standby (scenarios only; genSchedule never sets it): the one-way
-	// faults and fPause hit a standby of the primary of that moment
-	// instead of a host drawn from pick or node.
+	// faults, fPause and fCrash hit a standby of the primary of that
+	// moment instead of a host drawn from pick or node.
 	standby bool
 
 	// runtime
@@ -155,7 +155,10 @@ func (s *sim) startFault(i int) {
 		f.target = f.node
 		if f.kind == fCrashPrimary {
 			f.target = p
+		} else if f.standby {
+			f.target = other
 		}
+		s.installCrash(f.target)
 		if f.kind == fCrashPrimary && s.opts.Graceful && f.pick>>62&1 == 1 {
 			s.stopNode(f.target) // a planned stop (Options.Graceful)
 		} else {
@@ -301,4 +304,37 @@ func driftPpm(ratePpm []int64) []int64 {
 		out[i] = r - 1e6
 	}
 	return out
+}
+
+// installed notes a snapshot node i installed and, under a scenario's
+// crashAfterInstallNs, schedules its crash for the next instant (the
+// node is in the middle of a call now) the first time.
+func (s *sim) installed(i int, seq uint64) {
+	sc := s.opts.scenario
+	if sc == nil || sc.crashAfterInstallNs == 0 || s.quiet {
+		return
+	}
+	for k := range s.installs {
+		if s.installs[k].node == i {
+			s.installs[k].again = true
+			return
+		}
+	}
+	s.installs = append(s.installs, installRecord{node: i, seq: seq})
+	s.faults = append(s.faults, fault{at: s.now + 1, dur: sc.crashAfterInstallNs, kind: fCrash, node: i})
+	s.push(event{at: s.now + 1, kind: evFaultStart, host: len(s.faults) - 1})
+}
+
+// installCrash judges, as node i crashes, the snapshot it installed and
+// was crashed after (installed): was the record at its seq of an epoch
+// older than the one the node followed?
+func (s *sim) installCrash(i int) {
+	for k := range s.installs {
+		r := &s.installs[k]
+		if r.node == i && !r.judged && s.nodes[i].n != nil {
+			r.judged = true
+			r.epochBelow = s.chk.epochAt[r.seq] < s.nodes[i].n.Epoch()
+			s.logf("node %d installed a snapshot at %d (record epoch %d) following epoch %d", i, r.seq, s.chk.epochAt[r.seq], s.nodes[i].n.Epoch())
+		}
+	}
 }

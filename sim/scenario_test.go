@@ -55,3 +55,45 @@ func TestScenarioStandbyPartitions(t *testing.T) {
 		})
 	}
 }
+
+// TestScenarioCrashAfterInstall: a standby is down while the primary
+// fails over, comes back too far behind for retransmits and fetches a
+// snapshot from the new primary, and crashes the moment it has installed
+// it, before any record past it arrives; it restarts 50 ms later. The
+// snapshot the new primary serves may be one it cut as a standby, at a
+// seq whose record is of the previous epoch, while the standby follows
+// the new one. Restarted from it, the standby must still take the
+// previous epoch's records after the snapshot (RETRANSMITs stamped with
+// their own epoch) and converge; labelled with the epoch it followed, it
+// took its whole history for the new epoch's and refused them as stale
+// for good.
+func TestScenarioCrashAfterInstall(t *testing.T) {
+	below := 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		sc := &scenario{
+			faults: []fault{
+				{kind: fCrash, standby: true, pick: seed, at: 200_000_000, dur: 900_000_000 + int64(seed%6)*25_000_000},
+				{kind: fCrashPrimary, at: 900_000_000, dur: 2_000_000_000},
+			},
+			crashAfterInstallNs: 50_000_000,
+			snapshotEvery:       200,
+		}
+		r := Run(seed, Options{scenario: sc})
+		if r.Failed() {
+			t.Errorf("seed %d failed:\n  %s\n%s", r.Seed, strings.Join(r.Violations, "\n  "), r.Schedule)
+		}
+		for _, in := range r.installs {
+			if !in.epochBelow {
+				continue
+			}
+			below++
+			t.Logf("seed %d: node %d installed a snapshot at %d, a record of the previous epoch, and crashed", seed, in.node, in.seq)
+			if in.again {
+				t.Errorf("seed %d: node %d, restarted from the snapshot at %d, fetched another instead of taking the records after it by retransmit", seed, in.node, in.seq)
+			}
+		}
+	}
+	if below == 0 {
+		t.Fatal("no seed crashed a node after installing a snapshot at a record of the previous epoch: the scenario tests nothing")
+	}
+}

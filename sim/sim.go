@@ -123,6 +123,12 @@ type scenario struct {
 	// fullInSync makes convergence also require every standby back in
 	// the primary's in-sync set.
 	fullInSync bool
+	// crashAfterInstallNs, when not 0, crashes a node the moment it has
+	// installed a fetched snapshot (before anything more reaches it) and
+	// restarts it this long after: once per node.
+	crashAfterInstallNs int64
+	// snapshotEvery, when not 0, is the nodes' SnapshotEvery.
+	snapshotEvery uint64
 }
 
 // Defaults, in simulated time.
@@ -178,6 +184,9 @@ type Result struct {
 	MaxAnswerGapNs, MaxAnswerGapAt int64
 	SimNs                          int64
 	Stats                          Stats
+	// installs: the snapshots a scenario crashed a node after
+	// (scenario.crashAfterInstallNs).
+	installs []installRecord
 }
 
 // Failed reports whether an invariant failed.
@@ -379,6 +388,21 @@ type sim struct {
 	mdGroupAddr    netip.AddrPort
 	key            *auth.MasterKey // Options.Keyed: the cluster's master key
 	numNodes       int             // Options.Nodes, defaulted
+	// installs: the snapshots each node installed, for a scenario's
+	// crashAfterInstallNs (scenario_test.go).
+	installs []installRecord
+}
+
+// installRecord is one snapshot a node installed.
+type installRecord struct {
+	node int
+	seq  uint64
+	// epochBelow: the record at seq is of an epoch older than the one
+	// the node followed when it installed the snapshot (set at the crash
+	// that follows, when the node is between calls: judged).
+	epochBelow, judged bool
+	// again: the node installed another snapshot later in the run.
+	again bool
 }
 
 // Run simulates one seed and checks every invariant. The same seed and
@@ -401,6 +425,9 @@ func Run(seed uint64, opts Options) (res Result) {
 	if sc := opts.scenario; sc != nil {
 		s.faults = append([]fault(nil), sc.faults...)
 		s.params.lossPpm, s.params.dupPpm, s.params.sendPpm = 0, 0, 1_000_000
+		if sc.snapshotEvery != 0 {
+			s.params.snapshotEvery = sc.snapshotEvery
+		}
 	}
 	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Schedule: s.describeSchedule()}
 	defer func() {
@@ -421,6 +448,7 @@ func Run(seed uint64, opts Options) (res Result) {
 			s.stats.StaleRefused += c.core.Stats().StaleEpoch
 		}
 		res.Stats = s.stats
+		res.installs = s.installs
 	}()
 	s.build()
 	s.logf("seed %d mutation %s\n%s", seed, opts.Mutation, res.Schedule)
@@ -493,6 +521,9 @@ func seedKey(seed uint64) *auth.MasterKey {
 // observer.
 func (s *sim) build() {
 	s.chk = newChecker(s)
+	if sc := s.opts.scenario; sc != nil && sc.crashAfterInstallNs != 0 {
+		s.chk.epochAt = map[uint64]uint64{}
+	}
 	if s.opts.Keyed {
 		s.key = seedKey(s.seed)
 	}

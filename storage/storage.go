@@ -83,9 +83,9 @@ type Storage struct {
 	j     *journal.Journal
 	snaps *snapshot.Store
 	eng   engine.StateMachine
-	// snapEpoch is the epoch of the snapshot the last rebuild started
-	// from.
-	snapEpoch uint64
+	// snapSeq and snapEpoch are the seq and epoch label of the snapshot
+	// the state started from: the last rebuild's, or one installed since.
+	snapSeq, snapEpoch uint64
 	// refetching: the history was discarded (or set aside) and is being
 	// fetched again; broken: this process no longer trusts its disk with
 	// the history (a write failed, or the refetch state could not be
@@ -150,6 +150,29 @@ func (s *Storage) Counters() Counters { return s.c }
 // HighestEpoch is the highest epoch the history holds: its newest
 // snapshot's or its journal's (a fence must refuse anything older).
 func (s *Storage) HighestEpoch() uint64 { return max(s.snapEpoch, s.j.HighestEpoch()) }
+
+// EpochAt is the epoch of the record at seq (replica.Log): the journal's,
+// or, at the seq of the snapshot the state started from when the journal
+// no longer holds that record (it was compacted behind the snapshot, or
+// the snapshot was fetched), the snapshot's label. A label is the epoch
+// of a primary whose history holds the record (the record's own, a
+// primary's own term, or a fetched snapshot's previous epoch), which is
+// what reconciliation and a promotion's fork point ask: without it a node
+// restarted from a fetched snapshot could not show that it shares its
+// history with the next primary and discarded it.
+func (s *Storage) EpochAt(seq uint64) (uint64, bool) {
+	if e, ok := s.j.EpochAt(seq); ok {
+		return e, true
+	}
+	if seq != 0 && seq == s.snapSeq && s.snapEpoch != 0 {
+		return s.snapEpoch, true
+	}
+	return 0, false
+}
+
+// Installed notes a snapshot fetched and installed at seq, labelled
+// epoch: the state starts from it now (EpochAt).
+func (s *Storage) Installed(seq, epoch uint64) { s.snapSeq, s.snapEpoch = seq, epoch }
 
 // CheckDurableClaim compares the rebuilt history with claimed, the
 // durable seq the directory's last run reported (its status file; 0:
@@ -227,7 +250,7 @@ func (s *Storage) Rebuild() error {
 	if err != nil {
 		return err
 	}
-	s.snapEpoch = epoch
+	s.snapSeq, s.snapEpoch = snapSeq, epoch
 	if h.Rebuilt != nil {
 		h.Rebuilt(snapSeq)
 	}

@@ -400,3 +400,48 @@ func TestCheckDurableClaim(t *testing.T) {
 		t.Fatal("refetch state lost across a restart")
 	}
 }
+
+// EpochAt answers from the journal, and at the seq of the snapshot the
+// state started from, which the journal no longer holds, from its label:
+// after a fetched snapshot is installed, and after a restart from it.
+func TestEpochAtSnapshotLabel(t *testing.T) {
+	src := open(t, config(journal.NewMemFS(), nil))
+	write(t, src, 1, 25)
+	data, ok := src.Snapshots().Cut(src.Engine(), 25, 1)
+	if !ok {
+		t.Fatal("cut failed")
+	}
+
+	fs := journal.NewMemFS()
+	s := open(t, config(fs, nil))
+	write(t, s, 1, 3)
+	if e, ok := s.EpochAt(3); !ok || e != 1 {
+		t.Fatalf("EpochAt(3) of a journaled record = %d, %v; want 1", e, ok)
+	}
+	// Fetched while following epoch 2: the record at 25 is epoch 1's.
+	if !s.Snapshots().Install(s.Engine(), 25, 1, data) {
+		t.Fatal("install failed")
+	}
+	s.Installed(25, 1)
+	for _, seq := range []uint64{3, 24, 26} {
+		if e, ok := s.EpochAt(seq); ok {
+			t.Fatalf("EpochAt(%d) after the install = %d; want none (the journal starts after 25)", seq, e)
+		}
+	}
+	if e, ok := s.EpochAt(25); !ok || e != 1 {
+		t.Fatalf("EpochAt(25), the installed snapshot's seq = %d, %v; want its label 1", e, ok)
+	}
+	write(t, s, 2, 27)
+	s.Journal().Close()
+
+	s = open(t, config(fs, nil))
+	checkState(t, s, 27)
+	for seq, want := range map[uint64]uint64{25: 1, 26: 2, 27: 2} {
+		if e, ok := s.EpochAt(seq); !ok || e != want {
+			t.Fatalf("after a restart, EpochAt(%d) = %d, %v; want %d", seq, e, ok, want)
+		}
+	}
+	if e, ok := s.EpochAt(0); ok {
+		t.Fatalf("EpochAt(0) = %d; want none", e)
+	}
+}
