@@ -35,21 +35,26 @@ func TestChaos(t *testing.T) {
 //     run's own. Seed 34 fills the primary's disk until its journal
 //     fails (the node is restarted; a new epoch leads), then a
 //     standby's, until its journal fails too, then the witness's.
+//   - stall: the same filesystems frozen, then thawed. Seed 9 freezes
+//     the primary's for 1.4 s, past its lease (a new epoch leads), then
+//     a standby's for 0.3 s, then the witness's for 1.4 s.
 func TestChaosIsolated(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs the binary twice for ~15 s")
+		t.Skip("builds and runs the binary three times for ~16 s")
 	}
 	for _, c := range []struct {
-		faults, seed string
-		check        func() error
-		want         []string
+		name, faults, seed string
+		check              func() error
+		want               []string
 	}{
-		{"network", "36", chaos.CheckNetwork, []string{"network namespace of its own", "isolate-primary: cut node", "leads epoch"}},
-		{"disk", "34", chaos.CheckDisk, []string{"ext4 filesystem of its own", "fault 1: fill-primary-disk: fill node", "its journal failed: restarted", "leads epoch 2",
-			"fault 2: fill-standby-disk: fill node", "fill-witness-disk"}},
+		{"network", "network", "36", chaos.CheckNetwork, []string{"network namespace of its own", "isolate-primary: cut node", "leads epoch"}},
+		{"disk", "fill-primary-disk,fill-standby-disk,fill-witness-disk", "34", chaos.CheckDisk, []string{"ext4 filesystem of its own", "fault 1: fill-primary-disk: fill node",
+			"its journal failed: restarted", "leads epoch 2", "fault 2: fill-standby-disk: fill node", "fill-witness-disk"}},
+		{"stall", "stall-primary-disk,stall-standby-disk,stall-witness-disk", "9", chaos.CheckDisk, []string{"ext4 filesystem of its own",
+			"fault 1: stall-primary-disk: freeze node", "leads epoch 2", "fault 2: stall-standby-disk: freeze node", "stall-witness-disk: freeze the witness's disk"}},
 	} {
-		t.Run(c.faults, func(t *testing.T) {
-			runOrSkip(t, "the "+c.faults+" faults", c.check())
+		t.Run(c.name, func(t *testing.T) {
+			runOrSkip(t, "the "+c.name+" faults", c.check())
 			text := runChaosBinary(t, "--faults", c.faults, "--duration", "16s", "--rate", "1500", "--seed", c.seed)
 			for _, want := range c.want {
 				if !strings.Contains(text, want) {

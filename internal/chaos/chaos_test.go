@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -112,9 +113,12 @@ func TestConfigCheckIsolated(t *testing.T) {
 	}
 }
 
-// TestFill fills a small filesystem of the test's own to its last block
-// and frees it: what a disk fault does to a node's directory.
-func TestFill(t *testing.T) {
+// ownDisk moves the test's goroutine, and its thread for good, to a
+// mount namespace of its own and mounts a small ext4 filesystem of its
+// own there, as a disk fault's run does; it returns where. It skips
+// without root or the tools (fails under CI).
+func ownDisk(t *testing.T) string {
+	t.Helper()
 	if err := CheckDisk(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI must test the disk faults: %v", err)
@@ -122,8 +126,9 @@ func TestFill(t *testing.T) {
 		t.Skipf("skipping: %v", err)
 	}
 	// This goroutine's thread moves to a mount namespace of its own and
-	// stays locked to it (and ends with it: never unlocked), so the mount
-	// tool it starts and every path it reads are that namespace's.
+	// stays locked to it (and ends with it: never unlocked), so the
+	// tools it starts and every path it reads are that namespace's. The
+	// cleanups run on it too.
 	runtime.LockOSThread()
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		t.Fatalf("unshare: %v", err)
@@ -134,7 +139,14 @@ func TestFill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.unmount()
+	t.Cleanup(d.unmount)
+	return mnt
+}
+
+// TestFill fills a small filesystem of the test's own to its last block
+// and frees it: what a disk fault does to a node's directory.
+func TestFill(t *testing.T) {
+	mnt := ownDisk(t)
 	if err := os.WriteFile(filepath.Join(mnt, "before"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +185,10 @@ var holds = map[string][2]time.Duration{
 	FillPrimaryDisk: {300 * time.Millisecond, 3 * time.Second},
 	FillStandbyDisk: {300 * time.Millisecond, 3 * time.Second},
 	FillWitnessDisk: {300 * time.Millisecond, 3 * time.Second},
+	// StallPrimaryDisk: up to the lease and 1.5 s.
+	StallPrimaryDisk: {200 * time.Millisecond, 2500 * time.Millisecond},
+	StallStandbyDisk: {200 * time.Millisecond, 3 * time.Second},
+	StallWitnessDisk: {200 * time.Millisecond, 3 * time.Second},
 }
 
 // TestSchedule: one seed gives one schedule, another seed another; every
@@ -217,4 +233,57 @@ func TestSchedule(t *testing.T) {
 			t.Fatalf("drew %s from [%s]", st.fault, PauseStandby)
 		}
 	}
+}
+
+// TestFreeze freezes a small filesystem of the test's own: a write to it
+// blocks, without an error, until the thaw; and a filesystem nobody
+// thaws is thawed by the guard.
+func TestFreeze(t *testing.T) {
+	mnt := ownDisk(t)
+	// write starts a process that writes a file and syncs it, as a node
+	// does (this goroutine's thread is the one in the namespace: a
+	// process started from it is too).
+	write := func(name string) chan error {
+		cmd := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(mnt, name), "bs=4096", "count=1", "conv=fsync", "status=none")
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			done <- err
+			return done
+		}
+		go func() { done <- cmd.Wait() }()
+		return done
+	}
+	wait := func(done chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: still blocked 30 s after the thaw", what)
+		}
+	}
+
+	thaw, err := freeze(mnt, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := write("during")
+	select {
+	case err := <-done:
+		thaw()
+		t.Fatalf("a write to a frozen filesystem returned (%v); it must block until the thaw", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := thaw(); err != nil {
+		t.Fatal(err)
+	}
+	wait(done, "the write after the thaw")
+
+	// Nobody thaws: the guard does.
+	if _, err := freeze(mnt, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	wait(write("guarded"), "the write the guard thawed")
 }

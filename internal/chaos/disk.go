@@ -44,11 +44,22 @@ const (
 	// cannot persist a new epoch or in-sync set, so it grants neither
 	// meanwhile, and renews what it granted. It is never restarted.
 	FillWitnessDisk = "fill-witness-disk"
+	// StallPrimaryDisk freezes the primary's filesystem (FIFREEZE, as
+	// fsfreeze does: what a SAN or a cloud volume's I/O hang does to its
+	// writers) for 0.2 s .. lease+1.5 s, then thaws it. Every write and
+	// fsync to it blocks meanwhile, with no error: a stall shorter than
+	// the lease may leave the primary leading once it thaws; a longer one
+	// must not lose what a client saw, whoever leads after it (stall.go).
+	StallPrimaryDisk = "stall-primary-disk"
+	// StallStandbyDisk freezes a standby's filesystem for 0.2..3 s.
+	StallStandbyDisk = "stall-standby-disk"
+	// StallWitnessDisk freezes the witness's filesystem for 0.2..3 s.
+	StallWitnessDisk = "stall-witness-disk"
 )
 
 // DiskFaults are the faults that need root, a mount namespace and
 // loop-mounted filesystems.
-var DiskFaults = []string{FillPrimaryDisk, FillStandbyDisk, FillWitnessDisk}
+var DiskFaults = []string{FillPrimaryDisk, FillStandbyDisk, FillWitnessDisk, StallPrimaryDisk, StallStandbyDisk, StallWitnessDisk}
 
 const (
 	// diskImageBytes is each filesystem's size (a sparse image: only
@@ -81,12 +92,12 @@ func needsIsolation(faults []string) bool { return needsNetwork(faults) || needs
 
 // CheckDisk says why this process cannot run disk faults (nil when it
 // can): they need root (a mount namespace, loop devices) and mkfs.ext4
-// and mount (scripts/setup installs them).
+// mount and fsfreeze (scripts/setup installs them).
 func CheckDisk() error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the disk faults (%s) need root: a mount namespace of their own and loop-mounted filesystems", strings.Join(DiskFaults, ", "))
 	}
-	for _, tool := range []string{"mkfs.ext4", "mount", "umount"} {
+	for _, tool := range []string{"mkfs.ext4", "mount", "umount", "fsfreeze"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("the disk faults need %s (scripts/setup installs it): %v", tool, err)
 		}
@@ -145,9 +156,12 @@ func makeImage(path string) error {
 	return runTool("mkfs.ext4", "-q", "-F", "-m", "0", path)
 }
 
-// unmount unmounts every filesystem (the loop devices go with them).
+// unmount unmounts every filesystem (the loop devices go with them),
+// thawing each first in case a stall was cut short (a thawed one refuses
+// the thaw, harmlessly).
 func (d *disks) unmount() {
 	for _, dir := range slices.Backward(d.mounted) {
+		_ = exec.Command("fsfreeze", "--unfreeze", dir).Run()
 		_ = runTool("umount", dir)
 	}
 	d.mounted = nil
@@ -210,18 +224,18 @@ func (r *run) diskDirs() []string {
 
 // diskFault fills a filesystem for st.hold (a node's, with
 // st.untilFailed, on until its journal fails, at most fillMax) and frees
-// it; then a node whose journal failed meanwhile is restarted, as an
-// operator would (fill-primary-disk then waits for a primary at a newer
-// epoch).
+// it, or freezes it for st.hold and thaws it (stall.go); then a node
+// whose journal failed meanwhile is restarted, as an operator would
+// (after the primary's, the run waits for a primary at a newer epoch).
 func (r *run) diskFault(ctx context.Context, st step, p uint32, epoch uint64) (string, error) {
 	if r.disks == nil {
 		return st.fault, errors.New("a disk fault outside filesystems of the run's own")
 	}
 	id, dir, who := uint32(0), r.WitnessDir(), "the witness's"
 	switch st.fault {
-	case FillPrimaryDisk:
+	case FillPrimaryDisk, StallPrimaryDisk:
 		id, who = p, fmt.Sprintf("node%d's (primary, epoch %d)", p, epoch)
-	case FillStandbyDisk:
+	case FillStandbyDisk, StallStandbyDisk:
 		id = r.standby(p, st.standby)
 		who = fmt.Sprintf("node%d's", id)
 	}
@@ -229,24 +243,20 @@ func (r *run) diskFault(ctx context.Context, st step, p uint32, epoch uint64) (s
 		dir = r.NodeDir(id)
 	}
 	before := r.journalFailures(id)
-	start := time.Now()
-	took, err := fill(dir)
-	if err != nil {
-		_ = unfill(dir)
-		return fmt.Sprintf("%s: fill %s disk", st.fault, who), err
+	var line string
+	var err error
+	if slices.Contains(stallFaults, st.fault) {
+		line, err = r.stall(ctx, st, dir, who)
+	} else {
+		line, err = r.fill(ctx, st, id, dir, who, before)
 	}
-	sleep(ctx, st.hold)
-	if id != 0 && st.untilFailed {
-		_ = cluster.Poll(ctx, fillMax-st.hold, 20*time.Millisecond, func() bool { return r.journalFailures(id) > before })
-	}
-	if err := unfill(dir); err != nil {
-		return st.fault, err
-	}
-	line := fmt.Sprintf("%s: fill %s disk (%d MiB) for %v", st.fault, who, took>>20, time.Since(start).Round(time.Millisecond))
-	if id == 0 {
-		return line, nil
+	if err != nil || id == 0 {
+		return line, err
 	}
 	if r.journalFailures(id) == before {
+		if st.fault == StallPrimaryDisk {
+			return r.afterStall(ctx, line, p, epoch)
+		}
 		return line + "; its journal came through, left running", nil
 	}
 	line += "; its journal failed: restarted"
@@ -261,6 +271,26 @@ func (r *run) diskFault(ctx context.Context, st step, p uint32, epoch uint64) (s
 		return r.afterPrimaryFault(ctx, line, epoch)
 	}
 	return line, nil
+}
+
+// fill fills the filesystem on dir for st.hold, with st.untilFailed on
+// until node id's journal failed (more failures than before), and frees
+// it.
+func (r *run) fill(ctx context.Context, st step, id uint32, dir, who string, before int) (string, error) {
+	start := time.Now()
+	took, err := fill(dir)
+	if err != nil {
+		_ = unfill(dir)
+		return fmt.Sprintf("%s: fill %s disk", st.fault, who), err
+	}
+	sleep(ctx, st.hold)
+	if id != 0 && st.untilFailed {
+		_ = cluster.Poll(ctx, fillMax-st.hold, 20*time.Millisecond, func() bool { return r.journalFailures(id) > before })
+	}
+	if err := unfill(dir); err != nil {
+		return st.fault, err
+	}
+	return fmt.Sprintf("%s: fill %s disk (%d MiB) for %v", st.fault, who, took>>20, time.Since(start).Round(time.Millisecond)), nil
 }
 
 // fillMax bounds a disk fault that waits for the journal to fail: a

@@ -57,7 +57,7 @@ const (
 // faults need the witness, kill-etcd needs etcd.
 func applies(fault, arbiter string) bool {
 	switch fault {
-	case KillWitness, IsolateWitness, FillWitnessDisk:
+	case KillWitness, IsolateWitness, FillWitnessDisk, StallWitnessDisk:
 		return arbiter == ArbiterWitness
 	case KillEtcd:
 		return arbiter == ArbiterEtcd
@@ -170,6 +170,10 @@ func (s *schedule) next() step {
 		st.hold, st.untilFailed = s.between(300*time.Millisecond, 3*time.Second), s.rng.IntN(2) == 0
 	case FillWitnessDisk:
 		st.hold = s.between(300*time.Millisecond, 3*time.Second)
+	case StallPrimaryDisk:
+		st.hold = s.between(200*time.Millisecond, s.lease+1500*time.Millisecond)
+	case StallStandbyDisk, StallWitnessDisk:
+		st.hold = s.between(200*time.Millisecond, 3*time.Second)
 	case Loss:
 		st.hold, st.lossMod = s.between(time.Second, 4*time.Second), 3+s.rng.IntN(18)
 	}
