@@ -52,6 +52,7 @@ type Committer struct {
 	// by compare-and-swap after each by whichever thread ran it, so an
 	// inline fsync's and the thread's never lose one another.
 	avgNs            atomic.Int64
+	maxNs            atomic.Int64 // the longest fsync
 	inlineN, threadN atomic.Uint64
 	durableSeen      uint64 // the owner's: what Take last reported
 	failuresSeen     uint64
@@ -71,6 +72,10 @@ type CommitterCounters struct {
 	Inline uint64 // fsyncs run by the owner, inline
 	Thread uint64 // fsyncs run by the fsync thread
 	AvgNs  int64  // their moving average, ns
+	// MaxNs is the longest of them, ns: a disk that stalled (a frozen
+	// or hung device blocks an fsync, with no error) leaves its length
+	// here.
+	MaxNs int64
 }
 
 // NewCommitter returns the fsync thread for j under policy, not started;
@@ -88,7 +93,7 @@ func NewCommitter(j *journal.Journal, policy journal.SyncPolicy, wake func(), in
 // Counters reports the fsyncs run inline and on the thread, and their
 // moving average. Safe from any goroutine.
 func (c *Committer) Counters() CommitterCounters {
-	return CommitterCounters{Inline: c.inlineN.Load(), Thread: c.threadN.Load(), AvgNs: max(c.avgNs.Load(), 0)}
+	return CommitterCounters{Inline: c.inlineN.Load(), Thread: c.threadN.Load(), AvgNs: max(c.avgNs.Load(), 0), MaxNs: c.maxNs.Load()}
 }
 
 // Start runs the thread (not under fsync none).
@@ -161,6 +166,8 @@ func (c *Committer) timed(r journal.SyncResult, start int64, n *atomic.Uint64) {
 		return
 	}
 	took := c.inline.NowNs() - start
+	for m := c.maxNs.Load(); took > m && !c.maxNs.CompareAndSwap(m, took); m = c.maxNs.Load() {
+	}
 	for {
 		avg, next := c.avgNs.Load(), took
 		if avg >= 0 {

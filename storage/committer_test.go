@@ -144,8 +144,8 @@ func TestCommitterSyncsInlineWhileFast(t *testing.T) {
 	if j.Durable() != 1 || c.TakeKick() || c.Pending() {
 		t.Fatalf("fast fsync not inline: durable %d (want 1), thread kicked or something pending", j.Durable())
 	}
-	if got := c.Counters(); got.Inline != 1 || got.Thread != 0 || got.AvgNs != 5_000 {
-		t.Fatalf("counters %+v, want 1 inline, 0 thread, avg 5000 (the first fsync's)", got)
+	if got := c.Counters(); got.Inline != 1 || got.Thread != 0 || got.AvgNs != 5_000 || got.MaxNs != 5_000 {
+		t.Fatalf("counters %+v, want 1 inline, 0 thread, avg and max 5000 (the first fsync's)", got)
 	}
 
 	clk.cost = 1_000_000 // the disk turns slow: this inline fsync takes 1 ms
@@ -176,8 +176,8 @@ func TestCommitterSyncsInlineWhileFast(t *testing.T) {
 		}
 		break
 	}
-	if got := c.Counters(); got.Inline != 3 || got.Thread == 0 || got.AvgNs > 20_000 {
-		t.Fatalf("counters %+v: want 3 inline, some on the thread, average at most the bound", got)
+	if got := c.Counters(); got.Inline != 3 || got.Thread == 0 || got.AvgNs > 20_000 || got.MaxNs != 1_000_000 {
+		t.Fatalf("counters %+v: want 3 inline, some on the thread, average at most the bound, max the slow one's 1 ms", got)
 	}
 }
 
