@@ -217,13 +217,17 @@ func newChecker(s *sim) *checker {
 		panic(err)
 	}
 	n := s.numNodes + 1
-	return &checker{
+	c := &checker{
 		s: s, links: map[uint64]chainLink{}, stateOf: map[uint64]uint64{}, chainOf: map[stateKey]uint64{},
 		cur: make([]*trackedSM, n), ref: ref, outputs: map[string]int{}, mdBySeq: map[uint64]string{}, publishedMD: map[uint64]bool{},
 		results: map[[2]uint64]string{}, accepted: make([]uint64, n), replaying: make([]bool, n),
 		grants: map[[2]uint64]int64{}, acks: map[[3]uint64]uint64{}, leaders: map[uint64][2]uint64{},
 		history: map[uint64][]string{}, delivered: map[uint64][]string{}, historySeq: map[uint64][]uint64{},
 	}
+	if sc := s.opts.scenario; sc != nil && sc.crashAfterInstallNs != 0 {
+		c.epochAt = map[uint64]uint64{}
+	}
+	return c
 }
 
 func engineConfig() engine.Config {

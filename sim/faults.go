@@ -310,6 +310,7 @@ func driftPpm(ratePpm []int64) []int64 {
 // crashAfterInstallNs, schedules its crash for the next instant (the
 // node is in the middle of a call now) the first time.
 func (s *sim) installed(i int, seq uint64) {
+	s.nodes[i].installed = true
 	sc := s.opts.scenario
 	if sc == nil || sc.crashAfterInstallNs == 0 || s.quiet {
 		return

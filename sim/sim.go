@@ -105,6 +105,12 @@ type Options struct {
 	// lease given up, so a standby leads at once) and started again after
 	// the fault, as `seqbus node` does on SIGTERM (TestSimGraceful).
 	Graceful bool
+	// Moments crashes a node, now and then, at a moment of the protocol
+	// it has just passed (moments.go): it was promoted, stepped down,
+	// followed a new epoch or installed a fetched snapshot; the crash
+	// comes before anything more reaches it, the restart 10..300 ms
+	// later (TestSimMoments).
+	Moments bool
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -164,13 +170,15 @@ func Lease() arbiter.Config {
 type Result struct {
 	Seed     uint64
 	Mutation Mutation
-	// Keyed, DatagramBytes, Nodes, InlineSync and Graceful are the run's
-	// Options of those names: a replay needs them to be the same run.
+	// Keyed, DatagramBytes, Nodes, InlineSync, Graceful and Moments are
+	// the run's Options of those names: a replay needs them to be the
+	// same run.
 	Keyed         bool
 	DatagramBytes int
 	Nodes         int
 	InlineSync    bool
 	Graceful      bool
+	Moments       bool
 	Violations    []string
 	// Schedule is the seed's parameters and fault schedule, readable.
 	Schedule string
@@ -198,8 +206,9 @@ type Stats struct {
 	Commands, Answered, Releases, Promotions, Crashes, Pauses    uint64
 	// Stops: planned stops of a primary (Options.Graceful);
 	// LeasesReleased: releases the witness took (a node gave its lease
-	// up: node.Close, a broken journal).
-	Stops, LeasesReleased                                  uint64
+	// up: node.Close, a broken journal); MomentCrashes: the crashes of
+	// Options.Moments (counted in Crashes too).
+	Stops, LeasesReleased, MomentCrashes                   uint64
 	WitnessCrashes, Partitions, Spikes, SnapshotsInstalled uint64
 	HighestEpoch, Released                                 uint64
 	// LargestDatagram is the longest datagram any host sent (bytes).
@@ -235,6 +244,7 @@ func (s *Stats) Add(o Stats) {
 	s.Crashes += o.Crashes
 	s.Stops += o.Stops
 	s.LeasesReleased += o.LeasesReleased
+	s.MomentCrashes += o.MomentCrashes
 	s.Pauses += o.Pauses
 	s.WitnessCrashes += o.WitnessCrashes
 	s.Partitions += o.Partitions
@@ -328,6 +338,10 @@ type simNode struct {
 	emitMaxSeq uint64
 	// Snapshot transfer: the last request sent and chunk received.
 	lastSnapReqNs, lastChunkNs int64
+	// Options.Moments: the epoch last seen, a snapshot installed in the
+	// current step.
+	momentEpoch uint64
+	installed   bool
 }
 
 type nodeClock struct {
@@ -391,6 +405,8 @@ type sim struct {
 	// installs: the snapshots each node installed, for a scenario's
 	// crashAfterInstallNs (scenario_test.go).
 	installs []installRecord
+	// moments: the moment crashes so far (Options.Moments).
+	moments int
 }
 
 // installRecord is one snapshot a node installed.
@@ -429,7 +445,7 @@ func Run(seed uint64, opts Options) (res Result) {
 			s.params.snapshotEvery = sc.snapshotEvery
 		}
 	}
-	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Schedule: s.describeSchedule()}
+	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Moments: opts.Moments, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
 			stack := strings.Split(string(debug.Stack()), "\n")
@@ -521,9 +537,6 @@ func seedKey(seed uint64) *auth.MasterKey {
 // observer.
 func (s *sim) build() {
 	s.chk = newChecker(s)
-	if sc := s.opts.scenario; sc != nil && sc.crashAfterInstallNs != 0 {
-		s.chk.epochAt = map[uint64]uint64{}
-	}
 	if s.opts.Keyed {
 		s.key = seedKey(s.seed)
 	}
@@ -844,6 +857,9 @@ func (s *sim) afterStep(sn *simNode) {
 			s.stats.HighestEpoch = max(s.stats.HighestEpoch, e)
 			s.chk.onPromoted(sn.id, e, sn.starts)
 		}
+	}
+	if s.opts.Moments {
+		s.moment(sn, isPrimary)
 	}
 }
 

@@ -28,6 +28,7 @@ var (
 	flagNodes    = flag.Int("nodes", 0, "run -seed with this many nodes (Options.Nodes; 0: the default, 3)")
 	flagInline   = flag.Bool("inline-sync", false, "run -seed with every fsync inline on the agent (Options.InlineSync)")
 	flagGraceful = flag.Bool("graceful", false, "run -seed with planned stops of the primary (Options.Graceful)")
+	flagMoments  = flag.Bool("moments", false, "run -seed with moment crashes (Options.Moments)")
 )
 
 // CI budgets. Plain: ~10 seeds/s/core on a loaded 2-core machine, so 1000
@@ -75,7 +76,7 @@ func mutationFlag(t *testing.T) Mutation {
 // the real cores; with -seed=N it replays one seed with its event log.
 func TestSim(t *testing.T) {
 	if *flagSeed != 0 {
-		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful})
+		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful, Moments: *flagMoments})
 		return
 	}
 	regs := regressions(t)
@@ -132,7 +133,7 @@ func TestSim(t *testing.T) {
 func reportFailure(t *testing.T, r Result) {
 	t.Helper()
 	var log bytes.Buffer
-	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Trace: &log})
+	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, Trace: &log})
 	var b strings.Builder
 	fmt.Fprintf(&b, "SEED %d FAILED (mutation %s)\n", r.Seed, r.Mutation)
 	for _, v := range r.Violations {
@@ -285,6 +286,7 @@ func TestReadRegressions(t *testing.T) {
 		{in: "5 none pass unkeyed\n", err: true},
 		{in: "6 none pass nodes=2 keyed\n", want: []Regression{{Seed: 6, Keyed: true, Nodes: 2}}},
 		{in: "8 none pass graceful\n", want: []Regression{{Seed: 8, Graceful: true}}},
+		{in: "9 none pass moments nodes=2\n", want: []Regression{{Seed: 9, Moments: true, Nodes: 2}}},
 		{in: "6 none pass nodes=1\n", err: true},
 		{in: "6 none pass nodes=x\n", err: true},
 	}
@@ -420,6 +422,19 @@ func TestSimGraceful(t *testing.T) {
 	t.Logf("%s", sum.String())
 	if sum.Stats.Stops == 0 || sum.Stats.LeasesReleased == 0 {
 		t.Fatalf("no planned stop gave a lease up: %+v", sum.Stats)
+	}
+}
+
+// TestSimMoments runs seeds with moment crashes (Options.Moments): a
+// node crashes right after it was promoted, followed a new epoch or
+// installed a fetched snapshot, where the state on its disk is the
+// newest, through the seed's own faults. It fails if no moment crash
+// happened.
+func TestSimMoments(t *testing.T) {
+	sum := runBudget(t, max(budget()/10, 10), Options{Moments: true})
+	t.Logf("%s", sum.String())
+	if sum.Stats.MomentCrashes == 0 {
+		t.Fatalf("no moment crash: %+v", sum.Stats)
 	}
 }
 

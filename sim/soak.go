@@ -56,6 +56,9 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 	if c.Options.Graceful {
 		keyed += ", planned stops"
 	}
+	if c.Options.Moments {
+		keyed += ", moment crashes"
+	}
 	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, %d nodes, mutation %s%s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, cmp.Or(c.Options.Nodes, DefaultNodes), m, keyed)
 	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, nil, func(r Result) {
 		if r.Failed() {
@@ -87,6 +90,9 @@ func (r Result) ReplayCommand() string {
 	}
 	if r.Graceful {
 		c += " -graceful"
+	}
+	if r.Moments {
+		c += " -moments"
 	}
 	return c + " -v"
 }

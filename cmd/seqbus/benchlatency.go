@@ -43,7 +43,7 @@ func addBenchFlags(fs *flag.FlagSet, fsyncDefault string) benchFlags {
 
 // parsedBench is benchFlags checked.
 type parsedBench struct {
-	layout   layout
+	layout   cluster.Layout
 	fsyncs   []string
 	sizes    []int
 	standbys int
@@ -60,7 +60,7 @@ func (f benchFlags) check() (parsedBench, error) {
 	if _, err := parseIdle(*f.idle); err != nil {
 		return p, benchUsagef("--idle: %v", err)
 	}
-	if p.layout, err = parseLayout(*f.cpus); err != nil {
+	if p.layout, err = cluster.ParseLayout(*f.cpus); err != nil {
 		return p, benchUsagef("--cpus: %v", err)
 	}
 	for role, cpus := range p.layout {

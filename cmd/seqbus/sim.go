@@ -16,7 +16,7 @@ import (
 // over many seeds, printing seeds/second and what was covered (sim.Soak).
 // A failing seed replays bit for bit with `go test ./sim -run 'TestSim$'
 // -seed=N -v` (the soak prints the flags its options need: -keyed,
-// -nodes=N). Ctrl-C ends a soak: the seeds under way finish and the
+// -nodes=N, ...). Ctrl-C ends a soak: the seeds under way finish and the
 // summary of what ran is printed.
 func runSim(args []string) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
@@ -28,6 +28,7 @@ func runSim(args []string) error {
 	keyed := fs.Bool("keyed", false, "one master key on every node, the witness and the clients: a MAC on every frame (a failing seed replays with -keyed)")
 	inlineSync := fs.Bool("inline-sync", false, "every node fsyncs on its agent as it appends (seqbus node --fsync-inline on a fast disk), not at the group committer's step (a failing seed replays with -inline-sync)")
 	graceful := fs.Bool("graceful", false, "half the primary crashes are planned stops: the process closes and gives its lease up (a failing seed replays with -graceful)")
+	moments := fs.Bool("moments", false, "also crash a node right after it was promoted, followed a new epoch or installed a snapshot, now and then (a failing seed replays with -moments)")
 	trace := fs.Uint64("trace", 0, "print the event log of this one seed instead")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -36,7 +37,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return usagef("--mutation: %v", err)
 	}
-	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed, Nodes: *nodes, InlineSync: *inlineSync, Graceful: *graceful}}
+	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed, Nodes: *nodes, InlineSync: *inlineSync, Graceful: *graceful, Moments: *moments}}
 	if err := cfg.Check(); err != nil {
 		return usagef("%v", err)
 	}

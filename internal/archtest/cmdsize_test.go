@@ -18,10 +18,11 @@ import (
 // internal/journalview, internal/loadclient, internal/serve,
 // internal/flagcheck) the layer had 3,720 code lines, after it 1,623;
 // with `seqbus chaos` (internal/chaos) and the --peer, --arbiter and
-// --fsync parsers moved into their packages, 1,685.
+// --fsync parsers moved into their packages, 1,685; with the bench
+// layout aliases gone, 1,687 (2026-12-05, `seqbus sim --moments` in).
 // Lower the cap as the layer shrinks; do not raise it to fit new logic:
 // put the logic in a library and call it.
-const cmdCodeMax = 1690
+const cmdCodeMax = 1687
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {
