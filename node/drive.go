@@ -63,6 +63,7 @@ func (n *Node) SyncStep() bool {
 
 func (n *Node) tickLocked(now int64) {
 	n.tr.NoteTruncations()
+	n.watchDisk(now)
 	n.leaseTick(now)
 	if n.tm.Primary() {
 		n.primaryTick(now)

@@ -62,6 +62,8 @@ type term struct {
 	lease        *lease.Client  // keeper and backend (nil for a static node)
 	isr          replica.InSync // kept across roles: a grant's set
 	lastStepDown stepDownRecord
+	// disk: whether the disk makes what was written durable (diskwatch.go).
+	disk replica.DiskWatch
 }
 
 // primaryState is the leading role's (nil or idle while a standby).
@@ -125,7 +127,8 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 			rel:      newReleaseTrack(),
 		},
 		term: term{
-			tm: replica.NewRoles(replica.RolesConfig{NoFencing: cfg.Unsafe.NoFencing}),
+			tm:   replica.NewRoles(replica.RolesConfig{NoFencing: cfg.Unsafe.NoFencing}),
+			disk: replica.NewDiskWatch(cfg.InSyncTimeoutNs),
 		},
 		standbyState: standbyState{
 			fol: replica.NewFollower(cfg.FollowerConfig()),

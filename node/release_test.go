@@ -145,3 +145,80 @@ func TestStandbyAsksAtOnceWhenItsPrimaryGaveTheLeaseUp(t *testing.T) {
 		t.Fatalf("after the marked heartbeat: %d requests, %d heard; want 2, 1", arb.requests, n.Status().Node.LeaseReleasesHeard)
 	}
 }
+
+// A primary whose disk stops making its writes durable (a hung device:
+// the fsync never returns, nothing fails) gives its lease up once the
+// in-sync timeout passed with records waiting, so a standby whose disk
+// works leads, instead of renewing a lease under which nothing can be
+// released for as long as the disk hangs. It asks for no lease while the
+// disk is stalled, and contends again once the disk caught up.
+func TestPrimaryWhoseDiskStallsGivesItsLeaseUp(t *testing.T) {
+	const timeout = 50_000_000
+	n, clk, arb := leasedPrimaryWith(t, func(c *nodeconfig.Config) {
+		c.Journal.Policy = journal.SyncGroup
+		c.InSyncTimeoutNs = timeout
+	})
+	n.Deliver(commandFrame(7, 1, 100), replayClient) // written; no SyncStep: the fsync hangs
+	stalls := func() uint64 { n.mu.Lock(); defer n.mu.Unlock(); return n.stats.DiskStalls }
+	start := clk.ns
+	for clk.ns-start < timeout-2_000_000 {
+		clk.ns += 1_000_000
+		n.Tick()
+	}
+	if rel := arb.releases(); len(rel) != 0 || stalls() != 0 {
+		t.Fatalf("before the timeout: releases %+v, DiskStalls %d", rel, stalls())
+	}
+	for range 3 {
+		clk.ns += 1_000_000
+		n.Tick()
+	}
+	if rel := arb.releases(); len(rel) != 1 || rel[0].Epoch != 2 || stalls() != 1 {
+		t.Fatalf("past the timeout: releases %+v, DiskStalls %d; want one release of epoch 2, one stall", rel, stalls())
+	}
+	arb.epoch.Store(3) // the arbiter's next grant, should the node ask
+	for range 5 {
+		clk.ns += arbiter.DefaultRenewIntervalNs
+		n.Tick()
+	}
+	if arb.k.MayLead(n.nowNs()) || n.Epoch() != 2 {
+		t.Fatalf("the node asked for the lease while its disk was stalled (epoch %d)", n.Epoch())
+	}
+	if !n.SyncStep() { // the disk answers again
+		t.Fatal("nothing to sync")
+	}
+	for range 3 {
+		clk.ns += 1_000_000
+		n.Tick()
+	}
+	if n.Epoch() != 3 || n.Role() != nodeconfig.RolePrimary || !arb.k.MayLead(n.nowNs()) {
+		t.Fatalf("after the disk caught up: epoch %d role %s; want a new term, epoch 3", n.Epoch(), n.Role())
+	}
+}
+
+// A primary paused (SIGSTOP, a descheduled VM) for longer than the
+// in-sync timeout while its fsync was in flight is not stalled when it
+// resumes: its fsync thread was paused too, and the wait counts only the
+// time the node ran. It keeps its lease.
+func TestPausedPrimaryIsNotADiskStall(t *testing.T) {
+	const timeout = 50_000_000
+	n, clk, arb := leasedPrimaryWith(t, func(c *nodeconfig.Config) {
+		c.Journal.Policy = journal.SyncGroup
+		c.InSyncTimeoutNs = timeout
+	})
+	n.Deliver(commandFrame(7, 1, 100), replayClient)
+	clk.ns += 1_000_000
+	n.Tick()
+	clk.ns += 3 * timeout // paused: no tick, no fsync
+	n.Tick()
+	n.SyncStep()
+	for range 5 {
+		clk.ns += 1_000_000
+		n.Tick()
+	}
+	n.mu.Lock()
+	stalls := n.stats.DiskStalls
+	n.mu.Unlock()
+	if rel := arb.releases(); len(rel) != 0 || stalls != 0 {
+		t.Fatalf("after a pause: releases %+v, DiskStalls %d; want none", rel, stalls)
+	}
+}

@@ -119,6 +119,9 @@ type Config struct {
 	// InSyncTimeoutNs: a standby silent this long, or whose ack does not
 	// advance this long while outputs wait above it, leaves the in-sync
 	// set (DefaultInSyncTimeoutNs).
+	// It is also how long the node's own disk may make nothing it wrote
+	// durable while records wait before the disk counts as stalled
+	// (replica.DiskWatch: a primary gives its lease up).
 	InSyncTimeoutNs int64
 	// MinInSync: release only while at least this many standbys are in the
 	// in-sync set (Kafka's min.insync.replicas). 0, the default, lets the

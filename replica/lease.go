@@ -121,9 +121,10 @@ func MayRelease(k Lease, held bool, nowNs int64) bool {
 }
 
 // WantLead is whether a node asks the arbiter for the lease: only with
-// its whole state at hand. A node whose journal failed must not hold the
-// lease; a node rebuilding a journal it set aside has no history to lead
-// with until it caught up; a standby fetching a snapshot has none either.
-func WantLead(journalBroken, refetching, primary, fetching bool) bool {
-	return !journalBroken && !refetching && (primary || !fetching)
+// its whole state at hand and a disk that works. A node whose journal
+// failed, or whose disk has stalled (DiskWatch), must not hold the lease;
+// a node rebuilding a journal it set aside has no history to lead with
+// until it caught up; a standby fetching a snapshot has none either.
+func WantLead(diskUnusable, refetching, primary, fetching bool) bool {
+	return !diskUnusable && !refetching && (primary || !fetching)
 }

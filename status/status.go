@@ -153,9 +153,13 @@ type Stats struct {
 
 	Promotions, StepDowns, LeaseLost, NotLeading uint64
 	// LeasesReleased: leases this node gave up as primary before they
-	// ran out (closing, or its journal failed), so a standby took over at
-	// once.
+	// ran out (closing, its journal failed, its disk stalled), so a
+	// standby took over at once.
 	LeasesReleased uint64
+	// DiskStalls: times this node's disk made nothing it wrote durable
+	// for the in-sync timeout (replica.DiskWatch): a primary gave its
+	// lease up, and neither role asked for it until the disk caught up.
+	DiskStalls uint64
 	// LeaseReleasesHeard: heartbeats of this node's primary saying it gave
 	// its lease up, so this node asked for the lease at once.
 	LeaseReleasesHeard uint64

@@ -84,7 +84,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.margin = fs.Duration("margin", time.Duration(arbiter.DefaultMarginNs), "stop releasing this long before the lease ends")
 	f.retry = fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
 	f.ackDelay = fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
-	f.insyncTimeout = fs.Duration("insync-timeout", time.Duration(nodeconfig.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness)")
+	f.insyncTimeout = fs.Duration("insync-timeout", time.Duration(nodeconfig.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness); a node whose disk makes nothing it wrote durable this long does not lead (a primary gives its lease up)")
 	f.minInSync = fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
 	f.recvBuf = fs.Int("recv-buffer", nodeconfig.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
 	f.busyPoll = fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
