@@ -35,9 +35,11 @@ func TestChaos(t *testing.T) {
 //     run's own. Seed 34 fills the primary's disk until its journal
 //     fails (the node is restarted; a new epoch leads), then a
 //     standby's, until its journal fails too, then the witness's.
-//   - stall: the same filesystems frozen, then thawed. Seed 9 freezes
-//     the primary's for 1.4 s, past its lease (a new epoch leads), then
-//     a standby's for 0.3 s, then the witness's for 1.4 s.
+//   - stall: the same filesystems frozen, or a node's writeback hung
+//     (its fsyncs blocked, its writes not). Seed 270 hangs the primary's
+//     writeback for 2.5 s (past the in-sync timeout it gives its lease
+//     up: epoch 2 leads), then freezes the new primary's filesystem for
+//     1.7 s, past its lease (epoch 3 leads), then the witness's.
 func TestChaosIsolated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary three times for ~16 s")
@@ -50,8 +52,8 @@ func TestChaosIsolated(t *testing.T) {
 		{"network", "network", "36", chaos.CheckNetwork, []string{"network namespace of its own", "isolate-primary: cut node", "leads epoch"}},
 		{"disk", "fill-primary-disk,fill-standby-disk,fill-witness-disk", "34", chaos.CheckDisk, []string{"ext4 filesystem of its own", "fault 1: fill-primary-disk: fill node",
 			"its journal failed: restarted", "leads epoch 2", "fault 2: fill-standby-disk: fill node", "fill-witness-disk"}},
-		{"stall", "stall-primary-disk,stall-standby-disk,stall-witness-disk", "9", chaos.CheckDisk, []string{"ext4 filesystem of its own",
-			"fault 1: stall-primary-disk: freeze node", "leads epoch 2", "fault 2: stall-standby-disk: freeze node", "stall-witness-disk: freeze the witness's disk"}},
+		{"stall", "stall-primary-disk,stall-standby-disk,stall-witness-disk,hang-primary-fsync,hang-standby-fsync", "270", chaos.CheckDisk, []string{"ext4 filesystem of its own",
+			"fault 1: hang-primary-fsync: hang node", "leads epoch 2", "fault 2: stall-primary-disk: freeze node", "leads epoch 3", "stall-witness-disk: freeze the witness's disk"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			runOrSkip(t, "the "+c.name+" faults", c.check())

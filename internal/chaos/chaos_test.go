@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,6 +191,8 @@ var holds = map[string][2]time.Duration{
 	StallPrimaryDisk: {200 * time.Millisecond, 2500 * time.Millisecond},
 	StallStandbyDisk: {200 * time.Millisecond, 3 * time.Second},
 	StallWitnessDisk: {200 * time.Millisecond, 3 * time.Second},
+	HangPrimaryFsync: {300 * time.Millisecond, 4 * time.Second},
+	HangStandbyFsync: {300 * time.Millisecond, 4 * time.Second},
 }
 
 // TestSchedule: one seed gives one schedule, another seed another; every
@@ -286,4 +290,71 @@ func TestFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(write("guarded"), "the write the guard thawed")
+}
+
+// TestThrottle hangs a process's writeback on a small filesystem of the
+// test's own: its write lands at once, its fsync blocks until the
+// throttle is lifted; a throttle nobody lifts is lifted by the guard, and
+// the group goes.
+func TestThrottle(t *testing.T) {
+	mnt := ownDisk(t)
+	var fi unix.Stat_t
+	if err := unix.Stat(mnt, &fi); err != nil {
+		t.Fatal(err)
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(fi.Dev), unix.Minor(fi.Dev))
+	// writer starts a process that waits, so it is in the group before
+	// it writes, then writes 64 KiB and fsyncs them.
+	writer := func(name string) (*exec.Cmd, chan error) {
+		cmd := exec.Command("/bin/sh", "-c", `sleep 0.2; exec dd if=/dev/zero of="$0" bs=65536 count=1 conv=fsync status=none`, filepath.Join(mnt, name))
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		return cmd, done
+	}
+	wait := func(done chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: still blocked after 30 s", what)
+		}
+	}
+	group := fmt.Sprintf("seqbus-chaos-test-%d", os.Getpid())
+
+	cmd, done := writer("hung")
+	lift, err := throttle(group, dev, cmd.Process.Pid, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		lift()
+		t.Fatalf("an fsync under the throttle returned (%v); it must block until the lift", err)
+	case <-time.After(time.Second):
+	}
+	if err := lift(); err != nil {
+		t.Fatal(err)
+	}
+	wait(done, "the fsync after the lift")
+	if _, err := os.Stat(filepath.Join(blkioRoot, group)); !os.IsNotExist(err) {
+		t.Fatalf("the group is still there after the lift: %v", err)
+	}
+
+	cmd, done = writer("guarded")
+	if _, err := throttle(group, dev, cmd.Process.Pid, 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	wait(done, "the fsync the guard let through")
+	if err := cluster.Poll(context.Background(), 5*time.Second, 20*time.Millisecond, func() bool {
+		_, err := os.Stat(filepath.Join(blkioRoot, group))
+		return os.IsNotExist(err)
+	}); err != nil {
+		t.Fatalf("the guard left the group behind: %v", err)
+	}
 }

@@ -55,11 +55,20 @@ const (
 	StallStandbyDisk = "stall-standby-disk"
 	// StallWitnessDisk freezes the witness's filesystem for 0.2..3 s.
 	StallWitnessDisk = "stall-witness-disk"
+	// HangPrimaryFsync hangs the primary's writeback for 0.3..4 s (its
+	// process's writes to its filesystem's device throttled to a byte a
+	// second, stall.go): writes still land in the page cache, every
+	// fsync blocks. What a device that stopped completing writes does to
+	// a node whose fsync runs on its own thread: the node runs on and
+	// renews its lease, but nothing becomes durable.
+	HangPrimaryFsync = "hang-primary-fsync"
+	// HangStandbyFsync hangs a standby's writeback for 0.3..4 s.
+	HangStandbyFsync = "hang-standby-fsync"
 )
 
 // DiskFaults are the faults that need root, a mount namespace and
 // loop-mounted filesystems.
-var DiskFaults = []string{FillPrimaryDisk, FillStandbyDisk, FillWitnessDisk, StallPrimaryDisk, StallStandbyDisk, StallWitnessDisk}
+var DiskFaults = []string{FillPrimaryDisk, FillStandbyDisk, FillWitnessDisk, StallPrimaryDisk, StallStandbyDisk, StallWitnessDisk, HangPrimaryFsync, HangStandbyFsync}
 
 const (
 	// diskImageBytes is each filesystem's size (a sparse image: only
@@ -101,6 +110,9 @@ func CheckDisk() error {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("the disk faults need %s (scripts/setup installs it): %v", tool, err)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_bps_device")); err != nil {
+		return fmt.Errorf("the disk faults need the cgroup v1 blkio controller at %s (to hang a node's writeback): %v", blkioRoot, err)
 	}
 	return nil
 }
@@ -233,9 +245,9 @@ func (r *run) diskFault(ctx context.Context, st step, p uint32, epoch uint64) (s
 	}
 	id, dir, who := uint32(0), r.WitnessDir(), "the witness's"
 	switch st.fault {
-	case FillPrimaryDisk, StallPrimaryDisk:
+	case FillPrimaryDisk, StallPrimaryDisk, HangPrimaryFsync:
 		id, who = p, fmt.Sprintf("node%d's (primary, epoch %d)", p, epoch)
-	case FillStandbyDisk, StallStandbyDisk:
+	case FillStandbyDisk, StallStandbyDisk, HangStandbyFsync:
 		id = r.standby(p, st.standby)
 		who = fmt.Sprintf("node%d's", id)
 	}
@@ -245,16 +257,19 @@ func (r *run) diskFault(ctx context.Context, st step, p uint32, epoch uint64) (s
 	before := r.journalFailures(id)
 	var line string
 	var err error
-	if slices.Contains(stallFaults, st.fault) {
+	switch {
+	case slices.Contains(stallFaults, st.fault):
 		line, err = r.stall(ctx, st, dir, who)
-	} else {
+	case st.fault == HangPrimaryFsync || st.fault == HangStandbyFsync:
+		line, err = r.hang(ctx, st, id, dir, who)
+	default:
 		line, err = r.fill(ctx, st, id, dir, who, before)
 	}
 	if err != nil || id == 0 {
 		return line, err
 	}
 	if r.journalFailures(id) == before {
-		if st.fault == StallPrimaryDisk {
+		if st.fault == StallPrimaryDisk || st.fault == HangPrimaryFsync {
 			return r.afterStall(ctx, line, p, epoch)
 		}
 		return line + "; its journal came through, left running", nil

@@ -174,6 +174,8 @@ func (s *schedule) next() step {
 		st.hold = s.between(200*time.Millisecond, s.lease+1500*time.Millisecond)
 	case StallStandbyDisk, StallWitnessDisk:
 		st.hold = s.between(200*time.Millisecond, 3*time.Second)
+	case HangPrimaryFsync, HangStandbyFsync:
+		st.hold = s.between(300*time.Millisecond, 4*time.Second)
 	case Loss:
 		st.hold, st.lossMod = s.between(time.Second, 4*time.Second), 3+s.rng.IntN(18)
 	}

@@ -2,10 +2,15 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/seqbus/seqbus/internal/cluster"
 )
@@ -30,38 +35,54 @@ const thawGuard = 10 * time.Second
 
 // stall freezes the filesystem on dir for st.hold and thaws it.
 func (r *run) stall(ctx context.Context, st step, dir, who string) (string, error) {
-	line := fmt.Sprintf("%s: freeze %s disk", st.fault, who)
-	start := time.Now()
-	thaw, err := freeze(dir, st.hold+thawGuard)
+	return holdFor(ctx, st.hold, fmt.Sprintf("%s: freeze %s disk", st.fault, who), func() (func() error, error) {
+		return freeze(dir, st.hold+thawGuard)
+	})
+}
+
+// holdFor starts a fault (start returns the call that ends it), waits
+// hold (or for ctx) and ends it; the line says how long it held.
+func holdFor(ctx context.Context, hold time.Duration, line string, start func() (end func() error, err error)) (string, error) {
+	t0 := time.Now()
+	end, err := start()
 	if err != nil {
 		return line, err
 	}
-	sleep(ctx, st.hold)
-	if err := thaw(); err != nil {
+	sleep(ctx, hold)
+	if err := end(); err != nil {
 		return line, err
 	}
-	return fmt.Sprintf("%s for %v", line, time.Since(start).Round(time.Millisecond)), nil
+	return fmt.Sprintf("%s for %v", line, time.Since(t0).Round(time.Millisecond)), nil
 }
 
-// freeze freezes the filesystem mounted on dir and returns the call that
-// thaws it. A guard process of its own thaws it guard later should the
-// call never come (this process killed in the middle of a stall); thaw
-// ends the guard.
-func freeze(dir string, guard time.Duration) (thaw func() error, err error) {
-	g := exec.Command("/bin/sh", "-c", "sleep "+strconv.FormatFloat(guard.Seconds(), 'f', 3, 64)+"; exec fsfreeze --unfreeze \"$0\"", dir)
+// startGuard starts a process of the run's own that runs script (sh, with
+// args as $0, $1, ...) after d: the undoing of a fault, should this
+// process die before it undoes it itself. stop ends the guard.
+func startGuard(d time.Duration, script string, args ...string) (stop func(), err error) {
+	g := exec.Command("/bin/sh", append([]string{"-c", "sleep " + strconv.FormatFloat(d.Seconds(), 'f', 3, 64) + "; " + script}, args...)...)
 	if err := g.Start(); err != nil {
 		return nil, err
 	}
-	endGuard := func() {
+	return func() {
 		_ = g.Process.Kill() // ours, by pid
 		_ = g.Wait()
+	}, nil
+}
+
+// freeze freezes the filesystem mounted on dir and returns the call that
+// thaws it. A guard thaws it guard later should the call never come (this
+// process killed in the middle of a stall); thaw ends the guard.
+func freeze(dir string, guard time.Duration) (thaw func() error, err error) {
+	stop, err := startGuard(guard, `exec fsfreeze --unfreeze "$0"`, dir)
+	if err != nil {
+		return nil, err
 	}
 	if err := runTool("fsfreeze", "--freeze", dir); err != nil {
-		endGuard()
+		stop()
 		return nil, err
 	}
 	return func() error {
-		defer endGuard()
+		defer stop()
 		return runTool("fsfreeze", "--unfreeze", dir)
 	}, nil
 }
@@ -88,4 +109,71 @@ func (r *run) afterStall(ctx context.Context, line string, p uint32, epoch uint6
 		return fmt.Sprintf("%s; node%d leads on at epoch %d (answers %v after the thaw)", line, p, epoch, time.Since(t0).Round(time.Millisecond)), nil
 	}
 	return fmt.Sprintf("%s; node%d leads epoch %d (whole %v after the thaw)", line, id, st.Epoch, time.Since(t0).Round(time.Millisecond)), nil
+}
+
+// Writeback hangs: node id's process is moved to a blkio cgroup of the
+// run's own whose writes to the node's filesystem's device are throttled
+// to a byte a second, for st.hold. The cgroup v1 throttle applies to the
+// I/O the process itself submits: its buffered writes still land in the
+// page cache at once, but an fsync, which submits the dirty pages and
+// waits for them, blocks until the throttle is lifted. A guard process
+// lifts it thawGuard after the hold should this process die meanwhile.
+
+// blkioRoot is the cgroup v1 blkio hierarchy.
+const blkioRoot = "/sys/fs/cgroup/blkio"
+
+// hang hangs node id's writeback to the filesystem on dir for st.hold.
+func (r *run) hang(ctx context.Context, st step, id uint32, dir, who string) (string, error) {
+	line := fmt.Sprintf("%s: hang %s writeback", st.fault, who)
+	c := r.Get(cluster.NodeName(id))
+	if c == nil {
+		return line, fmt.Errorf("node%d is not running", id)
+	}
+	var fi unix.Stat_t
+	if err := unix.Stat(dir, &fi); err != nil {
+		return line, err
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(fi.Dev), unix.Minor(fi.Dev))
+	name := fmt.Sprintf("seqbus-chaos-%d-node%d", os.Getpid(), id)
+	return holdFor(ctx, st.hold, line, func() (func() error, error) {
+		return throttle(name, dev, c.Pid(), st.hold+thawGuard)
+	})
+}
+
+// throttle moves pid into a new blkio cgroup named name whose writes to
+// device dev (major:minor) are throttled to a byte a second, and returns
+// the call that lifts the throttle, moves pid back and removes the
+// cgroup. A guard process does the same guard later should the call
+// never come.
+func throttle(name, dev string, pid int, guard time.Duration) (lift func() error, err error) {
+	cg := filepath.Join(blkioRoot, name)
+	limit := filepath.Join(cg, "blkio.throttle.write_bps_device")
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		return nil, err
+	}
+	stop, err := startGuard(guard, `echo "$1 0" > "$0/blkio.throttle.write_bps_device"; for p in $(cat "$0/cgroup.procs"); do echo "$p" > "$2/cgroup.procs"; done; rmdir "$0"`, cg, dev, blkioRoot)
+	if err != nil {
+		_ = os.Remove(cg)
+		return nil, err
+	}
+	lift = func() error {
+		err := os.WriteFile(limit, []byte(dev+" 0"), 0)
+		stop()
+		// Back to the root group (the process may have exited: no
+		// error then), and the group goes once empty.
+		_ = os.WriteFile(filepath.Join(blkioRoot, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		if rerr := os.Remove(cg); err == nil && rerr != nil && !errors.Is(rerr, unix.EBUSY) {
+			err = rerr
+		}
+		return err
+	}
+	if err := os.WriteFile(limit, []byte(dev+" 1"), 0); err != nil {
+		_ = lift()
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		_ = lift()
+		return nil, err
+	}
+	return lift, nil
 }
