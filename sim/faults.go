@@ -51,6 +51,9 @@ type fault struct {
 	active  bool
 	target  int
 	blocked [][2]int
+	// hang: a pause that hangs the node's writeback instead
+	// (Options.DiskStalls).
+	hang bool
 }
 
 // genSchedule draws 2 to 8 faults inside the fault phase.
@@ -165,6 +168,8 @@ func (s *sim) startFault(i int) {
 			s.crashNode(f.target)
 		}
 	case fPause, fPausePrimary:
+		// (Under InlineSync a hung fsync blocks the agent: a pause.)
+		f.hang = s.opts.DiskStalls && !s.opts.InlineSync && f.pick>>61&1 == 1
 		if !s.startPause(f, p) {
 			f.active = false
 			return
@@ -234,8 +239,16 @@ func (s *sim) startPause(f *fault, p int) bool {
 		f.target = s.standbyOf(p, f.pick)
 	}
 	sn := s.nodes[f.target]
-	if sn.n == nil || sn.paused {
+	if sn.n == nil || sn.paused || sn.hung {
 		return false
+	}
+	if f.hang {
+		// Options.DiskStalls: the node runs on, its writes land, and its
+		// fsync step (the fsync thread's) does not run: nothing it writes
+		// becomes durable until the fault ends.
+		sn.hung = true
+		s.stats.DiskHangs++
+		return true
 	}
 	sn.paused = true
 	sn.gen++
@@ -259,7 +272,11 @@ func (s *sim) endFault(i int) {
 			s.startNode(f.target)
 		}
 	case fPause, fPausePrimary:
-		s.resume(f.target)
+		if f.hang {
+			s.nodes[f.target].hung = false
+		} else {
+			s.resume(f.target)
+		}
 	case fWitnessCrash:
 		if !s.witnessUp {
 			s.startWitness()

@@ -43,10 +43,10 @@ func (s Summary) String() string {
 	}
 	return fmt.Sprintf("%d seeds from %d in %v%s (%.1f seeds/s): %d failed (%d by known bugs)\n"+
 		"covered: %d commands (%d answered), %d datagrams (%d lost, %d duplicated, %d cut by partitions), "+
-		"%d promotions (highest epoch %d), %d crashes (%d at moments), %d planned stops, %d leases given up, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases, %d stale frames refused by the clients",
+		"%d promotions (highest epoch %d), %d crashes (%d at moments), %d hung disks (%d found stalled), %d planned stops, %d leases given up, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases, %d stale frames refused by the clients",
 		s.Seeds, s.From, s.Elapsed.Round(time.Millisecond), cut, s.SeedsPerSecond(), s.Failed, s.Known,
 		st.Commands, st.Answered, st.Datagrams, st.Lost, st.Duplicated, st.Partitioned,
-		st.Promotions, st.HighestEpoch, st.Crashes, st.MomentCrashes, st.Stops, st.LeasesReleased, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases, st.StaleRefused)
+		st.Promotions, st.HighestEpoch, st.Crashes, st.MomentCrashes, st.DiskHangs, st.DiskStalls, st.Stops, st.LeasesReleased, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases, st.StaleRefused)
 }
 
 // RunMany runs seeds from, from+1, ... (n of them) on workers goroutines
@@ -192,11 +192,12 @@ type Regression struct {
 	InlineSync bool
 	Graceful   bool
 	Moments    bool
+	DiskStalls bool
 }
 
 // Options is the regression's run configuration.
 func (r Regression) Options() Options {
-	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments}
+	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, DiskStalls: r.DiskStalls}
 }
 
 // ParseMutation is the inverse of Mutation.String.
@@ -211,7 +212,7 @@ func ParseMutation(s string) (Mutation, error) {
 
 // ReadRegressions parses a regressions file: one seed per line as
 // "seed mutation expect [keyed] [nodes=N] [inline-sync] [graceful]
-// [moments] # note", expect being "pass" or "known:SIGNATURE" (or
+// [moments] [disk-stalls] # note", expect being "pass" or "known:SIGNATURE" (or
 // "known:A|B": either), the options running the seed with the Options of
 // those names; blank lines and lines starting with # are skipped.
 func ReadRegressions(r io.Reader) ([]Regression, error) {
@@ -242,6 +243,8 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 				reg.Graceful = true
 			case opt == "moments":
 				reg.Moments = true
+			case opt == "disk-stalls":
+				reg.DiskStalls = true
 			case isNodes:
 				v, err := strconv.Atoi(n)
 				if err != nil || v < 2 || v > MaxNodes {
@@ -249,7 +252,7 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 				}
 				reg.Nodes = v
 			default:
-				return nil, fmt.Errorf("sim: regressions line %d: unknown option %q (keyed, nodes=N, inline-sync, graceful, moments)", line, opt)
+				return nil, fmt.Errorf("sim: regressions line %d: unknown option %q (keyed, nodes=N, inline-sync, graceful, moments, disk-stalls)", line, opt)
 			}
 		}
 		f = f[:3]

@@ -111,6 +111,14 @@ type Options struct {
 	// comes before anything more reaches it, the restart 10..300 ms
 	// later (TestSimMoments).
 	Moments bool
+	// DiskStalls makes half the pauses hang the node's writeback instead:
+	// it runs on and its writes land, but its fsync step does not run, so
+	// nothing it writes becomes durable until the fault ends (a device
+	// that stops completing writes). Its disk watch must take it out of
+	// leading (replica.DiskWatch) without breaking an invariant
+	// (TestSimDiskStalls). Under InlineSync they stay pauses: a hung
+	// inline fsync blocks the agent.
+	DiskStalls bool
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -170,15 +178,16 @@ func Lease() arbiter.Config {
 type Result struct {
 	Seed     uint64
 	Mutation Mutation
-	// Keyed, DatagramBytes, Nodes, InlineSync, Graceful and Moments are
-	// the run's Options of those names: a replay needs them to be the
-	// same run.
+	// Keyed, DatagramBytes, Nodes, InlineSync, Graceful, Moments and
+	// DiskStalls are the run's Options of those names: a replay needs
+	// them to be the same run.
 	Keyed         bool
 	DatagramBytes int
 	Nodes         int
 	InlineSync    bool
 	Graceful      bool
 	Moments       bool
+	DiskStalls    bool
 	Violations    []string
 	// Schedule is the seed's parameters and fault schedule, readable.
 	Schedule string
@@ -207,8 +216,11 @@ type Stats struct {
 	// Stops: planned stops of a primary (Options.Graceful);
 	// LeasesReleased: releases the witness took (a node gave its lease
 	// up: node.Close, a broken journal); MomentCrashes: the crashes of
-	// Options.Moments (counted in Crashes too).
+	// Options.Moments (counted in Crashes too); DiskHangs: the hung
+	// writebacks of Options.DiskStalls, DiskStalls the nodes' disk
+	// watches that found them (status DiskStalls).
 	Stops, LeasesReleased, MomentCrashes                   uint64
+	DiskHangs, DiskStalls                                  uint64
 	WitnessCrashes, Partitions, Spikes, SnapshotsInstalled uint64
 	HighestEpoch, Released                                 uint64
 	// LargestDatagram is the longest datagram any host sent (bytes).
@@ -245,6 +257,8 @@ func (s *Stats) Add(o Stats) {
 	s.Stops += o.Stops
 	s.LeasesReleased += o.LeasesReleased
 	s.MomentCrashes += o.MomentCrashes
+	s.DiskHangs += o.DiskHangs
+	s.DiskStalls += o.DiskStalls
 	s.Pauses += o.Pauses
 	s.WitnessCrashes += o.WitnessCrashes
 	s.Partitions += o.Partitions
@@ -338,6 +352,9 @@ type simNode struct {
 	emitMaxSeq uint64
 	// Snapshot transfer: the last request sent and chunk received.
 	lastSnapReqNs, lastChunkNs int64
+	// hung: its disk's writeback hangs (Options.DiskStalls): its fsync
+	// step does not run. Kept across a crash: the disk is the same.
+	hung bool
 	// Options.Moments: the epoch last seen, a snapshot installed in the
 	// current step.
 	momentEpoch uint64
@@ -445,7 +462,7 @@ func Run(seed uint64, opts Options) (res Result) {
 			s.params.snapshotEvery = sc.snapshotEvery
 		}
 	}
-	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Moments: opts.Moments, Schedule: s.describeSchedule()}
+	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Moments: opts.Moments, DiskStalls: opts.DiskStalls, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
 			stack := strings.Split(string(debug.Stack()), "\n")
@@ -751,6 +768,7 @@ func (sn *simNode) down() {
 func (s *sim) collectNodeStats(sn *simNode) {
 	st := sn.n.Status()
 	s.stats.SnapshotsInstalled += st.Node.SnapshotsInstalled
+	s.stats.DiskStalls += st.Node.DiskStalls
 	s.stats.RetransmitsReceived += st.Node.RetransmitsReceived
 	s.stats.BadMACs += st.Node.DropNoMAC + st.Node.DropBadMAC
 	s.stats.UnknownKeys += st.Node.DropUnknownKey
@@ -783,7 +801,7 @@ func (s *sim) nodeTick(e event) {
 	}
 	sn.n.Tick()
 	sn.ticks++
-	if sn.n.SyncStep() {
+	if !sn.hung && sn.n.SyncStep() {
 		s.stats.ThreadSyncs++
 	}
 	s.afterStep(sn)

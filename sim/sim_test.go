@@ -29,6 +29,7 @@ var (
 	flagInline   = flag.Bool("inline-sync", false, "run -seed with every fsync inline on the agent (Options.InlineSync)")
 	flagGraceful = flag.Bool("graceful", false, "run -seed with planned stops of the primary (Options.Graceful)")
 	flagMoments  = flag.Bool("moments", false, "run -seed with moment crashes (Options.Moments)")
+	flagStalls   = flag.Bool("disk-stalls", false, "run -seed with hung disks (Options.DiskStalls)")
 )
 
 // CI budgets. Plain: ~10 seeds/s/core on a loaded 2-core machine, so 1000
@@ -76,7 +77,7 @@ func mutationFlag(t *testing.T) Mutation {
 // the real cores; with -seed=N it replays one seed with its event log.
 func TestSim(t *testing.T) {
 	if *flagSeed != 0 {
-		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful, Moments: *flagMoments})
+		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful, Moments: *flagMoments, DiskStalls: *flagStalls})
 		return
 	}
 	regs := regressions(t)
@@ -133,7 +134,7 @@ func TestSim(t *testing.T) {
 func reportFailure(t *testing.T, r Result) {
 	t.Helper()
 	var log bytes.Buffer
-	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, Trace: &log})
+	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, DiskStalls: r.DiskStalls, Trace: &log})
 	var b strings.Builder
 	fmt.Fprintf(&b, "SEED %d FAILED (mutation %s)\n", r.Seed, r.Mutation)
 	for _, v := range r.Violations {
@@ -287,6 +288,7 @@ func TestReadRegressions(t *testing.T) {
 		{in: "6 none pass nodes=2 keyed\n", want: []Regression{{Seed: 6, Keyed: true, Nodes: 2}}},
 		{in: "8 none pass graceful\n", want: []Regression{{Seed: 8, Graceful: true}}},
 		{in: "9 none pass moments nodes=2\n", want: []Regression{{Seed: 9, Moments: true, Nodes: 2}}},
+		{in: "10 none pass disk-stalls\n", want: []Regression{{Seed: 10, DiskStalls: true}}},
 		{in: "6 none pass nodes=1\n", err: true},
 		{in: "6 none pass nodes=x\n", err: true},
 	}
@@ -435,6 +437,19 @@ func TestSimMoments(t *testing.T) {
 	t.Logf("%s", sum.String())
 	if sum.Stats.MomentCrashes == 0 {
 		t.Fatalf("no moment crash: %+v", sum.Stats)
+	}
+}
+
+// TestSimDiskStalls runs seeds in which half the pauses hang a node's
+// writeback instead (Options.DiskStalls): the node runs on and nothing it
+// writes becomes durable. A primary's disk watch must give its lease up
+// and the cluster lead on, with every invariant checked. It fails if no
+// disk watch found a hang.
+func TestSimDiskStalls(t *testing.T) {
+	sum := runBudget(t, max(budget()/10, 10), Options{DiskStalls: true})
+	t.Logf("%s", sum.String())
+	if sum.Stats.DiskHangs == 0 || sum.Stats.DiskStalls == 0 {
+		t.Fatalf("no hung disk was found stalled: %+v", sum.Stats)
 	}
 }
 

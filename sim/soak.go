@@ -59,6 +59,9 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 	if c.Options.Moments {
 		keyed += ", moment crashes"
 	}
+	if c.Options.DiskStalls {
+		keyed += ", hung disks"
+	}
 	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, %d nodes, mutation %s%s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, cmp.Or(c.Options.Nodes, DefaultNodes), m, keyed)
 	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, nil, func(r Result) {
 		if r.Failed() {
@@ -93,6 +96,9 @@ func (r Result) ReplayCommand() string {
 	}
 	if r.Moments {
 		c += " -moments"
+	}
+	if r.DiskStalls {
+		c += " -disk-stalls"
 	}
 	return c + " -v"
 }

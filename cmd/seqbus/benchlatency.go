@@ -55,57 +55,53 @@ func (f benchFlags) check() (parsedBench, error) {
 	var p parsedBench
 	var err error
 	if *f.out == "" {
-		return p, benchUsagef("--out is required")
+		return p, usagef("--out is required")
 	}
 	if _, err := parseIdle(*f.idle); err != nil {
-		return p, benchUsagef("--idle: %v", err)
+		return p, usagef("--idle: %v", err)
 	}
 	if p.layout, err = cluster.ParseLayout(*f.cpus); err != nil {
-		return p, benchUsagef("--cpus: %v", err)
+		return p, usagef("--cpus: %v", err)
 	}
 	for role, cpus := range p.layout {
 		for _, c := range cpus {
 			if c >= runtime.NumCPU() {
-				return p, benchUsagef("--cpus: %s=%d: this machine has CPUs 0..%d", role, c, runtime.NumCPU()-1)
+				return p, usagef("--cpus: %s=%d: this machine has CPUs 0..%d", role, c, runtime.NumCPU()-1)
 			}
 		}
 	}
 	for _, name := range strings.Split(*f.fsync, ",") {
 		name = strings.TrimSpace(name)
 		if _, err := parseFsync(name); err != nil {
-			return p, benchUsagef("--fsync: %v", err)
+			return p, usagef("--fsync: %v", err)
 		}
 		p.fsyncs = append(p.fsyncs, name)
 	}
 	if p.sizes, err = parseInts(*f.sizes); err != nil {
-		return p, benchUsagef("--sizes: %v", err)
+		return p, usagef("--sizes: %v", err)
 	}
 	for _, s := range p.sizes {
 		if err := checkLoadSize(s); err != nil {
-			return p, benchUsagef("--sizes: %v", err)
+			return p, usagef("--sizes: %v", err)
 		}
 	}
 	if *f.standbys < 1 || *f.standbys > 8 {
-		return p, benchUsagef("--standbys: want 1..8, got %d", *f.standbys)
+		return p, usagef("--standbys: want 1..8, got %d", *f.standbys)
 	}
 	p.standbys = *f.standbys
 	if err := checkDatagramBytes(*f.datagramBytes); err != nil {
 		return p, err
 	}
 	if *f.fsyncInline < 0 {
-		return p, benchUsagef("--fsync-inline: want 0 or more, got %v", *f.fsyncInline)
+		return p, usagef("--fsync-inline: want 0 or more, got %v", *f.fsyncInline)
 	}
 	for role := range p.layout {
 		if n, _ := strconv.Atoi(strings.TrimPrefix(role, "standby")); cluster.IsStandbyN(role) && n > p.standbys {
-			return p, benchUsagef("--cpus: %s but --standbys %d", role, p.standbys)
+			return p, usagef("--cpus: %s but --standbys %d", role, p.standbys)
 		}
 	}
 	return p, nil
 }
-
-// benchUsagef is a bad flag of `bench latency` or `bench throughput`,
-// found before anything started: main exits with status 2 for it.
-func benchUsagef(format string, args ...any) error { return usagef(format, args...) }
 
 // benchUsage marks a flag parsing error (not --help) as a bad flag.
 func benchUsage(err error) error {
@@ -143,22 +139,22 @@ func defineLatencyFlags(fs *flag.FlagSet) *latencyFlags {
 func (f *latencyFlags) check() error {
 	switch {
 	case !(*f.rate > 0 && *f.rate <= 1e6):
-		return benchUsagef("--rate: want 0 < rate <= 1000000, got %v", *f.rate)
+		return usagef("--rate: want 0 < rate <= 1000000, got %v", *f.rate)
 	case *f.count < 1 || *f.count > stagetrace.RowsMax/2:
-		return benchUsagef("--count: want 1..%d, got %d", stagetrace.RowsMax/2, *f.count)
+		return usagef("--count: want 1..%d, got %d", stagetrace.RowsMax/2, *f.count)
 	case *f.warmup < 0 || *f.warmup > stagetrace.RowsMax/2:
-		return benchUsagef("--warmup: want 0..%d, got %d", stagetrace.RowsMax/2, *f.warmup)
+		return usagef("--warmup: want 0..%d, got %d", stagetrace.RowsMax/2, *f.warmup)
 	case *f.floorCount < 1 || *f.floorCount > bench.PingPongCountMax-suite.FloorWarmup:
-		return benchUsagef("--floor-count: want 1..%d, got %d", bench.PingPongCountMax-suite.FloorWarmup, *f.floorCount)
+		return usagef("--floor-count: want 1..%d, got %d", bench.PingPongCountMax-suite.FloorWarmup, *f.floorCount)
 	case *f.engineName != "matching" && *f.engineName != "none":
-		return benchUsagef("--engine: want matching or none, got %q", *f.engineName)
+		return usagef("--engine: want matching or none, got %q", *f.engineName)
 	case *f.genNice < -20 || *f.genNice > 19:
-		return benchUsagef("--generator-nice: want -20..19, got %d", *f.genNice)
+		return usagef("--generator-nice: want -20..19, got %d", *f.genNice)
 	}
 	for _, name := range strings.Split(*f.floorIdles, ",") {
 		name = strings.TrimSpace(name)
 		if !slices.Contains(bench.FloorIdles, name) {
-			return benchUsagef("--floor-idles: unknown %q (want %s)", name, strings.Join(bench.FloorIdles, ", "))
+			return usagef("--floor-idles: unknown %q (want %s)", name, strings.Join(bench.FloorIdles, ", "))
 		}
 		f.idles = append(f.idles, name)
 	}
@@ -170,7 +166,7 @@ func (f *latencyFlags) check() error {
 	case "both":
 		f.auths = []bool{false, true}
 	default:
-		return benchUsagef("--auth: want off, on or both, got %q", *f.authMode)
+		return usagef("--auth: want off, on or both, got %q", *f.authMode)
 	}
 	return nil
 }

@@ -30,13 +30,13 @@ func benchThroughput(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *count < 1000 || *count > stagetrace.RowsMax/2:
-		return benchUsagef("--count: want 1000..%d, got %d", stagetrace.RowsMax/2, *count)
+		return usagef("--count: want 1000..%d, got %d", stagetrace.RowsMax/2, *count)
 	case !(*latSeconds > 0 && *latSeconds <= 600):
-		return benchUsagef("--latency-seconds: want 0 < s <= 600, got %v", *latSeconds)
+		return usagef("--latency-seconds: want 0 < s <= 600, got %v", *latSeconds)
 	case *nice < -20 || *nice > 19:
-		return benchUsagef("--generator-nice: want -20..19, got %d", *nice)
+		return usagef("--generator-nice: want -20..19, got %d", *nice)
 	case *coalesce < 0 || int64(*coalesce) > client.CoalesceNsMax:
-		return benchUsagef("--generator-coalesce: want 0..%v, got %v", time.Duration(client.CoalesceNsMax), *coalesce)
+		return usagef("--generator-coalesce: want 0..%v, got %v", time.Duration(client.CoalesceNsMax), *coalesce)
 	}
 	if err := os.MkdirAll(*bf.out, 0o755); err != nil {
 		return err

@@ -29,6 +29,7 @@ func runSim(args []string) error {
 	inlineSync := fs.Bool("inline-sync", false, "every node fsyncs on its agent as it appends (seqbus node --fsync-inline on a fast disk), not at the group committer's step (a failing seed replays with -inline-sync)")
 	graceful := fs.Bool("graceful", false, "half the primary crashes are planned stops: the process closes and gives its lease up (a failing seed replays with -graceful)")
 	moments := fs.Bool("moments", false, "also crash a node right after it was promoted, followed a new epoch or installed a snapshot, now and then (a failing seed replays with -moments)")
+	stalls := fs.Bool("disk-stalls", false, "half the pauses hang a node's writeback instead: it runs on, nothing it writes becomes durable (a failing seed replays with -disk-stalls)")
 	trace := fs.Uint64("trace", 0, "print the event log of this one seed instead")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -37,7 +38,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return usagef("--mutation: %v", err)
 	}
-	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed, Nodes: *nodes, InlineSync: *inlineSync, Graceful: *graceful, Moments: *moments}}
+	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed, Nodes: *nodes, InlineSync: *inlineSync, Graceful: *graceful, Moments: *moments, DiskStalls: *stalls}}
 	if err := cfg.Check(); err != nil {
 		return usagef("%v", err)
 	}
