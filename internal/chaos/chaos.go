@@ -124,6 +124,13 @@ func (c Config) Check() error {
 			return flagcheck.Usagef("--faults: %v", err)
 		}
 	}
+	for _, f := range c.Faults {
+		if slices.Contains(hangFaults, f) {
+			if err := CheckHang(); err != nil {
+				return flagcheck.Usagef("--faults: %v", err)
+			}
+		}
+	}
 	return nil
 }
 

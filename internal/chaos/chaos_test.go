@@ -20,8 +20,13 @@ import (
 )
 
 func TestParseFaults(t *testing.T) {
+	// Without blkio the groups leave the hang faults out (TestHangNeedsBlkio).
+	canHang := CheckHang() == nil
+	runnable := func(faults []string) []string {
+		return slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return !canHang && slices.Contains(hangFaults, f) })
+	}
 	all, err := ParseFaults("all", ArbiterWitness)
-	if err != nil || !slices.Equal(all, slices.DeleteFunc(slices.Clone(AllFaults), func(f string) bool { return f == KillEtcd })) {
+	if err != nil || !slices.Equal(all, runnable(slices.DeleteFunc(slices.Clone(AllFaults), func(f string) bool { return f == KillEtcd }))) {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	etcd, err := ParseFaults("process,network", ArbiterEtcd)
@@ -29,7 +34,7 @@ func TestParseFaults(t *testing.T) {
 	if err != nil || !slices.Equal(etcd, want) {
 		t.Fatalf("process,network with etcd: %v %v, want %v", etcd, err, want)
 	}
-	for group, want := range map[string][]string{"process": ProcessFaults, "network": NetworkFaults, "disk": DiskFaults} {
+	for group, want := range map[string][]string{"process": ProcessFaults, "network": NetworkFaults, "disk": runnable(DiskFaults)} {
 		if got, err := ParseFaults(group, ""); err != nil || !slices.Equal(got, want) {
 			t.Fatalf("%s: %v %v", group, got, err)
 		}
@@ -89,7 +94,7 @@ func TestConfigCheckIsolated(t *testing.T) {
 	for _, group := range []struct {
 		fault string
 		check func() error
-	}{{Loss, CheckNetwork}, {FillStandbyDisk, CheckDisk}} {
+	}{{Loss, CheckNetwork}, {FillStandbyDisk, CheckDisk}, {HangPrimaryFsync, CheckHang}} {
 		t.Run(group.fault, func(t *testing.T) {
 			c := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Faults: []string{KillPrimary, group.fault}}
 			refused := func(err error) bool {
@@ -143,6 +148,39 @@ func ownDisk(t *testing.T) string {
 	}
 	t.Cleanup(d.unmount)
 	return mnt
+}
+
+// On a host without the cgroup v1 blkio controller (cgroup v2 only) the
+// disk and all groups leave the hang faults out, and a hang fault named
+// is refused with a usage error naming --faults; the other disk faults
+// stay.
+func TestHangNeedsBlkio(t *testing.T) {
+	if err := CheckDisk(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must test the disk faults: %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	saved := blkioRoot
+	blkioRoot = t.TempDir() // no controller there
+	defer func() { blkioRoot = saved }()
+	for _, group := range []string{"disk", "all"} {
+		faults, err := ParseFaults(group, ArbiterWitness)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(faults, HangPrimaryFsync) || slices.Contains(faults, HangStandbyFsync) || !slices.Contains(faults, StallPrimaryDisk) {
+			t.Fatalf("%s without blkio: %v; want the hang faults out, the others in", group, faults)
+		}
+	}
+	c := Config{Nodes: 3, Duration: 30 * time.Second, Rate: 2000, Faults: []string{HangPrimaryFsync}}
+	if err := c.Check(); err == nil || !flagcheck.IsUsage(err) || !strings.Contains(err.Error(), "--faults") || !strings.Contains(err.Error(), "blkio") {
+		t.Fatalf("a hang fault named without blkio: Check = %v, want a usage error naming --faults and blkio", err)
+	}
+	c.Faults = []string{StallPrimaryDisk}
+	if err := c.Check(); err != nil {
+		t.Fatalf("a stall without blkio: %v", err)
+	}
 }
 
 // TestFill fills a small filesystem of the test's own to its last block

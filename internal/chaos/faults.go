@@ -88,8 +88,9 @@ var faultGroups = map[string][]string{"process": ProcessFaults, "network": Netwo
 
 // ParseFaults reads a comma-separated list of fault names and groups
 // ("process", "network", "disk", "all"); a group stands for its faults that
-// apply to arbiter (ForArbiter). Config.Check refuses a named fault that
-// does not.
+// apply to arbiter (ForArbiter), without the hang faults on a host that
+// cannot run them (CheckHang). Config.Check refuses a named fault that
+// does not apply, or cannot run.
 func ParseFaults(s, arbiter string) ([]string, error) {
 	var out []string
 	for _, name := range strings.Split(s, ",") {
@@ -97,6 +98,9 @@ func ParseFaults(s, arbiter string) ([]string, error) {
 		names, ok := faultGroups[name]
 		if ok {
 			names = ForArbiter(names, arbiter)
+			if CheckHang() != nil {
+				names = slices.DeleteFunc(slices.Clone(names), func(f string) bool { return slices.Contains(hangFaults, f) })
+			}
 		} else {
 			names = []string{name}
 		}

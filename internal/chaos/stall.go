@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -119,8 +120,26 @@ func (r *run) afterStall(ctx context.Context, line string, p uint32, epoch uint6
 // waits for them, blocks until the throttle is lifted. A guard process
 // lifts it thawGuard after the hold should this process die meanwhile.
 
-// blkioRoot is the cgroup v1 blkio hierarchy.
-const blkioRoot = "/sys/fs/cgroup/blkio"
+// blkioRoot is the cgroup v1 blkio hierarchy (a variable for the tests).
+var blkioRoot = "/sys/fs/cgroup/blkio"
+
+// hangFaults need the blkio controller besides what every disk fault
+// needs.
+var hangFaults = []string{HangPrimaryFsync, HangStandbyFsync}
+
+// CheckHang says why this process cannot hang a node's writeback (nil
+// when it can): what CheckDisk says, or no cgroup v1 blkio controller (a
+// host with cgroup v2 only). The disk and all groups leave the hang
+// faults out then (ParseFaults); named, they are refused.
+func CheckHang() error {
+	if err := CheckDisk(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(blkioRoot, "blkio.throttle.write_bps_device")); err != nil {
+		return fmt.Errorf("the hang faults (%s) need the cgroup v1 blkio controller at %s: %v", strings.Join(hangFaults, ", "), blkioRoot, err)
+	}
+	return nil
+}
 
 // hang hangs node id's writeback to the filesystem on dir for st.hold.
 func (r *run) hang(ctx context.Context, st step, id uint32, dir, who string) (string, error) {
