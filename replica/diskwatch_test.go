@@ -1,7 +1,11 @@
 package replica
 
 import (
+	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -98,4 +102,41 @@ func TestDiskWatchProperty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDiskWatchScenarios plays testdata/diskwatch/*.txt: the disk watch
+// fed as node feeds it at its ticks (watch timeout=D; at T written=W
+// durable=D: an Observe at T from the watch's start; want-lead: what
+// WantLead says of a primary with this disk). go test ./replica -rewrite
+// regenerates the expectations.
+func TestDiskWatchScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/diskwatch/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no disk watch scenarios: %v", err)
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			h := &harness{t: t}
+			var w DiskWatch
+			runScenarioWith(t, path, func(out *strings.Builder, line string) {
+				fields := strings.Fields(line)
+				a := parseArgs(fields[1:])
+				switch fields[0] {
+				case "watch":
+					w = NewDiskWatch(h.dur(a, "timeout", 200_000_000))
+				case "at":
+					at, err := time.ParseDuration(fields[1])
+					if err != nil {
+						t.Fatalf("at %q: %v", fields[1], err)
+					}
+					ev := w.Observe(h.u64(a, "written", 0), h.u64(a, "durable", 0), int64(at))
+					fmt.Fprintf(out, "%s: %v stalled=%v waited=%v\n", fields[1], ev, w.Stalled(), time.Duration(w.WaitedNs(int64(at))))
+				case "want-lead":
+					fmt.Fprintf(out, "want-lead=%v\n", WantLead(w.Stalled(), false, true, false))
+				default:
+					t.Fatalf("unknown command %q", line)
+				}
+			})
+		})
+	}
 }
