@@ -231,6 +231,7 @@ var holds = map[string][2]time.Duration{
 	StallWitnessDisk: {200 * time.Millisecond, 3 * time.Second},
 	HangPrimaryFsync: {300 * time.Millisecond, 4 * time.Second},
 	HangStandbyFsync: {300 * time.Millisecond, 4 * time.Second},
+	HangWitnessFsync: {300 * time.Millisecond, 4 * time.Second},
 }
 
 // TestSchedule: one seed gives one schedule, another seed another; every

@@ -64,11 +64,15 @@ const (
 	HangPrimaryFsync = "hang-primary-fsync"
 	// HangStandbyFsync hangs a standby's writeback for 0.3..4 s.
 	HangStandbyFsync = "hang-standby-fsync"
+	// HangWitnessFsync hangs the witness's writeback for 0.3..4 s: its
+	// persister blocks, so a new epoch or in-sync set waits for the
+	// disk; the renewals, which persist nothing, go on.
+	HangWitnessFsync = "hang-witness-fsync"
 )
 
 // DiskFaults are the faults that need root, a mount namespace and
 // loop-mounted filesystems.
-var DiskFaults = []string{FillPrimaryDisk, FillStandbyDisk, FillWitnessDisk, StallPrimaryDisk, StallStandbyDisk, StallWitnessDisk, HangPrimaryFsync, HangStandbyFsync}
+var DiskFaults = []string{FillPrimaryDisk, FillStandbyDisk, FillWitnessDisk, StallPrimaryDisk, StallStandbyDisk, StallWitnessDisk, HangPrimaryFsync, HangStandbyFsync, HangWitnessFsync}
 
 const (
 	// diskImageBytes is each filesystem's size (a sparse image: only
@@ -257,7 +261,7 @@ func (r *run) diskFault(ctx context.Context, st step, p uint32, epoch uint64) (s
 	switch {
 	case slices.Contains(stallFaults, st.fault):
 		line, err = r.stall(ctx, st, dir, who)
-	case st.fault == HangPrimaryFsync || st.fault == HangStandbyFsync:
+	case slices.Contains(hangFaults, st.fault):
 		line, err = r.hang(ctx, st, id, dir, who)
 	default:
 		line, err = r.fill(ctx, st, id, dir, who, before)

@@ -57,7 +57,7 @@ const (
 // faults need the witness, kill-etcd needs etcd.
 func applies(fault, arbiter string) bool {
 	switch fault {
-	case KillWitness, IsolateWitness, FillWitnessDisk, StallWitnessDisk:
+	case KillWitness, IsolateWitness, FillWitnessDisk, StallWitnessDisk, HangWitnessFsync:
 		return arbiter == ArbiterWitness
 	case KillEtcd:
 		return arbiter == ArbiterEtcd
@@ -178,7 +178,7 @@ func (s *schedule) next() step {
 		st.hold = s.between(200*time.Millisecond, s.lease+1500*time.Millisecond)
 	case StallStandbyDisk, StallWitnessDisk:
 		st.hold = s.between(200*time.Millisecond, 3*time.Second)
-	case HangPrimaryFsync, HangStandbyFsync:
+	case HangPrimaryFsync, HangStandbyFsync, HangWitnessFsync:
 		st.hold = s.between(300*time.Millisecond, 4*time.Second)
 	case Loss:
 		st.hold, st.lossMod = s.between(time.Second, 4*time.Second), 3+s.rng.IntN(18)

@@ -125,7 +125,7 @@ var blkioRoot = "/sys/fs/cgroup/blkio"
 
 // hangFaults need the blkio controller besides what every disk fault
 // needs.
-var hangFaults = []string{HangPrimaryFsync, HangStandbyFsync}
+var hangFaults = []string{HangPrimaryFsync, HangStandbyFsync, HangWitnessFsync}
 
 // CheckHang says why this process cannot hang a node's writeback (nil
 // when it can): what CheckDisk says, or no cgroup v1 blkio controller (a
@@ -141,21 +141,26 @@ func CheckHang() error {
 	return nil
 }
 
-// hang hangs node id's writeback to the filesystem on dir for st.hold.
+// hang hangs node id's writeback (the witness's, id 0) to the filesystem
+// on dir for st.hold.
 func (r *run) hang(ctx context.Context, st step, id uint32, dir, who string) (string, error) {
 	line := fmt.Sprintf("%s: hang %s writeback", st.fault, who)
-	c := r.Get(cluster.NodeName(id))
+	name := "witness"
+	if id != 0 {
+		name = cluster.NodeName(id)
+	}
+	c := r.Get(name)
 	if c == nil {
-		return line, fmt.Errorf("node%d is not running", id)
+		return line, fmt.Errorf("%s is not running", name)
 	}
 	var fi unix.Stat_t
 	if err := unix.Stat(dir, &fi); err != nil {
 		return line, err
 	}
 	dev := fmt.Sprintf("%d:%d", unix.Major(fi.Dev), unix.Minor(fi.Dev))
-	name := fmt.Sprintf("seqbus-chaos-%d-node%d", os.Getpid(), id)
+	group := fmt.Sprintf("seqbus-chaos-%d-%s", os.Getpid(), name)
 	return holdFor(ctx, st.hold, line, func() (func() error, error) {
-		return throttle(name, dev, c.Pid(), st.hold+thawGuard)
+		return throttle(group, dev, c.Pid(), st.hold+thawGuard)
 	})
 }
 
