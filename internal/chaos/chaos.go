@@ -425,13 +425,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // holding the lease, every other node in its in-sync set, and the client
 // answered since the wait began. after is the fault it follows (0: none).
 func (r *run) waitWhole(ctx context.Context, after int) error {
-	answered := r.load.Client.Stats().Answered
 	begin := time.Now()
-	var why string
-	err := cluster.Poll(ctx, RecoverMax, 20*time.Millisecond, func() bool {
-		why = r.whole(answered)
-		return why == ""
-	})
+	why, err := r.untilWhole(ctx)
 	switch {
 	case err == nil:
 		if after > 0 {
@@ -444,6 +439,18 @@ func (r *run) waitWhole(ctx context.Context, after int) error {
 	fmt.Fprintf(r.out, "\n>>> the cluster is not whole %v after fault %d (%s); the processes:\n", RecoverMax, after, why)
 	r.WriteProcesses(r.out, 12)
 	return fmt.Errorf("the cluster did not recover within %v of fault %d: %s", RecoverMax, after, why)
+}
+
+// untilWhole polls, at most RecoverMax, for a whole cluster (whole, with
+// answers since the call); on a timeout or ctx's end it returns the error
+// and what kept the cluster from being whole.
+func (r *run) untilWhole(ctx context.Context) (why string, err error) {
+	answered := r.load.Client.Stats().Answered
+	err = cluster.Poll(ctx, RecoverMax, 20*time.Millisecond, func() bool {
+		why = r.whole(answered)
+		return why == ""
+	})
+	return why, err
 }
 
 // whole says what keeps the cluster from being whole ("" when it is).

@@ -278,6 +278,33 @@ func TestSchedule(t *testing.T) {
 	}
 }
 
+// startProc starts a process of the test's own (from the test's thread:
+// in its mount namespace) and returns it and where its exit arrives.
+func startProc(t *testing.T, name string, args ...string) (*exec.Cmd, chan error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, done
+}
+
+// waitDone waits for a process startProc started to exit cleanly, at most
+// 30 s (it was released: thawed, its throttle lifted).
+func waitDone(t *testing.T, done chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: still blocked 30 s after it was released", what)
+	}
+}
+
 // TestFreeze freezes a small filesystem of the test's own: a write to it
 // blocks, without an error, until the thaw; and a filesystem nobody
 // thaws is thawed by the guard.
@@ -287,25 +314,8 @@ func TestFreeze(t *testing.T) {
 	// does (this goroutine's thread is the one in the namespace: a
 	// process started from it is too).
 	write := func(name string) chan error {
-		cmd := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(mnt, name), "bs=4096", "count=1", "conv=fsync", "status=none")
-		done := make(chan error, 1)
-		if err := cmd.Start(); err != nil {
-			done <- err
-			return done
-		}
-		go func() { done <- cmd.Wait() }()
+		_, done := startProc(t, "dd", "if=/dev/zero", "of="+filepath.Join(mnt, name), "bs=4096", "count=1", "conv=fsync", "status=none")
 		return done
-	}
-	wait := func(done chan error, what string) {
-		t.Helper()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: still blocked 30 s after the thaw", what)
-		}
 	}
 
 	thaw, err := freeze(mnt, time.Minute)
@@ -322,13 +332,13 @@ func TestFreeze(t *testing.T) {
 	if err := thaw(); err != nil {
 		t.Fatal(err)
 	}
-	wait(done, "the write after the thaw")
+	waitDone(t, done, "the write after the thaw")
 
 	// Nobody thaws: the guard does.
 	if _, err := freeze(mnt, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	wait(write("guarded"), "the write the guard thawed")
+	waitDone(t, write("guarded"), "the write the guard thawed")
 }
 
 // TestThrottle hangs a process's writeback on a small filesystem of the
@@ -345,24 +355,7 @@ func TestThrottle(t *testing.T) {
 	// writer starts a process that waits, so it is in the group before
 	// it writes, then writes 64 KiB and fsyncs them.
 	writer := func(name string) (*exec.Cmd, chan error) {
-		cmd := exec.Command("/bin/sh", "-c", `sleep 0.2; exec dd if=/dev/zero of="$0" bs=65536 count=1 conv=fsync status=none`, filepath.Join(mnt, name))
-		done := make(chan error, 1)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { done <- cmd.Wait() }()
-		return cmd, done
-	}
-	wait := func(done chan error, what string) {
-		t.Helper()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: still blocked after 30 s", what)
-		}
+		return startProc(t, "/bin/sh", "-c", `sleep 0.2; exec dd if=/dev/zero of="$0" bs=65536 count=1 conv=fsync status=none`, filepath.Join(mnt, name))
 	}
 	group := fmt.Sprintf("seqbus-chaos-test-%d", os.Getpid())
 
@@ -380,7 +373,7 @@ func TestThrottle(t *testing.T) {
 	if err := lift(); err != nil {
 		t.Fatal(err)
 	}
-	wait(done, "the fsync after the lift")
+	waitDone(t, done, "the fsync after the lift")
 	if _, err := os.Stat(filepath.Join(blkioRoot, group)); !os.IsNotExist(err) {
 		t.Fatalf("the group is still there after the lift: %v", err)
 	}
@@ -389,7 +382,7 @@ func TestThrottle(t *testing.T) {
 	if _, err := throttle(group, dev, cmd.Process.Pid, 500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	wait(done, "the fsync the guard let through")
+	waitDone(t, done, "the fsync the guard let through")
 	if err := cluster.Poll(context.Background(), 5*time.Second, 20*time.Millisecond, func() bool {
 		_, err := os.Stat(filepath.Join(blkioRoot, group))
 		return os.IsNotExist(err)

@@ -93,13 +93,7 @@ func freeze(dir string, guard time.Duration) (thaw func() error, err error) {
 // lease) or a standby promoted meanwhile.
 func (r *run) afterStall(ctx context.Context, line string, p uint32, epoch uint64) (string, error) {
 	t0 := time.Now()
-	answered := r.load.Client.Stats().Answered
-	why := ""
-	err := cluster.Poll(ctx, RecoverMax, 20*time.Millisecond, func() bool {
-		why = r.whole(answered)
-		return why == ""
-	})
-	if err != nil {
+	if why, err := r.untilWhole(ctx); err != nil {
 		if ctx.Err() != nil {
 			return line, nil
 		}
