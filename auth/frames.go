@@ -89,7 +89,7 @@ func (v Verdict) OK() bool { return v == Verified || v == VerifiedNewEpoch }
 // clientClass reports whether frames of type t are signed with the
 // client key.
 func clientClass(t wire.Type) bool {
-	return t == wire.TypeCommand || t == wire.TypeOutput || t == wire.TypeReplayRequest || t == wire.TypeReplayEnd || wire.IsMDRecovery(t)
+	return t == wire.TypeCommand || t == wire.TypeOutput || t == wire.TypeReplayRequest || t == wire.TypeReplayEnd || t == wire.TypeNotLeading || wire.IsMDRecovery(t)
 }
 
 // Seal appends to dst the frame with FlagMAC set and its tag under the key

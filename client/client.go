@@ -110,9 +110,14 @@ type Client struct {
 	sendBuf     [1][]byte
 	lastQ       int64
 	// rejoinLeft: quick resends left after a switch to a new primary
-	// (switchedLocked); rejoinNs the last one.
-	rejoinLeft int
-	rejoinNs   int64
+	// (switchedLocked), rejoinNs the last one and rejoinEvery their
+	// spacing.
+	rejoinLeft  int
+	rejoinNs    int64
+	rejoinEvery int64
+	// hurryUntil: until then the client asks the arbiter every
+	// timersEveryNs (its primary said NOT_LEADING: onNotLeading).
+	hurryUntil int64
 	qbuf       []byte
 	rbuf       []byte // the replay request
 	qid        uint64
@@ -271,11 +276,20 @@ func (c *Client) SetPrimary(addr netip.AddrPort) int {
 // those the old one may never have released). The witness names a holder
 // as it grants the lease; the node promotes a few ms later and drops the
 // commands that reach it before: until an answer arrives, Poll resends
-// again every tenth of QueryEvery, rejoinResends times.
+// again every tenth of QueryEvery, rejoinResends times. After a
+// NOT_LEADING (a planned handover: the client learns the new holder the
+// moment it is granted, before it has promoted) it resends every
+// timersEveryNs over the same span instead, so the new primary's first
+// answer follows its promotion by at most that.
 func (c *Client) switchedLocked(now int64) int {
 	n := c.core.ResendAll(now, c.queue)
 	c.flushLocked()
-	c.rejoinLeft, c.rejoinNs = rejoinResends, now
+	c.rejoinLeft, c.rejoinNs, c.rejoinEvery = rejoinResends, now, max(int64(c.opts.QueryEvery)/10, timersEveryNs)
+	if now < c.hurryUntil {
+		c.rejoinLeft = int(int64(rejoinResends) * c.rejoinEvery / timersEveryNs)
+		c.rejoinEvery = timersEveryNs
+	}
+	c.hurryUntil = 0 // a holder is named: the usual cadence from here
 	c.core.Reconnected()
 	c.core.PollReplay(now, c.sendReplayRequest)
 	return n
@@ -295,7 +309,7 @@ func (c *Client) pollRejoin(now int64) int {
 		c.rejoinLeft = 0 // an answer since, or nothing in flight
 		return 0
 	}
-	if now-c.rejoinNs < max(int64(c.opts.QueryEvery)/10, timersEveryNs) {
+	if now-c.rejoinNs < c.rejoinEvery {
 		return 0
 	}
 	c.rejoinLeft--
@@ -403,15 +417,41 @@ func (c *Client) pollLocked(now int64) int {
 	c.flushLocked()
 	c.sendBatch(c.resendBatch)
 	c.core.PollReplay(now, c.sendReplayRequest)
-	if c.opts.Witness.IsValid() && c.queryDue(now) {
-		c.lastQ = now
-		c.qid++
-		c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.opts.Core.Session)), c.opts.Stream, c.qid)
-		c.sendBuf[0] = c.seal(c.qbuf)
-		_ = c.uc.Send(c.sendBuf[:], c.opts.Witness)
-		c.sendBuf[0] = nil
+	if c.queryDue(now) {
+		c.queryLocked(now)
 	}
 	return n
+}
+
+// queryLocked asks the witness who holds the lease (nothing without a
+// witness: a caller that asks another arbiter paces itself by
+// QueryEvery).
+func (c *Client) queryLocked(now int64) {
+	if !c.opts.Witness.IsValid() {
+		return
+	}
+	c.lastQ = now
+	c.qid++
+	c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.opts.Core.Session)), c.opts.Stream, c.qid)
+	c.sendBuf[0] = c.seal(c.qbuf)
+	_ = c.uc.Send(c.sendBuf[:], c.opts.Witness)
+	c.sendBuf[0] = nil
+}
+
+// onNotLeading takes a NOT_LEADING from the node the client sends to (from
+// its address; with a key, only a frame with a good MAC gets here): it
+// leads the client's epoch, or a newer one, no more. The client asks the
+// arbiter at once and then every timersEveryNs, for up to QueryEvery or
+// until a holder is named (switchedLocked), rather than wait for its
+// commands to go unanswered a fifth of QueryEvery. From anyone else, or of
+// an older epoch than the holder the arbiter last named, it is ignored.
+func (c *Client) onNotLeading(f *wire.Frame, src netip.AddrPort, now int64) {
+	if !src.IsValid() || unmapped(src) != c.primary || f.Epoch < c.epoch {
+		return
+	}
+	c.core.stats.NotLeading++
+	c.hurryUntil = now + int64(c.opts.QueryEvery)
+	c.queryLocked(now)
 }
 
 // queryDue: ask the witness every QueryEvery, and every tenth of it
@@ -423,6 +463,9 @@ func (c *Client) pollLocked(now int64) int {
 func (c *Client) queryDue(now int64) bool { return now-c.lastQ >= c.queryEvery(now) }
 
 func (c *Client) queryEvery(now int64) int64 {
+	if now < c.hurryUntil {
+		return timersEveryNs
+	}
 	every := int64(c.opts.QueryEvery)
 	if c.core.UnansweredNs(now) >= every/5 {
 		every = max(every/10, timersEveryNs)
@@ -534,8 +577,16 @@ func (c *Client) onBatch(bufs [][]byte, sizes []int, from []netip.AddrPort) {
 			c.onInfo(&f, src)
 			continue
 		}
+		if err == nil && f.Type == wire.TypeNotLeading {
+			c.onNotLeading(&f, src, now)
+			continue
+		}
 		if err == nil && f.Type == wire.TypeReplayEnd {
-			if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.opts.Core.Session && c.core.Fence(f.Epoch, c.fromNode(src)) {
+			// A refusal passes the fence: it carries nothing to deliver,
+			// and the node the client switched to refuses with the epoch
+			// it still follows until it has promoted (Core.OnReplayEnd).
+			if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.opts.Core.Session &&
+				(c.core.Fence(f.Epoch, c.fromNode(src)) || e.Status == wire.ReplayRefused) {
 				c.core.OnReplayEnd(ReplayAnswer{From: e.From, Next: e.Next, Highest: e.Highest,
 					TooOld: e.Status == wire.ReplayTooOld, Refused: e.Status == wire.ReplayRefused})
 			}

@@ -108,6 +108,10 @@ type Stats struct {
 	// primary's, received after its successor's. StaleOutputs counts the
 	// outputs in the refused OUTPUT frames (a REPLAY_END carries none).
 	StaleEpoch, StaleOutputs uint64
+	// NotLeading counts NOT_LEADING notices taken from the node the
+	// client sends to: it gave its lease up, lost it or stepped down, and
+	// the client asked the arbiter who leads at once.
+	NotLeading uint64
 }
 
 // Core tracks commands in flight for one session.

@@ -175,3 +175,78 @@ func TestRejoinResends(t *testing.T) {
 		}
 	}
 }
+
+// TestNotLeading: a NOT_LEADING from the node the client sends to makes it
+// ask the witness at once and every timersEveryNs (not after its
+// commands waited a fifth of QueryEvery, then every tenth); the holder
+// the witness then names ends the hurry, and the quick resends to it
+// come every timersEveryNs over the usual span. A notice from another
+// address, or of an epoch older than the holder named, changes nothing.
+func TestNotLeading(t *testing.T) {
+	conn, wit := memPair(t, "10.0.0.5:7000")
+	n1, n2 := netip.MustParseAddrPort("10.0.0.1:7000"), netip.MustParseAddrPort("10.0.0.2:7000")
+	cl, err := Dial(Options{Core: Config{Session: 7}, Conn: conn, Poll: true,
+		Primary: n1, Witness: wit.LocalAddr(), Nodes: map[uint32]netip.AddrPort{1: n1, 2: n2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	queries := func() int { n, _ := drain(t, wit); return n }
+	notice := func(from netip.AddrPort, node uint32, epoch uint64) {
+		f := (&wire.NotLeading{Origin: wire.Origin{Node: node, Epoch: epoch}}).Append(nil)
+		cl.onBatch([][]byte{f}, []int{len(f)}, []netip.AddrPort{from})
+	}
+	poll := func(from, to int64) {
+		for now := from; now < to; now += timersEveryNs {
+			cl.mu.Lock()
+			cl.pollLocked(now)
+			cl.mu.Unlock()
+		}
+	}
+	if _, err := cl.Submit(&order); err != nil {
+		t.Fatal(err)
+	}
+	t0 := monotime.Now()
+	poll(t0, t0+int64(time.Millisecond))
+	queries()
+
+	notice(n2, 2, 1) // not the node the client sends to
+	if got, st := queries(), cl.Stats(); got != 0 || st.NotLeading != 0 {
+		t.Fatalf("NOT_LEADING from another node: %d queries, NotLeading %d; want 0, 0", got, st.NotLeading)
+	}
+	notice(n1, 1, 1)
+	if got, st := queries(), cl.Stats(); got != 1 || st.NotLeading != 1 {
+		t.Fatalf("NOT_LEADING from the primary: %d queries at once, NotLeading %d; want 1, 1", got, st.NotLeading)
+	}
+	// The command is ~1 ms old: without the notice, no query for 100 ms.
+	now := monotime.Now()
+	poll(now, now+int64(10*time.Millisecond))
+	if got := queries(); got < 4 || got > 5 {
+		t.Fatalf("10 ms after NOT_LEADING: %d queries, want 4 or 5 (one per %v)", got, time.Duration(timersEveryNs))
+	}
+
+	// The witness names node 2 at epoch 2: the client switches and resends.
+	info := (&wire.Lease{Type: wire.TypeLeaseInfo, Origin: wire.Origin{Epoch: 2}, Holder: 2}).Append(nil)
+	cl.onBatch([][]byte{info}, []int{len(info)}, []netip.AddrPort{wit.LocalAddr()})
+	sw := cl.rejoinNs
+	if cl.Primary() != n2 || cl.Failovers() != 1 {
+		t.Fatalf("after the witness named node 2: primary %v, failovers %d", cl.Primary(), cl.Failovers())
+	}
+	if cl.rejoinEvery != timersEveryNs || cl.rejoinLeft != 25 || cl.hurryUntil != 0 {
+		t.Fatalf("switch after NOT_LEADING: resends every %v, %d left, hurry until %d; want every %v, 25, 0",
+			time.Duration(cl.rejoinEvery), cl.rejoinLeft, cl.hurryUntil, time.Duration(timersEveryNs))
+	}
+	// A stale notice (epoch 1, from the new primary's address) is ignored.
+	notice(n2, 2, 1)
+	if st := cl.Stats(); st.NotLeading != 1 || cl.hurryUntil != 0 {
+		t.Fatalf("NOT_LEADING of epoch 1 after the witness named epoch 2: NotLeading %d, hurry %d; want 1, 0", st.NotLeading, cl.hurryUntil)
+	}
+	// Without a notice, a switch keeps the usual spacing.
+	cl.mu.Lock()
+	cl.switchedLocked(sw)
+	cl.mu.Unlock()
+	if cl.rejoinEvery != int64(DefaultQueryEvery)/10 || cl.rejoinLeft != rejoinResends {
+		t.Fatalf("a switch with no notice: resends every %v, %d left; want %v, %d",
+			time.Duration(cl.rejoinEvery), cl.rejoinLeft, DefaultQueryEvery/10, rejoinResends)
+	}
+}

@@ -76,6 +76,15 @@ type replayState struct {
 	target uint64
 	sentNs int64
 	every  int64
+	// rejoining: Reconnected ran and no output has been admitted since,
+	// so a refusal comes from a node that does not lead yet (the arbiter
+	// names a holder a few ms before it promotes). answered: the last
+	// request was answered (not refused), so a gap seen after it is news
+	// its answer did not cover: a new primary answered before its gate
+	// had released the outputs the old one never did, which only a
+	// replay delivers. soon: either came, and the next request goes a
+	// tenth of the pacing after the last instead of a whole one.
+	rejoining, answered, soon bool
 	// probeEvery paces the probes (<= 0: none).
 	probeEvery int64
 	stats      SessionStats
@@ -119,9 +128,11 @@ func (c *Core) Admit(o *engine.Output, replay bool) bool {
 	case o.OutSeq > r.lastOut+1:
 		r.stats.Gaps++
 		r.wanted = true
+		r.soon = r.soon || r.answered
 		return false
 	}
 	r.lastOut = o.OutSeq
+	r.rejoining = false
 	if replay {
 		r.stats.ReplayDelivered++
 		if o.Kind == engine.KindExecution {
@@ -138,6 +149,7 @@ func (c *Core) Admit(o *engine.Output, replay bool) bool {
 // call it when the client changes primary (a failover) or restarts.
 func (c *Core) Reconnected() {
 	c.rs.wanted, c.rs.behind, c.rs.target, c.rs.sentNs = true, false, 0, 0
+	c.rs.rejoining = true
 }
 
 // PollReplay calls send(from) when a replay is wanted and the last request
@@ -148,7 +160,11 @@ func (c *Core) PollReplay(nowNs int64, send func(from uint64)) bool {
 	r := &c.rs
 	switch {
 	case r.wanted:
-		if r.sentNs != 0 && nowNs-r.sentNs < r.every {
+		every := r.every
+		if r.soon {
+			every /= 10
+		}
+		if r.sentNs != 0 && nowNs-r.sentNs < every {
 			return false
 		}
 	case r.behind:
@@ -165,7 +181,7 @@ func (c *Core) PollReplay(nowNs int64, send func(from uint64)) bool {
 	case r.probeEvery <= 0 || nowNs-r.sentNs < r.probeEvery:
 		return false
 	}
-	r.sentNs = nowNs
+	r.sentNs, r.soon, r.answered = nowNs, false, false
 	r.stats.ReplayRequests++
 	send(r.lastOut + 1)
 	return true
@@ -187,6 +203,12 @@ func (c *Core) OnReplayEnd(a ReplayAnswer) {
 	switch {
 	case a.Refused:
 		r.stats.Refused++
+		// Refused by a node that has delivered nothing since the switch
+		// to it: it does not lead yet and will within ms, so ask again
+		// soon. A primary over its rate bound has delivered before: it
+		// gets the whole pacing.
+		r.soon = r.rejoining
+		return
 	case a.TooOld:
 		r.stats.TooOld++
 		if a.Next > r.lastOut+1 && a.From == r.lastOut+1 {
@@ -207,4 +229,5 @@ func (c *Core) OnReplayEnd(a ReplayAnswer) {
 		r.behind = r.lastOut < r.target
 		r.behindAt, r.noteNs = r.lastOut, r.sentNs
 	}
+	r.answered = true
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/seqbus/seqbus/engine"
@@ -222,5 +223,89 @@ func TestBehindAsksAtItsPace(t *testing.T) {
 	// 150, 200, ..., 1100.
 	if n := len(*asked); n < 19 || n > 21 {
 		t.Fatalf("%d requests in 1000 ticks of a 50 pacing with nothing arriving, want ~20", n)
+	}
+}
+
+// TestRefusedWhileRejoiningAsksSoon: the arbiter names the new holder a
+// few ms before it promotes, so the replay request a switch sends is
+// refused by a node that does not lead yet. Until the new primary has
+// delivered something, a refusal makes the core ask again a tenth of the
+// pacing later (it waited the whole pacing before: a gap the switch left
+// was filled ~40 ms late, seen in seqbus chaos --faults stop-primary); a
+// refusal after that (a primary over its rate bound) gets the whole
+// pacing.
+func TestRefusedWhileRejoiningAsksSoon(t *testing.T) {
+	c := NewCore(Config{Session: 7, LastOutSeq: 4, ReplayEveryNs: 50})
+	var asked []int64
+	refuse := false // every request refused at once
+	send := func(uint64) {}
+	poll := func(from, to int64) {
+		for now := from; now <= to; now++ {
+			if c.PollReplay(now, send) {
+				asked = append(asked, now)
+				if refuse {
+					c.OnReplayEnd(ReplayAnswer{From: 5, Refused: true})
+				}
+			}
+		}
+	}
+	c.Reconnected()
+	refuse = true
+	poll(100, 120)
+	if want := []int64{100, 105, 110, 115, 120}; !slices.Equal(asked, want) {
+		t.Fatalf("refused while rejoining: asked at %v, want %v (every tenth of the pacing)", asked, want)
+	}
+	// The new primary delivers 5; 7 arrives beyond a gap: asked for at
+	// the short pacing the last refusal set, and a refusal now is a
+	// primary's own: the whole pacing after it.
+	deliver(c, false, out(engine.KindAck, 5, 1))
+	if c.Admit(out(engine.KindAck, 7, 2), false) {
+		t.Fatal("an output beyond a gap delivered")
+	}
+	asked = nil
+	poll(121, 200)
+	if want := []int64{125, 175}; !slices.Equal(asked, want) {
+		t.Fatalf("refused by a primary that delivered: asked at %v, want %v", asked, want)
+	}
+}
+
+// TestGapAfterAnswerAsksSoon: a gap seen after the last request was
+// answered is news that answer did not cover (a new primary answers the
+// switch's request before its gate has released the outputs its
+// predecessor never did, and only a replay delivers those), so the core
+// asks a tenth of the pacing after that request, not a whole pacing
+// (seqbus chaos --faults stop-primary: ~45 ms of held outputs after
+// every planned handover). A gap seen while a request is unanswered
+// waits for it at the usual pace.
+func TestGapAfterAnswerAsksSoon(t *testing.T) {
+	c := NewCore(Config{Session: 7, LastOutSeq: 4, ReplayEveryNs: 50})
+	var asked []int64
+	send := func(uint64) {}
+	poll := func(from, to int64) {
+		for now := from; now <= to; now++ {
+			if c.PollReplay(now, send) {
+				asked = append(asked, now)
+			}
+		}
+	}
+	c.Reconnected()
+	poll(100, 100)
+	c.OnReplayEnd(ReplayAnswer{From: 5, Next: 5, Highest: 4}) // nothing released yet
+	deliver(c, false, out(engine.KindDuplicate, 5, 1))        // the answer to a resend
+	if c.Admit(out(engine.KindAck, 8, 2), false) {            // 6, 7: the old primary's, unreleased
+		t.Fatal("an output beyond a gap delivered")
+	}
+	poll(101, 140)
+	if want := []int64{100, 105}; !slices.Equal(asked, want) {
+		t.Fatalf("gap after the answer: asked at %v, want %v", asked, want)
+	}
+	// No answer yet to the request at 105: another gap waits the pacing.
+	if c.Admit(out(engine.KindAck, 9, 3), false) {
+		t.Fatal("an output beyond a gap delivered")
+	}
+	asked = nil
+	poll(141, 160)
+	if len(asked) != 1 || asked[0] != 155 {
+		t.Fatalf("gap with a request unanswered: asked at %v, want [155]", asked)
 	}
 }

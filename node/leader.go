@@ -87,6 +87,7 @@ func (n *Node) leaseChanged(now int64) {
 		n.stats.LeaseLost++
 		n.stats.OutputsDroppedAtGate += uint64(dropped)
 		n.cfg.Log.Warn("lease not held: releases stop, queued outputs dropped (clients resend)", "epoch", rd.Epoch, "dropped", dropped)
+		n.tellClients(rd.Epoch)
 	}
 }
 
@@ -160,6 +161,7 @@ func (n *Node) stepDown(rd *replica.RolesReady) {
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
 	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", rd.From, "newer", rd.To, "dropped_outputs", dropped)
 	n.ldr = nil
+	n.tellClients(rd.From)
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("step-down", "err", err)
 	}

@@ -199,8 +199,22 @@ func (n *Node) giveUpLease(why string) {
 		// its next retry (up to --retry later).
 		n.ldr.LeaseReleased(now)
 		n.leaderReady()
-		n.tr.Flush()
+		n.tellClients(n.tm.Epoch())
 	}
+}
+
+// tellClients tells the address of every client session that this node
+// leads epoch no more (wire.NotLeading), so each asks the arbiter who
+// leads now instead of after its commands went unanswered: a planned
+// handover costs the clients the promotion, not their outage timers.
+func (n *Node) tellClients(epoch uint64) {
+	nl := wire.NotLeading{Origin: wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: epoch}}
+	n.frameBuf = nl.Append(n.frameBuf[:0])
+	for _, addr := range n.sessions.Addrs(nil) {
+		n.tr.Send(n.frameBuf, addr)
+		n.stats.NotLeadingSent++
+	}
+	n.tr.Flush()
 }
 
 func (n *Node) primaryAfterBatch(now int64) {

@@ -108,6 +108,34 @@ func TestGivingUpTheLeaseTellsTheStandbys(t *testing.T) {
 	}
 }
 
+// A primary that gives its lease up tells each of its clients' addresses,
+// once, with a NOT_LEADING of the epoch it led, so they ask the arbiter
+// who leads at once.
+func TestGivingUpTheLeaseTellsTheClients(t *testing.T) {
+	nw := &captureNetwork{uc: &captureEndpoint{}}
+	n, _, _ := leasedPrimaryWith(t, func(c *nodeconfig.Config) { c.Network = nw })
+	other := netip.MustParseAddrPort("10.0.0.10:7")
+	n.Deliver(commandFrame(7, 1, 100), replayClient)
+	n.Deliver(commandFrame(8, 1, 100), other)
+	n.Deliver(commandFrame(9, 1, 100), replayClient) // a second session at the same address
+	nw.uc.sent = nil
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	told := map[netip.AddrPort]int{}
+	for _, d := range nw.uc.sent {
+		if f, _, err := wire.Parse(d.pkt); err == nil && f.Type == wire.TypeNotLeading && f.Epoch == 2 && f.Node == 1 {
+			told[d.to]++
+		}
+	}
+	if len(told) != 2 || told[replayClient] != 1 || told[other] != 1 {
+		t.Fatalf("NOT_LEADING sent %v, want one to each of %v and %v", told, replayClient, other)
+	}
+	if got := n.Status().Node.NotLeadingSent; got != 2 {
+		t.Fatalf("NotLeadingSent %d, want 2", got)
+	}
+}
+
 // A standby that hears its primary's lease-released HEARTBEAT asks for
 // the lease at its next tick instead of at its next retry; an unmarked
 // heartbeat changes nothing.

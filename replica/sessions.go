@@ -1,5 +1,7 @@
 package replica
 
+import "slices"
+
 // Sessions is the bounded table of where each client session's outputs
 // go: the address its last command came from. It is kept across terms
 // (a client that reconnects to the same primary after a new term is
@@ -45,3 +47,24 @@ func (s *Sessions[A]) Addr(session uint64) (A, bool) {
 
 // Len is how many sessions the table holds.
 func (s *Sessions[A]) Len() int { return len(s.addr) }
+
+// Addrs appends to dst every session's address, once each, in the order
+// of the sessions' ids (the same order on every run, for the simulator),
+// and returns it. It allocates: for the rare moments a primary tells all
+// its clients something (wire.NotLeading), never per command.
+func (s *Sessions[A]) Addrs(dst []A) []A {
+	ids := make([]uint64, 0, len(s.addr))
+	for id := range s.addr {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	seen := make(map[A]struct{}, len(ids))
+	for _, id := range ids {
+		a := s.addr[id]
+		if _, dup := seen[a]; !dup {
+			seen[a] = struct{}{}
+			dst = append(dst, a)
+		}
+	}
+	return dst
+}

@@ -85,11 +85,16 @@ func (c *simClient) tick() {
 	c.core.PollReplay(now, c.sendReplayRequest)
 	c.noteGap(now)
 	if now-c.lastQNs >= clientQueryNs {
-		c.lastQNs = now
-		c.qid++
-		c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.session)), 0, c.qid)
-		c.send(s.witnessAddr, c.qbuf)
+		c.query()
 	}
+}
+
+// query asks the witness who leads.
+func (c *simClient) query() {
+	c.lastQNs = c.s.now
+	c.qid++
+	c.qbuf = witness.AppendQuery(c.qbuf[:0], arbiter.NodeID(uint32(c.session)), 0, c.qid)
+	c.send(c.s.witnessAddr, c.qbuf)
 }
 
 // request draws an order around a mid price of 1000, so they trade; one
@@ -158,8 +163,15 @@ func (c *simClient) onPacket(pkt []byte, from netip.AddrPort) {
 	switch f.Type {
 	case wire.TypeLeaseInfo:
 		c.onInfo(&f)
+	case wire.TypeNotLeading:
+		// Its primary leads no more (client.Client.onNotLeading): ask now.
+		if from == c.primary && f.Epoch >= c.epoch {
+			c.s.logf("client %d hears NOT_LEADING of epoch %d from node %d", c.session, f.Epoch, f.Node)
+			c.query()
+		}
 	case wire.TypeReplayEnd:
-		if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.session && c.core.Fence(f.Epoch, c.fromNode(from)) {
+		if e, err := wire.DecodeReplayEnd(&f); err == nil && e.Session == c.session &&
+			(c.core.Fence(f.Epoch, c.fromNode(from)) || e.Status == wire.ReplayRefused) {
 			c.s.logf("client %d replay from %d ends: status %d next %d highest %d", c.session, e.From, e.Status, e.Next, e.Highest)
 			c.core.OnReplayEnd(client.ReplayAnswer{From: e.From, Next: e.Next, Highest: e.Highest,
 				TooOld: e.Status == wire.ReplayTooOld, Refused: e.Status == wire.ReplayRefused})

@@ -160,6 +160,10 @@ type Stats struct {
 	// for the in-sync timeout (replica.DiskWatch): a primary gave its
 	// lease up, and neither role asked for it until the disk caught up.
 	DiskStalls uint64
+	// NotLeadingSent: NOT_LEADING notices sent to client sessions as this
+	// node stopped leading (it gave its lease up, lost it or stepped
+	// down), one per session address.
+	NotLeadingSent uint64
 	// LeaseReleasesHeard: heartbeats of this node's primary saying it gave
 	// its lease up, so this node asked for the lease at once.
 	LeaseReleasesHeard uint64

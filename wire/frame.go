@@ -51,7 +51,7 @@ func validate(f *Frame) error {
 		return validateMessages(f)
 	case TypeHeartbeat:
 		return fixed(f, 0, heartbeatLen)
-	case TypeAck:
+	case TypeAck, TypeNotLeading:
 		return fixed(f, 0, 0)
 	case TypeMDRequest, TypeMDStatus, TypeMDSnapshot:
 		return validateMDRecovery(f)

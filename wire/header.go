@@ -90,7 +90,8 @@ const (
 	TypeMDStatus        Type = 23 // node -> consumer: a request refused (too old, not yet, rate limited) and the ring's bounds
 	TypeMDSnapshot      Type = 24 // node -> consumer: one chunk of the books at an MD seq
 	TypeLeaseRelease    Type = 25 // node -> witness: the holder gives its lease up (no reply)
-	typeMax                  = TypeLeaseRelease
+	TypeNotLeading      Type = 26 // primary -> client: this node leads no more; ask the arbiter who does
+	typeMax                  = TypeNotLeading
 )
 
 var typeNames = [...]string{
@@ -119,6 +120,7 @@ var typeNames = [...]string{
 	TypeMDStatus:        "MD_STATUS",
 	TypeMDSnapshot:      "MD_SNAPSHOT",
 	TypeLeaseRelease:    "LEASE_RELEASE",
+	TypeNotLeading:      "NOT_LEADING",
 }
 
 func (t Type) String() string {

@@ -52,6 +52,34 @@ func DecodeHeartbeat(f *Frame) (Heartbeat, error) {
 		LeaseReleased: f.Flags&FlagLeaseReleased != 0}, nil
 }
 
+// NotLeading is a primary's word to its clients that it leads no more:
+// it gave its lease up (a planned stop, a failed journal, a stalled
+// disk), lost it, or stepped down for a newer epoch. Epoch is the epoch
+// it led. A client that gets it from the node it sends to asks the
+// arbiter who leads at once, and often until a newer holder is named,
+// instead of waiting for its commands to go unanswered. It carries
+// nothing else: at worst a forged one makes a client ask early.
+type NotLeading struct {
+	Origin
+}
+
+// Len is the encoded size.
+func (n *NotLeading) Len() int { return HeaderLen }
+
+// Append appends the encoded frame to dst.
+func (n *NotLeading) Append(dst []byte) []byte {
+	b, start := appendHeader(dst, TypeNotLeading, n.Origin, 0, 0)
+	return finish(b, start)
+}
+
+// DecodeNotLeading reads a parsed NOT_LEADING frame.
+func DecodeNotLeading(f *Frame) (NotLeading, error) {
+	if f.Type != TypeNotLeading {
+		return NotLeading{}, fmt.Errorf("%w: %s is not NOT_LEADING", ErrType, f.Type)
+	}
+	return NotLeading{Origin: f.Origin()}, nil
+}
+
 // Ack is sent by a standby: the highest contiguous seq it has applied (and
 // journaled), never the highest received.
 type Ack struct {

@@ -40,6 +40,8 @@ func samples(t testing.TB) map[string][]byte {
 	}
 	ack := Ack{Origin: testOrigin, Seq: 98}
 	out["ack"] = ack.Append(nil)
+	nl := NotLeading{Origin: testOrigin}
+	out["notleading"] = nl.Append(nil)
 	nak := Nak{Origin: testOrigin, Ack: 10}
 	nak.Add(Range{11, 12})
 	nak.Add(Range{20, 20})
@@ -110,6 +112,10 @@ func reencode(t testing.TB, f *Frame) []byte {
 		return x.Append(nil)
 	case f.Type == TypeAck:
 		x, err := DecodeAck(f)
+		must(t, err)
+		return x.Append(nil)
+	case f.Type == TypeNotLeading:
+		x, err := DecodeNotLeading(f)
 		must(t, err)
 		return x.Append(nil)
 	case f.Type == TypeNak:
