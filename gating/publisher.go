@@ -38,6 +38,24 @@ func NewPublisher[T any](capacity int) (*Publisher[T], error) {
 	return &Publisher[T]{outs: make([]T, capacity), seqs: make([]uint64, capacity)}, nil
 }
 
+// Reset empties the publisher and its counters, as NewPublisher left it,
+// keeping its memory: a runtime hands one publisher from term to term
+// instead of allocating (and zeroing) a new one at each promotion. The
+// queued outputs are forgotten, not handed out.
+func (p *Publisher[T]) Reset() {
+	*p = Publisher[T]{outs: p.outs, seqs: p.seqs}
+}
+
+// Prefault writes every slot once, so the pages of a new publisher are
+// faulted in now rather than by the first outputs queued in them.
+func (p *Publisher[T]) Prefault() {
+	var zero T
+	for i := range p.outs {
+		p.outs[i] = zero
+	}
+	clear(p.seqs)
+}
+
 // Len returns how many outputs are queued.
 func (p *Publisher[T]) Len() int { return p.count }
 

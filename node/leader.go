@@ -145,6 +145,9 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 	if led.KeepQueued {
 		n.ldr.TakeQueued(prev)
 	}
+	if prev != nil {
+		n.spare = prev.Memory() // the previous term's, for the next
+	}
 }
 
 // stepDown carries out replica.Roles' step-down: nothing more is
@@ -160,6 +163,7 @@ func (n *Node) stepDown(rd *replica.RolesReady) {
 	}
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
 	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", rd.From, "newer", rd.To, "dropped_outputs", dropped)
+	n.spare = n.ldr.Memory()
 	n.ldr = nil
 	n.tellClients(rd.From)
 	if err := n.becomeStandby(); err != nil {

@@ -74,6 +74,9 @@ type primaryState struct {
 	sessions *replica.Sessions[netip.AddrPort] // kept across terms
 	mdBatch  *wire.Batch                       // the market-data ring's frames (mdfeed.go)
 	rel      releaseTrack                      // assign -> release latency, first release, observer
+	// spare: the next term's memory (replica.LeaderMemory), made at
+	// start and left by each term, so no promotion allocates it.
+	spare *replica.LeaderMemory
 }
 
 // replayState is session replay's (sessionreplay.go): the core (the
@@ -139,6 +142,14 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 		},
 	}
 	n.replay = session.New(cfg.ReplayConfig())
+	if cfg.Clock == nil {
+		// Not under the simulator, whose thousands of node starts a run
+		// would each pay it: the first promotion allocates there.
+		var err error
+		if n.spare, err = replica.NewLeaderMemory(replica.LeaderConfig{Sequencer: cfg.SequencerConfig(), PublisherCapacity: cfg.PublisherCapacity}); err != nil {
+			return nil, err
+		}
+	}
 	if err := n.mdInit(); err != nil {
 		return nil, err
 	}

@@ -37,11 +37,12 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		Sequencer: n.cfg.SequencerConfig(),
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
 		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.st.Broken(),
-		DatagramLen: n.tr.DatagramLen(), MarketData: n.tr.MarketData(), Track: n.rel.core,
+		DatagramLen: n.tr.DatagramLen(), MarketData: n.tr.MarketData(), Track: n.rel.core, Memory: n.spare,
 	}, prim, n.eng(), n.j, n.sessions, n.replay, n.md.Feed)
 	if err != nil {
 		return err
 	}
+	n.spare = nil // the term's now
 	n.ldr = l
 	n.mdPromoted()
 	if seq, ok := n.snaps.Latest(); ok {

@@ -81,6 +81,39 @@ type LeaderConfig struct {
 	// Track is the runtime's ReleaseTrack, kept across terms (nil: a
 	// track of this term's own that measures no latency).
 	Track *ReleaseTrack
+	// Memory is the term's large memory, made ahead (NewLeaderMemory) or
+	// left by an earlier term (Leader.Memory); the Leader owns it from
+	// now on. Nil, or made for another configuration: NewLeader
+	// allocates it, on the promotion's path.
+	Memory *LeaderMemory
+}
+
+// LeaderMemory is a term's large memory: the gate's publisher
+// (PublisherCapacity+OutputReserve outputs of MaxOutputBytes, 9.4 MB at
+// the defaults) and the sequencer's buffers (its 6 MB retransmit ring).
+// Allocated and zeroed at a promotion it cost 1.5–9 ms on a 2-vCPU VM,
+// between the grant and the first command the new primary sequences; a
+// runtime makes it ahead instead and hands it from term to term.
+type LeaderMemory struct {
+	pub *gating.Publisher[OutSlot]
+	seq *sequencer.Buffers
+}
+
+// NewLeaderMemory makes the memory a term of cfg needs, every page of it
+// written once.
+func NewLeaderMemory(cfg LeaderConfig) (*LeaderMemory, error) {
+	pub, err := gating.NewPublisher[OutSlot](cfg.PublisherCapacity + OutputReserve)
+	if err != nil {
+		return nil, err
+	}
+	pub.Prefault()
+	return &LeaderMemory{pub: pub, seq: sequencer.NewBuffers(cfg.Sequencer)}, nil
+}
+
+// Memory is the term's memory, for the next term's LeaderConfig.Memory:
+// the Leader must not be used after. Outputs still queued are forgotten.
+func (l *Leader[A]) Memory() *LeaderMemory {
+	return &LeaderMemory{pub: l.pub, seq: l.seqr.Buffers()}
 }
 
 // LeaderCounts are what the Leader counted since the last Advance, for
@@ -223,12 +256,19 @@ func NewLeader[A comparable](cfg LeaderConfig, prim *Primary, sm engine.StateMac
 	if cfg.HashEvery == 0 || cfg.SnapshotEvery == 0 {
 		return nil, fmt.Errorf("replica: leader: HashEvery %d and SnapshotEvery %d must be > 0", cfg.HashEvery, cfg.SnapshotEvery)
 	}
-	pub, err := gating.NewPublisher[OutSlot](cfg.PublisherCapacity + OutputReserve)
-	if err != nil {
-		return nil, err
+	mem := cfg.Memory
+	cfg.Memory = nil // owned by the Leader, not kept in its configuration
+	if mem == nil || mem.pub.Cap() != cfg.PublisherCapacity+OutputReserve {
+		pub, err := gating.NewPublisher[OutSlot](cfg.PublisherCapacity + OutputReserve)
+		if err != nil {
+			return nil, err
+		}
+		mem = &LeaderMemory{pub: pub, seq: mem.seqBuffers()}
 	}
+	mem.pub.Reset()
+	pub := mem.pub
 	l := &Leader[A]{
-		cfg: cfg, seqr: sequencer.New(cfg.Sequencer, cfg.Epoch, cfg.Applied, hist),
+		cfg: cfg, seqr: sequencer.NewWith(cfg.Sequencer, cfg.Epoch, cfg.Applied, hist, mem.seq),
 		prim: prim, pub: pub, sessions: sessions, sm: sm, rec: rec, md: md,
 		broken: cfg.JournalBroken, framer: NewReleaseFramer(cmp.Or(cfg.DatagramLen, wire.DefaultDatagramLen)),
 		track: cfg.Track, latencyLast: cfg.Applied,
@@ -406,8 +446,9 @@ func (l *Leader[A]) Queued() int { return l.pub.Len() }
 
 // TakeQueued keeps, for this new term of the same process, the outputs
 // that old's term left waiting: they are part of the history this term
-// continues (NewTerm).
-func (l *Leader[A]) TakeQueued(old *Leader[A]) { l.pub = old.pub }
+// continues (NewTerm). The publisher this term had goes to old, whose
+// Memory the runtime keeps for the next term.
+func (l *Leader[A]) TakeQueued(old *Leader[A]) { l.pub, old.pub = old.pub, l.pub }
 
 // NextFrame returns the release's next finished frame (false: the
 // release is done). Send each before the next call: its bytes are valid
@@ -511,4 +552,12 @@ func (l *Leader[A]) Advance() {
 	l.seqr.ClearOutbox()
 	l.counts, l.lost, l.snapshot = LeaderCounts{}, nil, 0
 	l.firstRelease, l.sincePromotionNs = 0, 0
+}
+
+// seqBuffers is m's sequencer memory (nil for a nil m).
+func (m *LeaderMemory) seqBuffers() *sequencer.Buffers {
+	if m == nil {
+		return nil
+	}
+	return m.seq
 }

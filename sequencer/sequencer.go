@@ -193,29 +193,86 @@ type Sequencer struct {
 	released, mdReleased uint64
 }
 
+// Buffers is a sequencer's memory: the retransmit ring (RingFrames
+// frames of DatagramLen bytes, 6 MB at the defaults), the outbox and the
+// batches. A runtime makes them once (NewBuffers) and hands them from
+// term to term (NewWith, then Buffers when the term is over), so a
+// promotion allocates and zeroes none of it on the failover's path.
+type Buffers struct {
+	ring           []slot
+	out            outbox
+	batch, scratch *wire.Batch
+	datagramLen    int
+}
+
+// NewBuffers makes the memory a sequencer of cfg needs, every page of it
+// written once (a promotion then takes no page fault in it either).
+func NewBuffers(cfg Config) *Buffers {
+	cfg.withDefaults()
+	b := &Buffers{
+		ring:        make([]slot, cfg.RingFrames),
+		out:         newOutbox(max(min(cfg.MaxFramesPerNak, DefaultMaxFramesPerNak), 0)+1, cfg.DatagramLen),
+		batch:       wire.NewBatch(cfg.DatagramLen),
+		scratch:     wire.NewBatch(cfg.DatagramLen),
+		datagramLen: cfg.DatagramLen,
+	}
+	for i := range b.ring {
+		f := make([]byte, cfg.DatagramLen)
+		for j := 0; j < len(f); j += 4096 {
+			f[j] = 1 // fault the page in
+		}
+		b.ring[i].frame = f[:0]
+	}
+	return b
+}
+
+// fits reports whether b is the memory a sequencer of cfg (defaults
+// applied) needs.
+func (b *Buffers) fits(cfg *Config) bool {
+	return b != nil && len(b.ring) == cfg.RingFrames && b.datagramLen == cfg.DatagramLen &&
+		len(b.out.bufs) >= max(min(cfg.MaxFramesPerNak, DefaultMaxFramesPerNak), 0)+1
+}
+
 // New returns a sequencer that leads under epoch and continues after
 // lastSeq (0 for a fresh stream; applied for a promoted standby). hist may
 // be nil, in which case ranges older than the ring are answered with
 // NEED_SNAPSHOT.
 func New(cfg Config, epoch, lastSeq uint64, hist History) *Sequencer {
+	return NewWith(cfg, epoch, lastSeq, hist, nil)
+}
+
+// NewWith is New in the memory b (NewBuffers, or an earlier sequencer's
+// Buffers, which must not be used by it any more); a nil b, or one made
+// for another configuration, is replaced by new memory.
+func NewWith(cfg Config, epoch, lastSeq uint64, hist History, b *Buffers) *Sequencer {
 	cfg.withDefaults()
+	if !b.fits(&cfg) {
+		b = NewBuffers(cfg)
+	}
+	for i := range b.ring {
+		b.ring[i] = slot{frame: b.ring[i].frame[:0]}
+	}
+	b.out.clear()
 	s := &Sequencer{
 		cfg:     cfg,
 		origin:  wire.Origin{Stream: cfg.Stream, Node: cfg.Node, Epoch: epoch},
-		out:     newOutbox(max(min(cfg.MaxFramesPerNak, DefaultMaxFramesPerNak), 0)+1, cfg.DatagramLen),
+		out:     b.out,
 		hist:    hist,
 		next:    lastSeq + 1,
 		sent:    lastSeq,
-		batch:   wire.NewBatch(cfg.DatagramLen),
-		scratch: wire.NewBatch(cfg.DatagramLen),
-		ring:    make([]slot, cfg.RingFrames),
+		batch:   b.batch,
+		scratch: b.scratch,
+		ring:    b.ring,
 		tokens:  cfg.RetransmitBurstBytes,
-	}
-	for i := range s.ring {
-		s.ring[i].frame = make([]byte, 0, cfg.DatagramLen)
 	}
 	s.batch.Reset(wire.TypeData, s.origin, s.next)
 	return s
+}
+
+// Buffers is the sequencer's memory, for the next term's NewWith; the
+// sequencer must not be used after.
+func (s *Sequencer) Buffers() *Buffers {
+	return &Buffers{ring: s.ring, out: s.out, batch: s.batch, scratch: s.scratch, datagramLen: s.cfg.DatagramLen}
 }
 
 // Epoch is the epoch this sequencer leads under.

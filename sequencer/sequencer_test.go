@@ -250,12 +250,7 @@ func TestNakFallsBackToJournalThenSnapshot(t *testing.T) {
 	}
 	s.OnNak(nak(wire.Range{From: 60, To: 100}), 1)
 	out.take(s)
-	got := messages(t, out.unicast)
-	for seq := uint64(60); seq <= 100; seq++ {
-		if !bytes.Equal(got[seq], cmd(seq, 32)) {
-			t.Fatalf("seq %d not resent from the journal", seq)
-		}
-	}
+	wantResent(t, &out, 60, 100, "the journal")
 	if s.Stats().JournalFallbacks != 1 {
 		t.Fatalf("stats %+v", s.Stats())
 	}
@@ -594,5 +589,52 @@ func TestMaxCommandBytesCapsJumboFrames(t *testing.T) {
 	}
 	if s := New(Config{DatagramLen: 1472, MaxCommandBytes: 5000}, 1, 0, nil); s.MaxCommand() != wire.DefaultDatagramLen-wire.HeaderLen-wire.MessageOverhead {
 		t.Fatalf("a cap over the frame: MaxCommand %d", s.MaxCommand())
+	}
+}
+
+// A sequencer started in an earlier one's memory (NewWith, Buffers) is a
+// new one: it continues after its lastSeq, and its ring holds none of
+// the earlier term's frames (a NAK for them is answered from the
+// journal, here gone: NEED_SNAPSHOT); a frame it sends and then resends
+// is its own.
+func TestNewWithReusesNothingButMemory(t *testing.T) {
+	var out recorder
+	s := New(Config{}, 1, 0, nil)
+	fill(s, &out, 500, 32)
+	b := s.Buffers()
+	s2 := NewWith(Config{}, 2, 1000, nil, b)
+	if &s2.ring[0] != &b.ring[0] {
+		t.Fatal("NewWith allocated a new ring")
+	}
+	out = recorder{}
+	s2.OnNak(nak(wire.Range{From: 10, To: 12}), 1)
+	out.take(s2)
+	if len(out.unicast) != 1 || types(t, out.unicast)[0] != wire.TypeNeedSnapshot {
+		t.Fatalf("NAK for the earlier term's seqs: %d frames %v, want one NEED_SNAPSHOT", len(out.unicast), types(t, out.unicast))
+	}
+	out = recorder{}
+	fill(s2, &out, 10, 32)
+	if s2.LastAssigned() != 1010 {
+		t.Fatalf("last assigned %d, want 1010", s2.LastAssigned())
+	}
+	out = recorder{}
+	s2.OnNak(nak(wire.Range{From: 1001, To: 1010}), 2)
+	out.take(s2)
+	wantResent(t, &out, 1001, 1010, "the reused ring")
+	// Memory made for another datagram size is not taken.
+	if s3 := NewWith(Config{DatagramLen: 9000}, 3, 0, nil, s2.Buffers()); &s3.ring[0] == &b.ring[0] {
+		t.Fatal("a ring of 1472-byte frames reused for 9000-byte ones")
+	}
+}
+
+// wantResent fails unless out's unicast frames carry every 32-byte
+// command from..to, resent from where.
+func wantResent(t *testing.T, out *recorder, from, to uint64, where string) {
+	t.Helper()
+	got := messages(t, out.unicast)
+	for seq := from; seq <= to; seq++ {
+		if !bytes.Equal(got[seq], cmd(seq, 32)) {
+			t.Fatalf("seq %d not resent from %s", seq, where)
+		}
 	}
 }
