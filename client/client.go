@@ -473,9 +473,14 @@ func (c *Client) queryEvery(now int64) int64 {
 	return every
 }
 
+// QueryEveryMin is the shortest QueryEvery says: the client's timer
+// cadence, used after a NOT_LEADING. A caller that asks another arbiter
+// itself checks QueryEvery this often.
+const QueryEveryMin = time.Duration(timersEveryNs)
+
 // QueryEvery is how often to ask who leads now: Options.QueryEvery, or a
-// tenth of it while commands wait unanswered (for a caller that asks
-// another arbiter itself, e.g. etcd).
+// tenth of it while commands wait unanswered, or QueryEveryMin after a
+// NOT_LEADING (for a caller that asks another arbiter itself, e.g. etcd).
 func (c *Client) QueryEvery() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -177,9 +177,10 @@ func FollowEtcd(endpoints []string, stream uint16, nodes map[uint32]netip.AddrPo
 		defer close(done)
 		var holder arbiter.NodeID
 		var epoch uint64
-		// Tick at the client's fast cadence; ask etcd at the one the
-		// client says (every 100 ms, every 10 while answers are late).
-		t := time.NewTicker(client.DefaultQueryEvery / 10)
+		// Tick at the client's fastest cadence; ask etcd at the one the
+		// client says (every 100 ms, every 10 while answers are late,
+		// every 2 after its primary said NOT_LEADING).
+		t := time.NewTicker(client.QueryEveryMin)
 		defer t.Stop()
 		var last time.Time
 		for {
