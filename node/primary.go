@@ -204,6 +204,12 @@ func (n *Node) giveUpLease(why string) {
 	}
 }
 
+// maxNotLeading bounds the NOT_LEADING notices of one step-down (one
+// datagram each, sent on the agent): a few ms of sends. Past it (a
+// --max-sessions above the default) the clients of the higher session
+// ids find the next primary by their own timers, as without notices.
+const maxNotLeading = nodeconfig.DefaultMaxSessions
+
 // tellClients tells the address of every client session that this node
 // leads epoch no more (wire.NotLeading), so each asks the arbiter who
 // leads now instead of after its commands went unanswered: a planned
@@ -211,7 +217,7 @@ func (n *Node) giveUpLease(why string) {
 func (n *Node) tellClients(epoch uint64) {
 	nl := wire.NotLeading{Origin: wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: epoch}}
 	n.frameBuf = nl.Append(n.frameBuf[:0])
-	for _, addr := range n.sessions.Addrs(nil) {
+	for _, addr := range n.sessions.Addrs(nil, maxNotLeading) {
 		n.tr.Send(n.frameBuf, addr)
 		n.stats.NotLeadingSent++
 	}

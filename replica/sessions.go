@@ -48,11 +48,12 @@ func (s *Sessions[A]) Addr(session uint64) (A, bool) {
 // Len is how many sessions the table holds.
 func (s *Sessions[A]) Len() int { return len(s.addr) }
 
-// Addrs appends to dst every session's address, once each, in the order
-// of the sessions' ids (the same order on every run, for the simulator),
-// and returns it. It allocates: for the rare moments a primary tells all
-// its clients something (wire.NotLeading), never per command.
-func (s *Sessions[A]) Addrs(dst []A) []A {
+// Addrs appends to dst the address of every session, once each, in the
+// order of the sessions' ids (the same order on every run, for the
+// simulator), at most max of them (the lowest ids'), and returns it. It
+// allocates: for the rare moments a primary tells its clients something
+// (wire.NotLeading), never per command.
+func (s *Sessions[A]) Addrs(dst []A, max int) []A {
 	ids := make([]uint64, 0, len(s.addr))
 	for id := range s.addr {
 		ids = append(ids, id)
@@ -60,6 +61,9 @@ func (s *Sessions[A]) Addrs(dst []A) []A {
 	slices.Sort(ids)
 	seen := make(map[A]struct{}, len(ids))
 	for _, id := range ids {
+		if len(seen) == max {
+			break
+		}
 		a := s.addr[id]
 		if _, dup := seen[a]; !dup {
 			seen[a] = struct{}{}

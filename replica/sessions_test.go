@@ -18,11 +18,14 @@ func TestSessionsAddrs(t *testing.T) {
 		}
 	}
 	for range 20 { // map order varies between calls
-		if got, want := s.Addrs(nil), []string{"a", "d", "b", "c"}; !slices.Equal(got, want) {
+		if got, want := s.Addrs(nil, 8), []string{"a", "d", "b", "c"}; !slices.Equal(got, want) {
 			t.Fatalf("Addrs = %v, want %v", got, want)
 		}
 	}
-	if got := NewSessions[string](1).Addrs([]string{"z"}); !slices.Equal(got, []string{"z"}) {
+	if got, want := s.Addrs(nil, 2), []string{"a", "d"}; !slices.Equal(got, want) {
+		t.Fatalf("Addrs at most 2 = %v, want %v (the lowest sessions')", got, want)
+	}
+	if got := NewSessions[string](1).Addrs([]string{"z"}, 8); !slices.Equal(got, []string{"z"}) {
 		t.Fatalf("empty table: Addrs = %v, want the dst unchanged", got)
 	}
 }
