@@ -60,10 +60,10 @@ func HasRefetchMarker(fsys FS, dir string) bool {
 	return false
 }
 
-// SetAside renames every file in dir but the refetch marker and the files
-// already set aside with the suffix AsideMarker+"<nowUnix>" (kept for an
-// operator's post-mortem; Open ignores them, so it then finds an empty
-// journal), syncs the directory and returns how many it renamed. nowUnix
+// SetAside renames every file in dir but the refetch marker, the spare
+// segment (SpareSegmentName: no record, reused) and the files already set
+// aside with the suffix AsideMarker+"<nowUnix>" (kept for an operator's
+// post-mortem; Open ignores them, so it then finds an empty journal), syncs the directory and returns how many it renamed. nowUnix
 // is the wall clock in Unix seconds, passed in so that the journal reads
 // no clock. On an error the files renamed so far are counted and stay
 // renamed.
@@ -75,7 +75,7 @@ func SetAside(fsys FS, dir string, nowUnix int64) (int, error) {
 	suffix := AsideMarker + strconv.FormatInt(nowUnix, 10)
 	moved := 0
 	for _, name := range names {
-		if strings.Contains(name, AsideMarker) || name == RefetchMarker {
+		if strings.Contains(name, AsideMarker) || name == RefetchMarker || name == SpareSegmentName {
 			continue
 		}
 		from := dir + "/" + name

@@ -128,3 +128,116 @@ func BenchmarkReadFrom(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRoll times the append that rolls to a new 64 MiB segment: the
+// owner's (a node's agent's) cost at each roll, once per SegmentBytes of
+// log, with the segment created at the roll (inline) or prepared ahead
+// (Options.PrepareAhead). Between rolls (outside the timer) the previous
+// segments are removed, so the disk holds two or three, what was
+// appended is synced under group (as the fsync thread keeps it), and the
+// spare is left time to be ready, as it is in a node, where rolls are
+// seconds apart.
+func BenchmarkRoll(b *testing.B) {
+	for _, p := range []SyncPolicy{SyncNone, SyncGroup} {
+		for _, ahead := range []bool{false, true} {
+			name := p.String() + "/inline"
+			if ahead {
+				name = p.String() + "/ahead"
+			}
+			b.Run(name, func(b *testing.B) {
+				benchRoll(b, Options{Policy: p, WriteBufferBytes: 64 << 10, PrepareAhead: ahead})
+			})
+		}
+	}
+}
+
+func benchRoll(b *testing.B, opts Options) {
+	j, _ := mustOpen(b, OSFS{}, b.TempDir(), opts)
+	defer j.Close()
+	payload := make([]byte, 32)
+	seq := uint64(1)
+	if err := j.Append(1, seq, payload, 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for len(j.segs) > 1 {
+			if err := j.fs.Remove(j.path(j.segs[0].name)); err != nil {
+				b.Fatal(err)
+			}
+			j.segs = j.segs[1:]
+		}
+		// The segment is full: the next record does not fit.
+		j.segs[0].endOffset = j.opts.SegmentBytes - 8
+		if err := j.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		if j.opts.Policy != SyncNone {
+			if err := j.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if j.spareDone != nil {
+			<-j.spareDone
+		}
+		time.Sleep(20 * time.Millisecond) // the disk settles, as between rolls
+		seq++
+		b.StartTimer()
+		if err := j.Append(1, seq, payload, int64(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSnapshotDone times the owner's (a node's agent's) Poll that
+// finds a snapshot write finished: whatever the writer does on the owner
+// after each snapshot, the compaction behind it included (here one 64
+// MiB segment a snapshot, for a state of stateBytes that does not
+// compress). The write itself and the appends are outside the timer.
+func BenchmarkSnapshotDone(b *testing.B) {
+	for _, stateBytes := range []int{64 << 10, 4 << 20} {
+		b.Run(fmt.Sprintf("state=%dKiB", stateBytes>>10), func(b *testing.B) {
+			j, _ := mustOpen(b, OSFS{}, b.TempDir(), Options{Policy: SyncNone, WriteBufferBytes: 64 << 10})
+			defer j.Close()
+			w := NewSnapshotWriter(j, SnapshotWriterOptions{})
+			state := make([]byte, stateBytes)
+			for i := range state {
+				state[i] = byte(i*7919>>3 ^ i>>11) // does not compress much
+			}
+			payload := make([]byte, 32)
+			seq := uint64(0)
+			fill := func() { // one record, then the segment counts as full
+				seq++
+				if err := j.Append(1, seq, payload, 0); err != nil {
+					b.Fatal(err)
+				}
+				j.segs[len(j.segs)-1].endOffset = j.opts.SegmentBytes - 8
+			}
+			removed := 0
+			b.ResetTimer()
+			for i := 0; i < b.N+2; i++ {
+				b.StopTimer()
+				fill() // rolled: the previous segment lies below this snapshot
+				w.Cut(seq, 1, state)
+				w.Start()
+				time.Sleep(50 * time.Millisecond) // written, not yet seen
+				if i >= 2 {
+					b.StartTimer() // the first two have nothing to compact behind
+				}
+				done := w.Poll()
+				b.StopTimer()
+				for len(done) == 0 { // the disk was slower than the sleep
+					time.Sleep(time.Millisecond)
+					done = w.Poll()
+				}
+				if done[0].Err != nil || done[0].CompactErr != nil {
+					b.Fatal(done[0].Err, done[0].CompactErr)
+				}
+				removed += done[0].Removed
+			}
+			b.ReportMetric(float64(removed)/float64(b.N), "segments/op")
+		})
+	}
+}

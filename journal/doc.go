@@ -58,7 +58,18 @@
 //     one on the owner goroutine, Abandon waits for the write under way and
 //     forgets the rest. Each of these returns the SnapshotWrites it
 //     finished (seq, epoch, data, error, duration, compaction) for the
-//     caller to publish; a failed write compacts nothing.
+//     caller to publish; a failed write compacts nothing. The retention
+//     decision (reading the directory and verifying the newest snapshot)
+//     runs on the write's goroutine; the owner drops the compacted
+//     segments from its view, and their files are removed and the
+//     directory synced on another goroutine (inline: on the owner), so
+//     the owner does no file I/O for a snapshot. Anything else that
+//     removes segments, and Close, first waits for such a removal.
+//  9. With Options.PrepareAhead the next segment is created and
+//     preallocated (SpareSegmentName) on a goroutine of its own while the
+//     current one fills, and a roll renames it: the owner waits for no
+//     fallocate. Under group and always a roll still fsyncs the segment
+//     it closes, on the owner (only the last segment may be torn).
 //
 // # Recovery rules
 //

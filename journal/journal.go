@@ -92,7 +92,22 @@ type Options struct {
 	// SyncNone) only once flushed, so nothing unwritten is ever reported
 	// durable. 0 writes every record at once.
 	WriteBufferBytes int
+	// PrepareAhead creates and preallocates the next segment file
+	// (SpareSegmentName) on a goroutine of its own while the current one
+	// fills, so a roll on the owner renames a ready file instead of
+	// creating one and waiting for its fallocate (hundreds of µs for 64
+	// MiB, more on a busy disk). The directory then holds one more
+	// SegmentBytes file. False (the simulator's single goroutine, tools):
+	// the roll creates the segment itself.
+	PrepareAhead bool
 }
+
+// SpareSegmentName is the next segment prepared ahead
+// (Options.PrepareAhead), renamed to its segment's name at the roll that
+// takes it. Open ignores it as a segment: it holds no record until
+// renamed. A journal opened with PrepareAhead truncates a leftover one
+// and preallocates it again.
+const SpareSegmentName = "next.seg.tmp"
 
 func (o Options) withDefaults() (Options, error) {
 	if o.SegmentBytes == 0 {
@@ -171,6 +186,22 @@ type Journal struct {
 
 	durable atomic.Uint64
 	failure atomic.Pointer[failedError]
+
+	// spareDone is closed when the preparer (Options.PrepareAhead) has
+	// set spare; nil while none is under way or ready. Owner goroutine.
+	spareDone chan struct{}
+	spare     spareSegment
+	// removing is the latest compaction's file removal off the owner
+	// (compactBehindAsync); nil once collected. Owner goroutine.
+	removing *removal
+}
+
+// spareSegment is a segment file prepared ahead, with its index's
+// memory, or the error that stopped its preparation.
+type spareSegment struct {
+	f   File
+	seg *segment
+	err error
 }
 
 // segment is the in-memory view of one segment file.
@@ -191,16 +222,22 @@ type indexEntry struct {
 func segmentName(firstSeq uint64) string { return fmt.Sprintf("%020d.seg", firstSeq) }
 
 func newSegment(firstSeq uint64, opts Options) *segment {
-	capacity := 2
+	s := &segment{index: make([]indexEntry, 0, indexCapacity(opts))}
+	s.start(firstSeq)
+	return s
+}
+
+// indexCapacity is a segment index's size for SegmentBytes of records.
+func indexCapacity(opts Options) int {
 	if opts.IndexIntervalBytes > 0 {
-		capacity += int(opts.SegmentBytes / opts.IndexIntervalBytes)
+		return 2 + int(opts.SegmentBytes/opts.IndexIntervalBytes)
 	}
-	return &segment{
-		name:     segmentName(firstSeq),
-		firstSeq: firstSeq,
-		lastSeq:  firstSeq - 1,
-		index:    make([]indexEntry, 0, capacity),
-	}
+	return 2
+}
+
+// start makes s the empty segment whose first record is firstSeq.
+func (s *segment) start(firstSeq uint64) {
+	s.name, s.firstSeq, s.lastSeq = segmentName(firstSeq), firstSeq, firstSeq-1
 }
 
 func (s *segment) empty() bool { return s.lastSeq < s.firstSeq }
@@ -333,7 +370,9 @@ func (j *Journal) published(seq uint64, count int, firstNs int64) {
 // segment is fsynced first so that only the last segment can ever have a
 // torn tail, which is what lets recovery call damage anywhere else
 // corruption rather than a crash. Under SyncNone it is not (see SyncNone):
-// the appender, a node's agent, then never waits for a disk.
+// the appender, a node's agent, then never waits for a disk. The new
+// segment is the spare prepared ahead when one is ready
+// (Options.PrepareAhead): a rename, not a create and a fallocate.
 func (j *Journal) roll(firstSeq uint64) error {
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
@@ -342,15 +381,15 @@ func (j *Journal) roll(firstSeq uint64) error {
 			return j.fail(err)
 		}
 	}
-	seg := newSegment(firstSeq, j.opts)
-	f, err := j.fs.OpenFile(j.path(seg.name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	seg, f, err := j.takeSpare(firstSeq)
 	if err != nil {
-		return fmt.Errorf("journal: create segment: %w", err)
+		return err
 	}
-	if err := f.Preallocate(j.opts.SegmentBytes); err != nil {
-		_ = f.Close()
-		_ = j.fs.Remove(j.path(seg.name))
-		return fmt.Errorf("journal: preallocate segment: %w", err)
+	if f == nil {
+		seg = newSegment(firstSeq, j.opts)
+		if f, err = j.createSegment(seg.name); err != nil {
+			return err
+		}
 	}
 	j.mu.Lock()
 	j.syncFile = f
@@ -361,7 +400,87 @@ func (j *Journal) roll(firstSeq uint64) error {
 	}
 	j.curFile = f
 	j.segs = append(j.segs, seg)
+	j.prepareSpare()
 	return nil
+}
+
+// createSegment creates the segment file name, preallocated.
+func (j *Journal) createSegment(name string) (File, error) {
+	f, err := j.fs.OpenFile(j.path(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal: create segment: %w", err)
+	}
+	if err := f.Preallocate(j.opts.SegmentBytes); err != nil {
+		_ = f.Close()
+		_ = j.fs.Remove(j.path(name))
+		return nil, fmt.Errorf("journal: preallocate segment: %w", err)
+	}
+	return f, nil
+}
+
+// prepareSpare starts preparing the next segment (Options.PrepareAhead)
+// unless one is under way or ready. Owner goroutine.
+func (j *Journal) prepareSpare() {
+	if !j.opts.PrepareAhead || j.spareDone != nil {
+		return
+	}
+	done := make(chan struct{})
+	j.spareDone = done
+	fsys, path, opts := j.fs, j.path(SpareSegmentName), j.opts
+	go func() {
+		defer close(done)
+		sp := spareSegment{seg: &segment{index: make([]indexEntry, 0, indexCapacity(opts))}}
+		// O_TRUNC: a spare an earlier process left may be part
+		// preallocated; it holds no record either way.
+		sp.f, sp.err = fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if sp.err == nil {
+			if sp.err = sp.f.Preallocate(opts.SegmentBytes); sp.err != nil {
+				_ = sp.f.Close()
+				sp.f = nil
+			}
+		}
+		j.spare = sp
+	}()
+}
+
+// takeSpare renames the spare, if one is ready, to the segment starting
+// at firstSeq and returns it; (nil, nil, nil) when none is ready or its
+// preparation failed (the roll creates the segment itself, and a new
+// spare is prepared after it). Owner goroutine.
+func (j *Journal) takeSpare(firstSeq uint64) (*segment, File, error) {
+	if j.spareDone == nil {
+		return nil, nil, nil
+	}
+	select {
+	case <-j.spareDone:
+	default:
+		return nil, nil, nil // still preparing: this roll does not wait
+	}
+	sp := j.spare
+	j.spareDone, j.spare = nil, spareSegment{}
+	if sp.err != nil {
+		return nil, nil, nil
+	}
+	sp.seg.start(firstSeq)
+	if err := j.fs.Rename(j.path(SpareSegmentName), j.path(sp.seg.name)); err != nil {
+		_ = sp.f.Close()
+		return nil, nil, fmt.Errorf("journal: create segment: %w", err)
+	}
+	return sp.seg, sp.f, nil
+}
+
+// dropSpare waits for a preparation under way and removes the spare, so
+// a closed journal leaves only segments and snapshots. Owner goroutine.
+func (j *Journal) dropSpare() {
+	if j.spareDone == nil {
+		return
+	}
+	<-j.spareDone
+	if j.spare.f != nil {
+		_ = j.spare.f.Close()
+		_ = j.fs.Remove(j.path(SpareSegmentName))
+	}
+	j.spareDone, j.spare = nil, spareSegment{}
 }
 
 // Sync fsyncs everything appended so far and then advances Durable(). It
@@ -631,6 +750,9 @@ func (j *Journal) TruncateAfter(seq uint64) error {
 	if !j.hasBase || seq >= j.lastSeq {
 		return nil
 	}
+	if err := j.waitRemoval(); err != nil {
+		return err
+	}
 	first := j.First()
 	if first == 0 || seq+1 < first {
 		return ErrCompacted
@@ -712,6 +834,9 @@ func (j *Journal) ResetTo(seq uint64) error {
 		return err
 	}
 	j.pend, j.pendCount = j.pend[:0], 0 // about to be removed anyway
+	if err := j.waitRemoval(); err != nil {
+		return err
+	}
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
 	if j.curFile != nil {
@@ -752,6 +877,10 @@ func (j *Journal) Close() error {
 	if errors.Is(err, ErrClosed) {
 		err = nil
 	}
+	if rerr := j.waitRemoval(); err == nil {
+		err = rerr
+	}
+	j.dropSpare()
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
 	j.closed = true

@@ -21,6 +21,9 @@ func TestPropertyAppendSyncCrash(t *testing.T) {
 			// Write batching on in some runs: durability must still never
 			// count a record that was not written.
 			WriteBufferBytes: rapid.SampledFrom([]int{0, 0, 512, 4096}).Draw(t, "writeBuffer"),
+			// The next segment prepared ahead in some runs: a roll then
+			// renames it, and a crash must lose nothing durable either way.
+			PrepareAhead: rapid.Bool().Draw(t, "prepareAhead"),
 		}
 		j, _ := mustOpen(t, fsys, testDir, opts)
 		var model []record
@@ -31,6 +34,9 @@ func TestPropertyAppendSyncCrash(t *testing.T) {
 		reopen := func(crash bool, seed uint64) {
 			durable := j.Durable()
 			if crash {
+				if j.spareDone != nil {
+					<-j.spareDone // a crash ends the preparer too
+				}
 				fsys.Crash(seed)
 			} else if err := j.Close(); err != nil {
 				t.Fatal(err)

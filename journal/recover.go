@@ -84,6 +84,7 @@ func Open(fsys FS, dir string, opts Options) (*Journal, Recovery, error) {
 	}
 	j.syncFile, j.appendedSeq, j.syncedSeq = j.curFile, j.lastSeq, j.lastSeq
 	j.durable.Store(j.lastSeq)
+	j.prepareSpare() // Options.PrepareAhead: the first roll's segment
 	return j, rec, nil
 }
 

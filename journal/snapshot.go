@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -338,30 +340,38 @@ func (j *Journal) Compact() (removed int, err error) {
 	if j.closed {
 		return 0, ErrClosed
 	}
+	seq, ok, err := j.compactionSeq()
+	if err != nil || !ok {
+		return 0, err
+	}
+	return j.CompactBehind(seq)
+}
+
+// compactionSeq is Compact's retention decision: the seq of the snapshot
+// below the newest that verifies, behind which segments may go; ok is
+// false with fewer than two snapshots. It reads the directory and the
+// newest snapshot whole (its checksum), and touches no journal state:
+// safe from any goroutine, so a SnapshotWriter decides on the write's own.
+func (j *Journal) compactionSeq() (seq uint64, ok bool, err error) {
 	snapSeq, err := j.latestSnapshotSeq()
 	if errors.Is(err, ErrNoSnapshot) {
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	names, err := j.fs.ReadDir(j.dir)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	older := false
 	for _, s := range snapshotSeqs(names) {
 		if s < snapSeq {
-			snapSeq, older = s, true // newest first: the next older kept one
-			break
+			return s, true, nil // newest first: the next older kept one
 		}
 	}
-	if !older {
-		// One snapshot: the older state is the empty one, which the
-		// journal reaches only from its start.
-		return 0, nil
-	}
-	return j.CompactBehind(snapSeq)
+	// One snapshot: the older state is the empty one, which the journal
+	// reaches only from its start.
+	return 0, false, nil
 }
 
 // CompactBehind removes the segments whose records all lie at or below
@@ -374,6 +384,9 @@ func (j *Journal) CompactBehind(seq uint64) (removed int, err error) {
 	if j.closed {
 		return 0, ErrClosed
 	}
+	if err := j.waitRemoval(); err != nil {
+		return 0, err
+	}
 	for len(j.segs) > 1 && j.segs[0].lastSeq <= seq {
 		if err := j.fs.Remove(j.path(j.segs[0].name)); err != nil {
 			return removed, err
@@ -385,6 +398,96 @@ func (j *Journal) CompactBehind(seq uint64) (removed int, err error) {
 		return removed, j.fs.SyncDir(j.dir)
 	}
 	return 0, nil
+}
+
+// removal is a compaction's file removal under way off the owner
+// goroutine (compactBehindAsync): segs, dropped from the journal's view,
+// are removed oldest first, then the directory is synced. The goroutine
+// sets left (the ones it did not remove) and err, then closes done.
+type removal struct {
+	segs []*segment
+	left []*segment
+	err  error
+	done chan struct{}
+}
+
+// compactBehindAsync is CompactBehind with the file I/O (an unlink of a
+// preallocated segment and a directory fsync: a millisecond or more on
+// the owner, a node's agent) on a goroutine of its own. The owner only
+// drops the segments from its view, so every read of the journal sees
+// the compacted log at once. While an earlier removal is still under way
+// nothing is compacted (the next snapshot's compaction takes these
+// segments too). A removal that failed puts the segments it left back in
+// the view, oldest first, and its error is returned by the next call.
+// Owner goroutine.
+func (j *Journal) compactBehindAsync(seq uint64) (removed int, err error) {
+	if j.closed {
+		return 0, ErrClosed
+	}
+	if r := j.removing; r != nil {
+		select {
+		case <-r.done:
+		default:
+			return 0, nil // still removing the last compaction's
+		}
+	}
+	if err := j.waitRemoval(); err != nil {
+		return 0, err
+	}
+	k := 0
+	for k < len(j.segs)-1 && j.segs[k].lastSeq <= seq {
+		k++
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	r := &removal{segs: slices.Clone(j.segs[:k]), done: make(chan struct{})}
+	j.segs = j.segs[k:]
+	j.removing = r
+	fsys, dir := j.fs, j.dir
+	go func() {
+		defer close(r.done)
+		for i, s := range r.segs {
+			if r.err = fsys.Remove(filepath.Join(dir, s.name)); r.err != nil {
+				r.left = r.segs[i:]
+				return
+			}
+		}
+		r.err = fsys.SyncDir(dir)
+	}()
+	return k, nil
+}
+
+// waitRemoval waits for a removal under way and returns its error; the
+// segments a failed one left are back in the journal's view. Owner
+// goroutine: before anything that removes segments itself or closes.
+func (j *Journal) waitRemoval() error {
+	r := j.removing
+	if r == nil {
+		return nil
+	}
+	<-r.done
+	j.removing = nil
+	if len(r.left) > 0 {
+		j.segs = append(slices.Clone(r.left), j.segs...)
+	}
+	if r.err != nil {
+		return fmt.Errorf("journal: compaction: %w", r.err)
+	}
+	return nil
+}
+
+// removalError is a finished removal's error (nil while one is under
+// way or none failed), collected as waitRemoval does. Owner goroutine.
+func (j *Journal) removalError() error {
+	if r := j.removing; r != nil {
+		select {
+		case <-r.done:
+			return j.waitRemoval()
+		default:
+		}
+	}
+	return nil
 }
 
 // DropSnapshotsAbove durably removes every snapshot taken after seq. A node

@@ -33,7 +33,7 @@ type snapshotJob struct {
 	seq, epoch uint64
 	data       []byte
 	startNs    int64
-	done       chan error // nil until the write has started
+	done       chan writeResult // nil until the write has started
 }
 
 // snapshotsWaitingMax is the queue's bound: the snapshot being written and
@@ -167,7 +167,7 @@ func (w *SnapshotWriter) start() {
 			return
 		}
 		ps.startNs = w.now()
-		ps.done = make(chan error, 1)
+		ps.done = make(chan writeResult, 1)
 		j := w.j
 		// The journal holds the records through the snapshot's seq before
 		// the snapshot is on disk: a crash must never leave a snapshot
@@ -182,19 +182,25 @@ func (w *SnapshotWriter) start() {
 		// Under none nothing is fsynced, and a power loss may lose any
 		// record, as that policy says.
 		flushErr, sync := j.Flush(), j.opts.Policy != SyncNone
-		write := func() error {
-			if flushErr != nil {
-				return flushErr
+		write := func() (r writeResult) {
+			if r.err = flushErr; r.err != nil {
+				return r
 			}
 			if sync {
-				if err := j.Sync(); err != nil {
-					return err
+				if r.err = j.Sync(); r.err != nil {
+					return r
 				}
 			}
-			return j.WriteSnapshot(ps.seq, ps.epoch, func(out io.Writer) error {
+			r.err = j.WriteSnapshot(ps.seq, ps.epoch, func(out io.Writer) error {
 				_, err := out.Write(ps.data)
 				return err
 			})
+			if r.err == nil {
+				// The retention decision reads the directory and verifies
+				// the newest snapshot (the whole file): here, off the owner.
+				r.behind, r.compact, r.compactErr = j.compactionSeq()
+			}
+			return r
 		}
 		if !w.opts.Inline {
 			go func() { ps.done <- write() }()
@@ -212,25 +218,44 @@ func (w *SnapshotWriter) poll() {
 		return
 	}
 	select {
-	case err := <-ps.done:
-		w.written(err)
+	case r := <-ps.done:
+		w.written(r)
 	default:
 	}
 }
 
-// written finishes the oldest write, which ended with err: the queue
+// writeResult is what a write's goroutine (or the inline write) found:
+// the write's error and, after a successful one, the compaction's seq
+// (Journal.compactionSeq).
+type writeResult struct {
+	err        error
+	behind     uint64
+	compact    bool
+	compactErr error
+}
+
+// written finishes the oldest write, whose goroutine found res: the queue
 // moves on, and after a successful write the journal is compacted behind
-// it (on the owner goroutine, before the next write starts).
-func (w *SnapshotWriter) written(err error) {
+// it. The owner drops the segments from its view; their files are
+// removed off the owner (Journal.compactBehindAsync), or inline.
+func (w *SnapshotWriter) written(res writeResult) {
 	ps := w.pending
 	w.pending, w.next = w.next, nil
 	if w.nDone == len(w.finished) {
 		// The queue holds two, and each call starts from none finished.
 		panic("journal: SnapshotWriter finished more snapshots in one call than it queues")
 	}
-	r := SnapshotWrite{Seq: ps.seq, Epoch: ps.epoch, Data: ps.data, Err: err, WriteNs: w.now() - ps.startNs}
-	if err == nil {
-		r.Removed, r.CompactErr = w.j.Compact()
+	r := SnapshotWrite{Seq: ps.seq, Epoch: ps.epoch, Data: ps.data, Err: res.err, WriteNs: w.now() - ps.startNs}
+	switch {
+	case res.err != nil:
+	case res.compactErr != nil:
+		r.CompactErr = res.compactErr
+	case !res.compact:
+		r.CompactErr = w.j.removalError() // an earlier removal's, if it failed
+	case w.opts.Inline:
+		r.Removed, r.CompactErr = w.j.CompactBehind(res.behind)
+	default:
+		r.Removed, r.CompactErr = w.j.compactBehindAsync(res.behind)
 	}
 	w.finished[w.nDone] = r
 	w.nDone++

@@ -203,7 +203,7 @@ func (n *Node) nowNs() int64 {
 // (package storage).
 func (n *Node) recover() error {
 	st, err := storage.Open(storage.Config{
-		FS: n.cfg.FS, Dir: n.cfg.Dir, Journal: n.cfg.Journal, SetAsideCorrupt: n.cfg.Role != nodeconfig.RolePrimary,
+		FS: n.cfg.FS, Dir: n.cfg.Dir, Journal: n.cfg.JournalOptions(), SetAsideCorrupt: n.cfg.Role != nodeconfig.RolePrimary,
 		NewStateMachine: n.cfg.NewStateMachine, Log: n.cfg.Log,
 		// Inline under a simulated clock, where everything runs on the
 		// simulator's one goroutine.

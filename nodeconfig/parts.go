@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/mdfeed"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/sequencer"
@@ -92,4 +93,13 @@ func (c *Config) FeedConfig() mdfeed.Config {
 // ReplayConfig is session replay's.
 func (c *Config) ReplayConfig() session.Config {
 	return session.Config{History: c.SessionHistory, Off: c.Unsafe.NoSessionReplay, DatagramBytes: c.DatagramLen()}
+}
+
+// JournalOptions is the journal's: the next segment is prepared ahead,
+// off the agent, except under a simulated clock, whose one goroutine
+// creates it at the roll.
+func (c *Config) JournalOptions() journal.Options {
+	o := c.Journal
+	o.PrepareAhead = c.Clock == nil
+	return o
 }

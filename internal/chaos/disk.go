@@ -310,7 +310,9 @@ func (r *run) fill(ctx context.Context, st step, id uint32, dir, who string, bef
 }
 
 // fillMax bounds a disk fault that waits for the journal to fail: a
-// segment rolls within a few seconds at any rate a run uses.
+// segment rolls within a few seconds at any rate a run uses, and the
+// journal fails at the second roll in a full disk at the latest (the
+// first may take the segment prepared ahead).
 const fillMax = 10 * time.Second
 
 // journalFailures counts the journal failures node id logged (0 for the
