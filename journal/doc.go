@@ -23,9 +23,10 @@
 //     tail: the node must refetch the log or a snapshot from its peer.
 //  2. One owner goroutine calls Append, ReadFrom, Last, First, TruncateAfter,
 //     ResetTo, RaiseEpoch, Compact and Close. Nothing in the package reads a
-//     clock (Append takes nowNs for the group-commit timer), and nothing but
-//     SnapshotWriter starts a goroutine (one per snapshot write, unless
-//     Inline).
+//     clock (Append takes nowNs for the group-commit timer), and only
+//     these start goroutines, each waited for by Close: SnapshotWriter (one
+//     per snapshot write and one per compaction's removal, unless Inline)
+//     and Options.PrepareAhead (one per roll).
 //  3. At most one other goroutine (the syncer) may call Sync, SyncDue and
 //     SyncDeadlineNs concurrently with the owner; Durable may be called from
 //     anywhere. A mutex guards only the handful of fields the two share and
@@ -55,7 +56,7 @@
 //     past the journal's end (its records' outputs would be in no
 //     history), Poll and
 //     Finish collect finished writes and compact behind each successful
-//     one on the owner goroutine, Abandon waits for the write under way and
+//     one (below), Abandon waits for the write under way and
 //     forgets the rest. Each of these returns the SnapshotWrites it
 //     finished (seq, epoch, data, error, duration, compaction) for the
 //     caller to publish; a failed write compacts nothing. The retention
