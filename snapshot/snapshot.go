@@ -71,6 +71,9 @@ type Store struct {
 	newWritten bool
 	// serving: the standby a burst of chunks goes to (Serve, Next).
 	serving uint32
+	// lastBytes is the last snapshot's size: the next is encoded into a
+	// buffer of about that size, not one grown by doubling from empty.
+	lastBytes int
 }
 
 // New returns a store over cfg.Journal, which must be open.
@@ -162,7 +165,9 @@ func (s *Store) Periodic(eng engine.StateMachine, seq, epoch uint64) {
 func (s *Store) Cut(eng engine.StateMachine, seq, epoch uint64) ([]byte, bool) {
 	start := s.now()
 	var buf bytes.Buffer
+	buf.Grow(s.lastBytes + s.lastBytes/8)
 	err := eng.Snapshot(&buf)
+	s.lastBytes = buf.Len()
 	s.c.EncodeNsMax = max(s.c.EncodeNsMax, s.now()-start)
 	if err != nil {
 		s.log.Error("snapshot failed", "seq", seq, "err", err)
