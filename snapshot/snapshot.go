@@ -74,6 +74,14 @@ type Store struct {
 	// lastBytes is the last snapshot's size: the next is encoded into a
 	// buffer of about that size, not one grown by doubling from empty.
 	lastBytes int
+	// The encode buffers' owners: queued were handed to the writer and
+	// are not finished (oldest first), served is the server's. A buffer
+	// neither holds is spare, and the next cut encodes into it when it is
+	// large enough (recycle): in steady state two buffers take turns, and
+	// a cut page-faults no fresh memory.
+	queued [][]byte
+	served []byte
+	spare  []byte
 }
 
 // New returns a store over cfg.Journal, which must be open.
@@ -164,19 +172,76 @@ func (s *Store) Periodic(eng engine.StateMachine, seq, epoch uint64) {
 // for the first to be written, so no multiple of Every is left out.
 func (s *Store) Cut(eng engine.StateMachine, seq, epoch uint64) ([]byte, bool) {
 	start := s.now()
-	var buf bytes.Buffer
-	buf.Grow(s.lastBytes + s.lastBytes/8)
-	err := eng.Snapshot(&buf)
-	s.lastBytes = buf.Len()
+	buf := bytes.NewBuffer(s.buffer(s.lastBytes + s.lastBytes/8))
+	err := eng.Snapshot(buf)
+	data := buf.Bytes()
+	s.lastBytes = len(data)
 	s.c.EncodeNsMax = max(s.c.EncodeNsMax, s.now()-start)
 	if err != nil {
 		s.log.Error("snapshot failed", "seq", seq, "err", err)
+		s.recycle(data)
 		return nil, false
 	}
-	waitNs, done := s.w.Cut(seq, epoch, buf.Bytes())
+	waitNs, done := s.w.Cut(seq, epoch, data)
 	s.done(done)
+	s.queued = append(s.queued, data)
 	s.c.WaitNsMax = max(s.c.WaitNsMax, waitNs)
-	return buf.Bytes(), true
+	return data, true
+}
+
+// buffer returns an empty buffer with room for n bytes: the spare one
+// when it has the room.
+func (s *Store) buffer(n int) []byte {
+	b := s.spare
+	s.spare = nil
+	if cap(b) < n {
+		return make([]byte, 0, n)
+	}
+	return b[:0]
+}
+
+// recycle makes b the spare buffer unless the writer's queue or the
+// server still holds it (or the spare is larger).
+func (s *Store) recycle(b []byte) {
+	if cap(b) == 0 || cap(b) <= cap(s.spare) || sameBuffer(b, s.served) {
+		return
+	}
+	for _, q := range s.queued {
+		if sameBuffer(b, q) {
+			return
+		}
+	}
+	s.spare = b[:0]
+}
+
+// sameBuffer reports whether a and b share their backing array (from its
+// start: every buffer here is a whole one).
+func sameBuffer(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
+}
+
+// hold makes data the snapshot served unless one at or past seq is held
+// (sequencer.SnapshotServer.Hold); the buffer it replaces, or data when
+// not taken, is recycled.
+func (s *Store) hold(seq, epoch uint64, data []byte) {
+	if cur, ok := s.srv.Latest(); ok && cur >= seq {
+		s.recycle(data)
+		return
+	}
+	old := s.served
+	s.srv.Hold(seq, epoch, data)
+	s.served = data
+	s.recycle(old)
+}
+
+// unqueue removes a finished write's buffer from the writer's queue.
+func (s *Store) unqueue(data []byte) {
+	for i, q := range s.queued {
+		if sameBuffer(q, data) {
+			s.queued = append(s.queued[:i], s.queued[i+1:]...)
+			return
+		}
+	}
 }
 
 // Start starts writing the oldest snapshot cut, if its write has not
@@ -197,10 +262,22 @@ func (s *Store) Finish() { s.done(s.w.Finish()) }
 // without compacting behind them: before the history is reset or another
 // snapshot installed (the reset then drops a written one if it lies past
 // the fork).
-func (s *Store) Abandon() { s.w.Abandon() }
+func (s *Store) Abandon() {
+	s.w.Abandon()
+	forgotten := s.queued
+	s.queued = nil
+	for _, b := range forgotten {
+		s.recycle(b)
+	}
+}
 
 // Drop forgets the snapshot held for serving: it may lie past a fork.
-func (s *Store) Drop() { s.srv.Drop() }
+func (s *Store) Drop() {
+	s.srv.Drop()
+	old := s.served
+	s.served = nil
+	s.recycle(old)
+}
 
 // Written returns the latest snapshot written since it was last called
 // (a primary's sequencer serves NAKs below it from the snapshot).
@@ -216,11 +293,13 @@ func (s *Store) done(done []journal.SnapshotWrite) {
 	for i := range done {
 		w := &done[i]
 		s.c.WriteNsMax = max(s.c.WriteNsMax, w.WriteNs)
+		s.unqueue(w.Data)
 		if w.Err != nil {
 			s.log.Error("snapshot write failed", "seq", w.Seq, "err", w.Err)
+			s.recycle(w.Data)
 			continue
 		}
-		s.srv.Hold(w.Seq, w.Epoch, w.Data)
+		s.hold(w.Seq, w.Epoch, w.Data)
 		s.c.Written++
 		s.written, s.newWritten = w.Seq, true
 		if w.CompactErr != nil {
@@ -242,7 +321,7 @@ func (s *Store) Serve(req *wire.SnapshotRequest, node uint32, eng engine.StateMa
 	case sequencer.SnapshotCutFirst:
 		applied := eng.AppliedSeq()
 		if data, ok := s.Cut(eng, applied, epoch); ok {
-			s.srv.Hold(applied, epoch, data)
+			s.hold(applied, epoch, data)
 			s.c.OnDemand++
 		}
 	}
