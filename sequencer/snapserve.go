@@ -70,7 +70,11 @@ type SnapshotServer struct {
 	held       bool
 	seq, epoch uint64
 	data       []byte
-	crc        uint32
+	// crc is data's checksum, computed at the first chunk served (crcOK):
+	// most snapshots held are never served, and a runtime holds each one
+	// on its agent.
+	crc   uint32
+	crcOK bool
 	// The burst under way: to which standby, from which offset, how
 	// many chunks it may still send.
 	to     uint32
@@ -99,7 +103,7 @@ func (s *SnapshotServer) Hold(seq, epoch uint64, data []byte) {
 		return
 	}
 	s.held, s.seq, s.epoch, s.data = true, seq, epoch, data
-	s.crc = crc32.Checksum(data, castagnoli)
+	s.crc, s.crcOK = 0, false
 	s.left = 0
 }
 
@@ -173,6 +177,9 @@ func (s *SnapshotServer) Next(origin wire.Origin, nowNs int64, buf []byte) ([]by
 			return buf, ChunkRefusedFirst, nil
 		}
 		return buf, ChunkRefused, nil
+	}
+	if !s.crcOK {
+		s.crc, s.crcOK = crc32.Checksum(s.data, castagnoli), true
 	}
 	total := uint64(len(s.data))
 	end := min(s.offset+uint64(s.cfg.ChunkBytes), total)
