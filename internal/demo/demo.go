@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/seqbus/seqbus/auth"
@@ -53,6 +54,9 @@ type demo struct {
 }
 
 // Config is the demo's flags.
+// demoSegmentBytes is the demo nodes' --segment-bytes.
+const demoSegmentBytes = 16 << 20
+
 type Config struct {
 	Bin string // the seqbus binary: the witness and nodes are its subcommands
 	// Rate, Duration: the load client's commands per second, for this long.
@@ -146,6 +150,11 @@ func (d *demo) startProcesses() error {
 			fsync = "group"
 		}
 		args = append(args, "--market-data", d.mdGroup.String(), "--fsync", fsync, "--insync-timeout", "1s")
+		// 16 MiB segments: a node preallocates its segment and the next
+		// one (journal.Options.PrepareAhead), and the demo's directory is
+		// in $TMPDIR, which is memory on many systems; a default run
+		// (40k commands, 2.4 MB of journal) never rolls, a long one does.
+		args = append(args, "--segment-bytes", strconv.Itoa(demoSegmentBytes))
 		if err := d.Start(cluster.NodeName(id), append(args, d.keyArgs...)...); err != nil {
 			return err
 		}
