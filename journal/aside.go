@@ -63,9 +63,10 @@ func HasRefetchMarker(fsys FS, dir string) bool {
 // SetAside renames every file in dir but the refetch marker, the spare
 // segment (SpareSegmentName: no record, reused) and the files already set
 // aside with the suffix AsideMarker+"<nowUnix>" (kept for an operator's
-// post-mortem; Open ignores them, so it then finds an empty journal), syncs the directory and returns how many it renamed. nowUnix
-// is the wall clock in Unix seconds, passed in so that the journal reads
-// no clock. On an error the files renamed so far are counted and stay
+// post-mortem; Open ignores them, so it then finds an empty journal),
+// syncs the directory and returns how many it renamed. nowUnix is the
+// wall clock in Unix seconds, passed in so that the journal reads no
+// clock. On an error the files renamed so far are counted and stay
 // renamed.
 func SetAside(fsys FS, dir string, nowUnix int64) (int, error) {
 	names, err := fsys.ReadDir(dir)
