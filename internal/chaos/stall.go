@@ -177,10 +177,10 @@ func throttle(name, dev string, pid int, guard time.Duration) (lift func() error
 	lift = func() error {
 		err := os.WriteFile(limit, []byte(dev+" 0"), 0)
 		stop()
-		// Back to the root group (the process may have exited: no
-		// error then), and the group goes once empty.
-		_ = os.WriteFile(filepath.Join(blkioRoot, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-		if rerr := os.Remove(cg); err == nil && rerr != nil && !errors.Is(rerr, unix.EBUSY) {
+		// Back to the root group, pid and whatever it started meanwhile
+		// (a process may have exited: no error then), and the group goes
+		// once empty.
+		if rerr := removeGroup(cg, pid); err == nil {
 			err = rerr
 		}
 		return err
@@ -194,4 +194,34 @@ func throttle(name, dev string, pid int, guard time.Duration) (lift func() error
 		return nil, err
 	}
 	return lift, nil
+}
+
+// removeGroupTries bounds removeGroup's wait for an emptied group to go:
+// an exiting task leaves its cgroup a moment after it left cgroup.procs.
+const removeGroupTries = 100
+
+// removeGroup moves pid and every process left in the blkio cgroup cg
+// back to the root group and removes cg, retrying every 10 ms while the
+// kernel still counts a task in it (EBUSY), at most removeGroupTries
+// times: then it says so.
+func removeGroup(cg string, pid int) error {
+	root := filepath.Join(blkioRoot, "cgroup.procs")
+	for i := 0; ; i++ {
+		_ = os.WriteFile(root, []byte(strconv.Itoa(pid)), 0)
+		if procs, err := os.ReadFile(filepath.Join(cg, "cgroup.procs")); err == nil {
+			for _, p := range strings.Fields(string(procs)) {
+				_ = os.WriteFile(root, []byte(p), 0)
+			}
+		}
+		err := os.Remove(cg)
+		switch {
+		case err == nil, errors.Is(err, os.ErrNotExist):
+			return nil
+		case !errors.Is(err, unix.EBUSY):
+			return err
+		case i+1 == removeGroupTries:
+			return fmt.Errorf("blkio group %s still busy after %d tries: %w", cg, removeGroupTries, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
