@@ -185,9 +185,16 @@ func TestStatusWrittenOffTheLock(t *testing.T) {
 	}
 	n.Deliver(commandFrame(7, 1, 100), replayClient)
 	clk.ns += int64(time.Millisecond)
+	ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: replayStandby, Epoch: 1}, Seq: 1}
+	n.Deliver(ack.Append(nil), n.cfg.Peers[replayStandby])
 	n.publishStatus()
 	if writes != 1 || last.Applied != 1 || last.Role != "primary" {
 		t.Fatalf("%d writes, last applied %d role %q; want 1 write of applied 1 as primary", writes, last.Applied, last.Role)
+	}
+	// The release's latency percentiles, read off the lock
+	// (finishStatus), are in the file.
+	if last.Released != 1 || last.LatencyUs["count"] != 1 || last.LatencyUs["p50"] < 1000 || last.LatencyUs["p50"] > 1010 || last.WrittenAt == "" {
+		t.Fatalf("released %d, latency_us %v, written_at %q; want 1 release of 1 ms (1 %%) and the write time", last.Released, last.LatencyUs, last.WrittenAt)
 	}
 	n.Deliver(commandFrame(7, 2, 100), replayClient)
 	if err := n.Close(); err != nil {

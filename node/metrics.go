@@ -2,13 +2,12 @@ package node
 
 import "github.com/seqbus/seqbus/status"
 
-// MetricsSnapshot returns the status and the latency histogram, read
-// together under the node's lock, as Status() does. It is meant for a
-// scrape (every few seconds): it walks the histogram's buckets, and adds
-// nothing to the path of a command.
+// MetricsSnapshot returns the status and the latency histogram, as
+// Status() does: copied under the node's lock, the histogram's buckets
+// walked off it (status.Latency), so a scrape holds the agent up for the
+// copy's few µs, not for the walk's ~100 µs. The buckets cover what was
+// recorded up to the copy (or up to the agent's status copy after it).
 func (n *Node) MetricsSnapshot(boundsUs []float64) (status.Status, status.LatencyBuckets) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	st := n.statusLocked()
-	return st, status.BucketsOf(n.rel.hist, boundsUs)
+	st := n.Status()
+	return st, n.rel.lat.Buckets(boundsUs)
 }

@@ -6,11 +6,10 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/replica"
+	"github.com/seqbus/seqbus/status"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -366,22 +365,21 @@ func (n *Node) carryOutInSync(rd *replica.ReleaseReady, now int64) {
 }
 
 // releaseTrack is the node's side of the release's bookkeeping: the
-// assign -> release latency histogram (status and metrics read it) and
-// the core's ReleaseTrack that fills it, both kept across terms.
+// assign -> release latency histogram (status and metrics read it, off
+// the lock: status.Latency) and the core's ReleaseTrack that fills it,
+// both kept across terms.
 type releaseTrack struct {
-	hist *hdrhistogram.Histogram
+	lat  *status.Latency
 	core *replica.ReleaseTrack
 }
 
 func newReleaseTrack() releaseTrack {
-	// µs from 1 to 10 s at 2 significant digits (1%): reading
-	// percentiles walks every bucket under the lock, so it stays small.
-	h := hdrhistogram.New(1, 10_000_000, 2)
-	core, err := replica.NewReleaseTrack(assignMask+1, h)
+	lat := status.NewLatency()
+	core, err := replica.NewReleaseTrack(assignMask+1, lat)
 	if err != nil {
 		panic(err) // assignMask+1 is a power of two
 	}
-	return releaseTrack{hist: h, core: core}
+	return releaseTrack{lat: lat, core: core}
 }
 
 // sendReleased sends one released frame: to its client's address

@@ -5,16 +5,24 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/internal/monotime"
+	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/status"
 )
 
 // Status returns a snapshot of the node's state and counters.
 func (n *Node) Status() status.Status {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.statusLocked()
+	st := n.statusLocked()
+	n.mu.Unlock()
+	n.finishStatus(&st)
+	return st
 }
 
+// statusLocked copies the node's state into a Status: values only, no
+// walk of the latency histogram (its interval is handed over, which is
+// a pointer swap) and no clock formatting, so the agent's copy at status
+// cadence and an API call hold the lock for a few µs. finishStatus
+// completes the copy off the lock.
 func (n *Node) statusLocked() status.Status {
 	st := status.Status{
 		ID:            n.cfg.ID,
@@ -27,13 +35,6 @@ func (n *Node) statusLocked() status.Status {
 		DatagramBytes: n.cfg.DatagramBytes,
 		Node:          n.stats,
 		UptimeNs:      n.nowNs(),
-		// Status is read every StatusIntervalNs or on demand, never per
-		// command: the clock reads here cost nothing on the hot path.
-		WrittenAt:       time.Now().UTC().Format(time.RFC3339Nano),
-		WrittenAtMonoNs: monotime.Now(),
-		PID:             os.Getpid(),
-		StartedAt:       n.start.UTC().Format(time.RFC3339Nano),
-		WriteIntervalNs: status.IntervalNs,
 	}
 	st.Node.Counters = n.replay.Counters()
 	st.SetStorage(n.st.Counters(), n.snaps)
@@ -44,9 +45,10 @@ func (n *Node) statusLocked() status.Status {
 	st.Journal.FirstSeq = n.j.First()
 	_, st.Journal.LastSeq = n.j.Last()
 	st.SetSockets(n.tr)
+	n.rel.lat.Rotate()
 	if n.tm.Primary() {
 		st.Primary = n.cfg.ID
-		st.SetLeader(n.ldr, n.cfg.Peers, n.isr.Members(), n.rel.hist, st.UptimeNs)
+		st.SetLeader(n.ldr, n.cfg.Peers, n.isr.Members(), st.UptimeNs)
 	} else {
 		st.Primary = n.fol.Standby().Primary()
 		st.SetFollower(n.fol)
@@ -54,9 +56,25 @@ func (n *Node) statusLocked() status.Status {
 	return st
 }
 
+// finishStatus completes a copy statusLocked made, off the node's lock
+// (on the status writer's goroutine, a scrape's, an API caller's): a
+// primary's assign -> release percentiles (status.Latency.Fill walks the
+// histogram's buckets, ~15 µs) and who wrote it when.
+func (n *Node) finishStatus(st *status.Status) {
+	if st.Role == nodeconfig.RolePrimary.String() {
+		n.rel.lat.Fill(st)
+	}
+	// Read every StatusIntervalNs or on demand, never per command.
+	st.WrittenAt = time.Now().UTC().Format(time.RFC3339Nano)
+	st.WrittenAtMonoNs = monotime.Now()
+	st.PID = os.Getpid()
+	st.StartedAt = n.start.UTC().Format(time.RFC3339Nano)
+	st.WriteIntervalNs = status.IntervalNs
+}
+
 // publishStatus copies the status under the lock (values only: cheap)
-// and marshals and writes it outside (the drivers' and tests' way; the
-// agent publishes to its status.Publisher instead).
+// and completes, marshals and writes it outside (the drivers' and tests'
+// way; the agent publishes to its status.Publisher instead).
 func (n *Node) publishStatus() {
 	if n.cfg.StatusFile == "" {
 		return
@@ -67,10 +85,12 @@ func (n *Node) publishStatus() {
 	n.writeStatus(&st)
 }
 
-// writeStatus marshals st and rewrites StatusFile atomically through
-// n.statusWrite (nil: status.WriteFileAtomic). It takes no lock.
+// writeStatus completes st (finishStatus), marshals it and rewrites
+// StatusFile atomically through n.statusWrite (nil:
+// status.WriteFileAtomic). It takes no lock of the node's.
 func (n *Node) writeStatus(st *status.Status) {
 	if n.cfg.StatusFile != "" {
+		n.finishStatus(st)
 		_ = status.Write(n.cfg.StatusFile, st, n.statusWrite)
 	}
 }

@@ -66,9 +66,9 @@ func (s *Status) SetInSync(isr *replica.InSync) {
 
 // SetLeader fills a primary's rows: the released watermark, the
 // sequencer's and the gate's counters, what the gate knows of every
-// configured peer and in-sync member (in id order), and the assign ->
-// release latency percentiles of hist.
-func (s *Status) SetLeader(l *replica.Leader[netip.AddrPort], peers map[uint32]netip.AddrPort, members []arbiter.NodeID, hist *hdrhistogram.Histogram, nowNs int64) {
+// configured peer and in-sync member (in id order). The assign ->
+// release percentiles are Latency.Fill's, read off the node's lock.
+func (s *Status) SetLeader(l *replica.Leader[netip.AddrPort], peers map[uint32]netip.AddrPort, members []arbiter.NodeID, nowNs int64) {
 	g := l.Primary().Gate()
 	s.Released, s.Sequencer, s.Gate = g.Released(), l.Sequencer().Stats(), g.Stats()
 	ids := make([]uint32, 0, len(peers)+len(members))
@@ -82,12 +82,6 @@ func (s *Status) SetLeader(l *replica.Leader[netip.AddrPort], peers map[uint32]n
 	for _, id := range slices.Compact(ids) {
 		if sb, ok := g.Standby(id); ok {
 			s.Standbys = append(s.Standbys, StandbyStatus{ID: id, Acked: sb.AckSeq, LastAckAgeNs: max(nowNs-sb.LastAckNs, 0), InSync: sb.Member})
-		}
-	}
-	if hist.TotalCount() > 0 {
-		s.LatencyUs = map[string]int64{
-			"p50": hist.ValueAtQuantile(50), "p99": hist.ValueAtQuantile(99),
-			"p99.9": hist.ValueAtQuantile(99.9), "max": hist.Max(), "count": hist.TotalCount(),
 		}
 	}
 }

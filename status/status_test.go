@@ -68,10 +68,13 @@ func TestPublisherWritesTheLatest(t *testing.T) {
 		if err := json.Unmarshal(b, &st); err != nil {
 			t.Errorf("written status does not decode: %v", err)
 		}
+		if st.WrittenAt != "prepared" {
+			t.Errorf("written before prepare completed it: written_at %q", st.WrittenAt)
+		}
 		err := WriteFileAtomic(path, b)
 		wrote <- st.Applied
 		return err
-	}, nil)
+	}, nil, func(st *Status) { st.WrittenAt = "prepared" })
 	p.Start()
 	defer p.Stop()
 	for applied := uint64(1); applied <= 3; applied++ {
@@ -110,7 +113,7 @@ func TestPublisherReportsFailures(t *testing.T) {
 			return full
 		}
 		return WriteFileAtomic(path, b)
-	}, func(err error) { reports <- err })
+	}, func(err error) { reports <- err }, nil)
 	p.Start()
 	defer p.Stop()
 	publish := func(n int) {

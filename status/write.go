@@ -26,11 +26,12 @@ func WriteFileAtomic(path string, b []byte) error {
 // that is slow only makes the next one skip the copies published
 // meanwhile: the file always ends at the latest.
 type Publisher struct {
-	path   string
-	write  func(path string, b []byte) error
-	report func(err error)
-	latest atomic.Pointer[Status]
-	worker *bus.Worker
+	path    string
+	write   func(path string, b []byte) error
+	report  func(err error)
+	prepare func(st *Status)
+	latest  atomic.Pointer[Status]
+	worker  *bus.Worker
 	// failing: the writer's last write failed (the writer's own).
 	failing bool
 }
@@ -40,9 +41,11 @@ type Publisher struct {
 // report, when not nil, hears on the writer's goroutine of the first
 // write of an episode that fails (a full disk: err) and of the first that
 // succeeds after it (nil): the file is advisory, so a failure stops
-// nothing, but meanwhile `seqbus stat` shows an old file.
-func NewPublisher(path string, write func(path string, b []byte) error, report func(err error)) *Publisher {
-	p := &Publisher{path: path, write: write, report: report}
+// nothing, but meanwhile `seqbus stat` shows an old file. prepare, when
+// not nil, completes each Status on the writer's goroutine before it is
+// marshalled (what is too slow to compute on the publisher's thread).
+func NewPublisher(path string, write func(path string, b []byte) error, report func(err error), prepare func(st *Status)) *Publisher {
+	p := &Publisher{path: path, write: write, report: report, prepare: prepare}
 	p.worker = bus.NewWorker(p.writeLatest)
 	return p
 }
@@ -76,9 +79,12 @@ func Write(path string, st *Status, write func(path string, b []byte) error) err
 }
 
 func (p *Publisher) writeLatest() {
-	st := p.latest.Load()
+	st := p.latest.Swap(nil)
 	if st == nil {
 		return
+	}
+	if p.prepare != nil {
+		p.prepare(st)
 	}
 	err := p.WriteNow(st)
 	if failing := err != nil; failing != p.failing {
