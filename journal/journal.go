@@ -191,6 +191,11 @@ type Journal struct {
 	// set spare; nil while none is under way or ready. Owner goroutine.
 	spareDone chan struct{}
 	spare     spareSegment
+	// spareFailed is the latest preparation's error as SpareError saw
+	// it (nil once one succeeded), spareFailedNs when it was seen or
+	// last retried. Owner goroutine.
+	spareFailed   error
+	spareFailedNs int64
 	// removing is the latest compaction's file removal off the owner
 	// (compactBehindAsync); nil once collected. Owner goroutine.
 	removing *removal
@@ -435,9 +440,15 @@ func (j *Journal) prepareSpare() {
 		sp.f, sp.err = fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if sp.err == nil {
 			if sp.err = sp.f.Preallocate(opts.SegmentBytes); sp.err != nil {
+				// Whatever the failed fallocate took is given back: the
+				// roll's own create may need it.
 				_ = sp.f.Close()
+				_ = fsys.Remove(path)
 				sp.f = nil
 			}
+		}
+		if sp.err != nil {
+			sp.err = fmt.Errorf("journal: prepare the next segment (%d bytes): %w", opts.SegmentBytes, sp.err)
 		}
 		j.spare = sp
 	}()
@@ -467,6 +478,45 @@ func (j *Journal) takeSpare(firstSeq uint64) (*segment, File, error) {
 		return nil, nil, fmt.Errorf("journal: create segment: %w", err)
 	}
 	return sp.seg, sp.f, nil
+}
+
+// SpareRetryNs is how long after a failed preparation of the next
+// segment SpareError prepares it again.
+const SpareRetryNs int64 = 1_000_000_000
+
+// SpareError reports why the next segment could not be prepared ahead
+// (Options.PrepareAhead): nil when it is ready, being prepared, or not
+// asked for. While it fails, the roll at the end of the current segment
+// creates its segment itself, and on a full disk that roll fails the
+// journal: room is how many bytes of records the current segment still
+// takes before it. A failed preparation is started again, off the
+// owner, at the first call SpareRetryNs after it failed, and the error
+// stands until one succeeds. Owner goroutine; a channel poll, no I/O.
+func (j *Journal) SpareError(nowNs int64) (room int64, err error) {
+	if k := len(j.segs); k > 0 {
+		room = max(j.opts.SegmentBytes-j.segs[k-1].endOffset, 0)
+	}
+	if j.spareDone == nil {
+		return room, j.spareFailed
+	}
+	select {
+	case <-j.spareDone:
+	default:
+		return room, j.spareFailed // under way
+	}
+	if j.spare.err == nil {
+		j.spareFailed = nil
+		return room, nil
+	}
+	switch {
+	case j.spareFailed == nil:
+		j.spareFailed, j.spareFailedNs = j.spare.err, nowNs
+	case nowNs-j.spareFailedNs >= SpareRetryNs:
+		j.spareFailed, j.spareFailedNs = j.spare.err, nowNs
+		j.spareDone, j.spare = nil, spareSegment{}
+		j.prepareSpare()
+	}
+	return room, j.spareFailed
 }
 
 // dropSpare waits for a preparation under way and removes the spare, so

@@ -21,18 +21,21 @@ import (
 // spare's creation and segment removals.
 type opFS struct {
 	FS
-	mu         sync.Mutex
-	renames    [][2]string
-	creates    []string // segment files created with O_EXCL (at a roll)
-	failSpare  error
-	failRemove error
-	holdRemove chan struct{} // removals wait for it while non-nil
+	mu        sync.Mutex
+	renames   [][2]string
+	creates   []string // segment files created with O_EXCL (at a roll)
+	failSpare error
+	// failPrealloc: the spare is created, and its fallocate fails (a
+	// full disk).
+	failPrealloc error
+	failRemove   error
+	holdRemove   chan struct{} // removals wait for it while non-nil
 }
 
 func (f *opFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	base := filepath.Base(name)
 	f.mu.Lock()
-	fail := f.failSpare
+	fail, failPrealloc := f.failSpare, f.failPrealloc
 	if flag&os.O_EXCL != 0 && strings.HasSuffix(base, ".seg") {
 		f.creates = append(f.creates, base)
 	}
@@ -40,8 +43,20 @@ func (f *opFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if base == SpareSegmentName && fail != nil {
 		return nil, fail
 	}
-	return f.FS.OpenFile(name, flag, perm)
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err == nil && base == SpareSegmentName && failPrealloc != nil {
+		return noRoomFile{File: file, err: failPrealloc}, nil
+	}
+	return file, err
 }
+
+// noRoomFile is a file whose fallocate fails.
+type noRoomFile struct {
+	File
+	err error
+}
+
+func (f noRoomFile) Preallocate(int64) error { return f.err }
 
 func (f *opFS) Rename(oldName, newName string) error {
 	f.mu.Lock()
@@ -222,6 +237,45 @@ func TestPrepareAheadFailureFallsBack(t *testing.T) {
 			t.Fatalf("%d segments, %d renames, %d created at the roll", len(j.segs), len(renames), len(creates))
 		}
 		checkRecords(t, readAll(t, j), want)
+	})
+}
+
+// TestSpareErrorWarnsAndRetries: a spare that cannot be prepared is
+// reported with the room left in the current segment (the roll that will
+// need the disk), its file is not left holding what its fallocate took,
+// the preparation is retried SpareRetryNs after the failure and not
+// before, and the error stands until a retry succeeds.
+func TestSpareErrorWarnsAndRetries(t *testing.T) {
+	forEachFS(t, func(t *testing.T, base FS, dir string) {
+		defer goleak.VerifyNone(t)
+		full := errors.New("no space left on device")
+		fsys := &opFS{FS: base, failPrealloc: full}
+		j, _ := mustOpen(t, fsys, dir, Options{SegmentBytes: recSegBytes, PrepareAhead: true})
+		defer j.Close()
+		appendRange(t, j, 1, 1, 1, fixed(40))
+		waitSpare(j)
+		room, err := j.SpareError(0)
+		if !errors.Is(err, full) || room <= 0 || room >= recSegBytes {
+			t.Fatalf("failed spare: room %d of %d, err %v; want the fallocate's error and the segment's room", room, recSegBytes, err)
+		}
+		if hasFile(t, fsys, dir, SpareSegmentName) {
+			t.Fatal("a spare whose fallocate failed was left on disk")
+		}
+		fsys.set(func(f *opFS) { f.failPrealloc = nil })
+		done := j.spareDone
+		if _, err := j.SpareError(SpareRetryNs - 1); !errors.Is(err, full) || j.spareDone != done {
+			t.Fatalf("before the retry time: err %v, retried %v", err, j.spareDone != done)
+		}
+		if _, err := j.SpareError(SpareRetryNs); !errors.Is(err, full) || j.spareDone == done {
+			t.Fatalf("at the retry time: err %v (want it to stand while the retry runs), retried %v", err, j.spareDone != done)
+		}
+		waitSpare(j)
+		if _, err := j.SpareError(SpareRetryNs + 1); err != nil {
+			t.Fatalf("after a successful retry: %v", err)
+		}
+		if !hasFile(t, fsys, dir, SpareSegmentName) {
+			t.Fatal("the retried spare is not on disk")
+		}
 	})
 }
 
