@@ -44,6 +44,9 @@ func (n *Node) statusLocked() status.Status {
 	st.SetInSync(&n.isr)
 	st.Journal.FirstSeq = n.j.First()
 	_, st.Journal.LastSeq = n.j.Last()
+	if n.nextSeg.err != nil {
+		st.Journal.NextSegmentError, st.Journal.RoomBytes = n.nextSeg.err.Error(), n.nextSeg.room
+	}
 	st.SetSockets(n.tr)
 	n.rel.lat.Rotate()
 	if n.tm.Primary() {

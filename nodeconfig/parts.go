@@ -97,9 +97,10 @@ func (c *Config) ReplayConfig() session.Config {
 
 // JournalOptions is the journal's: the next segment is prepared ahead,
 // off the agent, except under a simulated clock, whose one goroutine
-// creates it at the roll.
+// creates it at the roll (unless Journal.PrepareAhead asks for it: a
+// test of the node's side).
 func (c *Config) JournalOptions() journal.Options {
 	o := c.Journal
-	o.PrepareAhead = c.Clock == nil
+	o.PrepareAhead = o.PrepareAhead || c.Clock == nil
 	return o
 }

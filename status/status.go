@@ -160,6 +160,11 @@ type Stats struct {
 	// for the in-sync timeout (replica.DiskWatch): a primary gave its
 	// lease up, and neither role asked for it until the disk caught up.
 	DiskStalls uint64
+	// SpareSegmentFailures: times the journal could not prepare its next
+	// segment ahead (a full disk, journal.SpareError), counted once per
+	// episode: the roll at the end of the current segment then needs
+	// the disk itself, and fails the journal if it is still full.
+	SpareSegmentFailures uint64
 	// NotLeadingSent: NOT_LEADING notices sent to client sessions as this
 	// node stopped leading (it gave its lease up, lost it or stepped
 	// down), one per session address.
@@ -235,6 +240,11 @@ type Status struct {
 	Journal    struct {
 		FirstSeq uint64 `json:"first_seq"`
 		LastSeq  uint64 `json:"last_seq"`
+		// NextSegmentError: why the next segment could not be prepared
+		// ahead ("" while it can), and RoomBytes the records the
+		// current segment still takes before the roll that needs it.
+		NextSegmentError string `json:"next_segment_error,omitempty"`
+		RoomBytes        int64  `json:"room_bytes,omitempty"`
 	} `json:"journal"`
 	// SnapshotsWriting: snapshots cut and not yet finished (0, 1 or 2):
 	// waiting for the disk, being written, or written and not yet
