@@ -228,6 +228,10 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 	if r, _ := s["refetching"].(bool); r {
 		fmt.Fprintln(w, "REFETCHING: history discarded (or journal set aside); will not lead until caught up")
 	}
+	if j := sub(s, "journal"); j != nil && j["next_segment_error"] != nil {
+		fmt.Fprintf(w, "DISK: the journal cannot prepare its next segment (%v); it fails when the current one fills, in %.1f MiB of records: free disk space\n",
+			get(j, "next_segment_error"), toF(get(j, "room_bytes"))/(1<<20))
+	}
 	if l := sub(s, "latency_us"); l != nil {
 		fmt.Fprintf(w, "assign->release µs: p50 %v  p99 %v  p99.9 %v  max %v\n", get(l, "p50"), get(l, "p99"), get(l, "p99.9"), get(l, "max"))
 	}
@@ -276,6 +280,14 @@ var clusterRows = []struct {
 	{"state hash", stateHash},
 	{"p99 µs", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "latency_us"), "p99")) }},
 	{"datagram B", func(s map[string]any) string { return fmt.Sprint(get(s, "datagram_bytes")) }},
+	{"next segment", func(s map[string]any) string {
+		if j := sub(s, "journal"); j == nil || s["role"] == "witness" {
+			return "-"
+		} else if j["next_segment_error"] != nil {
+			return fmt.Sprintf("FAILING, %.1f MiB left", toF(get(j, "room_bytes"))/(1<<20))
+		}
+		return "ok"
+	}},
 	{"socket drops", func(s map[string]any) string {
 		var parts []string
 		for _, k := range []string{"unicast", "multicast"} {

@@ -155,3 +155,38 @@ func TestRenderDatagramSizes(t *testing.T) {
 		t.Fatalf("one node's view lacks its datagram size: %v\n%s", err, buf.String())
 	}
 }
+
+// TestRenderNextSegmentWarning: a journal that cannot prepare its next
+// segment is shown as a DISK line with the room left; without the
+// warning there is no such line.
+func TestRenderNextSegmentWarning(t *testing.T) {
+	now := time.Now()
+	body := strings.Replace(statusAt(1, "primary", now), `"primary":1,`,
+		`"primary":1,"journal":{"first_seq":1,"last_seq":10,"next_segment_error":"journal: prepare the next segment (67108864 bytes): no space left on device","room_bytes":3145728},`, 1)
+	var buf bytes.Buffer
+	if err := Render(&buf, []string{writeStatus(t, "node1", body)}, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "DISK: the journal cannot prepare its next segment (journal: prepare the next segment (67108864 bytes): no space left on device); it fails when the current one fills, in 3.0 MiB of records: free disk space"
+	if !strings.Contains(buf.String(), want) {
+		t.Fatalf("lacks %q:\n%s", want, buf.String())
+	}
+	buf.Reset()
+	healthy := strings.Replace(statusAt(2, "standby", now), `"primary":1,`, `"primary":1,"journal":{"first_seq":1,"last_seq":10},`, 1)
+	if err := Render(&buf, []string{writeStatus(t, "node2", healthy)}, now); err != nil || strings.Contains(buf.String(), "DISK") {
+		t.Fatalf("a DISK line without the warning: %v\n%s", err, buf.String())
+	}
+	buf.Reset()
+	if err := Render(&buf, []string{writeStatus(t, "node1", body), writeStatus(t, "node2", healthy)}, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.HasPrefix(l, "next segment ") {
+			if f := strings.Fields(strings.TrimPrefix(l, "next segment")); len(f) != 5 || f[0] != "FAILING," || f[1] != "3.0" || f[4] != "ok" {
+				t.Fatalf("next segment row %q", f)
+			}
+			return
+		}
+	}
+	t.Fatalf("no next segment row:\n%s", buf.String())
+}
