@@ -294,6 +294,7 @@ func (r *run) diskFault(ctx context.Context, st step, p uint32, epoch uint64) (s
 // it.
 func (r *run) fill(ctx context.Context, st step, id uint32, dir, who string, before int) (string, error) {
 	start := time.Now()
+	warned := r.logLines(id, spareWarning)
 	took, err := fill(dir)
 	if err != nil {
 		_ = unfill(dir)
@@ -306,8 +307,16 @@ func (r *run) fill(ctx context.Context, st step, id uint32, dir, who string, bef
 	if err := unfill(dir); err != nil {
 		return st.fault, err
 	}
-	return fmt.Sprintf("%s: fill %s disk (%d MiB) for %v", st.fault, who, took>>20, time.Since(start).Round(time.Millisecond)), nil
+	line := fmt.Sprintf("%s: fill %s disk (%d MiB) for %v", st.fault, who, took>>20, time.Since(start).Round(time.Millisecond))
+	if id != 0 && r.logLines(id, spareWarning) > warned {
+		line += ", warned of the next segment first"
+	}
+	return line, nil
 }
+
+// spareWarning is the line a node logs when its journal cannot prepare
+// the next segment (a segment before a full disk fails the journal).
+const spareWarning = "JOURNAL CANNOT PREPARE ITS NEXT SEGMENT"
 
 // fillMax bounds a disk fault that waits for the journal to fail: a
 // segment rolls within a few seconds at any rate a run uses, and the
@@ -320,18 +329,28 @@ const fillMax = 10 * time.Second
 // that fills, and every failure of its journal (a write, a roll, an
 // fsync, at promotion too) is an ERROR line naming the journal.
 func (r *run) journalFailures(id uint32) int {
-	if id == 0 {
-		return 0
-	}
-	c := r.Get(cluster.NodeName(id))
-	if c == nil {
-		return 0
-	}
 	n := 0
-	for _, line := range strings.Split(c.Log(), "\n") {
+	for _, line := range strings.Split(r.nodeLog(id), "\n") {
 		if strings.Contains(line, "level=ERROR") && strings.Contains(line, "journal") {
 			n++
 		}
 	}
 	return n
+}
+
+// logLines counts the lines of node id's log (0: none for the witness)
+// that hold text.
+func (r *run) logLines(id uint32, text string) int { return strings.Count(r.nodeLog(id), text) }
+
+// nodeLog is node id's log so far ("" for the witness, id 0, or a node
+// not started).
+func (r *run) nodeLog(id uint32) string {
+	if id == 0 {
+		return ""
+	}
+	c := r.Get(cluster.NodeName(id))
+	if c == nil {
+		return ""
+	}
+	return c.Log()
 }
