@@ -85,7 +85,17 @@ func DecodeNotLeading(f *Frame) (NotLeading, error) {
 type Ack struct {
 	Origin
 	Seq uint64
+	// Leaving (FlagLeaving) says the standby is stopping (a planned
+	// stop): its last ack. The primary proposes its removal from the
+	// in-sync set at once instead of after the in-sync timeout.
+	Leaving bool
 }
+
+// FlagLeaving marks a standby's last ACK before a planned stop
+// (Ack.Leaving); no other frame type may carry it. A node built before
+// it drops such an ACK as a bad header (counted), and the timeout
+// removes the standby as before.
+const FlagLeaving uint16 = 0x0008
 
 // Len is the encoded size.
 func (a *Ack) Len() int { return HeaderLen }
@@ -93,6 +103,9 @@ func (a *Ack) Len() int { return HeaderLen }
 // Append appends the encoded frame to dst.
 func (a *Ack) Append(dst []byte) []byte {
 	b, start := appendHeader(dst, TypeAck, a.Origin, 0, a.Seq)
+	if a.Leaving {
+		binary.LittleEndian.PutUint16(b[start+offFlags:], FlagLeaving)
+	}
 	return finish(b, start)
 }
 
@@ -101,5 +114,5 @@ func DecodeAck(f *Frame) (Ack, error) {
 	if f.Type != TypeAck {
 		return Ack{}, fmt.Errorf("%w: %s is not ACK", ErrType, f.Type)
 	}
-	return Ack{Origin: f.Origin(), Seq: f.Seq}, nil
+	return Ack{Origin: f.Origin(), Seq: f.Seq, Leaving: f.Flags&FlagLeaving != 0}, nil
 }

@@ -40,6 +40,8 @@ func samples(t testing.TB) map[string][]byte {
 	}
 	ack := Ack{Origin: testOrigin, Seq: 98}
 	out["ack"] = ack.Append(nil)
+	leaving := Ack{Origin: testOrigin, Seq: 98, Leaving: true}
+	out["ack-leaving"] = leaving.Append(nil)
 	nl := NotLeading{Origin: testOrigin}
 	out["notleading"] = nl.Append(nil)
 	nak := Nak{Origin: testOrigin, Ack: 10}
@@ -315,6 +317,8 @@ func TestMalformed(t *testing.T) {
 		{"type too big", corrupt(s["ack"], func(b []byte) { b[offType] = byte(typeMax) + 1 }), ErrType},
 		{"unknown flag", corrupt(s["ack"], put16(offFlags, 2)), ErrFlags},
 		{"lease-released flag on an ack", corrupt(s["ack"], put16(offFlags, FlagLeaseReleased)), ErrFlags},
+		{"leaving flag on a heartbeat", corrupt(s["heartbeat"], put16(offFlags, FlagLeaving)), ErrFlags},
+		{"leaving flag on a nak", corrupt(s["nak"], put16(offFlags, FlagLeaving)), ErrFlags},
 		{"mac flag without tag", corrupt(s["ack"], put16(offFlags, FlagMAC)), ErrLength},
 		{"reserved set", corrupt(s["ack"], put16(offReserved, 1)), ErrFlags},
 		{"length over buffer", func() []byte {
@@ -588,6 +592,22 @@ func TestRetype(t *testing.T) {
 	}
 	if err := Retype(c[:10], TypeData); !errors.Is(err, ErrShort) {
 		t.Fatalf("retype of a stub: %v", err)
+	}
+}
+
+// An ACK marked FlagLeaving decodes with Leaving, and an unmarked one
+// without.
+func TestAckLeaving(t *testing.T) {
+	for _, leaving := range []bool{false, true} {
+		a := Ack{Origin: testOrigin, Seq: 41, Leaving: leaving}
+		f, _, err := Parse(a.Append(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeAck(&f)
+		if err != nil || got != a {
+			t.Fatalf("round trip of %+v: %+v %v", a, got, err)
+		}
 	}
 }
 
