@@ -44,6 +44,9 @@ type StandbyState struct {
 	ProgressNs int64
 	// Member reports whether it is in the in-sync set.
 	Member bool
+	// Leaving reports that its last ack said it is stopping
+	// (OnLeavingAck).
+	Leaving bool
 }
 
 // GateStats counts what a Gate did with its inputs, for operators.
@@ -72,6 +75,9 @@ type standbyRecord struct {
 	progressNs int64
 	used       bool
 	member     bool
+	// leaving: its last ack said it is stopping (OnLeavingAck); cleared
+	// by its next accepted ack (it came back).
+	leaving bool
 }
 
 // Gate computes the released watermark. It is not safe for concurrent use;
@@ -155,17 +161,35 @@ func (g *Gate) SetLease(held bool) {
 // is ignored entirely. Acks from standbys outside the in-sync set are
 // remembered, so a standby can catch up and be re-added, but do not count.
 // Any id is accepted: it may come from the network.
-func (g *Gate) OnAck(id uint32, ackSeq uint64, nowNs int64) {
+func (g *Gate) OnAck(id uint32, ackSeq uint64, nowNs int64) { g.onAck(id, ackSeq, nowNs, false) }
+
+// OnLeavingAck is OnAck of a standby's last ack before a planned stop
+// (wire.Ack.Leaving): the standby is marked leaving, so as a member it
+// lags at once (Lagging) and the runtime proposes its removal without
+// waiting out the timeout, and as a non-member it is not proposed for
+// addition; its next accepted plain ack, when it comes back, clears the
+// mark. It reports whether a member started leaving (false for a
+// repeat of the same word).
+func (g *Gate) OnLeavingAck(id uint32, ackSeq uint64, nowNs int64) bool {
+	return g.onAck(id, ackSeq, nowNs, true)
+}
+
+// onAck is OnAck, leaving the ack's mark; it reports whether a member
+// started leaving with it.
+func (g *Gate) onAck(id uint32, ackSeq uint64, nowNs int64, leaving bool) bool {
 	i := g.find(id)
 	if i < 0 {
 		i = g.track(id, nowNs)
 	}
 	s := &g.standbys[i]
+	started := leaving && !s.leaving && s.member
 	if ackSeq < s.ackSeq {
 		g.stats.AcksRegressed++
-		return
+		s.leaving = s.leaving || leaving // an old ack clears nothing
+		return started
 	}
 	g.stats.AcksAccepted++
+	s.leaving = leaving
 	if ackSeq > s.ackSeq || ackSeq >= g.applied {
 		// Progress: the ack moved, or nothing applied is waiting for it.
 		// An ack that only repeats an old seq while commands wait above
@@ -176,9 +200,10 @@ func (g *Gate) OnAck(id uint32, ackSeq uint64, nowNs int64) {
 	s.lastAckNs = max(s.lastAckNs, nowNs)
 	if !s.member {
 		g.stats.AcksNonMember++
-		return
+		return started
 	}
 	g.advance()
+	return started
 }
 
 // SetInSync replaces the in-sync set. version must be greater than the
@@ -250,7 +275,7 @@ func (g *Gate) Standby(id uint32) (state StandbyState, ok bool) {
 		return StandbyState{}, false
 	}
 	s := &g.standbys[i]
-	return StandbyState{ID: s.id, AckSeq: s.ackSeq, LastAckNs: s.lastAckNs, ProgressNs: s.progressNs, Member: s.member}, true
+	return StandbyState{ID: s.id, AckSeq: s.ackSeq, LastAckNs: s.lastAckNs, ProgressNs: s.progressNs, Member: s.member, Leaving: s.leaving}, true
 }
 
 // Lagging appends to dst the members of the in-sync set that hold back
@@ -270,7 +295,8 @@ func (g *Gate) Standby(id uint32) (state StandbyState, ok bool) {
 //     keeps acking the same old seq: alive, but behind, and never
 //     catching up by itself.
 //
-// While nothing waits (idle), only silence makes a member lag. The
+// A member that said it is stopping (OnLeavingAck) lags at once. While
+// nothing waits (idle), only silence (or leaving) makes a member lag. The
 // runtime removes laggards with SetInSync, so neither a dead nor a
 // cut-off standby holds back release for more than about timeoutNs. It
 // does not allocate when dst has room for MaxStandbys ids.
@@ -282,7 +308,7 @@ func (g *Gate) Lagging(nowNs, timeoutNs int64, dst []uint32) []uint32 {
 		silent := nowNs > s.lastAckNs && uint64(nowNs-s.lastAckNs) > timeout
 		stalled := waiting && s.ackSeq < g.applied &&
 			nowNs > s.progressNs && uint64(nowNs-s.progressNs) > timeout
-		if silent || stalled {
+		if silent || stalled || s.leaving {
 			dst = append(dst, s.id)
 		}
 	}

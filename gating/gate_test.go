@@ -455,3 +455,37 @@ func TestStandbyTableEviction(t *testing.T) {
 		t.Fatalf("Released() = %d, want 7 (new members at 0 do not lower it)", got)
 	}
 }
+
+// A member that said it is leaving lags at once, whatever the timeout,
+// and only until its next plain ack; OnLeavingAck reports a member that
+// started leaving, once; a non-member is marked too (not to be added
+// while gone); an old ack clears nothing.
+func TestLeavingLagsAtOnce(t *testing.T) {
+	g := heldGate(t, Config{}, 1, 2)
+	g.OnAck(1, 100, 10)
+	g.OnAck(2, 100, 10)
+	g.OnAck(3, 100, 10) // not a member
+	if got := g.Lagging(11, 1e9, nil); len(got) != 0 {
+		t.Fatalf("lagging %v before anyone left", got)
+	}
+	if !g.OnLeavingAck(2, 100, 11) || g.OnLeavingAck(2, 100, 11) || g.OnLeavingAck(3, 100, 11) {
+		t.Fatal("OnLeavingAck: want true for member 2's first word only (a repeat, non-member 3: false)")
+	}
+	if got := g.Lagging(11, 1e9, nil); !slices.Equal(got, []uint32{2}) {
+		t.Fatalf("lagging %v, want [2] at once", got)
+	}
+	if st, _ := g.Standby(3); !st.Leaving {
+		t.Fatal("a non-member's leaving is not recorded (it must not be proposed while gone)")
+	}
+	g.OnAck(2, 99, 12) // reordered, older
+	if st, _ := g.Standby(2); !st.Leaving {
+		t.Fatal("an old ack cleared leaving")
+	}
+	g.OnAck(2, 100, 12)
+	if got := g.Lagging(13, 1e9, nil); len(got) != 0 {
+		t.Fatalf("lagging %v after standby 2 acked again", got)
+	}
+	if st, _ := g.Standby(2); st.Leaving {
+		t.Fatal("an ack did not clear leaving")
+	}
+}

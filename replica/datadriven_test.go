@@ -236,7 +236,19 @@ func (h *harness) run(w *strings.Builder, line string) {
 			h.p.Applied(h.applied)
 		}
 	case "ack":
-		switch v := h.p.Ack(uint32(h.u64(a, "from", 0)), h.u64(a, "epoch", h.epoch), h.u64(a, "seq", 0), h.nowNs); v {
+		from, epoch, seq := uint32(h.u64(a, "from", 0)), h.u64(a, "epoch", h.epoch), h.u64(a, "seq", 0)
+		v := AckCounted
+		if h.u64(a, "leaving", 0) == 1 {
+			var started bool
+			v, started = h.p.AckLeaving(from, epoch, seq, h.nowNs)
+			fmt.Fprintf(w, "leaving: started=%v\n", started)
+			if started {
+				h.p.Tick(h.nowNs) // the runtime's standbyLeaving
+			}
+		} else {
+			v = h.p.Ack(from, epoch, seq, h.nowNs)
+		}
+		switch v {
 		case AckOlderEpoch:
 			again := h.hist.StaleAck(h.nowNs)
 			if again {

@@ -12,7 +12,9 @@ import (
 // of every member, so every member holds everything released.
 //
 //   - A member that lags for the in-sync timeout is proposed for removal
-//     with the next renew. It lags when it is silent (no ack at all: dead,
+//     with the next renew; one that said it is stopping (a planned stop,
+//     gating.Gate.Leaving) at once, and it is not proposed again until
+//     it acks anew. It lags when it is silent (no ack at all: dead,
 //     or its acks are lost) or stalled: an output waits above its ack and
 //     its ack has not advanced to cover it (gating.Gate.Lagging). With
 //     nothing waiting, only silence removes. The primary stops waiting for
@@ -151,7 +153,7 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 			continue
 		}
 		st, ok := g.Standby(id)
-		if !ok || st.AckSeq < released || nowNs-st.LastAckNs >= cfg.TimeoutNs || len(desired) >= arbiter.MaxInSyncMembers {
+		if !ok || st.Leaving || st.AckSeq < released || nowNs-st.LastAckNs >= cfg.TimeoutNs || len(desired) >= arbiter.MaxInSyncMembers {
 			continue
 		}
 		desired = append(desired, nid)

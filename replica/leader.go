@@ -495,6 +495,12 @@ func (l *Leader[A]) Ack(from uint32, epoch, seq uint64, nowNs int64) AckVerdict 
 	return l.prim.Ack(from, epoch, seq, nowNs)
 }
 
+// AckLeaving records a standby's last ack before a planned stop
+// (Primary.AckLeaving).
+func (l *Leader[A]) AckLeaving(from uint32, epoch, seq uint64, nowNs int64) (AckVerdict, bool) {
+	return l.prim.AckLeaving(from, epoch, seq, nowNs)
+}
+
 // Durable records the journal's durable watermark (Primary.Durable).
 func (l *Leader[A]) Durable(seq uint64) { l.prim.Durable(seq) }
 

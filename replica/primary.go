@@ -156,6 +156,22 @@ func (p *Primary) Ack(from uint32, epoch, seq uint64, nowNs int64) AckVerdict {
 	return AckCounted
 }
 
+// AckLeaving is Ack of a standby's last ack before a planned stop
+// (wire.Ack.Leaving, gating.Gate.OnLeavingAck): a member is proposed for
+// removal from the in-sync set at the next Tick instead of after the
+// in-sync timeout, so a planned stop of a standby holds releases up for
+// a round trip to the arbiter. started reports that a member started
+// leaving (the runtime ticks the in-sync maintenance now).
+func (p *Primary) AckLeaving(from uint32, epoch, seq uint64, nowNs int64) (v AckVerdict, started bool) {
+	switch {
+	case epoch < p.cfg.Epoch:
+		return AckOlderEpoch, false
+	case epoch > p.cfg.Epoch:
+		return AckOtherEpoch, false
+	}
+	return AckCounted, p.gate.OnLeavingAck(from, seq, nowNs)
+}
+
 // SetLease says whether the lease is held (a promotion's first check).
 func (p *Primary) SetLease(held bool) { p.gate.SetLease(held) }
 
