@@ -304,9 +304,12 @@ func (n *Node) Close() error {
 		n.agent.runner.Close()
 	}
 	// Nothing is released any more: a primary gives its lease up, so a
-	// standby takes over at once (before the sockets close).
+	// standby takes over at once; a standby tells its primary it is
+	// leaving, so the primary stops waiting for its acks at once (before
+	// the sockets close).
 	n.mu.Lock()
 	n.giveUpLease("closing")
+	n.sayLeaving()
 	n.mu.Unlock()
 	n.closeArbiter()
 	n.tr.Close()

@@ -97,7 +97,8 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stats.DropUnknownNode++
 			return
 		}
-		switch n.ldr.Ack(f.Node, f.Epoch, f.Seq, now) {
+		v, leaving := n.ack(f, now)
+		switch v {
 		case replica.AckOlderEpoch:
 			n.stats.DropStaleEpoch++
 			if n.tm.History().StaleAck(now) {
@@ -109,6 +110,9 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		n.stats.AcksReceived++
+		if leaving {
+			n.standbyLeaving(f.Node, now)
+		}
 		if n.stages != nil {
 			required, ok := n.ldr.Primary().Gate().RequiredAck()
 			if !ok {
@@ -161,6 +165,26 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		n.leaderReady() // a HASH, a snapshot due
 	}
+}
+
+// ack gives the leader core an ACK, its last one before a planned stop
+// (wire.Ack.Leaving) as such: leaving reports that an in-sync member
+// started leaving with it.
+func (n *Node) ack(f *wire.Frame, now int64) (v replica.AckVerdict, leaving bool) {
+	if f.Flags&wire.FlagLeaving != 0 {
+		return n.ldr.AckLeaving(f.Node, f.Epoch, f.Seq, now)
+	}
+	return n.ldr.Ack(f.Node, f.Epoch, f.Seq, now), false
+}
+
+// standbyLeaving acts on an in-sync standby's word that it is stopping
+// (its last ack): it is proposed for removal now (the in-sync
+// maintenance at once), so releases wait for the arbiter's round trip,
+// not for --insync-timeout.
+func (n *Node) standbyLeaving(id uint32, now int64) {
+	n.stats.StandbysLeaving++
+	n.cfg.Log.Info("in-sync standby stopping (planned): proposing its removal now", "standby", id)
+	n.maintainInSync(now)
 }
 
 // journalFailed handles an append that failed: the node must not release

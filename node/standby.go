@@ -236,6 +236,25 @@ func (n *Node) standbyTick(now int64) {
 	n.followerReady()
 }
 
+// sayLeaving tells the primary a closing standby follows that it is
+// stopping: its last ack (what it acknowledged already), flagged
+// wire.Ack.Leaving, sent twice against a lost datagram. The primary
+// proposes its removal from the in-sync set at once instead of after
+// --insync-timeout without acks: a planned stop of a standby (a rolling
+// restart) holds releases up for a round trip to the arbiter.
+func (n *Node) sayLeaving() {
+	if n.tm.Primary() || !n.primaryAddr.IsValid() || n.fol.Standby().Primary() == 0 {
+		return
+	}
+	a := wire.Ack{Origin: n.origin(), Seq: n.fol.Standby().AckSent(), Leaving: true}
+	n.frameBuf = a.Append(n.frameBuf[:0])
+	n.tr.Send(n.frameBuf, n.primaryAddr)
+	n.tr.Send(n.frameBuf, n.primaryAddr)
+	n.tr.Flush()
+	n.stats.LeavingSent++
+	n.cfg.Log.Info("stopping: told the primary, which stops waiting for this standby's acks", "primary", n.fol.Standby().Primary(), "acked", a.Seq)
+}
+
 // askForNewEpoch tells a primary of a newer epoch that we still follow an
 // older one (an ACK stamped with our epoch), so it repeats its NEW_EPOCH
 // at once instead of at its next 100 ms repeat. At most once a

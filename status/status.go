@@ -165,6 +165,11 @@ type Stats struct {
 	// episode: the roll at the end of the current segment then needs
 	// the disk itself, and fails the journal if it is still full.
 	SpareSegmentFailures uint64
+	// StandbysLeaving: on a primary, in-sync standbys that said they
+	// were stopping (a planned stop) and were proposed for removal at
+	// once; LeavingSent: on a standby, the planned stops it announced
+	// to its primary.
+	StandbysLeaving, LeavingSent uint64
 	// NotLeadingSent: NOT_LEADING notices sent to client sessions as this
 	// node stopped leading (it gave its lease up, lost it or stepped
 	// down), one per session address.
