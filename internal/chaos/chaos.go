@@ -548,6 +548,15 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 		}
 		sleep(ctx, st.hold)
 		return fmt.Sprintf("%s: SIGKILL node%d, restarted %v later", st.fault, s, st.hold.Round(time.Millisecond)), r.startNode(s)
+	case StopStandby:
+		s := r.standby(p, st.standby)
+		t0 := time.Now()
+		if _, err := r.Stop(cluster.NodeName(s), 5*time.Second); err != nil {
+			return st.fault, fmt.Errorf("node%d did not exit within 5 s of SIGTERM", s)
+		}
+		line := fmt.Sprintf("%s: SIGTERM node%d, exited in %v", st.fault, s, time.Since(t0).Round(time.Millisecond))
+		sleep(ctx, st.hold)
+		return line + fmt.Sprintf(", restarted %v later", st.hold.Round(time.Millisecond)), r.startNode(s)
 	case PauseStandby:
 		s := r.standby(p, st.standby)
 		if err := r.Pause(cluster.NodeName(s), 2*time.Second); err != nil {

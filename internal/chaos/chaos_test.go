@@ -30,7 +30,7 @@ func TestParseFaults(t *testing.T) {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	etcd, err := ParseFaults("process,network", ArbiterEtcd)
-	want := []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, PausePrimary, PauseStandby, KillEtcd, IsolatePrimary, IsolateStandby, Loss}
+	want := []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, StopStandby, PausePrimary, PauseStandby, KillEtcd, IsolatePrimary, IsolateStandby, Loss}
 	if err != nil || !slices.Equal(etcd, want) {
 		t.Fatalf("process,network with etcd: %v %v, want %v", etcd, err, want)
 	}
@@ -214,6 +214,7 @@ var holds = map[string][2]time.Duration{
 	StopPrimary:     {0, time.Second},
 	RestartPrimary:  {0, 1},
 	KillStandby:     {0, 2 * time.Second},
+	StopStandby:     {0, 2 * time.Second},
 	PausePrimary:    {1200 * time.Millisecond, 2 * time.Second},
 	PauseStandby:    {50 * time.Millisecond, 1500 * time.Millisecond},
 	KillWitness:     {0, 1500 * time.Millisecond},

@@ -25,6 +25,10 @@ const (
 	StopPrimary = "stop-primary"
 	// KillStandby: SIGKILL a standby; restart it 0..2 s later.
 	KillStandby = "kill-standby"
+	// StopStandby: SIGTERM a standby (a planned stop: it tells its
+	// primary, which stops waiting for its acks at once); restart it
+	// 0..2 s later.
+	StopStandby = "stop-standby"
 	// PausePrimary: SIGSTOP the primary past its lease (lease + 0.2..1 s),
 	// then SIGCONT: it must find its lease gone and release nothing.
 	PausePrimary = "pause-primary"
@@ -41,7 +45,7 @@ const (
 
 // ProcessFaults are the faults a run draws from by default: they need
 // nothing but the processes (no root).
-var ProcessFaults = []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, PausePrimary, PauseStandby, KillWitness}
+var ProcessFaults = []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, StopStandby, PausePrimary, PauseStandby, KillWitness}
 
 // AllFaults are every fault, the network ones (network.go) and the
 // etcd one included.
@@ -154,7 +158,7 @@ func (s *schedule) next() step {
 	switch st.fault {
 	case KillPrimary, StopPrimary:
 		st.hold = s.between(0, time.Second)
-	case KillStandby:
+	case KillStandby, StopStandby:
 		st.hold = s.between(0, 2*time.Second)
 	case PausePrimary:
 		st.hold = s.lease + s.between(200*time.Millisecond, time.Second)
