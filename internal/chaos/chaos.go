@@ -540,31 +540,8 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 		sleep(ctx, st.hold)
 		r.Signal(cluster.NodeName(p), syscall.SIGCONT)
 		return r.afterPrimaryFault(ctx, fmt.Sprintf("%s: SIGSTOP node%d (primary, epoch %d) for %v", st.fault, p, ps.Epoch, st.hold.Round(time.Millisecond)), ps.Epoch)
-	case KillStandby:
-		s := r.standby(p, st.standby)
-		r.Kill(s)
-		if err := r.waitExit(cluster.NodeName(s)); err != nil {
-			return st.fault, err
-		}
-		sleep(ctx, st.hold)
-		return fmt.Sprintf("%s: SIGKILL node%d, restarted %v later", st.fault, s, st.hold.Round(time.Millisecond)), r.startNode(s)
-	case StopStandby:
-		s := r.standby(p, st.standby)
-		t0 := time.Now()
-		if _, err := r.Stop(cluster.NodeName(s), 5*time.Second); err != nil {
-			return st.fault, fmt.Errorf("node%d did not exit within 5 s of SIGTERM", s)
-		}
-		line := fmt.Sprintf("%s: SIGTERM node%d, exited in %v", st.fault, s, time.Since(t0).Round(time.Millisecond))
-		sleep(ctx, st.hold)
-		return line + fmt.Sprintf(", restarted %v later", st.hold.Round(time.Millisecond)), r.startNode(s)
-	case PauseStandby:
-		s := r.standby(p, st.standby)
-		if err := r.Pause(cluster.NodeName(s), 2*time.Second); err != nil {
-			return st.fault, err
-		}
-		sleep(ctx, st.hold)
-		r.Signal(cluster.NodeName(s), syscall.SIGCONT)
-		return fmt.Sprintf("%s: SIGSTOP node%d for %v", st.fault, s, st.hold.Round(time.Millisecond)), nil
+	case KillStandby, StopStandby, PauseStandby:
+		return r.standbyFault(ctx, st, r.standby(p, st.standby))
 	case KillEtcd:
 		m := st.standby % cluster.EtcdMembers
 		if err := r.etcd.Kill(m); err != nil {
@@ -587,6 +564,36 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 		return r.diskFault(ctx, st, p, ps.Epoch)
 	}
 	return st.fault, fmt.Errorf("unknown fault %q", st.fault)
+}
+
+// standbyFault stops, kills or pauses standby s (KillStandby,
+// StopStandby, PauseStandby) and brings it back.
+func (r *run) standbyFault(ctx context.Context, st step, s uint32) (string, error) {
+	switch st.fault {
+	case KillStandby:
+		r.Kill(s)
+		if err := r.waitExit(cluster.NodeName(s)); err != nil {
+			return st.fault, err
+		}
+		sleep(ctx, st.hold)
+		return fmt.Sprintf("%s: SIGKILL node%d, restarted %v later", st.fault, s, st.hold.Round(time.Millisecond)), r.startNode(s)
+	case StopStandby:
+		t0 := time.Now()
+		if _, err := r.Stop(cluster.NodeName(s), 5*time.Second); err != nil {
+			return st.fault, fmt.Errorf("node%d did not exit within 5 s of SIGTERM", s)
+		}
+		line := fmt.Sprintf("%s: SIGTERM node%d, exited in %v", st.fault, s, time.Since(t0).Round(time.Millisecond))
+		sleep(ctx, st.hold)
+		return line + fmt.Sprintf(", restarted %v later", st.hold.Round(time.Millisecond)), r.startNode(s)
+	case PauseStandby:
+		if err := r.Pause(cluster.NodeName(s), 2*time.Second); err != nil {
+			return st.fault, err
+		}
+		sleep(ctx, st.hold)
+		r.Signal(cluster.NodeName(s), syscall.SIGCONT)
+		return fmt.Sprintf("%s: SIGSTOP node%d for %v", st.fault, s, st.hold.Round(time.Millisecond)), nil
+	}
+	return st.fault, fmt.Errorf("unknown standby fault %q", st.fault)
 }
 
 // networkFault cuts or loses datagrams for st.hold, then heals.
