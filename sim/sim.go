@@ -100,10 +100,12 @@ type Options struct {
 	// and releases in the same pass as the append, through the same
 	// crashes and disk faults (TestSimInlineSync).
 	InlineSync bool
-	// Graceful makes half the primary crashes planned stops instead: the
-	// primary's process is closed (node.Close: its journal synced, its
-	// lease given up, so a standby leads at once) and started again after
-	// the fault, as `seqbus node` does on SIGTERM (TestSimGraceful).
+	// Graceful makes half the primary crashes, and half the crashes of
+	// a standby, planned stops instead: the process is closed
+	// (node.Close: its journal synced; a primary's lease given up, so a
+	// standby leads at once; a standby's primary told, so it stops
+	// waiting for its acks) and started again after the fault, as
+	// `seqbus node` does on SIGTERM (TestSimGraceful).
 	Graceful bool
 	// Moments crashes a node, now and then, at a moment of the protocol
 	// it has just passed (moments.go): it was promoted, stepped down,
@@ -213,13 +215,15 @@ func (r Result) Failed() bool { return len(r.Violations) > 0 }
 type Stats struct {
 	Events, Datagrams, Lost, Duplicated, Partitioned, Unroutable uint64
 	Commands, Answered, Releases, Promotions, Crashes, Pauses    uint64
-	// Stops: planned stops of a primary (Options.Graceful);
+	// Stops: planned stops of a primary or a standby
+	// (Options.Graceful); StandbysLeaving: the primaries' count of
+	// in-sync standbys that announced theirs (status StandbysLeaving);
 	// LeasesReleased: releases the witness took (a node gave its lease
 	// up: node.Close, a broken journal); MomentCrashes: the crashes of
 	// Options.Moments (counted in Crashes too); DiskHangs: the hung
 	// writebacks of Options.DiskStalls, DiskStalls the nodes' disk
 	// watches that found them (status DiskStalls).
-	Stops, LeasesReleased, MomentCrashes                   uint64
+	Stops, StandbysLeaving, LeasesReleased, MomentCrashes  uint64
 	DiskHangs, DiskStalls                                  uint64
 	WitnessCrashes, Partitions, Spikes, SnapshotsInstalled uint64
 	HighestEpoch, Released                                 uint64
@@ -255,6 +259,7 @@ func (s *Stats) Add(o Stats) {
 	s.Promotions += o.Promotions
 	s.Crashes += o.Crashes
 	s.Stops += o.Stops
+	s.StandbysLeaving += o.StandbysLeaving
 	s.LeasesReleased += o.LeasesReleased
 	s.MomentCrashes += o.MomentCrashes
 	s.DiskHangs += o.DiskHangs
@@ -769,6 +774,7 @@ func (s *sim) collectNodeStats(sn *simNode) {
 	st := sn.n.Status()
 	s.stats.SnapshotsInstalled += st.Node.SnapshotsInstalled
 	s.stats.DiskStalls += st.Node.DiskStalls
+	s.stats.StandbysLeaving += st.Node.StandbysLeaving
 	s.stats.RetransmitsReceived += st.Node.RetransmitsReceived
 	s.stats.BadMACs += st.Node.DropNoMAC + st.Node.DropBadMAC
 	s.stats.UnknownKeys += st.Node.DropUnknownKey

@@ -27,7 +27,7 @@ func runSim(args []string) error {
 	nodes := fs.Int("nodes", sim.DefaultNodes, fmt.Sprintf("nodes in the simulated cluster, 2..%d (2: a primary and one standby)", sim.MaxNodes))
 	keyed := fs.Bool("keyed", false, "one master key on every node, the witness and the clients: a MAC on every frame (a failing seed replays with -keyed)")
 	inlineSync := fs.Bool("inline-sync", false, "every node fsyncs on its agent as it appends (seqbus node --fsync-inline on a fast disk), not at the group committer's step (a failing seed replays with -inline-sync)")
-	graceful := fs.Bool("graceful", false, "half the primary crashes are planned stops: the process closes and gives its lease up (a failing seed replays with -graceful)")
+	graceful := fs.Bool("graceful", false, "half the crashes of the primary, and of a standby, are planned stops: the process closes, a primary gives its lease up and a standby tells its primary (a failing seed replays with -graceful)")
 	moments := fs.Bool("moments", false, "also crash a node right after it was promoted, followed a new epoch or installed a snapshot, now and then (a failing seed replays with -moments)")
 	stalls := fs.Bool("disk-stalls", false, "half the pauses hang a node's writeback instead: it runs on, nothing it writes becomes durable (a failing seed replays with -disk-stalls)")
 	trace := fs.Uint64("trace", 0, "print the event log of this one seed instead")
