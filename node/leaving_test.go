@@ -80,7 +80,16 @@ func TestPrimaryHearsAStandbyLeaving(t *testing.T) {
 	a := wire.Ack{Origin: wire.Origin{Stream: 9, Node: replayStandby, Epoch: 1}, Seq: 0, Leaving: true}
 	n.Deliver(a.Append(nil), from)
 	n.Deliver(a.Append(nil), from)
-	if got := n.Status().Node.StandbysLeaving; got != 1 {
+	st := n.Status()
+	if got := st.Node.StandbysLeaving; got != 1 {
 		t.Fatalf("StandbysLeaving %d after two leaving acks, want 1", got)
+	}
+	if len(st.Standbys) != 1 || !st.Standbys[0].Leaving {
+		t.Fatalf("status standbys %+v, want standby %d leaving", st.Standbys, replayStandby)
+	}
+	plain := wire.Ack{Origin: a.Origin, Seq: 0}
+	n.Deliver(plain.Append(nil), from)
+	if st := n.Status(); st.Standbys[0].Leaving {
+		t.Fatal("a plain ack did not clear leaving in status")
 	}
 }

@@ -81,7 +81,7 @@ func (s *Status) SetLeader(l *replica.Leader[netip.AddrPort], peers map[uint32]n
 	slices.Sort(ids)
 	for _, id := range slices.Compact(ids) {
 		if sb, ok := g.Standby(id); ok {
-			s.Standbys = append(s.Standbys, StandbyStatus{ID: id, Acked: sb.AckSeq, LastAckAgeNs: max(nowNs-sb.LastAckNs, 0), InSync: sb.Member})
+			s.Standbys = append(s.Standbys, StandbyStatus{ID: id, Acked: sb.AckSeq, LastAckAgeNs: max(nowNs-sb.LastAckNs, 0), InSync: sb.Member, Leaving: sb.Leaving})
 		}
 	}
 }

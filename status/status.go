@@ -104,6 +104,9 @@ type StandbyStatus struct {
 	// primary first saw it, if it never acked).
 	LastAckAgeNs int64 `json:"last_ack_age_ns"`
 	InSync       bool  `json:"in_sync"`
+	// Leaving: its last ack said it was stopping (a planned stop,
+	// wire.Ack.Leaving); cleared when it acks again.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Stats are the node's own counters (the bus, sequencer, window and gate

@@ -186,7 +186,10 @@ func standbyAcks(s map[string]any) string {
 	for _, e := range list {
 		m, _ := e.(map[string]any)
 		flag := ""
-		if m["in_sync"] != true {
+		switch {
+		case m["leaving"] == true:
+			flag = " (leaving)"
+		case m["in_sync"] != true:
 			flag = " (not in sync)"
 		}
 		parts = append(parts, fmt.Sprintf("%v:%v%s", get(m, "id"), get(m, "acked"), flag))
