@@ -399,6 +399,7 @@ func (r *run) inject(ctx context.Context) error {
 		if time.Now().After(end) {
 			return nil
 		}
+		r.load.MarkWindow()
 		line, err := r.fault(ctx, st)
 		fmt.Fprintf(r.out, "%6.1fs  fault %d: %s\n", time.Since(r.start).Seconds(), round, line)
 		if err != nil {
@@ -430,7 +431,8 @@ func (r *run) waitWhole(ctx context.Context, after int) error {
 	switch {
 	case err == nil:
 		if after > 0 {
-			fmt.Fprintf(r.out, "          whole again %v after fault %d\n", time.Since(begin).Round(time.Millisecond), after)
+			fmt.Fprintf(r.out, "          whole again %v after fault %d; the client's longest silence since it began %v\n",
+				time.Since(begin).Round(time.Millisecond), after, r.load.WindowSilence().Len().Round(time.Millisecond))
 		}
 		return nil
 	case ctx.Err() != nil:

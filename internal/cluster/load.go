@@ -27,6 +27,10 @@ type Load struct {
 	acked      map[uint64]bool
 	lastAnswer time.Time
 	gap        Silence // the longest silence between two answers
+	// markAt and windowGap: the longest silence since MarkWindow,
+	// counted from markAt when it began before.
+	markAt    time.Time
+	windowGap Silence
 }
 
 // Silence is a stretch without answers: From is the answer before it,
@@ -71,7 +75,38 @@ func (l *Load) note(r client.Result, now time.Time) {
 	if !l.lastAnswer.IsZero() && now.Sub(l.lastAnswer) > l.gap.Len() {
 		l.gap = Silence{From: l.lastAnswer, To: now}
 	}
+	if !l.markAt.IsZero() && !l.lastAnswer.IsZero() {
+		if from := later(l.lastAnswer, l.markAt); now.Sub(from) > l.windowGap.Len() {
+			l.windowGap = Silence{From: from, To: now}
+		}
+	}
 	l.lastAnswer = now
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// MarkWindow starts a window (a fault's): WindowSilence is then the
+// longest silence between answers since now.
+func (l *Load) MarkWindow() { l.markWindow(time.Now()) }
+
+func (l *Load) markWindow(at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.markAt, l.windowGap = at, Silence{}
+}
+
+// WindowSilence is the longest silence since MarkWindow that an answer
+// has ended (counted from the mark when it began before): what a fault
+// cost the client, read once answers flow again.
+func (l *Load) WindowSilence() Silence {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.windowGap
 }
 
 // Done is closed when the load has ended.

@@ -54,3 +54,35 @@ func TestLongestSilence(t *testing.T) {
 		t.Fatalf("longest silence %v..%v (%v), want 51 ms..1150 ms (1.099 s)", g.From.Sub(t0), g.To.Sub(t0), g.Len())
 	}
 }
+
+// TestWindowSilence: a fault's window counts the longest silence an
+// answer ended after its mark, from the mark when the silence began
+// before it, and a new mark starts afresh.
+func TestWindowSilence(t *testing.T) {
+	newHist := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3) }
+	l := &Load{acked: map[uint64]bool{}, hist: newHist(), interval: newHist()}
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	answer := func(ms ...int) {
+		for _, m := range ms {
+			l.note(client.Result{LatencyNs: 1000}, at(m))
+		}
+	}
+	answer(0, 300) // a long silence before any mark: not a window's
+	l.markWindow(at(301))
+	answer(302, 340, 341, 500)
+	if g := l.WindowSilence(); !g.From.Equal(at(341)) || g.Len() != 159*time.Millisecond {
+		t.Fatalf("window silence %v from %v, want 159 ms from 341 ms", g.Len(), g.From.Sub(t0))
+	}
+	l.markWindow(at(600))
+	if g := l.WindowSilence(); g.Len() != 0 {
+		t.Fatalf("a new window starts with %v", g.Len())
+	}
+	answer(700)
+	if g := l.WindowSilence(); !g.From.Equal(at(600)) || g.Len() != 100*time.Millisecond {
+		t.Fatalf("window silence %v from %v, want 100 ms from the mark", g.Len(), g.From.Sub(t0))
+	}
+	if g := l.LongestSilence(); g.Len() != 300*time.Millisecond {
+		t.Fatalf("longest silence %v, want the 300 ms before the marks", g.Len())
+	}
+}
