@@ -536,11 +536,9 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 		sleep(ctx, st.hold)
 		return line + fmt.Sprintf(", restarted %v later", st.hold.Round(time.Millisecond)), r.startNode(p)
 	case PausePrimary:
-		if err := r.Pause(cluster.NodeName(p), 2*time.Second); err != nil {
+		if err := r.pauseFor(ctx, p, st.hold); err != nil {
 			return st.fault, err
 		}
-		sleep(ctx, st.hold)
-		r.Signal(cluster.NodeName(p), syscall.SIGCONT)
 		return r.afterPrimaryFault(ctx, fmt.Sprintf("%s: SIGSTOP node%d (primary, epoch %d) for %v", st.fault, p, ps.Epoch, st.hold.Round(time.Millisecond)), ps.Epoch)
 	case KillStandby, StopStandby, PauseStandby:
 		return r.standbyFault(ctx, st, r.standby(p, st.standby))
@@ -568,6 +566,16 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 	return st.fault, fmt.Errorf("unknown fault %q", st.fault)
 }
 
+// pauseFor stops node id (SIGSTOP) for hold, then continues it.
+func (r *run) pauseFor(ctx context.Context, id uint32, hold time.Duration) error {
+	if err := r.Pause(cluster.NodeName(id), 2*time.Second); err != nil {
+		return err
+	}
+	sleep(ctx, hold)
+	r.Signal(cluster.NodeName(id), syscall.SIGCONT)
+	return nil
+}
+
 // standbyFault stops, kills or pauses standby s (KillStandby,
 // StopStandby, PauseStandby) and brings it back.
 func (r *run) standbyFault(ctx context.Context, st step, s uint32) (string, error) {
@@ -588,11 +596,9 @@ func (r *run) standbyFault(ctx context.Context, st step, s uint32) (string, erro
 		sleep(ctx, st.hold)
 		return line + fmt.Sprintf(", restarted %v later", st.hold.Round(time.Millisecond)), r.startNode(s)
 	case PauseStandby:
-		if err := r.Pause(cluster.NodeName(s), 2*time.Second); err != nil {
+		if err := r.pauseFor(ctx, s, st.hold); err != nil {
 			return st.fault, err
 		}
-		sleep(ctx, st.hold)
-		r.Signal(cluster.NodeName(s), syscall.SIGCONT)
 		return fmt.Sprintf("%s: SIGSTOP node%d for %v", st.fault, s, st.hold.Round(time.Millisecond)), nil
 	}
 	return st.fault, fmt.Errorf("unknown standby fault %q", st.fault)
