@@ -47,6 +47,9 @@ type StandbyState struct {
 	// Leaving reports that its last ack said it is stopping
 	// (OnLeavingAck).
 	Leaving bool
+	// Unreachable reports that a probe sent after its last ack found no
+	// process at its address (OnUnreachable).
+	Unreachable bool
 }
 
 // GateStats counts what a Gate did with its inputs, for operators.
@@ -78,6 +81,9 @@ type standbyRecord struct {
 	// leaving: its last ack said it is stopping (OnLeavingAck); cleared
 	// by its next accepted ack (it came back).
 	leaving bool
+	// unreachable: its port refused a probe sent after its last ack
+	// (OnUnreachable); cleared by its next accepted ack.
+	unreachable bool
 }
 
 // Gate computes the released watermark. It is not safe for concurrent use;
@@ -174,6 +180,26 @@ func (g *Gate) OnLeavingAck(id uint32, ackSeq uint64, nowNs int64) bool {
 	return g.onAck(id, ackSeq, nowNs, true)
 }
 
+// OnUnreachable records that a probe sent to standby id at probeNs found
+// no process at its address (its host answered "port unreachable": the
+// process died, the host is up). Unless an ack was accepted from it at
+// or after probeNs (it came back meanwhile), it is marked: as a member it
+// lags at once, like a leaving one, and as a non-member it is not
+// proposed for addition; its next accepted ack clears the mark. It
+// reports whether a member was marked just now (false for a repeat).
+func (g *Gate) OnUnreachable(id uint32, probeNs int64) bool {
+	i := g.find(id)
+	if i < 0 {
+		return false // forgotten, or never seen: nothing to remove
+	}
+	s := &g.standbys[i]
+	if s.lastAckNs >= probeNs || s.unreachable {
+		return false
+	}
+	s.unreachable = true
+	return s.member
+}
+
 // onAck is OnAck, leaving the ack's mark; it reports whether a member
 // started leaving with it.
 func (g *Gate) onAck(id uint32, ackSeq uint64, nowNs int64, leaving bool) bool {
@@ -190,6 +216,7 @@ func (g *Gate) onAck(id uint32, ackSeq uint64, nowNs int64, leaving bool) bool {
 	}
 	g.stats.AcksAccepted++
 	s.leaving = leaving
+	s.unreachable = false
 	if ackSeq > s.ackSeq || ackSeq >= g.applied {
 		// Progress: the ack moved, or nothing applied is waiting for it.
 		// An ack that only repeats an old seq while commands wait above
@@ -275,7 +302,8 @@ func (g *Gate) Standby(id uint32) (state StandbyState, ok bool) {
 		return StandbyState{}, false
 	}
 	s := &g.standbys[i]
-	return StandbyState{ID: s.id, AckSeq: s.ackSeq, LastAckNs: s.lastAckNs, ProgressNs: s.progressNs, Member: s.member, Leaving: s.leaving}, true
+	return StandbyState{ID: s.id, AckSeq: s.ackSeq, LastAckNs: s.lastAckNs, ProgressNs: s.progressNs,
+		Member: s.member, Leaving: s.leaving, Unreachable: s.unreachable}, true
 }
 
 // Lagging appends to dst the members of the in-sync set that hold back
@@ -295,20 +323,37 @@ func (g *Gate) Standby(id uint32) (state StandbyState, ok bool) {
 //     keeps acking the same old seq: alive, but behind, and never
 //     catching up by itself.
 //
-// A member that said it is stopping (OnLeavingAck) lags at once. While
-// nothing waits (idle), only silence (or leaving) makes a member lag. The
-// runtime removes laggards with SetInSync, so neither a dead nor a
-// cut-off standby holds back release for more than about timeoutNs. It
-// does not allocate when dst has room for MaxStandbys ids.
+// A member that said it is stopping (OnLeavingAck) or whose port refused
+// a probe (OnUnreachable) lags at once. While nothing waits (idle), only
+// silence (or those marks) makes a member lag. The runtime removes
+// laggards with SetInSync, so neither a dead nor a cut-off standby holds
+// back release for more than about timeoutNs. It does not allocate when
+// dst has room for MaxStandbys ids.
 func (g *Gate) Lagging(nowNs, timeoutNs int64, dst []uint32) []uint32 {
-	timeout := uint64(max(timeoutNs, 0))
+	return g.overdue(nowNs, timeoutNs, timeoutNs, true, dst)
+}
+
+// Overdue appends to dst the members that are stalled for more than
+// stalledNs or silent for more than silentNs (Lagging's two tests with
+// their own bounds) and carry no mark yet: the ones worth asking whether
+// they are still there (a probe, replica.Primary.Probes), long before
+// they lag. It does not allocate when dst has room for MaxStandbys ids.
+func (g *Gate) Overdue(nowNs, stalledNs, silentNs int64, dst []uint32) []uint32 {
+	return g.overdue(nowNs, stalledNs, silentNs, false, dst)
+}
+
+// overdue is Lagging (lagging: the marked members too) and Overdue (the
+// unmarked only).
+func (g *Gate) overdue(nowNs, stalledNs, silentNs int64, lagging bool, dst []uint32) []uint32 {
+	stalledAfter, silentAfter := uint64(max(stalledNs, 0)), uint64(max(silentNs, 0))
 	waiting := g.applied > g.released
 	for _, m := range g.members[:g.memberCount] {
 		s := &g.standbys[m]
-		silent := nowNs > s.lastAckNs && uint64(nowNs-s.lastAckNs) > timeout
+		silent := nowNs > s.lastAckNs && uint64(nowNs-s.lastAckNs) > silentAfter
 		stalled := waiting && s.ackSeq < g.applied &&
-			nowNs > s.progressNs && uint64(nowNs-s.progressNs) > timeout
-		if silent || stalled || s.leaving {
+			nowNs > s.progressNs && uint64(nowNs-s.progressNs) > stalledAfter
+		marked := s.leaving || s.unreachable
+		if lagging && (silent || stalled || marked) || !lagging && !marked && (silent || stalled) {
 			dst = append(dst, s.id)
 		}
 	}

@@ -489,3 +489,64 @@ func TestLeavingLagsAtOnce(t *testing.T) {
 		t.Fatal("an ack did not clear leaving")
 	}
 }
+
+// A member whose port refused a probe sent after its last ack lags at
+// once and until its next accepted ack; a refusal of a probe sent before
+// its last ack (it came back meanwhile) marks nothing; OnUnreachable
+// reports a member marked just now, once.
+func TestUnreachableLagsAtOnce(t *testing.T) {
+	g := heldGate(t, Config{}, 1, 2)
+	g.OnAck(1, 100, 10)
+	g.OnAck(2, 100, 20)
+	if g.OnUnreachable(2, 20) || g.OnUnreachable(9, 20) {
+		t.Fatal("a refusal of a probe sent no later than the last ack (or to an unknown id) marked it")
+	}
+	if got := g.Lagging(21, 1e9, nil); len(got) != 0 {
+		t.Fatalf("lagging %v after a stale refusal", got)
+	}
+	if !g.OnUnreachable(2, 21) || g.OnUnreachable(2, 22) {
+		t.Fatal("OnUnreachable: want true for member 2's first refusal only")
+	}
+	if got := g.Lagging(23, 1e9, nil); !slices.Equal(got, []uint32{2}) {
+		t.Fatalf("lagging %v, want [2] at once", got)
+	}
+	if got := g.Overdue(23, 0, 0, nil); !slices.Equal(got, []uint32{1}) {
+		t.Fatalf("overdue %v, want [1]: a marked member is not probed again", got)
+	}
+	if st, _ := g.Standby(2); !st.Unreachable {
+		t.Fatal("StandbyState.Unreachable not set")
+	}
+	g.OnAck(2, 99, 24) // reordered, older
+	if st, _ := g.Standby(2); !st.Unreachable {
+		t.Fatal("an old ack cleared the mark")
+	}
+	g.OnAck(2, 100, 25)
+	if got := g.Lagging(26, 1e9, nil); len(got) != 0 {
+		t.Fatalf("lagging %v after standby 2 acked again", got)
+	}
+}
+
+// Overdue applies Lagging's two tests with their own bounds: silence
+// against silentNs, and a stall (an output waits above the ack) against
+// stalledNs.
+func TestOverdue(t *testing.T) {
+	g := heldGate(t, Config{}, 1, 2)
+	g.OnAck(1, 100, 100)
+	g.OnAck(2, 100, 100)
+	if got := g.Overdue(150, 10, 100, nil); len(got) != 0 {
+		t.Fatalf("overdue %v while idle and heard from 50 ago", got)
+	}
+	if got := g.Overdue(201, 10, 100, nil); !slices.Equal(got, []uint32{1, 2}) {
+		t.Fatalf("overdue %v, want both silent past 100", got)
+	}
+	g.SetApplied(105)
+	g.SetDurable(105)
+	g.OnAck(1, 105, 202)
+	g.OnAck(2, 100, 202) // alive, but not advancing: stalled since 100
+	if got := g.Overdue(205, 200, 1000, nil); len(got) != 0 {
+		t.Fatalf("overdue %v within the stall bound", got)
+	}
+	if got := g.Overdue(205, 100, 1000, nil); !slices.Equal(got, []uint32{2}) {
+		t.Fatalf("overdue %v, want [2] stalled past 100", got)
+	}
+}
