@@ -136,22 +136,24 @@ func runScenarioWith(t *testing.T, path string, run func(w *strings.Builder, lin
 
 // harness plays one node's runtime around the pure types.
 type harness struct {
-	t        *testing.T
-	self     arbiter.NodeID
-	nowNs    int64
-	keeper   *arbiter.Keeper
-	leaseNs  int64
-	isr      InSync
-	p        *Primary
-	pcfg     PrimaryConfig
-	peers    []uint32 // configured standbys (keeper command)
-	required string   // the gate's required acks, as last printed
-	sb       Standby  // the follower commands' state
-	hist     History
-	epoch    uint64 // followed (standby) or led (primary)
-	applied  uint64
-	durable  uint64
-	log      map[uint64]uint64 // seq -> epoch of the journal's record
+	t       *testing.T
+	self    arbiter.NodeID
+	nowNs   int64
+	keeper  *arbiter.Keeper
+	leaseNs int64
+	isr     InSync
+	p       *Primary
+	pcfg    PrimaryConfig
+	peers   []uint32 // configured standbys (keeper command)
+	// probe bounds (keeper command: probe-after=, probe-silent=)
+	probeAfter, probeSilent int64
+	required                string  // the gate's required acks, as last printed
+	sb                      Standby // the follower commands' state
+	hist                    History
+	epoch                   uint64 // followed (standby) or led (primary)
+	applied                 uint64
+	durable                 uint64
+	log                     map[uint64]uint64 // seq -> epoch of the journal's record
 }
 
 func newHarness(t *testing.T) *harness {
@@ -258,6 +260,13 @@ func (h *harness) run(w *strings.Builder, line string) {
 		case AckOtherEpoch:
 			fmt.Fprintln(w, "ack dropped: newer epoch")
 		}
+	case "refused":
+		// The prober heard "port unreachable" for a probe to from.
+		marked := h.p.Unreachable(uint32(h.u64(a, "from", 0)))
+		fmt.Fprintf(w, "unreachable: marked=%v\n", marked)
+		if marked {
+			h.p.Tick(h.nowNs) // the runtime's standbyGone
+		}
 	case "durable":
 		// The syncer's path (onDurable): it releases at once, with no
 		// lease decision first, so the release itself checks the lease.
@@ -297,6 +306,7 @@ func (h *harness) newKeeper(a args) {
 	}
 	h.self, h.keeper, h.leaseNs = arbiter.NodeID(h.u64(a, "node", 1)), k, cfg.LeaseDurationNs
 	h.peers = h.ids(a, "peers")
+	h.probeAfter, h.probeSilent = h.dur(a, "probe-after", 0), h.dur(a, "probe-silent", 0)
 	h.keeper.SetWantLead(true)
 }
 
@@ -311,6 +321,7 @@ func (h *harness) primaryConfig(a args) PrimaryConfig {
 		Self: h.self, Epoch: h.u64(a, "epoch", 1), Peers: peers, MinInSync: int(h.u64(a, "min-insync", 0)),
 		InSyncTimeoutNs: h.dur(a, "insync-timeout", 200_000_000), RetryNs: 50_000_000,
 		NoGating: a.has("no-gating"), NoFencing: a.has("no-fencing"),
+		ProbeAfterNs: h.probeAfter, ProbeSilentNs: h.probeSilent,
 	}
 }
 
@@ -423,6 +434,9 @@ func (h *harness) ready(w *strings.Builder) {
 	}
 	if rd.InSyncError != nil {
 		fmt.Fprintf(&b, " in-sync-error=%q", rd.InSyncError)
+	}
+	if len(rd.Probe) > 0 {
+		fmt.Fprintf(&b, " probe=%v", rd.Probe)
 	}
 	w.WriteString(b.String() + "\n")
 	h.p.Advance(rd)

@@ -153,7 +153,7 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 			continue
 		}
 		st, ok := g.Standby(id)
-		if !ok || st.Leaving || st.AckSeq < released || nowNs-st.LastAckNs >= cfg.TimeoutNs || len(desired) >= arbiter.MaxInSyncMembers {
+		if !ok || st.Leaving || st.Unreachable || st.AckSeq < released || nowNs-st.LastAckNs >= cfg.TimeoutNs || len(desired) >= arbiter.MaxInSyncMembers {
 			continue
 		}
 		desired = append(desired, nid)

@@ -528,6 +528,10 @@ func (l *Leader[A]) Announce(prevEpoch, lastSeq uint64, nowNs int64) {
 // and the MD seq released.
 func (l *Leader[A]) SetReleased(released, mdSeq uint64) { l.seqr.SetReleased(released, mdSeq) }
 
+// ProbeFrame appends to dst the HEARTBEAT to send as a probe of one
+// standby (Ready.Probe; sequencer.Sequencer.ProbeFrame).
+func (l *Leader[A]) ProbeFrame(dst []byte) []byte { return l.seqr.ProbeFrame(dst) }
+
 // Heartbeat adds a HEARTBEAT now.
 func (l *Leader[A]) Heartbeat(nowNs int64) { l.seqr.Heartbeat(nowNs) }
 

@@ -93,6 +93,8 @@ type ReleaseReady struct {
 	Propose     []arbiter.NodeID
 	ProposeBase uint64
 	Lagging     []uint32
+	// Probe: members to probe (Ready.Probe), at any time.
+	Probe []uint32
 	// Released: when not 0, the release happens; record it as the
 	// released watermark once the frames below left. 0: nothing may
 	// leave (the lease, the gate, or a failed journal: nothing is ever
@@ -128,7 +130,7 @@ func (l *Leader[A]) Release(nowNs int64, in ReleaseInput) ReleaseReady {
 	l.prim.Advance(prd)
 	rr := ReleaseReady{
 		RunningAlone: prd.RunningAlone, InSyncError: prd.InSyncError,
-		Propose: prd.Propose, ProposeBase: prd.ProposeBase, Lagging: prd.Lagging,
+		Propose: prd.Propose, ProposeBase: prd.ProposeBase, Lagging: prd.Lagging, Probe: prd.Probe,
 	}
 	if prd.Release == 0 || l.broken {
 		return rr

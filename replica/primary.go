@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/gating"
@@ -26,6 +27,13 @@ type PrimaryConfig struct {
 	// NoFencing (UNSAFE, mutation tests): the lease is never consulted;
 	// the primary never steps down or stops releasing.
 	NoFencing bool
+	// ProbeAfterNs, when not 0: a member that holds a release back for
+	// this long without its ack advancing, or that is silent for
+	// ProbeSilentNs, is probed (Ready.Probe), again at most once per
+	// ProbeAfterNs while it stays so. A probe whose refusal comes back
+	// (Unreachable) marks the member, which is then proposed for removal
+	// at once instead of after InSyncTimeoutNs. With a lease only.
+	ProbeAfterNs, ProbeSilentNs int64
 }
 
 // Primary is the leading role's protocol state: the gate that decides
@@ -53,7 +61,31 @@ type Primary struct {
 	proposeBase  uint64
 	lagging      []uint32
 	inSyncErr    error
+	probe        []uint32 // backed by probeBuf
+
+	// probes: when each member was last probed (Tick), and the scratch
+	// the Ready's Probe is built in, so probing allocates nothing.
+	probes   [gating.MaxStandbys]probeRecord
+	probeBuf [gating.MaxStandbys]uint32
+	overdue  [gating.MaxStandbys]uint32
 }
+
+// probeRecord is when standby id was last probed, and how long to wait
+// before the next probe: ProbeAfterNs at first, doubled by each probe up
+// to maxProbeBackoff times it, and back to ProbeAfterNs once the
+// standby's ack progresses (a new episode).
+type probeRecord struct {
+	id       uint32
+	atNs     int64
+	interval int64
+	used     bool
+}
+
+// maxProbeBackoff bounds the wait between probes of one episode, in
+// ProbeAfterNs: 2 ms, 4, 8, 16, then every 32 ms by default, so a member
+// lagging for the whole 200 ms in-sync timeout is probed about ten
+// times (a lost probe or refusal is made good within 32 ms).
+const maxProbeBackoff = 16
 
 // Ready is what a Primary asks the runtime to do, in the order of the
 // fields.
@@ -71,6 +103,11 @@ type Ready struct {
 	// InSyncError: the gate refused the required set (it keeps the one
 	// in force); log it.
 	InSyncError error
+	// Probe: members to probe (PrimaryConfig.ProbeAfterNs): send each a
+	// HEARTBEAT from a socket that hears its host's "port unreachable",
+	// and report a refusal with Unreachable. Any time; valid until the
+	// next Tick.
+	Probe []uint32
 	// Release: hand out every queued output with seq <= Release, and only
 	// those (release only <= released). The gate counted them durable in
 	// this node's journal (durable before release), acknowledged by every
@@ -269,6 +306,67 @@ func (p *Primary) Tick(nowNs int64) {
 	if m.Propose != nil {
 		p.propose, p.proposeBase, p.lagging = m.Propose, m.Base, m.Lagging
 	}
+	p.probeOverdue(nowNs)
+}
+
+// probeOverdue adds to the Ready's Probe each member overdue by the
+// probe bounds (gating.Gate.Overdue) and not probed in the last
+// ProbeAfterNs.
+func (p *Primary) probeOverdue(nowNs int64) {
+	after := p.cfg.ProbeAfterNs
+	if after <= 0 {
+		return
+	}
+	if p.probe == nil {
+		p.probe = p.probeBuf[:0]
+	}
+	for _, id := range p.gate.Overdue(nowNs, after, p.cfg.ProbeSilentNs, p.overdue[:0]) {
+		r := p.probeRecord(id)
+		if st, _ := p.gate.Standby(id); !r.used || st.ProgressNs > r.atNs {
+			r.interval = after // a new episode
+		}
+		if r.used && nowNs-r.atNs < r.interval || slices.Contains(p.probe, id) {
+			continue
+		}
+		if r.used {
+			r.interval = min(2*r.interval, maxProbeBackoff*after)
+		}
+		r.atNs, r.used = nowNs, true
+		p.probe = append(p.probe, id)
+	}
+}
+
+// probeRecord returns id's probe record, taking the oldest one for it
+// when it has none (the table holds MaxStandbys: every member).
+func (p *Primary) probeRecord(id uint32) *probeRecord {
+	oldest := 0
+	for i := range p.probes {
+		r := &p.probes[i]
+		if r.used && r.id == id {
+			return r
+		}
+		if o := &p.probes[oldest]; o.used && (!r.used || r.atNs < o.atNs) {
+			oldest = i
+		}
+	}
+	p.probes[oldest] = probeRecord{id: id}
+	return &p.probes[oldest]
+}
+
+// Unreachable records that standby id's host refused a probe ("port
+// unreachable": no process listens at its address). Unless it acked
+// since its last probe, a member is marked (gating.Gate.OnUnreachable):
+// it lags at once, and the runtime ticks the in-sync maintenance now, so
+// its removal goes to the arbiter without waiting for the in-sync
+// timeout. It reports whether a member was marked just now; a refusal of
+// a probe this term did not send counts for nothing.
+func (p *Primary) Unreachable(id uint32) bool {
+	for i := range p.probes {
+		if r := p.probes[i]; r.used && r.id == id {
+			return p.gate.OnUnreachable(id, r.atNs)
+		}
+	}
+	return false
 }
 
 // Proposed records that the proposal of a Ready was handed to the
@@ -278,7 +376,8 @@ func (p *Primary) Proposed(members []arbiter.NodeID, nowNs int64) { p.isr.Propos
 // Ready returns what to do now (nowNs is the moment of release: the lease
 // is checked then). It changes nothing; Advance says it was done.
 func (p *Primary) Ready(nowNs int64) Ready {
-	rd := Ready{RunningAlone: p.aloneStarted, Propose: p.propose, ProposeBase: p.proposeBase, Lagging: p.lagging, InSyncError: p.inSyncErr}
+	rd := Ready{RunningAlone: p.aloneStarted, Propose: p.propose, ProposeBase: p.proposeBase, Lagging: p.lagging,
+		InSyncError: p.inSyncErr, Probe: p.probe}
 	if p.gate.LeaseHeld() && p.MayRelease(nowNs) {
 		rd.Release = p.gate.Released()
 	}
@@ -295,5 +394,8 @@ func (p *Primary) Advance(rd Ready) {
 	}
 	if rd.InSyncError != nil {
 		p.inSyncErr = nil
+	}
+	if len(rd.Probe) > 0 {
+		p.probe = p.probe[:0]
 	}
 }

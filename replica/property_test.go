@@ -97,7 +97,8 @@ func (m *propModel) reply(grant bool, arg byte) {
 }
 
 func (m *propModel) start(epoch uint64) {
-	cfg := PrimaryConfig{Self: 1, Epoch: epoch, Peers: []uint32{2, 3, 4}, InSyncTimeoutNs: 200_000_000, RetryNs: 50_000_000}
+	cfg := PrimaryConfig{Self: 1, Epoch: epoch, Peers: []uint32{2, 3, 4}, InSyncTimeoutNs: 200_000_000, RetryNs: 50_000_000,
+		ProbeAfterNs: 2_000_000, ProbeSilentNs: 12_000_000}
 	p, err := NewPrimary(cfg, &m.isr, m.k, m.applied, m.durable, m.nowNs)
 	if err != nil {
 		m.t.Fatal(err)
@@ -131,6 +132,14 @@ func (m *propModel) step(b byte) {
 		return
 	case 4, 5:
 		id := 2 + uint32(arg)%propPeers
+		if op == 5 && arg&16 != 0 {
+			// A probe's refusal: the standby's process is gone, or it
+			// was, before an ack that already came back.
+			if m.p != nil && m.p.Unreachable(id) {
+				m.p.Tick(m.nowNs)
+			}
+			break
+		}
 		seq := max(m.acks[id], m.applied-min(m.applied, uint64(arg>>2&3)))
 		m.acks[id] = seq
 		if m.p != nil {
@@ -197,6 +206,12 @@ func (m *propModel) ready() {
 
 func (m *propModel) check(rd Ready) {
 	g := m.p.Gate()
+	// A probe goes only to a required member, once per Ready.
+	for i, id := range rd.Probe {
+		if !slices.Contains(g.InSync(nil), id) || slices.Contains(rd.Probe[:i], id) {
+			m.t.Fatalf("probe %v: %d is not a member once (members %v)", rd.Probe, id, g.InSync(nil))
+		}
+	}
 	// The gate's watermark never moves down; a standby required later (a
 	// grant's set) may be behind what was released before it joined: only
 	// a rise must be covered by every required ack, at the moment of it.
