@@ -45,3 +45,33 @@ func (n *Node) proposeInSync(base uint64, members []arbiter.NodeID, lagging []ui
 	n.stats.InSyncProposals++
 	n.cfg.Log.Info("proposing in-sync set", "base_version", base, "members", members, "lagging", lagging)
 }
+
+// probe sends each member the core asks about (replica.Ready.Probe) a
+// HEARTBEAT from the transport's prober: a live standby takes it as any
+// heartbeat; a dead one's host answers "port unreachable", which
+// hearRefusals finds at a later tick.
+func (n *Node) probe(ids []uint32, now int64) {
+	for _, id := range ids {
+		addr, ok := n.cfg.Peers[id]
+		if !ok {
+			continue
+		}
+		n.frameBuf = n.ldr.ProbeFrame(n.frameBuf[:0])
+		n.tr.Probe(id, addr, n.frameBuf, now)
+	}
+}
+
+// hearRefusals gives the core every refusal the prober heard: a member
+// whose process is gone is proposed for removal now, not after
+// --insync-timeout (the witness still confirms it before the primary
+// stops waiting for its acks).
+func (n *Node) hearRefusals(now int64) {
+	for _, id := range n.tr.Refused(now) {
+		if !n.ldr.Primary().Unreachable(id) {
+			continue
+		}
+		n.stats.StandbysUnreachable++
+		n.cfg.Log.Warn("in-sync standby gone: its host refused a probe (no process at its port); proposing its removal now", "standby", id)
+		n.maintainInSync(now)
+	}
+}

@@ -298,6 +298,7 @@ func (n *Node) setDurable() {
 
 func (n *Node) primaryTick(now int64) {
 	n.primaryAnnounce(now)
+	n.hearRefusals(now)
 	n.maintainInSync(now)
 	if !n.tm.Primary() {
 		return // stepped down while releasing
@@ -386,6 +387,7 @@ func (n *Node) carryOutInSync(rd *replica.ReleaseReady, now int64) {
 	if rd.Propose != nil {
 		n.proposeInSync(rd.ProposeBase, rd.Propose, rd.Lagging, now)
 	}
+	n.probe(rd.Probe, now)
 }
 
 // releaseTrack is the node's side of the release's bookkeeping: the

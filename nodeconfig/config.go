@@ -123,6 +123,13 @@ type Config struct {
 	// durable while records wait before the disk counts as stalled
 	// (replica.DiskWatch: a primary gives its lease up).
 	InSyncTimeoutNs int64
+	// ProbeAfterNs: a primary probes an in-sync standby that holds a
+	// release back this long, or is silent this long plus two ack
+	// intervals: a HEARTBEAT from a socket that hears the standby host's
+	// "port unreachable". A refusal (the standby's process is gone) has
+	// its removal proposed at once instead of after InSyncTimeoutNs.
+	// 0: DefaultProbeAfterNs; negative: no probes. Below InSyncTimeoutNs.
+	ProbeAfterNs int64
 	// MinInSync: release only while at least this many standbys are in the
 	// in-sync set (Kafka's min.insync.replicas). 0, the default, lets the
 	// primary run alone when every standby is gone, and says so loudly.
@@ -304,6 +311,12 @@ func (c *Config) protocolDefaults() error {
 	if c.InSyncTimeoutNs <= 0 {
 		c.InSyncTimeoutNs = DefaultInSyncTimeoutNs
 	}
+	if c.ProbeAfterNs == 0 {
+		c.ProbeAfterNs = min(DefaultProbeAfterNs, c.InSyncTimeoutNs/2)
+	}
+	if c.ProbeAfterNs >= c.InSyncTimeoutNs {
+		return fmt.Errorf("%w: probe-after %s not below the in-sync timeout %s", ErrConfig, time.Duration(c.ProbeAfterNs), time.Duration(c.InSyncTimeoutNs))
+	}
 	if c.TickIntervalNs <= 0 {
 		c.TickIntervalNs = DefaultTickIntervalNs
 	}
@@ -372,6 +385,10 @@ const (
 	// stalls on these machines, short enough that the market pauses for
 	// a fifth of a second, not until an operator acts.
 	DefaultInSyncTimeoutNs = 200_000_000
+	// DefaultProbeAfterNs: 2 ms holding a release back (a hundred times a
+	// loopback round trip, beyond most scheduling stalls here) before a
+	// standby is probed; a probe costs one datagram.
+	DefaultProbeAfterNs = 2_000_000
 	// DefaultSessionHistory is the default SessionHistory: 64k outputs.
 	DefaultSessionHistory = session.DefaultHistory
 	// MaxSessionHistory bounds SessionHistory (16M outputs, ~2.4 GB).

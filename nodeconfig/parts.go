@@ -70,6 +70,7 @@ func (c *Config) PrimaryConfig(epoch uint64) replica.PrimaryConfig {
 		Self: arbiter.NodeID(c.ID), Epoch: epoch, Peers: peers, MinInSync: c.MinInSync,
 		InSyncTimeoutNs: c.InSyncTimeoutNs, RetryNs: c.Lease.RetryNs,
 		NoGating: c.Unsafe.NoGating, NoFencing: c.Unsafe.NoFencing,
+		ProbeAfterNs: max(c.ProbeAfterNs, 0), ProbeSilentNs: c.ProbeAfterNs + 2*c.AckIntervalNs,
 	}
 }
 

@@ -395,6 +395,16 @@ func (s *Sequencer) heartbeat(nowNs int64, leaseReleased bool) {
 	s.started = true
 }
 
+// ProbeFrame appends to dst the HEARTBEAT the group's next one would be
+// (the highest seq sent, released, the MD seq), for a probe of one
+// standby (replica.Ready.Probe): the runtime sends it to that standby
+// alone, and nothing here changes. A live standby takes it as any
+// heartbeat, so one that missed the tail asks for it.
+func (s *Sequencer) ProbeFrame(dst []byte) []byte {
+	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased}
+	return hb.Append(dst)
+}
+
 // AnnounceEpoch puts NEW_EPOCH for the group in the outbox: this primary leads from its epoch on;
 // lastSeq is the last seq of the earlier history it holds and prevEpoch the
 // epoch of its record at lastSeq, so a receiver can tell a failover from a

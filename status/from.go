@@ -41,6 +41,7 @@ func (s *Status) SetSockets(tr *transport.Transport) {
 	}
 	tc := tr.Counters()
 	s.Node.SendErrors, s.Node.GroupMembershipErrors = tc.SendErrors, tc.GroupMembershipErrors
+	s.Node.ProbesSent, s.Node.ProbeErrors, s.Node.ProbesRefused = tc.ProbesSent, tc.ProbeErrors, tc.ProbesRefused
 	s.Node.DropNoMAC, s.Node.DropBadMAC, s.Node.DropUnknownKey, s.Node.DropReplay = tc.DropNoMAC, tc.DropBadMAC, tc.DropUnknownKey, tc.DropReplay
 }
 
@@ -81,7 +82,8 @@ func (s *Status) SetLeader(l *replica.Leader[netip.AddrPort], peers map[uint32]n
 	slices.Sort(ids)
 	for _, id := range slices.Compact(ids) {
 		if sb, ok := g.Standby(id); ok {
-			s.Standbys = append(s.Standbys, StandbyStatus{ID: id, Acked: sb.AckSeq, LastAckAgeNs: max(nowNs-sb.LastAckNs, 0), InSync: sb.Member, Leaving: sb.Leaving})
+			s.Standbys = append(s.Standbys, StandbyStatus{ID: id, Acked: sb.AckSeq, LastAckAgeNs: max(nowNs-sb.LastAckNs, 0), InSync: sb.Member,
+				Leaving: sb.Leaving, Unreachable: sb.Unreachable})
 		}
 	}
 }

@@ -107,6 +107,9 @@ type StandbyStatus struct {
 	// Leaving: its last ack said it was stopping (a planned stop,
 	// wire.Ack.Leaving); cleared when it acks again.
 	Leaving bool `json:"leaving,omitempty"`
+	// Unreachable: its host refused a probe sent after its last ack (its
+	// process is gone); cleared when it acks again.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // Stats are the node's own counters (the bus, sequencer, window and gate
@@ -173,6 +176,12 @@ type Stats struct {
 	// once; LeavingSent: on a standby, the planned stops it announced
 	// to its primary.
 	StandbysLeaving, LeavingSent uint64
+	// Probes of in-sync standbys that held a release back or fell
+	// silent (a HEARTBEAT from a socket that hears "port unreachable"):
+	// sent, not sent (an error, or a network that cannot probe), and
+	// refused; StandbysUnreachable: members a refusal marked gone and
+	// proposed for removal at once.
+	ProbesSent, ProbeErrors, ProbesRefused, StandbysUnreachable uint64
 	// NotLeadingSent: NOT_LEADING notices sent to client sessions as this
 	// node stopped leading (it gave its lease up, lost it or stepped
 	// down), one per session address.

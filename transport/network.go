@@ -27,6 +27,24 @@ type groupMember interface {
 	RejoinGroup() error
 }
 
+// Prober asks whether a process still listens at a peer's address
+// (bus.Prober over UDP): Probe sends a frame there, and Refused returns
+// the peers whose host answered one with "port unreachable" since the
+// last call (valid until the next).
+type Prober interface {
+	Probe(id uint32, to netip.AddrPort, frame []byte, nowNs int64) error
+	Refused(nowNs int64) []uint32
+	Close() error
+}
+
+// probing is the optional ability of a Network to probe a peer's port
+// (UDPNetwork has it, and the simulator's network). Over a network
+// without it nothing is probed: the in-sync timeout alone finds a dead
+// standby.
+type probing interface {
+	Prober() Prober
+}
+
 // Network opens a node's endpoints. UDPNetwork (the default) opens real
 // sockets; MemNetwork runs a node over bus.MemNetwork, so the same runtime
 // is tested under seeded loss, duplication and reordering.
@@ -55,6 +73,9 @@ func (u UDPNetwork) MulticastReceiver(group netip.AddrPort, iface string, filter
 func (u UDPNetwork) MulticastSender(group netip.AddrPort, iface string, ttl int) (Endpoint, error) {
 	return endpoint(bus.NewMulticastSender(bus.MulticastSenderConfig{Group: group, Interface: iface, TTL: ttl, Tuning: u.Tuning}))
 }
+
+// Prober implements probing with bus.Prober.
+func (u UDPNetwork) Prober() Prober { return bus.NewProber() }
 
 // endpoint returns a failed open as a nil Endpoint: returning the nil
 // *bus.UDP itself would make a non-nil interface holding a nil pointer,

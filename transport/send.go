@@ -63,6 +63,40 @@ func (t *Transport) SendMarketData(frame []byte) {
 	t.sendNow(t.s.MarketDataSend, t.seal(frame), t.cfg.MarketData)
 }
 
+// Probe sends frame (sealed, like every frame) to peer id at to from the
+// prober's socket for it, at once, so that a refusal of it comes back to
+// Refused. Over a network that cannot probe it counts an error and sends
+// nothing.
+func (t *Transport) Probe(id uint32, to netip.AddrPort, frame []byte, nowNs int64) {
+	if t.prober == nil && !t.noProbe {
+		if p, ok := t.cfg.Network.(probing); ok {
+			t.prober = p.Prober()
+		} else {
+			t.noProbe = true
+		}
+	}
+	if t.prober == nil {
+		t.c.ProbeErrors++
+		return
+	}
+	if err := t.prober.Probe(id, to, t.seal(frame), nowNs); err != nil {
+		t.c.ProbeErrors++
+		return
+	}
+	t.c.ProbesSent++
+}
+
+// Refused returns the peers whose host refused a probe since the last
+// call (Prober.Refused); valid until the next call.
+func (t *Transport) Refused(nowNs int64) []uint32 {
+	if t.prober == nil {
+		return nil
+	}
+	ids := t.prober.Refused(nowNs)
+	t.c.ProbesRefused += uint64(len(ids))
+	return ids
+}
+
 func (t *Transport) sendNow(ep Endpoint, frame []byte, to netip.AddrPort) {
 	t.sendBuf[0] = frame
 	if err := ep.Send(t.sendBuf[:], to); err != nil {

@@ -51,6 +51,9 @@ type Counters struct {
 	// GroupMembershipErrors: leaving or rejoining the replication group
 	// failed (SetGroupMember).
 	GroupMembershipErrors uint64
+	// ProbesSent, ProbeErrors, ProbesRefused: Probe's frames sent, failed
+	// to send (or not sent: the network cannot probe), and refused.
+	ProbesSent, ProbeErrors, ProbesRefused uint64
 }
 
 // Sockets are a transport's endpoints; MarketDataSend is nil when the
@@ -74,7 +77,11 @@ type Transport struct {
 	// truncationsLogged: the first datagram too large for the receive
 	// buffers was logged (NoteTruncations); the sockets count them all.
 	truncationsLogged bool
-	c                 Counters
+	// prober: the probes' sockets, opened at the first Probe (nil: none
+	// yet, or the network cannot probe: noProbe).
+	prober  Prober
+	noProbe bool
+	c       Counters
 }
 
 // New returns a transport for cfg with its sockets not yet open (Open).
@@ -123,6 +130,10 @@ func (t *Transport) Close() {
 		if c != nil {
 			c.Close()
 		}
+	}
+	if t.prober != nil {
+		t.prober.Close()
+		t.prober = nil
 	}
 }
 

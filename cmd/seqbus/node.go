@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"log/slog"
@@ -51,7 +52,7 @@ type nodeFlags struct {
 	mdRing, sessionHistory, datagramBytes, segmentBytes *int
 	verbose, noFencing, noGating                        *bool
 	lease, renew, margin, retry, ackDelay               *time.Duration
-	insyncTimeout, busyPoll, fsyncInline                *time.Duration
+	insyncTimeout, probeAfter, busyPoll, fsyncInline    *time.Duration
 	peers                                               peerFlags
 }
 
@@ -85,6 +86,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.retry = fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
 	f.ackDelay = fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
 	f.insyncTimeout = fs.Duration("insync-timeout", time.Duration(nodeconfig.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness); a node whose disk makes nothing it wrote durable this long does not lead (a primary gives its lease up)")
+	f.probeAfter = fs.Duration("probe-after", time.Duration(nodeconfig.DefaultProbeAfterNs), "primary: probe an in-sync standby that holds a release back this long (or is silent this long plus two ack intervals); if its host answers \"port unreachable\" (its process is gone) it is removed now, not after --insync-timeout (0: no probes)")
 	f.minInSync = fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
 	f.recvBuf = fs.Int("recv-buffer", nodeconfig.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
 	f.busyPoll = fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
@@ -112,7 +114,7 @@ func (f *nodeFlags) check() error {
 		checkPositive("epoch", *f.epoch), checkFsync("fsync", *f.fsync), checkIdle("idle", *f.idle),
 		checkPositive("snapshot-every", *f.snapEvery), checkDest("witness", *f.witnessAddr, true),
 		checkLease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
-		checkPositive("insync-timeout", *f.insyncTimeout), f.peers.CheckMinInSync(*f.minInSync),
+		flagcheck.InSync(*f.insyncTimeout, *f.probeAfter), f.peers.CheckMinInSync(*f.minInSync),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
 		f.peers.CheckNotSelf(*f.id), flagcheck.ListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
 		checkNodeDatagramBytes(*f.datagramBytes), checkNonNegative("fsync-inline", *f.fsyncInline),
@@ -173,8 +175,8 @@ func (f *nodeFlags) config() (nodeconfig.Config, error) {
 	if err := f.leaseConfig(&cfg); err != nil {
 		return cfg, err
 	}
-	cfg.InSyncTimeoutNs, cfg.MinInSync = int64(*f.insyncTimeout), *f.minInSync
-	cfg.AckDelayNs = int64(*f.ackDelay)
+	cfg.InSyncTimeoutNs, cfg.MinInSync, cfg.AckDelayNs = int64(*f.insyncTimeout), *f.minInSync, int64(*f.ackDelay)
+	cfg.ProbeAfterNs = cmp.Or(int64(*f.probeAfter), -1) // 0: no probes
 	cfg.Unsafe = nodeconfig.Unsafe{NoFencing: *f.noFencing, NoGating: *f.noGating}
 	if cfg.Key, err = loadKey(*f.keyFile); err != nil {
 		return cfg, asUsage(err)
@@ -183,10 +185,7 @@ func (f *nodeFlags) config() (nodeconfig.Config, error) {
 	if *f.cpu >= 0 {
 		cfg.PinCPU, cfg.CPU = true, *f.cpu
 	}
-	cfg.StatusFile = *f.status
-	if cfg.StatusFile == "" {
-		cfg.StatusFile = filepath.Join(*f.dir, "status.json")
-	}
+	cfg.StatusFile = cmp.Or(*f.status, filepath.Join(*f.dir, "status.json"))
 	level := slog.LevelInfo
 	if *f.verbose {
 		level = slog.LevelDebug

@@ -240,6 +240,18 @@ func Lease(lease, renew, margin, retry time.Duration) error {
 	return nil
 }
 
+// InSync: the in-sync flags' relation: --insync-timeout positive,
+// --probe-after not negative (0: no probes) and below it.
+func InSync(timeout, probeAfter time.Duration) error {
+	if err := First(Positive("insync-timeout", timeout), NonNegative("probe-after", probeAfter)); err != nil {
+		return err
+	}
+	if probeAfter >= timeout {
+		return Usagef("--probe-after must be < --insync-timeout (%v), got %v", timeout, probeAfter)
+	}
+	return nil
+}
+
 // ListenPort: --listen must not use the --group's port. The group's
 // receiver binds the wildcard address on that port (to get the group's
 // datagrams), so any other socket of the host on it makes the node fail at

@@ -189,6 +189,8 @@ func standbyAcks(s map[string]any) string {
 		switch {
 		case m["leaving"] == true:
 			flag = " (leaving)"
+		case m["unreachable"] == true:
+			flag = " (gone: port unreachable)"
 		case m["in_sync"] != true:
 			flag = " (not in sync)"
 		}

@@ -14,7 +14,7 @@ import (
 func statusAt(id int, role string, at time.Time) string {
 	return fmt.Sprintf(`{"id":%d,"role":%q,"epoch":3,"applied":10,"durable":10,"released":9,"ack":0,"primary":1,
 "lease":{"held":true,"epoch":3,"remaining_ns":500000000},"state_hash":"ffffffffffffff01",
-"standbys":[{"id":2,"acked":9,"last_ack_age_ns":1000,"in_sync":true},{"id":3,"acked":4,"in_sync":false},{"id":4,"acked":9,"in_sync":true,"leaving":true}],
+"standbys":[{"id":2,"acked":9,"last_ack_age_ns":1000,"in_sync":true},{"id":3,"acked":4,"in_sync":false},{"id":4,"acked":9,"in_sync":true,"leaving":true},{"id":5,"acked":8,"in_sync":true,"unreachable":true}],
 "unicast":{"DatagramsReceived":9900,"drops":{"wrong_group":0,"bad_header":9806,"unknown_sender":0,"other":0}},
 "multicast":{"Drops":[0,0,3,0,0,0,0,0]},
 "node":{"NaksSent":4,"StepDowns":1},
@@ -49,7 +49,7 @@ func TestRenderOne(t *testing.T) {
 		t.Fatalf("not STALE:\n%s", text)
 	}
 	for _, want := range []string{"unicast socket drops: bad_header=9806", "multicast socket drops: bad_header=3",
-		"acked by standby 2:9 3:4 (not in sync) 4:9 (leaving)", "state hash ffffffffffffff01", "node: NaksSent=4 StepDowns=1", "fsync: AvgNs=2100 Inline=7 Thread=1"} {
+		"acked by standby 2:9 3:4 (not in sync) 4:9 (leaving) 5:8 (gone: port unreachable)", "state hash ffffffffffffff01", "node: NaksSent=4 StepDowns=1", "fsync: AvgNs=2100 Inline=7 Thread=1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("lacks %q:\n%s", want, text)
 		}
