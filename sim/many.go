@@ -43,10 +43,10 @@ func (s Summary) String() string {
 	}
 	return fmt.Sprintf("%d seeds from %d in %v%s (%.1f seeds/s): %d failed (%d by known bugs)\n"+
 		"covered: %d commands (%d answered), %d datagrams (%d lost, %d duplicated, %d cut by partitions), "+
-		"%d promotions (highest epoch %d), %d crashes (%d at moments), %d hung disks (%d found stalled), %d planned stops (%d standbys' announced), %d leases given up, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases, %d stale frames refused by the clients",
+		"%d promotions (highest epoch %d), %d crashes (%d at moments), %d hung disks (%d found stalled), %d planned stops (%d standbys' announced), %d probes (%d refused: %d standbys found gone), %d leases given up, %d pauses, %d witness crashes, %d partitions, %d delay spikes, %d snapshots installed, %d releases, %d stale frames refused by the clients",
 		s.Seeds, s.From, s.Elapsed.Round(time.Millisecond), cut, s.SeedsPerSecond(), s.Failed, s.Known,
 		st.Commands, st.Answered, st.Datagrams, st.Lost, st.Duplicated, st.Partitioned,
-		st.Promotions, st.HighestEpoch, st.Crashes, st.MomentCrashes, st.DiskHangs, st.DiskStalls, st.Stops, st.StandbysLeaving, st.LeasesReleased, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases, st.StaleRefused)
+		st.Promotions, st.HighestEpoch, st.Crashes, st.MomentCrashes, st.DiskHangs, st.DiskStalls, st.Stops, st.StandbysLeaving, st.Probes, st.ProbesRefused, st.StandbysUnreachable, st.LeasesReleased, st.Pauses, st.WitnessCrashes, st.Partitions, st.Spikes, st.SnapshotsInstalled, st.Releases, st.StaleRefused)
 }
 
 // RunMany runs seeds from, from+1, ... (n of them) on workers goroutines

@@ -25,6 +25,75 @@ type simNetwork struct {
 
 var _ transport.Network = simNetwork{}
 
+// Prober gives the node on host its probe socket (transport.Prober).
+func (n simNetwork) Prober() transport.Prober {
+	p := &simProber{s: n.s, host: n.host, local: netip.AddrPortFrom(n.s.hostAddr[n.host], probePort)}
+	n.s.nodes[n.host].prober = p
+	return p
+}
+
+// probePort is the port a host's probes leave from.
+const probePort = 1
+
+// simProber is a node's probe socket on the simulated network: its
+// probes travel as any datagram (loss, partitions, delay), and one that
+// reaches a host whose node is down (crashed or stopped: no process at
+// the port) comes back refused after the link's delay. A paused node's
+// port is still open: its probes are held, never refused.
+type simProber struct {
+	s       *sim
+	host    int
+	local   netip.AddrPort
+	pending []uint32 // refusals heard, for the next Refused
+	out     []uint32 // Refused's result
+}
+
+func (p *simProber) Probe(id uint32, to netip.AddrPort, frame []byte, _ int64) error {
+	p.s.stats.Probes++
+	p.s.sendProbe(p.host, p.local, to, frame, id)
+	return nil
+}
+
+func (p *simProber) Refused(int64) []uint32 {
+	p.out = append(p.out[:0], p.pending...)
+	p.pending = p.pending[:0]
+	return p.out
+}
+
+func (p *simProber) Close() error { return nil }
+
+// sendProbe routes a probe like send, marked so that a delivery to a
+// host with no node running answers it (refuse).
+func (s *sim) sendProbe(from int, fromAddr, to netip.AddrPort, pkt []byte, id uint32) {
+	s.probing = &event{probe: id, src: from, gen: s.nodes[from].gen}
+	s.send(from, fromAddr, to, pkt)
+	s.probing = nil
+}
+
+// refuse answers probe e at a host with no node running: "port
+// unreachable" goes back to the sender after the link's delay, unless a
+// partition cuts the way back.
+func (s *sim) refuse(e event) {
+	if e.probe == 0 || s.blocked[e.host][e.src] > 0 {
+		return
+	}
+	s.push(event{at: s.now + s.params.baseDelayNs, kind: evRefused, host: e.src, probe: e.probe, gen: e.gen})
+}
+
+// refused gives a refusal to the prober of the node running on its host
+// (none: it went down meanwhile, and its socket with it).
+func (s *sim) refused(e event) {
+	sn := s.nodes[e.host]
+	if sn.n == nil || sn.prober == nil || sn.gen != e.gen {
+		return // the prober's process is gone
+	}
+	s.stats.ProbesRefused++
+	if s.trace != nil {
+		s.logf("  %s: probe of node %d refused (port unreachable)", s.hostName[e.host], e.probe)
+	}
+	sn.prober.pending = append(sn.prober.pending, e.probe)
+}
+
 func (n simNetwork) Unicast(local netip.AddrPort, _ bus.Filter) (transport.Endpoint, error) {
 	n.s.bind(local, n.host)
 	return &endpoint{s: n.s, host: n.host, local: local}, nil
@@ -177,7 +246,11 @@ func (s *sim) transmit(from, to int, fromAddr, toAddr netip.AddrPort, pkt []byte
 		if s.trace != nil {
 			s.logf("  %s -> %s %s (arrives +%s)", s.hostName[from], s.hostName[to], describe(pkt), fmtDur(d))
 		}
-		s.push(event{at: s.now + d, kind: evDeliver, host: to, from: fromAddr, to: toAddr, pkt: pkt})
+		ev := event{at: s.now + d, kind: evDeliver, host: to, from: fromAddr, to: toAddr, pkt: pkt}
+		if s.probing != nil {
+			ev.probe, ev.src, ev.gen = s.probing.probe, s.probing.src, s.probing.gen
+		}
+		s.push(ev)
 	}
 }
 

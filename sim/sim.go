@@ -223,8 +223,13 @@ type Stats struct {
 	// Options.Moments (counted in Crashes too); DiskHangs: the hung
 	// writebacks of Options.DiskStalls, DiskStalls the nodes' disk
 	// watches that found them (status DiskStalls).
-	Stops, StandbysLeaving, LeasesReleased, MomentCrashes  uint64
-	DiskHangs, DiskStalls                                  uint64
+	Stops, StandbysLeaving, LeasesReleased, MomentCrashes uint64
+	DiskHangs, DiskStalls                                 uint64
+	// Probes: probes the primaries sent (a standby holding a release
+	// back); ProbesRefused: the refusals that came back (no process at
+	// the port); StandbysUnreachable: members a refusal marked gone
+	// (status StandbysUnreachable).
+	Probes, ProbesRefused, StandbysUnreachable             uint64
 	WitnessCrashes, Partitions, Spikes, SnapshotsInstalled uint64
 	HighestEpoch, Released                                 uint64
 	// LargestDatagram is the longest datagram any host sent (bytes).
@@ -260,6 +265,9 @@ func (s *Stats) Add(o Stats) {
 	s.Crashes += o.Crashes
 	s.Stops += o.Stops
 	s.StandbysLeaving += o.StandbysLeaving
+	s.Probes += o.Probes
+	s.ProbesRefused += o.ProbesRefused
+	s.StandbysUnreachable += o.StandbysUnreachable
 	s.LeasesReleased += o.LeasesReleased
 	s.MomentCrashes += o.MomentCrashes
 	s.DiskHangs += o.DiskHangs
@@ -303,6 +311,7 @@ const (
 	evFaultEnd
 	evQuiet
 	evCheck
+	evRefused // a probe's "port unreachable" reaches its sender (net.go)
 )
 
 type event struct {
@@ -314,6 +323,10 @@ type event struct {
 	from netip.AddrPort
 	to   netip.AddrPort
 	pkt  []byte
+	// probe, when not 0: the datagram is a probe of node probe sent by
+	// host src (simProber); evRefused carries them back.
+	probe uint32
+	src   int
 }
 
 type eventQueue []event
@@ -336,8 +349,11 @@ func (q *eventQueue) Pop() any {
 
 // simNode is one node host: its disk outlives its process.
 type simNode struct {
-	id      int
-	n       *node.Node // nil while crashed
+	id int
+	n  *node.Node // nil while crashed
+	// prober: the running process's probe socket (net.go), opened by
+	// its transport at its first probe.
+	prober  *simProber
 	fs      *journal.MemFS
 	cfg     nodeconfig.Config
 	gen     uint64 // bumped by crash and pause: stale ticks are ignored
@@ -379,6 +395,9 @@ func (c *nodeClock) NowNs() int64 { return c.offsetNs + c.s.now*c.ratePpm/1_000_
 func (c *nodeClock) tickEveryNs() int64 { return tickNs * 1_000_000 / c.ratePpm }
 
 type sim struct {
+	// probing: the probe being sent (sendProbe), so transmit marks its
+	// deliveries.
+	probing *event
 	seed    uint64
 	opts    Options
 	rng     *rand.Rand
@@ -667,6 +686,8 @@ func (s *sim) handle(e event) {
 	switch e.kind {
 	case evDeliver:
 		s.deliver(e)
+	case evRefused:
+		s.refused(e)
 	case evNodeTick:
 		s.nodeTick(e)
 	case evClientTick:
@@ -764,6 +785,7 @@ func (s *sim) ending(i int) *simNode {
 // it; its disk stays.
 func (sn *simNode) down() {
 	sn.n = nil
+	sn.prober = nil
 	sn.gen++
 	sn.paused = false
 	sn.held = nil
@@ -775,6 +797,7 @@ func (s *sim) collectNodeStats(sn *simNode) {
 	s.stats.SnapshotsInstalled += st.Node.SnapshotsInstalled
 	s.stats.DiskStalls += st.Node.DiskStalls
 	s.stats.StandbysLeaving += st.Node.StandbysLeaving
+	s.stats.StandbysUnreachable += st.Node.StandbysUnreachable
 	s.stats.RetransmitsReceived += st.Node.RetransmitsReceived
 	s.stats.BadMACs += st.Node.DropNoMAC + st.Node.DropBadMAC
 	s.stats.UnknownKeys += st.Node.DropUnknownKey
@@ -892,6 +915,7 @@ func (s *sim) deliver(e event) {
 	case e.host <= s.numNodes:
 		sn := s.nodes[e.host]
 		if sn.n == nil {
+			s.refuse(e) // no process listens: the host answers a probe
 			return
 		}
 		if sn.paused {

@@ -125,6 +125,11 @@ func TestSim(t *testing.T) {
 		if sum.Stats.Promotions == 0 || sum.Stats.Crashes == 0 || sum.Stats.Answered == 0 {
 			t.Fatalf("the budget exercised nothing: %+v", sum.Stats)
 		}
+		if n >= 100 && sum.Stats.StandbysUnreachable == 0 {
+			// About one seed in four has a primary's probe find a crashed
+			// in-sync standby (replica.Primary.Unreachable).
+			t.Fatalf("no probe found a crashed standby in %d seeds: %+v", n, sum.Stats)
+		}
 	})
 }
 
