@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -333,13 +334,43 @@ func TestFailoverWitnessDown(t *testing.T) {
 
 // TestFailoverStandbyKilled kills the standby under load, with the
 // default --min-insync 0. The primary keeps its lease and epoch; releases
-// pause until the standby, silent for the in-sync timeout (200 ms), is
-// removed from the in-sync set through the witness, then resume with the
-// primary running alone. The standby restarted on its own disk catches up
-// and is added back.
+// pause until the standby is removed from the in-sync set through the
+// witness, then resume with the primary running alone. The standby
+// restarted on its own disk catches up and is added back.
+//
+// How the primary finds the dead standby, in two runs:
+//   - probe (the default --probe-after): the standby holds a release
+//     back, so the primary probes its port, and the standby's host
+//     answers "port unreachable". The in-sync timeout is 30 s here, so
+//     only the probe can have the standby removed within the test's
+//     5 s wait; the primary's counters must show the refusal.
+//   - timeout (--probe-after 0): the standby, silent for the in-sync
+//     timeout (200 ms), is removed; nothing is probed.
 func TestFailoverStandbyKilled(t *testing.T) {
+	t.Run("probe", func(t *testing.T) {
+		standbyKilled(t, []string{"--insync-timeout", "30s"}, func(before, after status) error {
+			if after.Node["StandbysUnreachable"] <= before.Node["StandbysUnreachable"] || after.Node["ProbesRefused"] == 0 {
+				return fmt.Errorf("StandbysUnreachable %d -> %d, ProbesRefused %d: the removal did not come from a refused probe",
+					before.Node["StandbysUnreachable"], after.Node["StandbysUnreachable"], after.Node["ProbesRefused"])
+			}
+			return nil
+		})
+	})
+	t.Run("timeout", func(t *testing.T) {
+		standbyKilled(t, []string{"--insync-timeout", "200ms", "--probe-after", "0"}, func(_, after status) error {
+			if after.Node["ProbesSent"] != 0 || after.Node["StandbysUnreachable"] != 0 {
+				return fmt.Errorf("ProbesSent %d, StandbysUnreachable %d with --probe-after 0", after.Node["ProbesSent"], after.Node["StandbysUnreachable"])
+			}
+			return nil
+		})
+	})
+}
+
+// standbyKilled is TestFailoverStandbyKilled with the nodes' flags; how
+// checks the primary's counters from before the kill to running alone.
+func standbyKilled(t *testing.T, flags []string, how func(before, after status) error) {
 	begin := time.Now()
-	c := newFailoverCluster(t, failoverOptions{flags: []string{"--insync-timeout", "200ms"}})
+	c := newFailoverCluster(t, failoverOptions{flags: flags})
 	c.startAll()
 	p, pst := c.waitLeader(10*time.Second, 0, 1)
 	sb := c.other(p)
@@ -358,6 +389,9 @@ func TestFailoverStandbyKilled(t *testing.T) {
 	})
 	alone, _ := findLogAfter(p.p.log(), "RUNNING ALONE", killedAt)
 	s1 := statusAfter(t, p, time.Now())
+	if err := how(before, s1); err != nil {
+		t.Errorf("node %d: %v", p.id, err)
+	}
 	time.Sleep(leaseDuration + 200*time.Millisecond) // past a whole lease
 	s2 := statusAfter(t, p, time.Now())
 	if s2.Role != "primary" || !s2.Lease.Held || s2.Epoch != pst.Epoch || s2.Node["StepDowns"] != 0 || s2.Node["LeaseLost"] != 0 {
