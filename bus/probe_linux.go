@@ -3,7 +3,9 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,7 +16,7 @@ func probeOpen(to netip.AddrPort) (int, error) {
 		return -1, fmt.Errorf("bus: probe %s: not a peer address", to)
 	}
 	fam, ip := unix.AF_INET6, to.Addr().Unmap()
-	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: int(to.Port()), Addr: ip.As16()}
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: int(to.Port()), Addr: ip.As16(), ZoneId: zoneIndex(ip.Zone())}
 	if ip.Is4() {
 		fam = unix.AF_INET
 		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: ip.As4()}
@@ -51,3 +53,19 @@ func probeCheck(fd int) (refused, other bool) {
 }
 
 func probeClose(fd int) { unix.Close(fd) }
+
+// zoneIndex is an IPv6 zone's interface index (a link-local peer's
+// fe80::1%eth0); 0 for none or an unknown one (connect then fails, and
+// the probe counts as an error).
+func zoneIndex(zone string) uint32 {
+	if zone == "" {
+		return 0
+	}
+	if ifi, err := net.InterfaceByName(zone); err == nil {
+		return uint32(ifi.Index)
+	}
+	if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
+		return uint32(n)
+	}
+	return 0
+}

@@ -106,3 +106,16 @@ func TestProberFollowsANewAddress(t *testing.T) {
 		t.Fatal("a probe to no address was sent")
 	}
 }
+
+// A link-local peer's zone names the interface the probe leaves by.
+func TestProberZone(t *testing.T) {
+	if got := zoneIndex("lo"); got == 0 {
+		t.Fatal("zone lo: no index")
+	}
+	if got := zoneIndex("1"); got != 1 {
+		t.Fatalf("zone 1: index %d", got)
+	}
+	if got := zoneIndex("no-such-interface"); got != 0 {
+		t.Fatalf("unknown zone: index %d", got)
+	}
+}
