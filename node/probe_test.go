@@ -40,7 +40,7 @@ func (a *grantArbiter) ProposeInSync(base uint64, members []arbiter.NodeID) erro
 	a.version, a.members = base+1, slices.Clone(members)
 	return nil
 }
-func (a *grantArbiter) Close() error              { return nil }
+func (a *grantArbiter) Close() error            { return nil }
 func (a *grantArbiter) Release(arbiter.Request) {}
 
 // probeNetwork is nopNetwork with a prober the test answers for.
