@@ -187,17 +187,18 @@ type Regression struct {
 	Note  string
 	// Keyed and Nodes: the seed runs with those Options (the line's
 	// optional fields after expect: "keyed", "nodes=N").
-	Keyed      bool
-	Nodes      int
-	InlineSync bool
-	Graceful   bool
-	Moments    bool
-	DiskStalls bool
+	Keyed        bool
+	Nodes        int
+	InlineSync   bool
+	Graceful     bool
+	Moments      bool
+	DiskStalls   bool
+	RejectProbes bool
 }
 
 // Options is the regression's run configuration.
 func (r Regression) Options() Options {
-	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, DiskStalls: r.DiskStalls}
+	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, DiskStalls: r.DiskStalls, RejectProbes: r.RejectProbes}
 }
 
 // ParseMutation is the inverse of Mutation.String.
@@ -212,7 +213,7 @@ func ParseMutation(s string) (Mutation, error) {
 
 // ReadRegressions parses a regressions file: one seed per line as
 // "seed mutation expect [keyed] [nodes=N] [inline-sync] [graceful]
-// [moments] [disk-stalls] # note", expect being "pass" or "known:SIGNATURE" (or
+// [moments] [disk-stalls] [reject-probes] # note", expect being "pass" or "known:SIGNATURE" (or
 // "known:A|B": either), the options running the seed with the Options of
 // those names; blank lines and lines starting with # are skipped.
 func ReadRegressions(r io.Reader) ([]Regression, error) {
@@ -245,6 +246,8 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 				reg.Moments = true
 			case opt == "disk-stalls":
 				reg.DiskStalls = true
+			case opt == "reject-probes":
+				reg.RejectProbes = true
 			case isNodes:
 				v, err := strconv.Atoi(n)
 				if err != nil || v < 2 || v > MaxNodes {
@@ -252,7 +255,7 @@ func ReadRegressions(r io.Reader) ([]Regression, error) {
 				}
 				reg.Nodes = v
 			default:
-				return nil, fmt.Errorf("sim: regressions line %d: unknown option %q (keyed, nodes=N, inline-sync, graceful, moments, disk-stalls)", line, opt)
+				return nil, fmt.Errorf("sim: regressions line %d: unknown option %q (keyed, nodes=N, inline-sync, graceful, moments, disk-stalls, reject-probes)", line, opt)
 			}
 		}
 		f = f[:3]

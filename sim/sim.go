@@ -121,6 +121,14 @@ type Options struct {
 	// (TestSimDiskStalls). Under InlineSync they stay pauses: a hung
 	// inline fsync blocks the agent.
 	DiskStalls bool
+	// RejectProbes puts a firewall on every node's host that rejects the
+	// primaries' probes with "port unreachable" (as an nftables reject
+	// rule would) while the node runs: every probe of a live standby is
+	// refused, so a member overdue for any reason (loss, a partition, a
+	// pause) is marked gone and proposed for removal at once, and must be
+	// added back once it acks again, with every invariant holding
+	// (TestSimRejectedProbes).
+	RejectProbes bool
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -180,9 +188,9 @@ func Lease() arbiter.Config {
 type Result struct {
 	Seed     uint64
 	Mutation Mutation
-	// Keyed, DatagramBytes, Nodes, InlineSync, Graceful, Moments and
-	// DiskStalls are the run's Options of those names: a replay needs
-	// them to be the same run.
+	// Keyed, DatagramBytes, Nodes, InlineSync, Graceful, Moments,
+	// DiskStalls and RejectProbes are the run's Options of those names:
+	// a replay needs them to be the same run.
 	Keyed         bool
 	DatagramBytes int
 	Nodes         int
@@ -190,6 +198,7 @@ type Result struct {
 	Graceful      bool
 	Moments       bool
 	DiskStalls    bool
+	RejectProbes  bool
 	Violations    []string
 	// Schedule is the seed's parameters and fault schedule, readable.
 	Schedule string
@@ -486,7 +495,7 @@ func Run(seed uint64, opts Options) (res Result) {
 			s.params.snapshotEvery = sc.snapshotEvery
 		}
 	}
-	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Moments: opts.Moments, DiskStalls: opts.DiskStalls, Schedule: s.describeSchedule()}
+	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Moments: opts.Moments, DiskStalls: opts.DiskStalls, RejectProbes: opts.RejectProbes, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
 			stack := strings.Split(string(debug.Stack()), "\n")
@@ -914,8 +923,10 @@ func (s *sim) deliver(e event) {
 	switch {
 	case e.host <= s.numNodes:
 		sn := s.nodes[e.host]
-		if sn.n == nil {
-			s.refuse(e) // no process listens: the host answers a probe
+		if sn.n == nil || e.probe != 0 && s.opts.RejectProbes {
+			// No process listens, or a firewall rejects probes: the
+			// host answers with "port unreachable".
+			s.refuse(e)
 			return
 		}
 		if sn.paused {

@@ -27,6 +27,7 @@ var (
 	flagDatagram = flag.Int("datagram-bytes", 0, "run -seed with this datagram size (Options.DatagramBytes; 0: the default)")
 	flagNodes    = flag.Int("nodes", 0, "run -seed with this many nodes (Options.Nodes; 0: the default, 3)")
 	flagInline   = flag.Bool("inline-sync", false, "run -seed with every fsync inline on the agent (Options.InlineSync)")
+	flagReject   = flag.Bool("reject-probes", false, "run -seed with every probe of a live node rejected (Options.RejectProbes)")
 	flagGraceful = flag.Bool("graceful", false, "run -seed with planned stops of the primary (Options.Graceful)")
 	flagMoments  = flag.Bool("moments", false, "run -seed with moment crashes (Options.Moments)")
 	flagStalls   = flag.Bool("disk-stalls", false, "run -seed with hung disks (Options.DiskStalls)")
@@ -77,7 +78,7 @@ func mutationFlag(t *testing.T) Mutation {
 // the real cores; with -seed=N it replays one seed with its event log.
 func TestSim(t *testing.T) {
 	if *flagSeed != 0 {
-		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful, Moments: *flagMoments, DiskStalls: *flagStalls})
+		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful, Moments: *flagMoments, DiskStalls: *flagStalls, RejectProbes: *flagReject})
 		return
 	}
 	regs := regressions(t)
@@ -139,7 +140,7 @@ func TestSim(t *testing.T) {
 func reportFailure(t *testing.T, r Result) {
 	t.Helper()
 	var log bytes.Buffer
-	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, DiskStalls: r.DiskStalls, Trace: &log})
+	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, DiskStalls: r.DiskStalls, RejectProbes: r.RejectProbes, Trace: &log})
 	var b strings.Builder
 	fmt.Fprintf(&b, "SEED %d FAILED (mutation %s)\n", r.Seed, r.Mutation)
 	for _, v := range r.Violations {
@@ -429,6 +430,18 @@ func TestSimInlineSync(t *testing.T) {
 func TestSimGraceful(t *testing.T) {
 	runOption(t, Options{Graceful: true}, "no planned stop gave a lease up, or none of a standby was announced", func(st Stats) bool {
 		return st.Stops > 0 && st.LeasesReleased > 0 && st.StandbysLeaving > 0
+	})
+}
+
+// TestSimRejectedProbes runs seeds in which every probe of a live node
+// is refused, as a firewall's reject rule would (Options.RejectProbes):
+// a standby overdue for any reason is marked gone and proposed for
+// removal at once, a false alarm the protocol must survive (it costs the
+// in-sync set a member until it acks again, never an output). It fails
+// if no live standby was marked.
+func TestSimRejectedProbes(t *testing.T) {
+	runOption(t, Options{RejectProbes: true}, "no probe marked a standby gone", func(st Stats) bool {
+		return st.StandbysUnreachable > 0 && st.ProbesRefused > 0
 	})
 }
 

@@ -100,6 +100,9 @@ func (r Result) ReplayCommand() string {
 	if r.DiskStalls {
 		c += " -disk-stalls"
 	}
+	if r.RejectProbes {
+		c += " -reject-probes"
+	}
 	return c + " -v"
 }
 
