@@ -37,6 +37,10 @@ type ProberStats struct {
 	Sent, SendErrors, Refused, OtherErrors uint64
 }
 
+// errRefusedAtSend: a probe's send returned a refusal twice running, so
+// nothing left (the refusal is kept for Refused).
+var errRefusedAtSend = errors.New("bus: probe: the send returned a refusal twice")
+
 // ErrProbeUnsupported: this platform has no Prober; the caller relies on
 // its timeouts alone.
 var ErrProbeUnsupported = errors.New("bus: probing a peer's port is not supported on this platform")
@@ -65,10 +69,19 @@ func (p *Prober) Probe(id uint32, to netip.AddrPort, frame []byte, nowNs int64) 
 		return err
 	}
 	refused, err := probeSend(pr.fd, frame)
+	if refused {
+		// The send returned an earlier probe's refusal (the socket's
+		// pending error) and sent nothing: keep the refusal for Refused
+		// and send this probe once more, now the error is taken.
+		pr.refused = true
+		refused, err = probeSend(pr.fd, frame)
+	}
 	pr.sentNs = nowNs
 	switch {
 	case refused:
-		pr.refused = true // an earlier probe's refusal, reported by this send
+		pr.refused = true // refused again at once: nothing was sent
+		p.stats.SendErrors++
+		return errRefusedAtSend
 	case err != nil:
 		p.stats.SendErrors++
 		return err
@@ -79,7 +92,8 @@ func (p *Prober) Probe(id uint32, to netip.AddrPort, frame []byte, nowNs int64) 
 }
 
 // Refused returns the peers whose host refused a probe sent in the last
-// ProbeWaitNs, each once per refusal. The slice is valid until the next
+// ProbeWaitNs, each once however many of its probes were refused since
+// the last call. The slice is valid until the next
 // call.
 func (p *Prober) Refused(nowNs int64) []uint32 {
 	p.buf = p.buf[:0]

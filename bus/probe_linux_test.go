@@ -119,3 +119,34 @@ func TestProberZone(t *testing.T) {
 		t.Fatalf("unknown zone: index %d", got)
 	}
 }
+
+// A probe whose send meets the refusal of an earlier one (the socket's
+// pending error, not yet taken by Refused) still leaves; the peer is
+// reported refused once for both.
+func TestProberSendsPastAPendingRefusal(t *testing.T) {
+	ln, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := ln.LocalAddr().(*net.UDPAddr).AddrPort()
+	ln.Close()
+	p := NewProber()
+	defer p.Close()
+	if err := p.Probe(4, to, []byte("a"), 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the refusal comes back, untaken
+	if err := p.Probe(4, to, []byte("b"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Sent != 2 || st.SendErrors != 0 {
+		t.Fatalf("stats %+v: want both probes sent", st)
+	}
+	if got := waitRefused(t, p, 3); !slices.Equal(got, []uint32{4}) {
+		t.Fatalf("refused %v, want [4]", got)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := p.Refused(4); len(got) != 0 {
+		t.Fatalf("refused %v again without a new probe", got)
+	}
+}
