@@ -760,8 +760,11 @@ type LoadConfig struct {
 	// whole core: on a machine the nodes share, that core is taken from
 	// them. The added wait is not hidden: latency still runs from each
 	// command's intended time, so a burst's first command is charged up to
-	// CoalesceNs (plus the wake-up) more. 0: send each command at its
-	// time. At most CoalesceNsMax.
+	// CoalesceNs (plus the wake-up) more. The generator parks until about
+	// then (pace.Waiter.UntilLoose: its learnt wake-up lateness early, never
+	// before the oldest is due) and does not spin to hit the time: it takes
+	// no CPU between bursts. 0: send each command at its time. At most
+	// CoalesceNsMax.
 	CoalesceNs int64
 }
 
@@ -849,7 +852,14 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 				return report(), err
 			}
 		}
-		now := w.Until(sched.Due(sent)+cfg.CoalesceNs, poll)
+		var now int64
+		if cfg.CoalesceNs > 0 {
+			// A burst's time is loose: not before the oldest unsent
+			// command is due, about CoalesceNs after; no spin to hit it.
+			now = w.UntilLoose(sched.Due(sent)+cfg.CoalesceNs, cfg.CoalesceNs, poll)
+		} else {
+			now = w.Until(sched.Due(sent), poll)
+		}
 		queued := 0
 		c.mu.Lock()
 		for sent < cfg.Count && sched.Due(sent) <= now {

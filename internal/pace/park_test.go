@@ -161,3 +161,52 @@ func TestUntilParkNoAlloc(t *testing.T) {
 		t.Fatalf("%v allocs per Until, want 0", allocs)
 	}
 }
+
+// TestUntilLooseNeverSpins: a loose wait parks until its learnt lateness
+// before due, never before due − slack, polls after each park, and
+// returns at the first wake-up at or past that without spinning on the
+// clock; an arrival mid-way parks again for the rest.
+func TestUntilLooseNeverSpins(t *testing.T) {
+	clk := &fakeClock{nowNs: 0, stepNs: 100}
+	p := &fakePark{clk: clk, arriveAtNs: 30_000}
+	polls := 0
+	w := NewWaiter(WaiterConfig{Now: clk.now, ParkNs: p.park,
+		Yield: func() { t.Fatal("yielded in park mode") }})
+	w.parkLateNs = 20_000
+	got := w.UntilLoose(100_000, 50_000, func(int64) int { polls++; return 1 })
+	if got < 80_000 || got > 80_000+2*clk.stepNs {
+		t.Fatalf("returned at %d, want at the park's end, 80000 (due − lateness)", got)
+	}
+	if len(p.timeouts) != 2 || p.timeouts[0] != 80_000 || p.readyReported != 1 {
+		t.Fatalf("parks %v (ready %d), want one of 80000 cut by the arrival, then the rest", p.timeouts, p.readyReported)
+	}
+	if polls != 2 {
+		t.Fatalf("polled %d times, want once after each park", polls)
+	}
+	// A lateness above the slack: never return before due − slack.
+	clk.nowNs = 0
+	p.timeouts = nil
+	w.parkLateNs = 60_000
+	if got := w.UntilLoose(100_000, 10_000, nil); got < 90_000 {
+		t.Fatalf("returned at %d, before due − slack (90000)", got)
+	}
+	if len(p.timeouts) != 1 || p.timeouts[0] != 90_000 {
+		t.Fatalf("parks %v, want one until due − slack", p.timeouts)
+	}
+	// Past due: at once, no park.
+	p.timeouts = nil
+	clk.nowNs = 200_000
+	if got := w.UntilLoose(100_000, 10_000, nil); got < 200_000 || len(p.timeouts) != 0 {
+		t.Fatalf("past due: returned %d after parks %v", got, p.timeouts)
+	}
+}
+
+// TestUntilLooseWithoutParkIsUntil: without ParkNs there is no park to
+// be loose with; the wait is Until's.
+func TestUntilLooseWithoutParkIsUntil(t *testing.T) {
+	clk := &fakeClock{nowNs: 0, stepNs: 1_000}
+	w := NewWaiter(WaiterConfig{Now: clk.now, Yield: func() {}})
+	if got := w.UntilLoose(50_000, 40_000, nil); got < 50_000 {
+		t.Fatalf("returned at %d, before due", got)
+	}
+}
