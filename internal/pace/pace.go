@@ -251,17 +251,22 @@ func (w *Waiter) untilParked(dueNs int64, poll func(nowNs int64) int) (nowNs int
 			}
 			continue
 		}
-		timeoutNs := dueNs - lead - nowNs
-		ready := w.parkNs(timeoutNs)
-		woke := w.now()
-		if !ready {
-			w.learnLate(woke - nowNs - timeoutNs)
-		}
-		if poll != nil {
-			poll(woke)
-		}
-		checkedNs = woke
+		checkedNs = w.parkThenPoll(nowNs, dueNs-lead-nowNs, poll)
 	}
+}
+
+// parkThenPoll parks for timeoutNs from nowNs, learns the wake-up's
+// lateness when the park ran out, polls, and returns the wake-up time.
+func (w *Waiter) parkThenPoll(nowNs, timeoutNs int64, poll func(nowNs int64) int) (woke int64) {
+	ready := w.parkNs(timeoutNs)
+	woke = w.now()
+	if !ready {
+		w.learnLate(woke - nowNs - timeoutNs)
+	}
+	if poll != nil {
+		poll(woke)
+	}
+	return woke
 }
 
 // UntilLoose is Until for a wait whose exact end does not matter, only
@@ -284,15 +289,7 @@ func (w *Waiter) UntilLoose(dueNs, slackNs int64, poll func(nowNs int64) int) (n
 		if nowNs >= target {
 			return nowNs
 		}
-		timeoutNs := target - nowNs
-		ready := w.parkNs(timeoutNs)
-		woke := w.now()
-		if !ready {
-			w.learnLate(woke - nowNs - timeoutNs)
-		}
-		if poll != nil {
-			poll(woke)
-		}
+		w.parkThenPoll(nowNs, target-nowNs, poll)
 	}
 }
 
