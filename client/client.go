@@ -694,12 +694,10 @@ func eachOutput(f *wire.Frame, scratch *engine.Output, fn func(idx int, o *engin
 		if !ok {
 			return bad
 		}
-		o, err := engine.ParseOutput(msg)
-		if err != nil {
+		if err := scratch.Parse(msg); err != nil {
 			bad++
 			continue
 		}
-		*scratch = o
 		fn(idx, scratch, msg)
 	}
 }
@@ -852,14 +850,7 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 				return report(), err
 			}
 		}
-		var now int64
-		if cfg.CoalesceNs > 0 {
-			// A burst's time is loose: not before the oldest unsent
-			// command is due, about CoalesceNs after; no spin to hit it.
-			now = w.UntilLoose(sched.Due(sent)+cfg.CoalesceNs, cfg.CoalesceNs, poll)
-		} else {
-			now = w.Until(sched.Due(sent), poll)
-		}
+		now := untilSend(w, sched.Due(sent), cfg.CoalesceNs, poll)
 		queued := 0
 		c.mu.Lock()
 		for sent < cfg.Count && sched.Due(sent) <= now {
@@ -909,6 +900,17 @@ func (c *Client) Load(ctx context.Context, cfg LoadConfig, rec func(Result)) (Lo
 		return rep, err // interrupted while draining: not a failure to answer
 	}
 	return rep, c.unanswered(rep, sent)
+}
+
+// untilSend waits for the next send: the oldest unsent command's time
+// dueNs, or with coalescing a burst's, which is loose: not before dueNs,
+// about coalesceNs after it, with no spin to hit it
+// (pace.Waiter.UntilLoose).
+func untilSend(w *pace.Waiter, dueNs, coalesceNs int64, poll func(nowNs int64) int) int64 {
+	if coalesceNs > 0 {
+		return w.UntilLoose(dueNs+coalesceNs, coalesceNs, poll)
+	}
+	return w.Until(dueNs, poll)
 }
 
 // awaitWindow waits, with the in-flight window full, for an answer to
