@@ -268,11 +268,9 @@ func (m *MarketData) deliver(_ uint64, payload []byte, _ bool) {
 	if m.onMD == nil {
 		return
 	}
-	o, err := engine.ParseOutput(payload)
-	if err != nil {
+	if err := m.out.Parse(payload); err != nil {
 		return
 	}
-	m.out = o
 	m.onMD(&m.out)
 }
 

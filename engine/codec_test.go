@@ -138,6 +138,12 @@ func FuzzParseCommand(f *testing.F) {
 	f.Add(AppendCommand(nil, 1, 1, []byte{1, 2}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := ParseCommand(data)
+		// The in-place forms agree with the value forms, whatever the
+		// value held before (a stale field must not survive a parse).
+		dirty := CommandHeader{Session: 9, ClientOrderID: 9, Body: []byte{9}}
+		if err2 := dirty.Parse(data); err2 != err || err == nil && (dirty.Session != h.Session || dirty.ClientOrderID != h.ClientOrderID || !bytes.Equal(dirty.Body, h.Body)) {
+			t.Fatalf("Parse gave %+v, %v; ParseCommand %+v, %v", dirty, err2, h, err)
+		}
 		if err != nil {
 			return
 		}
@@ -148,6 +154,10 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("re-encoded %x != %x", re, data)
 		}
 		r, err := ParseRequest(h.Body)
+		dirtyReq := Request{Op: OpNewOrder, Instrument: 9, Side: Sell, Type: Market, Price: 9, Qty: 9, OrderID: 9}
+		if err2 := dirtyReq.Parse(h.Body); err2 != err || err == nil && dirtyReq != r {
+			t.Fatalf("Request.Parse gave %+v, %v; ParseRequest %+v, %v", dirtyReq, err2, r, err)
+		}
 		if err != nil {
 			return
 		}
@@ -164,6 +174,11 @@ func FuzzParseOutput(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		o, err := ParseOutput(data)
+		for _, dirty := range sampleOutputs() { // every field set by some kind
+			if err2 := dirty.Parse(data); err2 != err || err == nil && dirty != o {
+				t.Fatalf("Output.Parse gave %+v, %v; ParseOutput %+v, %v", dirty, err2, o, err)
+			}
+		}
 		if err != nil {
 			return
 		}

@@ -105,8 +105,8 @@ func (e *Engine) lookupSession(sessionID, clOrdID uint64) (int32, bool) {
 // command without a valid header is not answered (Apply emits nothing for
 // it either). It never allocates and must not be called from inside Apply.
 func (e *Engine) Answer(command []byte, out Emitter) bool {
-	h, err := ParseCommand(command)
-	if err != nil {
+	var h CommandHeader
+	if err := h.Parse(command); err != nil {
 		return false
 	}
 	e.out = out

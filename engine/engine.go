@@ -170,8 +170,8 @@ func (e *Engine) Apply(seq uint64, command []byte, out Emitter) {
 }
 
 func (e *Engine) apply(command []byte) {
-	h, err := ParseCommand(command)
-	if err != nil {
+	var h CommandHeader
+	if err := h.Parse(command); err != nil {
 		// No valid session to address a reject to; the bus should refuse
 		// such commands at ingress with ParseCommand.
 		return
@@ -185,8 +185,8 @@ func (e *Engine) apply(command []byte) {
 		return
 	}
 	e.curSlot, e.curClOrd, e.curResult = slot, h.ClientOrderID, true
-	req, err := ParseRequest(h.Body)
-	if err != nil {
+	var req Request
+	if err := req.Parse(h.Body); err != nil {
 		e.reject(h.Session, h.ClientOrderID, ReasonBadCommand)
 		return
 	}

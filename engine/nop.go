@@ -29,7 +29,8 @@ func (n *Nop) Apply(seq uint64, command []byte, out Emitter) {
 		panic("engine: Nop.Apply: seq not above AppliedSeq")
 	}
 	n.applied = seq
-	hdr, err := ParseCommand(command)
+	var hdr CommandHeader
+	err := hdr.Parse(command)
 	n.hash = foldBytes(fold(n.hash, seq), command)
 	if err != nil || out == nil {
 		return

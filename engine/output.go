@@ -225,23 +225,35 @@ func boolByte(b bool) byte {
 
 // ParseOutput decodes one output payload. Every kind has one exact length
 // and every enumerated field is range-checked, so a payload that parses
-// re-encodes (AppendOutput) to the same bytes. It never allocates.
+// re-encodes (AppendOutput) to the same bytes. It never allocates. A
+// per-output path uses Output.Parse instead (same result, no copy).
 func ParseOutput(b []byte) (Output, error) {
+	var o Output
+	if err := o.Parse(b); err != nil {
+		return Output{}, err
+	}
+	return o, nil
+}
+
+// Parse decodes one output payload into o, as ParseOutput does; on an
+// error o holds nothing of use. It is the form for a per-output path:
+// an Output and an error returned by value were built on the stack and
+// copied out (CommandHeader.Parse has the measurement).
+func (o *Output) Parse(b []byte) error {
 	if len(b) < 1 {
-		return Output{}, ErrTruncated
+		return ErrTruncated
 	}
 	if OutputKind(b[0]) == KindDuplicate {
-		o, err := parseOne(b[1:])
-		if err != nil {
-			return Output{}, err
+		if err := o.parseOne(b[1:]); err != nil {
+			return err
 		}
 		if o.Kind != KindAck && o.Kind != KindReject && o.Kind != KindCancelled {
-			return Output{}, ErrUnknownKind
+			return ErrUnknownKind
 		}
 		o.Original, o.Kind = o.Kind, KindDuplicate
-		return o, nil
+		return nil
 	}
-	return parseOne(b)
+	return o.parseOne(b)
 }
 
 func outputLen(k OutputKind) int {
@@ -260,20 +272,20 @@ func outputLen(k OutputKind) int {
 	return 0
 }
 
-func parseOne(b []byte) (Output, error) {
+func (o *Output) parseOne(b []byte) error {
 	if len(b) < 1 {
-		return Output{}, ErrTruncated
+		return ErrTruncated
 	}
-	o := Output{Kind: OutputKind(b[0])}
+	*o = Output{Kind: OutputKind(b[0])}
 	want := outputLen(o.Kind)
 	if want == 0 {
-		return Output{}, ErrUnknownKind
+		return ErrUnknownKind
 	}
 	if len(b) < want {
-		return Output{}, ErrTruncated
+		return ErrTruncated
 	}
 	if len(b) > want {
-		return Output{}, ErrTrailingBytes
+		return ErrTrailingBytes
 	}
 	le := binary.LittleEndian
 	ok := true
@@ -326,9 +338,9 @@ func parseOne(b []byte) (Output, error) {
 		ok = o.Side.valid() && (o.MDKind == MDTrade || o.MDKind == MDLevel)
 	}
 	if !ok {
-		return Output{}, ErrBadField
+		return ErrBadField
 	}
-	return o, nil
+	return nil
 }
 
 // SessionOutSeq reads the output sequence number of an encoded output

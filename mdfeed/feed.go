@@ -205,8 +205,8 @@ func (f *Feed[A]) Add(cmd uint64, payload []byte) bool {
 	if f.ring == nil {
 		return false
 	}
-	o, err := engine.ParseOutput(payload)
-	if err != nil || o.Kind != engine.KindMarketData {
+	var o engine.Output
+	if err := o.Parse(payload); err != nil || o.Kind != engine.KindMarketData {
 		return false
 	}
 	if len(payload) > SlotBytes {

@@ -320,7 +320,8 @@ func (l *Leader[A]) Next() (Entry, bool) {
 
 // admit runs a command's admission checks, in order, and sequences it.
 func (l *Leader[A]) admit(cmd []byte) (uint64, bool) {
-	h, err := engine.ParseCommand(cmd)
+	var h engine.CommandHeader
+	err := h.Parse(cmd)
 	switch {
 	case err != nil:
 		l.counts.BadCommands++

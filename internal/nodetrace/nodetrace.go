@@ -97,7 +97,8 @@ func (t *Tracer) Batch(id uint32, primary bool) {
 // Applied stamps a seq sequenced (primary) or applied (standby).
 func (t *Tracer) Applied(id uint32, epoch, seq uint64, cmd []byte) {
 	now := t.batchNs
-	h, herr := engine.ParseCommand(cmd)
+	var h engine.CommandHeader
+	herr := h.Parse(cmd)
 	w := t.window.Load()
 	if t.primary {
 		t.rec.Set(t.sequenced, seq, now)
