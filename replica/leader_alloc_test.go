@@ -26,85 +26,118 @@ func TestLeaderNoAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec testRecorder
-	ring := testRing{}
-	var j nopJournal
+	r := newLeaderRig(t, eng)
+	for range 50 {
+		r.pass() // warm up: sessions known, buffers grown
+	}
+	allocs := testing.AllocsPerRun(200, r.pass)
+	if allocs != 0 {
+		t.Fatalf("%v allocations per pass of %d commands", allocs, leaderRigPerFrame)
+	}
+	if st := r.l.Sequencer().Stats(); st.Commands == 0 || r.rec.n == 0 || r.sink == 0 || r.lat.n == 0 {
+		t.Fatalf("nothing went through: %+v, %d outputs recorded, %d latencies", st, r.rec.n, r.lat.n)
+	}
+}
+
+// BenchmarkLeaderCommand is the leader core's whole command path per
+// command (the pass of TestLeaderNoAllocations over a state machine that
+// answers each command and does nothing else, engine.Nop): admission,
+// sequencing into DATA frames, Ready and Advance, apply, the gate, the
+// release into OUTPUT frames. No socket, no journal.
+func BenchmarkLeaderCommand(b *testing.B) {
+	r := newLeaderRig(b, &engine.Nop{})
+	for range 50 {
+		r.pass()
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i += leaderRigPerFrame {
+		r.pass()
+	}
+}
+
+const leaderRigPerFrame = 8
+
+// leaderRig drives a Leader as the node does, one COMMAND frame of
+// leaderRigPerFrame commands a pass.
+type leaderRig struct {
+	tb    testing.TB
+	l     *Leader[string]
+	j     nopJournal
+	rec   testRecorder
+	lat   latencyCounter
+	id    uint64
+	now   int64
+	sink  uint64
+	frame []byte
+	cmds  [leaderRigPerFrame][]byte
+}
+
+func newLeaderRig(tb testing.TB, sm engine.StateMachine) *leaderRig {
+	r := &leaderRig{tb: tb}
 	sessions := NewSessions[string](8)
 	p, err := NewPrimary(PrimaryConfig{Self: 1, Epoch: 1, Peers: []uint32{2}}, &InSync{}, nil, 0, 0, 0)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	var lat latencyCounter
-	track, err := NewReleaseTrack(1<<10, &lat)
+	track, err := NewReleaseTrack(1<<10, &r.lat)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	l, err := NewLeader[string](LeaderConfig{Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1, MarketData: true,
-		PublisherCapacity: 256, HashEvery: 16, SnapshotEvery: 1 << 40, Track: track}, p, eng, &j, sessions, &rec, &ring)
+	r.l, err = NewLeader[string](LeaderConfig{Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: 1, MarketData: true,
+		PublisherCapacity: 256, HashEvery: 16, SnapshotEvery: 1 << 40, Track: track}, p, sm, &r.j, sessions, &r.rec, &testRing{})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	l.Promoted(0)
-	const perFrame = 8
-	var id uint64
-	var frame []byte
-	var cmds [perFrame][]byte
-	build := func() {
-		for k := range cmds {
-			id++
-			side := engine.Side(1 + id%2)
-			cmds[k] = engine.AppendRequest(cmds[k][:0], 1+uint64(k%2), id, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: side, Type: engine.Limit, Price: 100, Qty: 5})
-		}
-		frame, err = wire.AppendData(frame[:0], wire.TypeCommand, wire.Origin{Stream: 9}, id, cmds[:]...)
-		if err != nil {
-			t.Fatal(err)
-		}
+	r.l.Promoted(0)
+	return r
+}
+
+func (r *leaderRig) build() {
+	for k := range r.cmds {
+		r.id++
+		side := engine.Side(1 + r.id%2)
+		r.cmds[k] = engine.AppendRequest(r.cmds[k][:0], 1+uint64(k%2), r.id, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: side, Type: engine.Limit, Price: 100, Qty: 5})
 	}
-	var now int64
-	var sink uint64
-	pass := func() {
-		build()
-		fr, _, err := wire.Parse(frame)
-		if err != nil {
-			t.Fatal(err)
-		}
-		now += 1000
-		l.Commands(&fr, "client", now)
-		for {
-			e, ok := l.Next()
-			sink += uint64(len(l.Ready().Frames))
-			l.Advance()
-			if !ok {
-				break
-			}
-			j.last = e.Seq
-			l.Apply(e)
-			sink += uint64(len(l.Ready().Frames))
-			l.Advance()
-		}
-		l.EndBatch(now)
-		sink += uint64(len(l.Ready().Frames))
+	var err error
+	r.frame, err = wire.AppendData(r.frame[:0], wire.TypeCommand, wire.Origin{Stream: 9}, r.id, r.cmds[:]...)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+}
+
+func (r *leaderRig) pass() {
+	l := r.l
+	r.build()
+	fr, _, err := wire.Parse(r.frame)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	r.now += 1000
+	l.Commands(&fr, "client", r.now)
+	for {
+		e, ok := l.Next()
+		r.sink += uint64(len(l.Ready().Frames))
 		l.Advance()
-		l.Durable(j.last)
-		l.Ack(2, 1, j.last, now)
-		rr := l.Release(now, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Durable: j.last, LeaseHeld: true})
-		sink += rr.Event.Released
-		for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
-			sink += uint64(len(fr.Bytes))
+		if !ok {
+			break
 		}
-		sink += l.Ready().Counts.OutputsReleased
+		r.j.last = e.Seq
+		l.Apply(e)
+		r.sink += uint64(len(l.Ready().Frames))
 		l.Advance()
 	}
-	for range 50 {
-		pass() // warm up: sessions known, buffers grown
+	l.EndBatch(r.now)
+	r.sink += uint64(len(l.Ready().Frames))
+	l.Advance()
+	l.Durable(r.j.last)
+	l.Ack(2, 1, r.j.last, r.now)
+	rr := l.Release(r.now, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Durable: r.j.last, LeaseHeld: true})
+	r.sink += rr.Event.Released
+	for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {
+		r.sink += uint64(len(fr.Bytes))
 	}
-	allocs := testing.AllocsPerRun(200, pass)
-	if allocs != 0 {
-		t.Fatalf("%v allocations per pass of %d commands", allocs, perFrame)
-	}
-	if st := l.Sequencer().Stats(); st.Commands == 0 || rec.n == 0 || sink == 0 || lat.n == 0 {
-		t.Fatalf("nothing went through: %+v, %d outputs recorded, %d latencies", st, rec.n, lat.n)
-	}
+	r.sink += l.Ready().Counts.OutputsReleased
+	l.Advance()
 }
 
 // latencyCounter is a LatencyRecorder that counts.
