@@ -231,6 +231,7 @@ type Leader[A comparable] struct {
 	releaseTo    uint64
 	releasing    bool
 	flushed      []Frame
+	frame        Frame // the frame the framer finished (filled in place)
 	releaseNowNs int64
 	releaseSent  bool // the release under way handed out a frame
 
@@ -467,18 +468,17 @@ func (l *Leader[A]) NextFrame() (Frame, bool) {
 			break
 		}
 		l.counts.OutputsReleased++
-		var fr Frame
 		switch {
 		case out.To != engine.MarketData:
-			fr, ok = l.framer.Output(seq, out.To, out.Payload())
+			ok = l.framer.Output(seq, out.To, out.Payload(), &l.frame)
 		case l.cfg.MarketData:
-			fr, ok = l.framer.MarketData(seq, out.Payload())
+			ok = l.framer.MarketData(seq, out.Payload(), &l.frame)
 		default:
 			ok = false // no market-data group: dropped
 		}
 		if ok {
 			l.releaseSent = true
-			return fr, true
+			return l.frame, true
 		}
 	}
 	if len(l.flushed) == 0 {

@@ -115,9 +115,12 @@ func (f *ReleaseFramer) Begin(o wire.Origin) {
 // Output puts the output payload of the command at seq, for session to,
 // into that client's open frame, opening one (and finishing the frame
 // opened first when all are taken) or finishing a full one first. It
-// returns the finished frame, if any. A payload that does not fit even an
-// empty frame is dropped (the engine's outputs are far smaller).
-func (f *ReleaseFramer) Output(seq, to uint64, payload []byte) (Frame, bool) {
+// fills *fr with the finished frame, if any, and reports whether it did
+// (in place, not returned: a Frame returned by value per output was a
+// stack copy the primary paid on every output). A payload that does not
+// fit even an empty frame is dropped (the engine's outputs are far
+// smaller).
+func (f *ReleaseFramer) Output(seq, to uint64, payload []byte, fr *Frame) bool {
 	for i := range f.open[:f.n] {
 		o := &f.open[i]
 		if o.to != to {
@@ -125,21 +128,20 @@ func (f *ReleaseFramer) Output(seq, to uint64, payload []byte) (Frame, bool) {
 		}
 		if o.b.Fits(len(payload)) && !f.crosses(o.first, seq) {
 			o.b.Add(payload)
-			return Frame{}, false
+			return false
 		}
-		fr, ok := f.finish(o.to, false, &o.b)
+		ok := f.finish(o.to, false, &o.b, fr)
 		o.first = seq
 		o.b.Reset(wire.TypeOutput, f.origin, seq)
 		o.b.Add(payload)
-		return fr, ok
+		return ok
 	}
-	var fr Frame
-	var ok bool
+	ok := false
 	if f.n == len(f.open) {
 		// More clients than open frames: the frame opened first is
 		// finished now, and its slot moves last for the new client.
 		oldest := f.open[0]
-		fr, ok = f.finish(oldest.to, false, &oldest.b)
+		ok = f.finish(oldest.to, false, &oldest.b, fr)
 		copy(f.open[:], f.open[1:])
 		f.open[f.n-1] = oldest
 		f.n--
@@ -149,26 +151,25 @@ func (f *ReleaseFramer) Output(seq, to uint64, payload []byte) (Frame, bool) {
 	o.to, o.first = to, seq
 	o.b.Reset(wire.TypeOutput, f.origin, seq)
 	o.b.Add(payload)
-	return fr, ok
+	return ok
 }
 
 // MarketData puts the market data output payload of the command at seq
 // into the market data frame, finishing it first when it is full. It
-// returns the finished frame, if any.
-func (f *ReleaseFramer) MarketData(seq uint64, payload []byte) (Frame, bool) {
+// fills *fr with the finished frame, if any, and reports whether it did.
+func (f *ReleaseFramer) MarketData(seq uint64, payload []byte, fr *Frame) bool {
 	if f.mdOpen && f.md.Count() > 0 && f.md.Fits(len(payload)) && !f.crosses(f.mdFirst, seq) {
 		f.md.Add(payload)
-		return Frame{}, false
+		return false
 	}
-	var fr Frame
-	var ok bool
+	ok := false
 	if f.mdOpen {
-		fr, ok = f.finish(0, true, &f.md)
+		ok = f.finish(0, true, &f.md, fr)
 	}
 	f.mdOpen, f.mdFirst = true, seq
 	f.md.Reset(wire.TypeOutput, f.origin, seq)
 	f.md.Add(payload)
-	return fr, ok
+	return ok
 }
 
 // Flush finishes every open frame: the clients' in the order they were
@@ -191,11 +192,11 @@ func (f *ReleaseFramer) Flush() []Frame {
 // finish hands out the frame in *b (when it holds a message) and puts
 // the spare batch in its place, so the handed-out bytes stay untouched
 // until the next call.
-func (f *ReleaseFramer) finish(to uint64, md bool, b **wire.Batch) (Frame, bool) {
+func (f *ReleaseFramer) finish(to uint64, md bool, b **wire.Batch, fr *Frame) bool {
 	if (*b).Count() == 0 {
-		return Frame{}, false
+		return false
 	}
-	fr := Frame{MarketData: md, Session: to, Bytes: (*b).Bytes()}
+	fr.MarketData, fr.Session, fr.Bytes = md, to, (*b).Bytes()
 	*b, f.spare = f.spare, *b
-	return fr, true
+	return true
 }

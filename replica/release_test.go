@@ -89,9 +89,9 @@ func release(t testing.TB, f *ReleaseFramer, o wire.Origin, dlen int, outs []rel
 		var fr Frame
 		var ok bool
 		if r.to == md {
-			fr, ok = f.MarketData(r.seq, p)
+			ok = f.MarketData(r.seq, p, &fr)
 		} else {
-			fr, ok = f.Output(r.seq, r.to, p)
+			ok = f.Output(r.seq, r.to, p, &fr)
 		}
 		if ok {
 			got = append(got, decodeFrame(t, fr, o, dlen))
@@ -189,8 +189,8 @@ func TestReleaseFramerBeginDropsUnflushed(t *testing.T) {
 	dlen := frameDatagram(100, 16)
 	f := NewReleaseFramer(dlen)
 	f.Begin(testOrigin)
-	f.Output(1, 7, make([]byte, 16))
-	f.MarketData(2, make([]byte, 16))
+	f.Output(1, 7, make([]byte, 16), new(Frame))
+	f.MarketData(2, make([]byte, 16), new(Frame))
 	o := wire.Origin{Stream: 9, Node: 1, Epoch: 4}
 	got := release(t, f, o, dlen, []relOut{{3, 7, 16}, {4, md, 16}})
 	if want := []gotFrame{{7, []uint64{3}}, {md, []uint64{4}}}; !reflect.DeepEqual(got, want) {
@@ -252,9 +252,9 @@ func TestReleaseFramerDoesNotAllocate(t *testing.T) {
 			var fr Frame
 			var ok bool
 			if seq%5 == 0 {
-				fr, ok = f.MarketData(seq, payload)
+				ok = f.MarketData(seq, payload, &fr)
 			} else {
-				fr, ok = f.Output(seq, seq%(FramesOpen+3), payload)
+				ok = f.Output(seq, seq%(FramesOpen+3), payload, &fr)
 			}
 			if ok {
 				sink += len(fr.Bytes)
