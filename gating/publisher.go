@@ -69,27 +69,42 @@ func (p *Publisher[T]) Stats() PublisherStats { return p.stats }
 // for seq 0, ErrOutOfOrder if seq is lower than the last enqueued seq, and
 // ErrFull when capacity outputs are queued; in each case nothing is queued.
 func (p *Publisher[T]) Enqueue(seq uint64, out T) error {
+	slot, err := p.EnqueueSlot(seq)
+	if err != nil {
+		return err
+	}
+	*slot = out
+	return nil
+}
+
+// EnqueueSlot is Enqueue for an output the caller writes in place: it
+// queues the slot for seq and returns it, with the slot's previous
+// contents, to be filled before the next call on p. Its errors are
+// Enqueue's, and nothing is queued then. An output built on the stack
+// and passed by value was copied twice (a 144-byte OUTPUT slot on every
+// output of the primary), the second time reading what the first had
+// just written, each 16-byte load a failed store-to-load forward.
+func (p *Publisher[T]) EnqueueSlot(seq uint64) (*T, error) {
 	p.clearLent()
 	if seq == 0 {
-		return ErrZeroSeq
+		return nil, ErrZeroSeq
 	}
 	if seq < p.lastSeq {
-		return ErrOutOfOrder
+		return nil, ErrOutOfOrder
 	}
 	if p.count == len(p.outs) {
 		p.stats.Full++
-		return ErrFull
+		return nil, ErrFull
 	}
 	tail := p.head + p.count
 	if tail >= len(p.outs) {
 		tail -= len(p.outs)
 	}
-	p.outs[tail] = out
 	p.seqs[tail] = seq
 	p.count++
 	p.lastSeq = seq
 	p.stats.Enqueued++
-	return nil
+	return &p.outs[tail], nil
 }
 
 // Next hands out the oldest queued output if its seq is at or below

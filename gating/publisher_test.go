@@ -264,7 +264,17 @@ func TestPublisherAgainstSliceModel(t *testing.T) {
 					seq--
 				}
 				tag++
-				err := p.Enqueue(seq, testOutput{session: seq, offset: tag})
+				var err error
+				if rapid.Bool().Draw(rt, "in place") {
+					var slot *testOutput
+					if slot, err = p.EnqueueSlot(seq); err == nil {
+						slot.session, slot.offset = seq, tag // over whatever the slot held
+					} else if slot != nil {
+						rt.Fatalf("EnqueueSlot(%d) failed (%v) with a slot", seq, err)
+					}
+				} else {
+					err = p.Enqueue(seq, testOutput{session: seq, offset: tag})
+				}
 				switch {
 				case seq == 0:
 					if !errors.Is(err, ErrZeroSeq) {

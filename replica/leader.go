@@ -421,13 +421,14 @@ func (e *leaderEmitter[A]) Emit(to uint64, payload []byte) {
 		return
 	}
 	l.rec.Record(l.applySeq, to, payload)
-	var s OutSlot
-	s.To = to
-	s.n = uint16(copy(s.b[:], payload))
-	if err := l.pub.Enqueue(l.applySeq, s); err != nil {
+	s, err := l.pub.EnqueueSlot(l.applySeq) // filled in place: no copy of the slot
+	if err != nil {
 		l.counts.OutputsLost++
 		l.lost = fmt.Errorf("replica: gate full after apply; output of seq %d dropped: %w", l.applySeq, err)
+		return
 	}
+	s.To = to
+	s.n = uint16(copy(s.b[:], payload))
 }
 
 // JournalFailed stops the term for good: no command is accepted, nothing
