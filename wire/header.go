@@ -174,24 +174,31 @@ func (h *Header) Origin() Origin {
 // cheap enough for a transport to classify drops by reason.
 func ParseHeader(b []byte) (Header, error) {
 	var h Header
+	err := h.parse(b)
+	return h, err
+}
+
+// parse is ParseHeader into h (a Frame's parse fills its own header in
+// place: a Header returned by value was a stack copy per datagram).
+func (h *Header) parse(b []byte) error {
 	if len(b) < HeaderLen {
-		return h, fmt.Errorf("%w: %d bytes", ErrShort, len(b))
+		return fmt.Errorf("%w: %d bytes", ErrShort, len(b))
 	}
 	if m := binary.LittleEndian.Uint16(b[offMagic:]); m != Magic {
-		return h, fmt.Errorf("%w: %#04x", ErrMagic, m)
+		return fmt.Errorf("%w: %#04x", ErrMagic, m)
 	}
 	if v := b[offVersion]; v != Version {
-		return h, fmt.Errorf("%w: %d", ErrVersion, v)
+		return fmt.Errorf("%w: %d", ErrVersion, v)
 	}
 	h.Type = Type(b[offType])
 	if !h.Type.Valid() {
-		return h, fmt.Errorf("%w: %d", ErrType, uint8(h.Type))
+		return fmt.Errorf("%w: %d", ErrType, uint8(h.Type))
 	}
 	h.Flags = binary.LittleEndian.Uint16(b[offFlags:])
 	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags&^(FlagMAC|FlagReplay|FlagLeaseReleased|FlagLeaving) != 0 || r != 0 ||
 		(h.Flags&FlagReplay != 0 && h.Type != TypeOutput) || (h.Flags&FlagLeaseReleased != 0 && h.Type != TypeHeartbeat) ||
 		(h.Flags&FlagLeaving != 0 && h.Type != TypeAck) {
-		return h, fmt.Errorf("%w: flags %#04x reserved %#04x on %s", ErrFlags, h.Flags, r, h.Type)
+		return fmt.Errorf("%w: flags %#04x reserved %#04x on %s", ErrFlags, h.Flags, r, h.Type)
 	}
 	h.Stream = binary.LittleEndian.Uint16(b[offStream:])
 	h.Node = binary.LittleEndian.Uint32(b[offNode:])
@@ -201,12 +208,12 @@ func ParseHeader(b []byte) (Header, error) {
 	h.Length = binary.LittleEndian.Uint32(b[offLength:])
 	h.Checksum = binary.LittleEndian.Uint32(b[offChecksum:])
 	if h.Length > MaxPayloadLen {
-		return h, fmt.Errorf("%w: payload length %d over limit %d", ErrLength, h.Length, MaxPayloadLen)
+		return fmt.Errorf("%w: payload length %d over limit %d", ErrLength, h.Length, MaxPayloadLen)
 	}
 	if int(h.Length) > len(b)-HeaderLen-h.TagLen() {
-		return h, fmt.Errorf("%w: payload length %d and tag %d, %d bytes present", ErrLength, h.Length, h.TagLen(), len(b)-HeaderLen)
+		return fmt.Errorf("%w: payload length %d and tag %d, %d bytes present", ErrLength, h.Length, h.TagLen(), len(b)-HeaderLen)
 	}
-	return h, nil
+	return nil
 }
 
 // TagLen is the length of the MAC tag after the payload: TagLen with
