@@ -477,16 +477,24 @@ func TestLeavingLagsAtOnce(t *testing.T) {
 	if st, _ := g.Standby(3); !st.Leaving {
 		t.Fatal("a non-member's leaving is not recorded (it must not be proposed while gone)")
 	}
-	g.OnAck(2, 99, 12) // reordered, older
-	if st, _ := g.Standby(2); !st.Leaving {
-		t.Fatal("an old ack cleared leaving")
+	checkClearedByNewerAck(t, g, 2, 12, "leaving", func(st StandbyState) bool { return st.Leaving })
+}
+
+// checkClearedByNewerAck: an older, reordered ack from member id at nowNs
+// keeps the mark marked reports; its next ack clears it, and the member
+// lags no more.
+func checkClearedByNewerAck(t *testing.T, g *Gate, id uint32, nowNs int64, what string, marked func(StandbyState) bool) {
+	t.Helper()
+	g.OnAck(id, 99, nowNs) // reordered, older
+	if st, _ := g.Standby(id); !marked(st) {
+		t.Fatalf("an old ack cleared %s", what)
 	}
-	g.OnAck(2, 100, 12)
-	if got := g.Lagging(13, 1e9, nil); len(got) != 0 {
-		t.Fatalf("lagging %v after standby 2 acked again", got)
+	g.OnAck(id, 100, nowNs+1)
+	if got := g.Lagging(nowNs+2, 1e9, nil); len(got) != 0 {
+		t.Fatalf("lagging %v after standby %d acked again", got, id)
 	}
-	if st, _ := g.Standby(2); st.Leaving {
-		t.Fatal("an ack did not clear leaving")
+	if st, _ := g.Standby(id); marked(st) {
+		t.Fatalf("an ack did not clear %s", what)
 	}
 }
 
@@ -516,14 +524,7 @@ func TestUnreachableLagsAtOnce(t *testing.T) {
 	if st, _ := g.Standby(2); !st.Unreachable {
 		t.Fatal("StandbyState.Unreachable not set")
 	}
-	g.OnAck(2, 99, 24) // reordered, older
-	if st, _ := g.Standby(2); !st.Unreachable {
-		t.Fatal("an old ack cleared the mark")
-	}
-	g.OnAck(2, 100, 25)
-	if got := g.Lagging(26, 1e9, nil); len(got) != 0 {
-		t.Fatalf("lagging %v after standby 2 acked again", got)
-	}
+	checkClearedByNewerAck(t, g, 2, 24, "the unreachable mark", func(st StandbyState) bool { return st.Unreachable })
 }
 
 // Overdue applies Lagging's two tests with their own bounds: silence
