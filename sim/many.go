@@ -185,20 +185,14 @@ type Regression struct {
 	// (empty: the seed must pass).
 	Known string
 	Note  string
-	// Keyed and Nodes: the seed runs with those Options (the line's
-	// optional fields after expect: "keyed", "nodes=N").
-	Keyed        bool
-	Nodes        int
-	InlineSync   bool
-	Graceful     bool
-	Moments      bool
-	DiskStalls   bool
-	RejectProbes bool
+	// Knobs: the seed runs with them (the line's optional fields after
+	// expect: "keyed", "nodes=N", "inline-sync", ...).
+	Knobs
 }
 
 // Options is the regression's run configuration.
 func (r Regression) Options() Options {
-	return Options{Mutation: r.Mutation, Keyed: r.Keyed, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, DiskStalls: r.DiskStalls, RejectProbes: r.RejectProbes}
+	return Options{Mutation: r.Mutation, Knobs: r.Knobs}
 }
 
 // ParseMutation is the inverse of Mutation.String.

@@ -66,9 +66,9 @@ func TestSoakConfigCheck(t *testing.T) {
 		{SoakConfig{From: 1, Seeds: 1, Workers: 0}, "workers 0"},
 		{SoakConfig{From: 1, Seeds: 1, Workers: SoakWorkersMax + 1}, "workers 257"},
 		{SoakConfig{From: ^uint64(0), Seeds: 2, Workers: 1}, "past the last seed"},
-		{SoakConfig{From: 1, Seeds: 1, Workers: 1, Options: Options{Nodes: 2}}, ""},
-		{SoakConfig{From: 1, Seeds: 1, Workers: 1, Options: Options{Nodes: 1}}, "nodes 1"},
-		{SoakConfig{From: 1, Seeds: 1, Workers: 1, Options: Options{Nodes: MaxNodes + 1}}, "nodes 6"},
+		{SoakConfig{From: 1, Seeds: 1, Workers: 1, Options: Options{Knobs: Knobs{Nodes: 2}}}, ""},
+		{SoakConfig{From: 1, Seeds: 1, Workers: 1, Options: Options{Knobs: Knobs{Nodes: 1}}}, "nodes 1"},
+		{SoakConfig{From: 1, Seeds: 1, Workers: 1, Options: Options{Knobs: Knobs{Nodes: MaxNodes + 1}}}, "nodes 6"},
 	} {
 		err := c.cfg.Check()
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {

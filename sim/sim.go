@@ -68,17 +68,11 @@ func (m Mutation) String() string {
 	return fmt.Sprintf("Mutation(%d)", uint8(m))
 }
 
-// Options configures a run. The zero value is the CI configuration.
-type Options struct {
-	// Mutation disables a safety mechanism (MutNone for the real cores).
-	Mutation Mutation
-	// Trace, when set, receives the readable event log: every datagram,
-	// fault, role change and release, and the nodes' own logs.
-	Trace io.Writer
-	// FaultNs is the length of the fault phase (DefaultFaultNs when 0);
-	// QuietNs bounds the quiet phase in which every command must be
-	// answered (DefaultQuietNs when 0).
-	FaultNs, QuietNs int64
+// Knobs are what shapes a run beyond its seed and mutation: a replay, a
+// regression line and a soak carry them to be the same run (Options,
+// Result and Regression embed them). The zero value is the CI
+// configuration.
+type Knobs struct {
 	// DatagramBytes is every node's and client's datagram size (0: the
 	// default, wire.DefaultDatagramLen): jumbo frames through the same
 	// faults (TestSimJumbo).
@@ -129,6 +123,21 @@ type Options struct {
 	// added back once it acks again, with every invariant holding
 	// (TestSimRejectedProbes).
 	RejectProbes bool
+}
+
+// Options configures a run. The zero value is the CI configuration.
+type Options struct {
+	// Mutation disables a safety mechanism (MutNone for the real cores).
+	Mutation Mutation
+	// Trace, when set, receives the readable event log: every datagram,
+	// fault, role change and release, and the nodes' own logs.
+	Trace io.Writer
+	// FaultNs is the length of the fault phase (DefaultFaultNs when 0);
+	// QuietNs bounds the quiet phase in which every command must be
+	// answered (DefaultQuietNs when 0).
+	FaultNs, QuietNs int64
+	// Knobs shape the run: a replay of it needs the same.
+	Knobs
 
 	// externalOnly drops the checks that read the node's own report of
 	// its gate (ReleaseEvent fields), to show what the outside
@@ -188,18 +197,9 @@ func Lease() arbiter.Config {
 type Result struct {
 	Seed     uint64
 	Mutation Mutation
-	// Keyed, DatagramBytes, Nodes, InlineSync, Graceful, Moments,
-	// DiskStalls and RejectProbes are the run's Options of those names:
-	// a replay needs them to be the same run.
-	Keyed         bool
-	DatagramBytes int
-	Nodes         int
-	InlineSync    bool
-	Graceful      bool
-	Moments       bool
-	DiskStalls    bool
-	RejectProbes  bool
-	Violations    []string
+	// Knobs are the run's: a replay needs them to be the same run.
+	Knobs
+	Violations []string
 	// Schedule is the seed's parameters and fault schedule, readable.
 	Schedule string
 	// Digest is a hash of every datagram sent with its time: two runs of
@@ -495,7 +495,7 @@ func Run(seed uint64, opts Options) (res Result) {
 			s.params.snapshotEvery = sc.snapshotEvery
 		}
 	}
-	res = Result{Seed: seed, Mutation: opts.Mutation, Keyed: opts.Keyed, DatagramBytes: opts.DatagramBytes, Nodes: opts.Nodes, InlineSync: opts.InlineSync, Graceful: opts.Graceful, Moments: opts.Moments, DiskStalls: opts.DiskStalls, RejectProbes: opts.RejectProbes, Schedule: s.describeSchedule()}
+	res = Result{Seed: seed, Mutation: opts.Mutation, Knobs: opts.Knobs, Schedule: s.describeSchedule()}
 	defer func() {
 		if p := recover(); p != nil {
 			stack := strings.Split(string(debug.Stack()), "\n")

@@ -78,7 +78,7 @@ func mutationFlag(t *testing.T) Mutation {
 // the real cores; with -seed=N it replays one seed with its event log.
 func TestSim(t *testing.T) {
 	if *flagSeed != 0 {
-		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful, Moments: *flagMoments, DiskStalls: *flagStalls, RejectProbes: *flagReject})
+		replay(t, *flagSeed, Options{Mutation: mutationFlag(t), Knobs: Knobs{Keyed: *flagKeyed, DatagramBytes: *flagDatagram, Nodes: *flagNodes, InlineSync: *flagInline, Graceful: *flagGraceful, Moments: *flagMoments, DiskStalls: *flagStalls, RejectProbes: *flagReject}})
 		return
 	}
 	regs := regressions(t)
@@ -140,7 +140,7 @@ func TestSim(t *testing.T) {
 func reportFailure(t *testing.T, r Result) {
 	t.Helper()
 	var log bytes.Buffer
-	again := Run(r.Seed, Options{Mutation: r.Mutation, Keyed: r.Keyed, DatagramBytes: r.DatagramBytes, Nodes: r.Nodes, InlineSync: r.InlineSync, Graceful: r.Graceful, Moments: r.Moments, DiskStalls: r.DiskStalls, RejectProbes: r.RejectProbes, Trace: &log})
+	again := Run(r.Seed, Options{Mutation: r.Mutation, Knobs: r.Knobs, Trace: &log})
 	var b strings.Builder
 	fmt.Fprintf(&b, "SEED %d FAILED (mutation %s)\n", r.Seed, r.Mutation)
 	for _, v := range r.Violations {
@@ -289,12 +289,12 @@ func TestReadRegressions(t *testing.T) {
 		{in: "9 bogus pass\n", err: true},
 		{in: "9 none known:\n", err: true},
 		{in: "9 none fail\n", err: true},
-		{in: "5 none pass keyed # k\n", want: []Regression{{Seed: 5, Note: "k", Keyed: true}}},
+		{in: "5 none pass keyed # k\n", want: []Regression{{Seed: 5, Note: "k", Knobs: Knobs{Keyed: true}}}},
 		{in: "5 none pass unkeyed\n", err: true},
-		{in: "6 none pass nodes=2 keyed\n", want: []Regression{{Seed: 6, Keyed: true, Nodes: 2}}},
-		{in: "8 none pass graceful\n", want: []Regression{{Seed: 8, Graceful: true}}},
-		{in: "9 none pass moments nodes=2\n", want: []Regression{{Seed: 9, Moments: true, Nodes: 2}}},
-		{in: "10 none pass disk-stalls\n", want: []Regression{{Seed: 10, DiskStalls: true}}},
+		{in: "6 none pass nodes=2 keyed\n", want: []Regression{{Seed: 6, Knobs: Knobs{Keyed: true, Nodes: 2}}}},
+		{in: "8 none pass graceful\n", want: []Regression{{Seed: 8, Knobs: Knobs{Graceful: true}}}},
+		{in: "9 none pass moments nodes=2\n", want: []Regression{{Seed: 9, Knobs: Knobs{Moments: true, Nodes: 2}}}},
+		{in: "10 none pass disk-stalls\n", want: []Regression{{Seed: 10, Knobs: Knobs{DiskStalls: true}}}},
 		{in: "6 none pass nodes=1\n", err: true},
 		{in: "6 none pass nodes=x\n", err: true},
 	}
@@ -385,10 +385,10 @@ func runBudget(t *testing.T, n int, opts Options) Summary {
 // only node left.
 func TestSimTwoNodes(t *testing.T) {
 	for _, keyed := range []bool{false, true} {
-		sum := runBudget(t, max(budget()/20, 5), Options{Nodes: 2, Keyed: keyed})
+		sum := runBudget(t, max(budget()/20, 5), Options{Knobs: Knobs{Nodes: 2, Keyed: keyed}})
 		t.Logf("keyed %v: %s", keyed, sum.String())
 	}
-	if r := Run(1, Options{Nodes: MaxNodes + 1}); !r.Failed() {
+	if r := Run(1, Options{Knobs: Knobs{Nodes: MaxNodes + 1}}); !r.Failed() {
 		t.Fatal("a cluster past MaxNodes ran")
 	}
 }
@@ -401,7 +401,7 @@ func TestSimTwoNodes(t *testing.T) {
 // in testdata/regressions.txt was found this way).
 func TestSimMoreStandbys(t *testing.T) {
 	for _, nodes := range []int{4, 5} {
-		sum := runBudget(t, max(budget()/20, 5), Options{Nodes: nodes})
+		sum := runBudget(t, max(budget()/20, 5), Options{Knobs: Knobs{Nodes: nodes}})
 		t.Logf("%d nodes: %s", nodes, sum.String())
 	}
 }
@@ -413,7 +413,7 @@ func TestSimMoreStandbys(t *testing.T) {
 // torn tails) and failovers, and the checker still finds nothing a
 // client saw lost.
 func TestSimInlineSync(t *testing.T) {
-	sum := runBudget(t, max(budget()/10, 10), Options{InlineSync: true})
+	sum := runBudget(t, max(budget()/10, 10), Options{Knobs: Knobs{InlineSync: true}})
 	t.Logf("%s; %d fsyncs inline, %d by the committer's step", sum.String(), sum.Stats.InlineSyncs, sum.Stats.ThreadSyncs)
 	if sum.Stats.InlineSyncs == 0 {
 		t.Fatalf("no fsync ran inline: %+v", sum.Stats)
@@ -428,7 +428,7 @@ func TestSimInlineSync(t *testing.T) {
 // witness crashes, with every invariant checked. It fails if no stop
 // gave a lease up or no standby's was announced to its primary.
 func TestSimGraceful(t *testing.T) {
-	runOption(t, Options{Graceful: true}, "no planned stop gave a lease up, or none of a standby was announced", func(st Stats) bool {
+	runOption(t, Options{Knobs: Knobs{Graceful: true}}, "no planned stop gave a lease up, or none of a standby was announced", func(st Stats) bool {
 		return st.Stops > 0 && st.LeasesReleased > 0 && st.StandbysLeaving > 0
 	})
 }
@@ -440,7 +440,7 @@ func TestSimGraceful(t *testing.T) {
 // in-sync set a member until it acks again, never an output). It fails
 // if no live standby was marked.
 func TestSimRejectedProbes(t *testing.T) {
-	runOption(t, Options{RejectProbes: true}, "no probe marked a standby gone", func(st Stats) bool {
+	runOption(t, Options{Knobs: Knobs{RejectProbes: true}}, "no probe marked a standby gone", func(st Stats) bool {
 		return st.StandbysUnreachable > 0 && st.ProbesRefused > 0
 	})
 }
@@ -463,7 +463,7 @@ func runOption(t *testing.T, opts Options, missing string, covered func(Stats) b
 // newest, through the seed's own faults. It fails if no moment crash
 // happened.
 func TestSimMoments(t *testing.T) {
-	runOption(t, Options{Moments: true}, "no moment crash", func(st Stats) bool { return st.MomentCrashes > 0 })
+	runOption(t, Options{Knobs: Knobs{Moments: true}}, "no moment crash", func(st Stats) bool { return st.MomentCrashes > 0 })
 }
 
 // TestSimDiskStalls runs seeds in which half the pauses hang a node's
@@ -472,7 +472,7 @@ func TestSimMoments(t *testing.T) {
 // and the cluster lead on, with every invariant checked. It fails if no
 // disk watch found a hang.
 func TestSimDiskStalls(t *testing.T) {
-	runOption(t, Options{DiskStalls: true}, "no hung disk was found stalled", func(st Stats) bool { return st.DiskHangs > 0 && st.DiskStalls > 0 })
+	runOption(t, Options{Knobs: Knobs{DiskStalls: true}}, "no hung disk was found stalled", func(st Stats) bool { return st.DiskHangs > 0 && st.DiskStalls > 0 })
 }
 
 // TestSimKeyed runs seeds with one master key on every node, the
@@ -480,7 +480,7 @@ func TestSimDiskStalls(t *testing.T) {
 // verified through the same failovers, crashes and refetches, so a keyed
 // path that refuses a genuine frame shows up as a stall or a violation.
 func TestSimKeyed(t *testing.T) {
-	sum := runBudget(t, max(budget()/10, 10), Options{Keyed: true})
+	sum := runBudget(t, max(budget()/10, 10), Options{Knobs: Knobs{Keyed: true}})
 	t.Logf("%s; %d retransmits received, %d unknown-key drops", sum.String(), sum.Stats.RetransmitsReceived, sum.Stats.UnknownKeys)
 	if sum.Stats.RetransmitsReceived == 0 {
 		t.Fatalf("no RETRANSMIT was taken: %+v", sum.Stats)
@@ -497,7 +497,7 @@ func TestSimKeyed(t *testing.T) {
 func TestSimJumbo(t *testing.T) {
 	for _, size := range []int{8972, wire.MaxFrameLen} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			sum := runBudget(t, max(budget()/10, 10), Options{DatagramBytes: size})
+			sum := runBudget(t, max(budget()/10, 10), Options{Knobs: Knobs{DatagramBytes: size}})
 			t.Logf("%s; largest datagram %d bytes", sum.String(), sum.Stats.LargestDatagram)
 			if got := sum.Stats.LargestDatagram; got <= wire.DefaultDatagramLen || got > uint64(size) {
 				t.Fatalf("largest datagram %d bytes: want one over the default %d, none over %d", got, wire.DefaultDatagramLen, size)

@@ -38,7 +38,7 @@ func runSim(args []string) error {
 	if err != nil {
 		return usagef("--mutation: %v", err)
 	}
-	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Keyed: *keyed, Nodes: *nodes, InlineSync: *inlineSync, Graceful: *graceful, Moments: *moments, DiskStalls: *stalls}}
+	cfg := sim.SoakConfig{From: *from, Seeds: *seeds, Workers: *workers, Options: sim.Options{Mutation: m, Knobs: sim.Knobs{Keyed: *keyed, Nodes: *nodes, InlineSync: *inlineSync, Graceful: *graceful, Moments: *moments, DiskStalls: *stalls}}}
 	if err := cfg.Check(); err != nil {
 		return usagef("%v", err)
 	}
