@@ -114,6 +114,24 @@ func BenchmarkApply(b *testing.B) {
 	b.ReportMetric(float64(e.RestingOrders()), "resting")
 }
 
+// BenchmarkApplyOpaque is one session's stream of commands with no op
+// the engine knows (`seqbus bench throughput --sizes 32`): each is
+// rejected and recorded, so its cost is the dedup table's and the state
+// hash's (its entry, and its session's highest id and output seq), with
+// no book in the way.
+func BenchmarkApplyOpaque(b *testing.B) {
+	e := mustNew(b, DefaultConfig())
+	cmd := make([]byte, 32)
+	binary.LittleEndian.PutUint64(cmd, 1)
+	cmd[CommandHeaderLen] = 0xEE
+	var out copyEmitter
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		binary.LittleEndian.PutUint64(cmd[8:], uint64(i+1))
+		e.Apply(uint64(i+1), cmd, &out)
+	}
+}
+
 func BenchmarkApplyDuplicate(b *testing.B) {
 	e := mustNew(b, DefaultConfig())
 	cmd := limitCmd(1, 1, 0, Buy, 100, 1)

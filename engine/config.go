@@ -35,7 +35,7 @@ const (
 	maxMaxSessions    = 1 << 20
 	maxDedupWindow    = 1 << 16
 	// maxDedupEntries bounds MaxSessions*DedupWindow, the dedup table's
-	// preallocated entries (48 bytes each).
+	// preallocated entries (64 bytes each).
 	maxDedupEntries = 1 << 24
 )
 

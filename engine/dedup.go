@@ -12,13 +12,17 @@ type session struct {
 	// outSeq is the output sequence number of the session's last output
 	// (Output.OutSeq): its history is outputs 1..outSeq.
 	outSeq uint64
+	// hash is sessionHash as added to Engine.hashSum; while pending, the
+	// row changed and its hash is not in the sum (hash.go).
+	hash    uint64
+	pending bool
 }
 
 // entry is the recorded result of one applied command: its exact payload,
 // re-sent inside a Duplicate.
 type entry struct {
 	clOrdID uint64 // 0: empty
-	hash    uint64 // entryHash as added to Engine.hashSum
+	hash    uint64 // entryHash as added to Engine.hashSum; 0 while pending (hash.go)
 	n       uint8
 	result  [maxResultLen]byte // zero beyond n, so entryHash reads whole words
 }
@@ -91,7 +95,7 @@ func (e *Engine) lookupSession(sessionID, clOrdID uint64) (int32, bool) {
 		slot = int32(len(e.sessions))
 		e.sessions = append(e.sessions, session{id: sessionID})
 		e.sessionIndex.put(sessionID, slot)
-		e.hashSum += sessionHash(&e.sessions[slot])
+		e.sessionChanged(slot)
 	}
 	return slot, true
 }
@@ -129,18 +133,13 @@ func (e *Engine) entry(slot int32, clOrdID uint64) *entry {
 // record stores the result payload of (session slot, clOrdID).
 func (e *Engine) record(slot int32, clOrdID uint64, result []byte) {
 	s := &e.sessions[slot]
+	e.entryChanged(slot, clOrdID)
 	en := e.entry(slot, clOrdID)
-	if en.clOrdID != 0 {
-		e.hashSum -= en.hash
-	}
 	en.clOrdID = clOrdID
 	en.n = uint8(copy(en.result[:], result))
 	clear(en.result[en.n:])
-	en.hash = entryHash(s.id, en)
-	e.hashSum += en.hash
 	if clOrdID > s.hi {
-		e.hashSum -= sessionHash(s)
+		e.sessionChanged(slot)
 		s.hi = clOrdID
-		e.hashSum += sessionHash(s)
 	}
 }

@@ -27,7 +27,7 @@ func TestResendAppliedOnce(t *testing.T) {
 	check := func(e *Engine, label string) {
 		t.Helper()
 		for i, c := range orig {
-			sum, resting, ids := e.hashSum, e.RestingOrders(), e.nextOrderID
+			sum, resting, ids := e.sum(), e.RestingOrders(), e.nextOrderID
 			seq++
 			e.Apply(seq, c, &rec)
 			outs := rec.take()
@@ -38,7 +38,7 @@ func TestResendAppliedOnce(t *testing.T) {
 			if outs[0].to == MarketData || !bytes.Equal(outs[0].payload, want) {
 				t.Errorf("%s resend %d: got %x want %x", label, i, outs[0].payload, want)
 			}
-			if e.hashSum != sum || e.RestingOrders() != resting || e.nextOrderID != ids {
+			if e.sum() != sum || e.RestingOrders() != resting || e.nextOrderID != ids {
 				t.Errorf("%s resend %d changed state", label, i)
 			}
 		}
@@ -109,7 +109,7 @@ func FuzzAnswer(f *testing.F) {
 		e := mustNew(t, cfg)
 		var asked, applied recorder
 		for i, c := range splitCommands(data) {
-			hash, sum, md, next := e.StateHash(), e.hashSum, e.mdSeq, e.nextOrderID
+			hash, sum, md, next := e.StateHash(), e.sum(), e.mdSeq, e.nextOrderID
 			answered := e.Answer(c, &asked)
 			want := asked.take()
 			if e.StateHash() != hash {
@@ -121,7 +121,7 @@ func FuzzAnswer(f *testing.F) {
 			e.Apply(uint64(i+1), c, &applied)
 			got := applied.take()
 			_, perr := ParseCommand(c)
-			unchanged := e.hashSum == sum && e.mdSeq == md && e.nextOrderID == next
+			unchanged := e.sum() == sum && e.mdSeq == md && e.nextOrderID == next
 			switch {
 			case answered && !unchanged:
 				t.Fatalf("cmd %d: answered from the table, but Apply changed the state", i)

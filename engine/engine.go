@@ -56,7 +56,10 @@ type Engine struct {
 	nextOrderID uint64
 	nextTradeID uint64
 	mdSeq       uint64
-	hashSum     uint64
+	// hashSum is the sum of the element hashes but the pending ones'
+	// (hash.go): StateHash adds those first.
+	hashSum  uint64
+	pendings pendingHashes
 
 	// Per-Apply context: the emitter and the session slot and client order
 	// id whose result is recorded for dedup.
@@ -80,6 +83,7 @@ func New(cfg Config) (*Engine, error) {
 		orderIndex:   newIndex(int(cfg.MaxOrders)),
 		sessionIndex: newIndex(int(cfg.MaxSessions)),
 		sessions:     make([]session, 0, cfg.MaxSessions),
+		pendings:     newPendingHashes(),
 		entries:      make([]entry, int(cfg.MaxSessions)*int(cfg.DedupWindow)),
 		nextOrderID:  1,
 		nextTradeID:  1,
@@ -115,7 +119,7 @@ func (e *Engine) MDSeq() uint64 { return e.mdSeq }
 
 // StateHash is the incremental hash of the whole replicated state.
 func (e *Engine) StateHash() uint64 {
-	h := fold(tagState, e.hashSum)
+	h := fold(tagState, e.sum())
 	h = fold(h, e.appliedSeq)
 	h = fold(h, e.nextOrderID)
 	h = fold(h, e.nextTradeID)
@@ -215,10 +219,9 @@ func (e *Engine) emit(to uint64, o *Output) {
 // slot: part of the session's dedup row, so it is replicated, snapshotted
 // and hashed with it.
 func (e *Engine) nextOutSeq(slot int32) uint64 {
+	e.sessionChanged(slot)
 	s := &e.sessions[slot]
-	e.hashSum -= sessionHash(s)
 	s.outSeq++
-	e.hashSum += sessionHash(s)
 	return s.outSeq
 }
 

@@ -183,7 +183,7 @@ func checkInvariants(e *Engine) error {
 	if count != e.resting || e.orderIndex.live != count {
 		return fmt.Errorf("resting %d, counted %d, indexed %d", e.resting, count, e.orderIndex.live)
 	}
-	if e.recomputeHash() != e.hashSum {
+	if e.recomputeHash() != e.sum() {
 		return fmt.Errorf("incremental hash differs from recomputed hash")
 	}
 	return nil

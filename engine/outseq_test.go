@@ -92,14 +92,12 @@ func TestOutSeqInHash(t *testing.T) {
 	var rec recorder
 	e.Apply(1, limitCmd(1, 1, 0, Buy, 100, 5), &rec)
 	before := e.StateHash()
-	s := &e.sessions[0]
-	e.hashSum -= sessionHash(s)
-	s.outSeq++
-	e.hashSum += sessionHash(s)
+	e.sessionChanged(0)
+	e.sessions[0].outSeq++
 	if e.StateHash() == before {
 		t.Fatal("state hash ignores the session's output seq")
 	}
-	if e.recomputeHash() != e.hashSum {
+	if e.recomputeHash() != e.sum() {
 		t.Fatal("recomputed hash differs")
 	}
 	// A snapshot whose session out seq is below its recorded results'.

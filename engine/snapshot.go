@@ -163,7 +163,7 @@ func (e *Engine) Restore(r io.Reader) error {
 	if _, err := s.r.ReadByte(); err != io.EOF {
 		return snapErr(err) // trailing bytes, or a read error
 	}
-	if t.recomputeHash() != t.hashSum || t.StateHash() != want {
+	if t.recomputeHash() != t.sum() || t.StateHash() != want {
 		return ErrSnapshotCorrupt
 	}
 	*e = *t
@@ -239,7 +239,7 @@ func (e *Engine) restoreSessions(s *snapReader) {
 		slot := int32(len(e.sessions))
 		e.sessions = append(e.sessions, session{id: id, outSeq: outSeq})
 		e.sessionIndex.put(id, slot)
-		e.hashSum += sessionHash(&e.sessions[slot])
+		e.sessionChanged(slot)
 		var maxID uint64
 		for j := uint32(0); j < count && s.err == nil; j++ {
 			clOrdID, size := s.u64(), s.u8()
