@@ -130,6 +130,15 @@ type LeaderCounts struct {
 	OutputsReleased   uint64 // outputs the release took from the gate
 }
 
+// any reports whether a count is not zero. HasReady asks it twice a
+// command: comparing the struct with its zero value was a call to
+// runtime.memequal each time, 3.5 % of a flat-out primary's samples.
+// TestLeaderCountsAny checks it sees every field.
+func (c *LeaderCounts) any() bool {
+	return c.Commands|c.BadCommands|c.NotLeading|c.SessionsFull|c.Backpressure|
+		c.AnsweredFromTable|c.OutputsLost|c.OutputsReleased != 0
+}
+
 // LeaderReady is what a Leader asks the runtime to do, in the order of
 // its fields. Take it after every input (Next, Apply, EndBatch, Tick,
 // Nak, Announce, Heartbeat, a release's last NextFrame) and before the
@@ -548,7 +557,7 @@ func (l *Leader[A]) SnapshotWritten(seq uint64) { l.seqr.SetSnapshotSeq(seq) }
 
 // HasReady reports whether there is a LeaderReady to carry out.
 func (l *Leader[A]) HasReady() bool {
-	return len(l.seqr.Outbox()) > 0 || l.counts != (LeaderCounts{}) || l.lost != nil || l.firstRelease != 0 || l.snapshot != 0
+	return len(l.seqr.Outbox()) > 0 || l.counts.any() || l.lost != nil || l.firstRelease != 0 || l.snapshot != 0
 }
 
 // Ready returns what to do; carry it out in field order, then Advance.

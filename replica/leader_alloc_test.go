@@ -116,19 +116,16 @@ func (r *leaderRig) pass() {
 	l.Commands(&fr, "client", r.now)
 	for {
 		e, ok := l.Next()
-		r.sink += uint64(len(l.Ready().Frames))
-		l.Advance()
+		r.ready()
 		if !ok {
 			break
 		}
 		r.j.last = e.Seq
 		l.Apply(e)
-		r.sink += uint64(len(l.Ready().Frames))
-		l.Advance()
+		r.ready()
 	}
 	l.EndBatch(r.now)
-	r.sink += uint64(len(l.Ready().Frames))
-	l.Advance()
+	r.ready()
 	l.Durable(r.j.last)
 	l.Ack(2, 1, r.j.last, r.now)
 	rr := l.Release(r.now, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Durable: r.j.last, LeaseHeld: true})
@@ -138,6 +135,15 @@ func (r *leaderRig) pass() {
 	}
 	r.sink += l.Ready().Counts.OutputsReleased
 	l.Advance()
+}
+
+// ready takes the leader's Ready as the node does (node.leaderReady):
+// only when HasReady says there is one.
+func (r *leaderRig) ready() {
+	if r.l.HasReady() {
+		r.sink += uint64(len(r.l.Ready().Frames))
+		r.l.Advance()
+	}
 }
 
 // latencyCounter is a LatencyRecorder that counts.
