@@ -140,3 +140,20 @@ func TestWriteSummary(t *testing.T) {
 		t.Errorf("no note: %q", buf.String())
 	}
 }
+
+// TestLevelCPU: a level's CPU column is each windowed process's share of
+// a core, and their sum; a process whose window never closed is left out.
+func TestLevelCPU(t *testing.T) {
+	ps := []cluster.ProcessInfo{
+		{Role: "client", Window: true, WindowCPUUsPerCommand: 1.5},
+		{Role: "primary", Window: true, WindowCPUUsPerCommand: 2.5},
+		{Role: "witness"},
+		{Role: "standby", Window: true, WindowCPUUsPerCommand: 2},
+	}
+	if got, want := levelCPU(ps, 300_000), "client 45, primary 75, standby 60, sum 180"; got != want {
+		t.Errorf("levelCPU = %q, want %q", got, want)
+	}
+	if got := levelCPU(ps[2:3], 300_000); got != "-" {
+		t.Errorf("levelCPU without windows = %q, want -", got)
+	}
+}

@@ -117,7 +117,8 @@ func throughputEngine(ctx context.Context, w io.Writer, bin string, run *Through
 	}
 	fmt.Fprintf(w, "\nsize %s B, fsync %s, engine %s: flat out %.0f answered/s, %.0f replicated/s\n", SizeName(size), fsyncText(fsync, base.FsyncInlineNs), eng, res.AchievedPerSec, res.ReplicatedPerSec)
 	WriteProcesses(w, res.Processes)
-	fmt.Fprintf(w, "  %-8s %10s %10s | %-32s | %s\n", "load", "rate/s", "achieved", "end-to-end p50 / p99 / p99.9 µs", "intended->sent p99 µs")
+	fmt.Fprintf(w, "  %-8s %10s %10s | %-32s | %-21s | %s\n", "load", "rate/s", "achieved", "end-to-end p50 / p99 / p99.9 µs", "intended->sent p99 µs",
+		"CPU, % of a core")
 	paced := base
 	paced.GeneratorCoalesceNs, paced.GeneratorPark, paced.GeneratorNice = level.CoalesceNs, level.Park, level.Nice
 	for _, pct := range throughputPercents {
@@ -152,7 +153,29 @@ func throughputLevelRun(ctx context.Context, w io.Writer, bin string, run *Throu
 	if _, err := WriteHGRM(dir, "end-to-end-at-"+strconv.Itoa(pct)+"pct", r.Merged.Hist[stagetrace.StageEndToEnd]); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  %-8s %10.0f %10.0f | %8.1f / %8.1f / %8.1f      | %8.1f\n", strconv.Itoa(pct)+"%", lv.Rate, r.AchievedPerSec,
-		e2e["p50"], e2e["p99"], e2e["p99.9"], gen["p99"])
+	fmt.Fprintf(w, "  %-8s %10.0f %10.0f | %8.1f / %8.1f / %8.1f      | %8.1f              | %s\n", strconv.Itoa(pct)+"%", lv.Rate, r.AchievedPerSec,
+		e2e["p50"], e2e["p99"], e2e["p99.9"], gen["p99"], levelCPU(r.Processes, r.AchievedPerSec))
 	return nil
+}
+
+// levelCPU is what each process of a fixed-rate run used of one core
+// over its measured window (its CPU µs a command times the commands a
+// second), and their sum: at which load the machine's cores are full,
+// the queueing every tail of the level then shows, the load generator's
+// own lateness (intended->sent) included.
+func levelCPU(ps []cluster.ProcessInfo, perSec float64) string {
+	out, sum, n := "", 0.0, 0
+	for _, p := range ps {
+		if !p.Window {
+			continue
+		}
+		pct := p.WindowCPUUsPerCommand * perSec / 1e4
+		out += fmt.Sprintf("%s %.0f, ", p.Role, pct)
+		sum += pct
+		n++
+	}
+	if n == 0 {
+		return "-"
+	}
+	return out + fmt.Sprintf("sum %.0f", sum)
 }
