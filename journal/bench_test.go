@@ -41,6 +41,46 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendBuffered is the node's form: appends encoded into the
+// write buffer (its default size), written once a pass (here every 32
+// records, a flat-out pass's size), durable at once under SyncNone.
+func BenchmarkAppendBuffered(b *testing.B) {
+	for _, size := range []int{32, 256} {
+		b.Run(fmt.Sprintf("none/%dB", size), func(b *testing.B) {
+			j, _ := mustOpen(b, OSFS{}, b.TempDir(), Options{Policy: SyncNone, WriteBufferBytes: 256 << 10})
+			defer j.Close()
+			payload := make([]byte, size)
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			written := 0
+			seq := uint64(0)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				seq++
+				if err := j.Append(1, seq, payload, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+				if seq%32 == 0 {
+					if err := j.Flush(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if written += size + recordHeaderBytes; written > benchResetBytes {
+					b.StopTimer()
+					if err := j.Flush(); err != nil {
+						b.Fatal(err)
+					}
+					if err := j.ResetTo(seq); err != nil {
+						b.Fatal(err)
+					}
+					written = 0
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkSyncAlways appends and fsyncs every record on the real file
 // system: ns/fsync is the latency of one fdatasync.
 func BenchmarkSyncAlways(b *testing.B) {
