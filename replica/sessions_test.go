@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"pgregory.net/rapid"
+
 	"slices"
 	"testing"
 )
@@ -28,4 +30,38 @@ func TestSessionsAddrs(t *testing.T) {
 	if got := NewSessions[string](1).Addrs([]string{"z"}, 8); !slices.Equal(got, []string{"z"}) {
 		t.Fatalf("empty table: Addrs = %v, want the dst unchanged", got)
 	}
+}
+
+// TestSessionsModel: Note and Addr answer as a plain bounded map would,
+// whatever the order of calls (the last-lookup cache never answers
+// stale: a session that moved, a session refused while the table is
+// full, an Addr of a session never noted).
+func TestSessionsModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		max := rapid.IntRange(1, 4).Draw(t, "max")
+		s := NewSessions[string](max)
+		model := map[uint64]string{}
+		for i, n := 0, rapid.IntRange(1, 60).Draw(t, "n"); i < n; i++ {
+			id := rapid.Uint64Range(1, 6).Draw(t, "id")
+			if rapid.Bool().Draw(t, "note") {
+				from := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "from")
+				_, known := model[id]
+				want := known || len(model) < max
+				if want {
+					model[id] = from
+				}
+				if got := s.Note(id, from); got != want {
+					t.Fatalf("step %d: Note(%d, %s) = %v, want %v", i, id, from, got, want)
+				}
+			} else {
+				want, wantOK := model[id]
+				if got, ok := s.Addr(id); got != want || ok != wantOK {
+					t.Fatalf("step %d: Addr(%d) = %q %v, want %q %v", i, id, got, ok, want, wantOK)
+				}
+			}
+			if s.Len() != len(model) {
+				t.Fatalf("step %d: Len %d, want %d", i, s.Len(), len(model))
+			}
+		}
+	})
 }
