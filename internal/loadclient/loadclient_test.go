@@ -23,6 +23,7 @@ func TestSummarize(t *testing.T) {
 	for _, us := range []int64{100, 200, 300, 400} {
 		lat.Record(client.Result{LatencyNs: us * 1000, Epoch: 2})
 	}
+	lat.Flush()
 	late := hdrhistogram.New(1, 1e9, 3)
 	_ = late.RecordValue(5_000)
 	rep := client.LoadReport{Sent: 5, Elapsed: 2 * time.Second, IntendedToSent: late,
@@ -102,4 +103,33 @@ func TestRun(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "--trace-file: ") || res == nil || res.Report.Sent != 3 {
 		t.Fatalf("unwritable trace: %v, %+v", err, res)
 	}
+}
+
+// TestLatencyFlush: Record holds answers back until it has latencyBatch
+// of them or the writer flushes; then every one is in the histogram.
+func TestLatencyFlush(t *testing.T) {
+	lat := NewLatency()
+	for i := range latencyBatch + 10 {
+		lat.Record(client.Result{LatencyNs: int64(i+1) * 1000})
+	}
+	if got := lat.hist.TotalCount(); got != latencyBatch {
+		t.Fatalf("before Flush: %d answers in the histogram, want %d", got, latencyBatch)
+	}
+	lat.Flush()
+	if got := lat.hist.TotalCount(); got != latencyBatch+10 {
+		t.Fatalf("after Flush: %d answers, want %d", got, latencyBatch+10)
+	}
+	if got := lat.Quantile(100); got != time.Duration(latencyBatch+10)*time.Microsecond {
+		t.Fatalf("max %v", got)
+	}
+}
+
+// BenchmarkLatencyRecord is the load client's per-answer cost.
+func BenchmarkLatencyRecord(b *testing.B) {
+	lat := NewLatency()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		lat.Record(client.Result{LatencyNs: int64(i&1023+1) * 1000, Epoch: 1})
+	}
+	lat.Flush()
 }

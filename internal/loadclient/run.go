@@ -52,6 +52,7 @@ func Run(ctx context.Context, cl *client.Client, cfg RunConfig) (*RunResult, err
 			trace.Record(r)
 		}
 	})
+	lat.Flush()
 	stopProgress()
 	res := &RunResult{Report: rep, LoadErr: loadErr}
 	if trace != nil {

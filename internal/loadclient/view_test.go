@@ -37,6 +37,7 @@ func TestClientProgressLine(t *testing.T) {
 	defer cl.Close()
 	lat := NewLatency()
 	lat.Record(client.Result{LatencyNs: 250_000, Epoch: 3})
+	lat.Flush()
 	var off syncbuf.Buffer
 	StartProgress(&off, false, cl, lat)()
 	var on syncbuf.Buffer
