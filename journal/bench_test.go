@@ -15,28 +15,7 @@ const benchResetBytes = 256 << 20
 func BenchmarkAppend(b *testing.B) {
 	for _, size := range []int{32, 256, 1024} {
 		b.Run(fmt.Sprintf("none/%dB", size), func(b *testing.B) {
-			j, _ := mustOpen(b, OSFS{}, b.TempDir(), Options{Policy: SyncNone})
-			defer j.Close()
-			payload := make([]byte, size)
-			b.ReportAllocs()
-			b.SetBytes(int64(size))
-			written := 0
-			seq := uint64(0)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				seq++
-				if err := j.Append(1, seq, payload, int64(i)); err != nil {
-					b.Fatal(err)
-				}
-				if written += size + recordHeaderBytes; written > benchResetBytes {
-					b.StopTimer()
-					if err := j.ResetTo(seq); err != nil {
-						b.Fatal(err)
-					}
-					written = 0
-					b.StartTimer()
-				}
-			}
+			benchAppend(b, Options{Policy: SyncNone}, size, 0)
 		})
 	}
 }
@@ -47,37 +26,41 @@ func BenchmarkAppend(b *testing.B) {
 func BenchmarkAppendBuffered(b *testing.B) {
 	for _, size := range []int{32, 256} {
 		b.Run(fmt.Sprintf("none/%dB", size), func(b *testing.B) {
-			j, _ := mustOpen(b, OSFS{}, b.TempDir(), Options{Policy: SyncNone, WriteBufferBytes: 256 << 10})
-			defer j.Close()
-			payload := make([]byte, size)
-			b.ReportAllocs()
-			b.SetBytes(int64(size))
-			written := 0
-			seq := uint64(0)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				seq++
-				if err := j.Append(1, seq, payload, int64(i)); err != nil {
-					b.Fatal(err)
-				}
-				if seq%32 == 0 {
-					if err := j.Flush(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if written += size + recordHeaderBytes; written > benchResetBytes {
-					b.StopTimer()
-					if err := j.Flush(); err != nil {
-						b.Fatal(err)
-					}
-					if err := j.ResetTo(seq); err != nil {
-						b.Fatal(err)
-					}
-					written = 0
-					b.StartTimer()
-				}
-			}
+			benchAppend(b, Options{Policy: SyncNone, WriteBufferBytes: 256 << 10}, size, 32)
 		})
+	}
+}
+
+// benchAppend appends b.N records of size bytes under opts, flushing
+// every flushEvery records (0: never; write-through writes each), and
+// resets the journal (outside the timer) past benchResetBytes.
+func benchAppend(b *testing.B, opts Options, size, flushEvery int) {
+	j, _ := mustOpen(b, OSFS{}, b.TempDir(), opts)
+	defer j.Close()
+	payload := make([]byte, size)
+	b.ReportAllocs()
+	b.SetBytes(int64(size))
+	written := 0
+	seq := uint64(0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		seq++
+		if err := j.Append(1, seq, payload, int64(i)); err != nil {
+			b.Fatal(err)
+		}
+		if flushEvery > 0 && seq%uint64(flushEvery) == 0 {
+			if err := j.Flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if written += size + recordHeaderBytes; written > benchResetBytes {
+			b.StopTimer()
+			if err := j.ResetTo(seq); err != nil {
+				b.Fatal(err)
+			}
+			written = 0
+			b.StartTimer()
+		}
 	}
 }
 
