@@ -128,7 +128,7 @@ func defineLatencyFlags(fs *flag.FlagSet) *latencyFlags {
 	f.count = fs.Int("count", 100_000, "commands measured per run")
 	f.warmup = fs.Int("warmup", 5000, "commands sent first at the same rate and not measured")
 	f.floorCount = fs.Int("floor-count", 50_000, "round trips for each raw UDP floor")
-	f.genNice = fs.Int("generator-nice", -10, "nice value of the load generator's thread, in the floor and the gated run alike (0: leave it; below 0 needs root, else it runs at 0 and says so): the nodes' wake-ups on a shared core otherwise preempt it at its send times")
+	f.genNice = fs.Int("generator-nice", 0, "nice value of the load generator's thread, in the floor and the gated run alike (0: leave it, as a client runs; below 0 needs root, else it runs at 0 and says so): below 0 the generator sends more punctually but, on a core it shares, holds off the nodes (docs/tuning.md)")
 	f.genPark = fs.Bool("generator-park", false, "the load generator parks on its socket between sends (seqbus client --park), in the floor and the gated run alike: fewer syscalls, a wake-up per answer")
 	f.floorIdles = fs.String("floor-idles", "block,yield,spin", "idle strategies of the floor's hop processes (the floor is the best at p50): "+strings.Join(bench.FloorIdles, ", "))
 	f.authMode = fs.String("auth", "off", "frame authentication: off, on, or both (each cell twice, with the MAC's cost as a ratio)")
