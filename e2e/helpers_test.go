@@ -189,7 +189,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		o.fsync = "group"
 	}
 	if o.idle == "" {
-		o.idle = "backoff"
+		o.idle = "block" // seqbus node's default
 	}
 
 	lan := netns.NewLAN(t, 4)

@@ -168,7 +168,7 @@ type Config struct {
 	// epoll_wait at once; backoff spins a few passes, then yields while
 	// commands keep arriving within its window (1 ms by default), and
 	// parks otherwise; spin never parks. `seqbus node` defaults to
-	// backoff (AgentIdleDefault).
+	// block (bus.AgentIdleDefault).
 	Idle   bus.Idle
 	Tuning bus.Tuning
 	// PinCPU pins the agent's thread to CPU.

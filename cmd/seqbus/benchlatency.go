@@ -30,7 +30,7 @@ type benchFlags struct {
 func addBenchFlags(fs *flag.FlagSet, fsyncDefault string) benchFlags {
 	return benchFlags{
 		out:           fs.String("out", "bench-out", "directory for .hgrm files and summary.json"),
-		idle:          fs.String("idle", "backoff", "idle strategy of every node and the client: backoff, backoff:DURATION, block, spin, yield"),
+		idle:          fs.String("idle", "block", "idle strategy of every node and the client: block, backoff, backoff:DURATION, spin, yield"),
 		cpus:          fs.String("cpus", "", "pin each process: role=cpu or role=cpu-cpu, comma-separated, roles witness, primary, standby (or standby1, standby2...), client; e.g. primary=1,standby=0,client=0 (default: unpinned, what a user gets)"),
 		fsync:         fs.String("fsync", fsyncDefault, "journal fsync policies, comma-separated: none, group, always"),
 		sizes:         fs.String("sizes", "32,256,1024", "command sizes in bytes, comma-separated (0: real 39-byte new orders that trade)"),

@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/nodeconfig"
 )
 
@@ -35,5 +36,32 @@ func TestNodeFsyncInlineFlag(t *testing.T) {
 		if cfg.FsyncInlineBelowNs != tc.want {
 			t.Fatalf("%v: FsyncInlineBelowNs %d, want %d", tc.args, cfg.FsyncInlineBelowNs, tc.want)
 		}
+	}
+}
+
+// A node run without --idle, and every node and client of a bench run
+// without it, get the agent's default idle strategy (bus.AgentIdleDefault):
+// the bench measures what `seqbus node` does by default.
+func TestIdleDefaults(t *testing.T) {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := defineNodeFlags(fs, false)
+	if err := fs.Parse([]string{"--id", "1", "--dir", t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.check(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Idle.Kind != bus.AgentIdleDefault.Kind || cfg.Idle.Window != bus.AgentIdleDefault.Window {
+		t.Fatalf("seqbus node's default idle %+v, want bus.AgentIdleDefault %+v", cfg.Idle, bus.AgentIdleDefault)
+	}
+	bfs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	bf := addBenchFlags(bfs, "none")
+	if got, want := *bf.idle, bus.AgentIdleDefault.Kind.String(); got != want {
+		t.Fatalf("bench --idle default %q, want %q (bus.AgentIdleDefault)", got, want)
 	}
 }

@@ -70,7 +70,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.epoch = fs.Uint64("epoch", 1, "epoch of a static primary")
 	f.fsync = fs.String("fsync", "group", "journal fsync policy: none, group, always")
 	f.fsyncInline = fs.Duration("fsync-inline", time.Duration(nodeconfig.DefaultFsyncInlineBelowNs), fsyncInlineUsage)
-	f.idle = fs.String("idle", "backoff", "idle strategy of the node's agent thread: backoff (spin, then yield while commands arrive within 1 ms, then epoll_wait; backoff:250us sets the window), block (epoll_wait at once), spin, yield (see docs/tuning.md)")
+	f.idle = fs.String("idle", bus.AgentIdleDefault.Kind.String(), "idle strategy of the node's agent thread: block (epoll_wait at once), backoff (spin, then yield while commands arrive within 1 ms, then epoll_wait; backoff:250us sets the window; for a node with a core of its own), spin, yield (see docs/tuning.md)")
 	f.status = fs.String("status-file", "", "write status JSON here every 100 ms (default DIR/status.json)")
 	f.segmentBytes = fs.Int("segment-bytes", journal.DefaultSegmentBytes, segmentBytesUsage)
 	f.snapEvery = fs.Uint64("snapshot-every", nodeconfig.DefaultSnapshotEvery, "snapshot every N commands")
