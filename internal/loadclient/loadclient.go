@@ -35,10 +35,14 @@ type Latency struct {
 	// result callback's goroutine, then Run after the load) touches it.
 	pend [latencyBatch]int64
 	n    int
+	// asked is set by a reader (Quantile): the writer's next Record
+	// flushes what it holds, so a progress line at a low rate lags by
+	// one answer after the read before it, not by latencyBatch answers.
+	asked atomic.Bool
 }
 
 // latencyBatch is how many answers Record holds before it takes the
-// lock: the progress line's figures lag by at most this many.
+// lock, unless a reader asked since the last flush (Latency.asked).
 const latencyBatch = 64
 
 // NewLatency is an empty Latency (1 µs to a minute).
@@ -50,7 +54,7 @@ func NewLatency() *Latency {
 // one writer); Flush adds what it holds back.
 func (l *Latency) Record(r client.Result) {
 	l.pend[l.n] = max(r.LatencyNs/1000, 1)
-	if l.n++; l.n == len(l.pend) {
+	if l.n++; l.n == len(l.pend) || l.asked.Load() {
 		l.Flush()
 	}
 	if r.Epoch > l.epoch.Load() {
@@ -61,6 +65,7 @@ func (l *Latency) Record(r client.Result) {
 // Flush adds the answers Record holds back to the histogram: the
 // writer's call, after its last Record.
 func (l *Latency) Flush() {
+	l.asked.Store(false)
 	l.mu.Lock()
 	for _, v := range l.pend[:l.n] {
 		_ = l.hist.RecordValue(v)
@@ -74,8 +79,9 @@ func (l *Latency) Epoch() uint64 { return l.epoch.Load() }
 
 // Quantile is the latency at quantile q (0..100), to the µs, over the
 // answers flushed so far (Flush; every answer once the writer flushed
-// after its last).
+// after its last). It asks the writer to flush at its next Record.
 func (l *Latency) Quantile(q float64) time.Duration {
+	l.asked.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return time.Duration(l.hist.ValueAtQuantile(q)) * time.Microsecond

@@ -122,6 +122,16 @@ func TestLatencyFlush(t *testing.T) {
 	if got := lat.Quantile(100); got != time.Duration(latencyBatch+10)*time.Microsecond {
 		t.Fatalf("max %v", got)
 	}
+	// A read asks the writer to flush at its next answer: a progress
+	// line at a low rate is not latencyBatch answers behind.
+	lat.Record(client.Result{LatencyNs: 500_000})
+	if got := lat.hist.TotalCount(); got != latencyBatch+11 {
+		t.Fatalf("the answer after a read: %d answers in the histogram, want %d", got, latencyBatch+11)
+	}
+	lat.Record(client.Result{LatencyNs: 1000})
+	if got := lat.hist.TotalCount(); got != latencyBatch+11 {
+		t.Fatalf("with no read since: %d answers in the histogram, want %d held back", got, latencyBatch+11)
+	}
 }
 
 // BenchmarkLatencyRecord is the load client's per-answer cost.
