@@ -4,8 +4,9 @@
 // (journal.SnapshotWriter: the lz4, the fsyncs and the rename on a
 // goroutine of its own, the journal compacted behind each), the latest
 // held and served in chunks to a fetching standby
-// (sequencer.SnapshotServer, within its budget of chunks per standby),
-// and a fetched one installed.
+// (sequencer.SnapshotServer, within its budget of chunks per standby; one
+// cut for a fetch is served from memory and never written), and a
+// fetched one installed.
 //
 // A Store is owned by one goroutine at a time. It reads no clock but the
 // one it is given and sends nothing: Next hands the owner each chunk to
@@ -171,6 +172,20 @@ func (s *Store) Periodic(eng engine.StateMachine, seq, epoch uint64) {
 // wait for the disk. Two cuts at most wait for the disk; a third waits
 // for the first to be written, so no multiple of Every is left out.
 func (s *Store) Cut(eng engine.StateMachine, seq, epoch uint64) ([]byte, bool) {
+	data, ok := s.encode(eng, seq)
+	if !ok {
+		return nil, false
+	}
+	waitNs, done := s.w.Cut(seq, epoch, data)
+	s.done(done)
+	s.queued = append(s.queued, data)
+	s.c.WaitNsMax = max(s.c.WaitNsMax, waitNs)
+	return data, true
+}
+
+// encode encodes eng's state now (at seq, just applied) into a buffer of
+// the store's.
+func (s *Store) encode(eng engine.StateMachine, seq uint64) ([]byte, bool) {
 	start := s.now()
 	buf := bytes.NewBuffer(s.buffer(s.lastBytes + s.lastBytes/8))
 	err := eng.Snapshot(buf)
@@ -182,10 +197,6 @@ func (s *Store) Cut(eng engine.StateMachine, seq, epoch uint64) ([]byte, bool) {
 		s.recycle(data)
 		return nil, false
 	}
-	waitNs, done := s.w.Cut(seq, epoch, data)
-	s.done(done)
-	s.queued = append(s.queued, data)
-	s.c.WaitNsMax = max(s.c.WaitNsMax, waitNs)
 	return data, true
 }
 
@@ -311,8 +322,11 @@ func (s *Store) done(done []journal.SnapshotWrite) {
 // Serve starts answering a SNAPSHOT_REQUEST from standby node, whose
 // chunks Next returns (the server decides from which offset, whether to
 // cut a fresh snapshot of eng first, within the chunks per standby). A
-// snapshot cut for it is served from memory at once; its file is written
-// off the owner later, like a periodic one.
+// snapshot cut for it is served from memory and never written: the
+// snapshots on disk stay the periodic ones, so a standby's fetch does not
+// push the older of the two kept (and the journal behind it) out, and
+// what a restart or a session replay's recompute reaches back to stays
+// one snapshot interval, however often standbys fetch.
 func (s *Store) Serve(req *wire.SnapshotRequest, node uint32, eng engine.StateMachine, epoch uint64) {
 	switch s.srv.Answer(req, eng.AppliedSeq()) {
 	case sequencer.SnapshotNotBehind:
@@ -320,7 +334,7 @@ func (s *Store) Serve(req *wire.SnapshotRequest, node uint32, eng engine.StateMa
 		return // nothing we hold is ahead of the standby
 	case sequencer.SnapshotCutFirst:
 		applied := eng.AppliedSeq()
-		if data, ok := s.Cut(eng, applied, epoch); ok {
+		if data, ok := s.encode(eng, applied); ok {
 			s.hold(applied, epoch, data)
 			s.c.OnDemand++
 		}

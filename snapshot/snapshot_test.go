@@ -120,6 +120,16 @@ func TestServeAnswersAStandbyBehind(t *testing.T) {
 	if c.OnDemand != 1 || c.ChunksSent != 2 {
 		t.Fatalf("counters %+v: want one cut on demand and 2 chunks sent", c)
 	}
+	// Served from memory, never written: the snapshots on disk (and the
+	// journal kept behind the older of them) stay the periodic ones.
+	f.s.Finish()
+	if _, _, r, err := f.j.OpenLatestSnapshot(); err == nil {
+		r.Close()
+		t.Fatal("the snapshot cut for a fetch was written")
+	}
+	if w := f.s.Counters().Written; w != 0 {
+		t.Fatalf("%d snapshots written, want 0", w)
+	}
 	f.s.Serve(&wire.SnapshotRequest{SnapshotSeq: 5}, 2, f.eng, 1)
 	if len(collect(f.s)) != 0 || f.s.Counters().RequestsNotBehind != 1 {
 		t.Fatalf("a standby not behind got chunks, or was not counted: %+v", f.s.Counters())
