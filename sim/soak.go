@@ -37,10 +37,18 @@ func (c SoakConfig) Check() error {
 	return nil
 }
 
+// StatedBounds are the diagnoses of outcomes the README states as the
+// product's bounds, not bugs (regressions.txt keeps a seed that shows
+// each as known:..., and CI tolerates them): a client told TooOld for
+// outputs its node's journal and snapshots no longer reach.
+var StatedBounds = []string{DiagSessionTooOld}
+
 // Soak runs c (RunMany), printing to w its range, each failed seed with
-// the command that replays it, and the summary. Its error names the
-// failures of a run without a mutation (a mutation is meant to fail);
-// an ended ctx stops it after the seeds under way (Summary.Interrupted).
+// the command that replays it (a seed that failed only by a stated bound
+// as such, counted in Summary.Known), and the summary. Its error names
+// the other failures of a run without a mutation (a mutation is meant to
+// fail); an ended ctx stops it after the seeds under way
+// (Summary.Interrupted).
 func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 	if err := c.Check(); err != nil {
 		return Summary{}, err
@@ -63,14 +71,17 @@ func Soak(ctx context.Context, w io.Writer, c SoakConfig) (Summary, error) {
 		keyed += ", hung disks"
 	}
 	fmt.Fprintf(w, "seqbus sim: seeds %d..%d on %d workers, %d nodes, mutation %s%s\n", c.From, c.From+uint64(c.Seeds-1), c.Workers, cmp.Or(c.Options.Nodes, DefaultNodes), m, keyed)
-	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, nil, func(r Result) {
-		if r.Failed() {
+	sum := RunMany(ctx, c.From, c.Seeds, c.Workers, c.Options, StatedBounds, func(r Result) {
+		switch {
+		case r.Failed() && Tolerated(r, StatedBounds):
+			fmt.Fprintf(w, "seed %d met a stated bound (not a bug): %v\n  replay: %s\n", r.Seed, r.Violations[0], r.ReplayCommand())
+		case r.Failed():
 			fmt.Fprintf(w, "seed %d FAILED: %v\n  replay: %s\n", r.Seed, r.Violations[0], r.ReplayCommand())
 		}
 	})
 	fmt.Fprintln(w, sum.String())
-	if sum.Failed > 0 && m == MutNone {
-		return sum, fmt.Errorf("%d of %d seeds failed", sum.Failed, sum.Seeds)
+	if sum.Failed > sum.Known && m == MutNone {
+		return sum, fmt.Errorf("%d of %d seeds failed", sum.Failed-sum.Known, sum.Seeds)
 	}
 	return sum, nil
 }
