@@ -239,8 +239,10 @@ func (a *Arbiter) Restore(state PersistentState, nowNs int64) error {
 }
 
 // Acquire asks for the lease for node. If node already holds the live
-// lease it extends it under the same epoch. With no live lease (and no
-// quarantine) it grants a new epoch (highest + 1) to node only if node may
+// lease it starts a new term (a new epoch: a running keeper renews, and
+// acquires only when its process has no epoch in mind; see
+// AcquireRequest). With no live lease (and no quarantine) it grants a new
+// epoch (highest + 1) to node only if node may
 // be promoted: no lease was ever granted (a fresh cluster), node is in the
 // in-sync set, or node is the previous holder (it had everything it
 // released). Otherwise it refuses with ReasonNotInSync; with an empty set
