@@ -106,7 +106,8 @@ func New(t testing.TB) *Host {
 
 // NewLAN creates hosts namespaces, each with eth0 = 10.77.0.(i+2)/24 joined
 // by a veth pair to a bridge (multicast snooping off, so every port sees every
-// group) inside a separate bridge namespace.
+// group) inside a separate bridge namespace. Each eth0 sends single
+// datagrams, as a wire does (gso_max_segs 1).
 func NewLAN(t testing.TB, hosts int) *LAN {
 	t.Helper()
 	if hosts < 1 || hosts > hostsMax {
@@ -128,6 +129,11 @@ func NewLAN(t testing.TB, hosts int) *LAN {
 		mustIP(t, "-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", h.Name)
 		mustIP(t, "-n", br, "link", "set", port, "master", "br0", "up")
 		mustIP(t, "-n", h.Name, "addr", "add", h.Addr.String()+"/24", "dev", "eth0")
+		// A wire carries datagrams: a UDP GSO message (bus sends runs of
+		// equal-length datagrams as one) is cut into them before the veth,
+		// as a NIC without segmentation offload has the stack do, so loss
+		// injected on the way (DropRandom) hits datagrams, not messages.
+		mustIP(t, "-n", h.Name, "link", "set", "dev", "eth0", "gso_max_segs", "1")
 		mustIP(t, "-n", h.Name, "link", "set", "eth0", "up")
 		lan.Hosts = append(lan.Hosts, h)
 	}
