@@ -27,9 +27,15 @@ type Counters struct {
 	// syscalls an idle strategy wastes.
 	EmptyReceives uint64
 
-	ShortSends    uint64 // sendmmsg calls that sent fewer than asked (then looped)
-	SendErrors    uint64 // Send calls that returned an error
-	ReceiveErrors uint64 // Receive calls that returned an error other than ErrClosed
+	ShortSends uint64 // sendmmsg calls that sent fewer than asked (then looped)
+	// SegmentedSends counts messages that carried several datagrams for
+	// the kernel to cut (UDP GSO, Linux): a run of equal-length datagrams
+	// to one address. SegmentationRefused is 1 once the kernel refused
+	// it on this socket, which sends every datagram as itself from then on.
+	SegmentedSends      uint64
+	SegmentationRefused uint64
+	SendErrors          uint64 // Send calls that returned an error
+	ReceiveErrors       uint64 // Receive calls that returned an error other than ErrClosed
 
 	// ReceiveTruncations counts datagrams longer than their buffer; they are
 	// dropped, not delivered cut short.
@@ -70,6 +76,8 @@ type counters struct {
 	receiveBatches     [BatchBuckets]atomic.Uint64
 	emptyReceives      atomic.Uint64
 	shortSends         atomic.Uint64
+	gsoMessages        atomic.Uint64
+	gsoRefused         atomic.Uint64
 	sendErrors         atomic.Uint64
 	receiveErrors      atomic.Uint64
 	receiveTruncations atomic.Uint64
@@ -79,16 +87,18 @@ type counters struct {
 
 func (c *counters) snapshot() Counters {
 	s := Counters{
-		DatagramsSent:      c.datagramsSent.Load(),
-		BytesSent:          c.bytesSent.Load(),
-		DatagramsReceived:  c.datagramsReceived.Load(),
-		BytesReceived:      c.bytesReceived.Load(),
-		EmptyReceives:      c.emptyReceives.Load(),
-		ShortSends:         c.shortSends.Load(),
-		SendErrors:         c.sendErrors.Load(),
-		ReceiveErrors:      c.receiveErrors.Load(),
-		ReceiveTruncations: c.receiveTruncations.Load(),
-		ReceiveOverflows:   c.receiveOverflows.Load(),
+		DatagramsSent:       c.datagramsSent.Load(),
+		BytesSent:           c.bytesSent.Load(),
+		DatagramsReceived:   c.datagramsReceived.Load(),
+		BytesReceived:       c.bytesReceived.Load(),
+		EmptyReceives:       c.emptyReceives.Load(),
+		ShortSends:          c.shortSends.Load(),
+		SegmentedSends:      c.gsoMessages.Load(),
+		SegmentationRefused: c.gsoRefused.Load(),
+		SendErrors:          c.sendErrors.Load(),
+		ReceiveErrors:       c.receiveErrors.Load(),
+		ReceiveTruncations:  c.receiveTruncations.Load(),
+		ReceiveOverflows:    c.receiveOverflows.Load(),
 	}
 	for i := range s.SendBatches {
 		s.SendBatches[i] = c.sendBatches[i].Load()

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -51,12 +52,39 @@ type udpSys struct {
 		names  [BatchSizeMax][sockaddrBytes]byte
 		count  int
 		single bool // one datagram: sendto, which copies no msghdr in
-		n      int
-		errno  syscall.Errno
-		fn     func(fd uintptr) bool
+		// msgs is the array the next sendmmsg sends: hs, or gso.hs.
+		msgs  *[BatchSizeMax]unix.Mmsghdr
+		n     int
+		errno syscall.Errno
+		fn    func(fd uintptr) bool
+	}
+	// gso: Send's messages that carry several datagrams each, cut by the
+	// kernel (UDP_SEGMENT): a run of equal-length datagrams to one address
+	// (and one shorter last) crosses the stack once. Their iovecs are
+	// tx.iov, one a datagram.
+	gso struct {
+		hs   [BatchSizeMax]unix.Mmsghdr
+		ctl  [BatchSizeMax][gsoControlBytes]byte
+		segs [BatchSizeMax]int // datagrams in message j
+		// off: the kernel refused UDP_SEGMENT once (no offload, an old
+		// kernel, a datagram past the route's MTU): plain from then on.
+		off bool
 	}
 	control bool // IP_PKTINFO and SO_RXQ_OVFL are on
 }
+
+// gsoControlBytes holds one UDP_SEGMENT control message (a uint16) with
+// its header, aligned: unix.CmsgSpace(2).
+const gsoControlBytes = 24
+
+// gsoMaxBytes bounds one segmented message: the whole, with its UDP and
+// IP headers, must fit an IP datagram's 16-bit length. gsoSegmentsMax is
+// the kernel's UDP_MAX_SEGMENTS on every kernel that has UDP_SEGMENT
+// (4.18 on; later ones allow 128).
+const (
+	gsoMaxBytes    = 65000
+	gsoSegmentsMax = 64
+)
 
 func (s *udpSys) init(multicastReceiver bool) {
 	s.control = multicastReceiver
@@ -75,6 +103,14 @@ func (s *udpSys) init(multicastReceiver bool) {
 		h.Iov = &s.tx.iov[i]
 		h.Iovlen = 1
 	}
+	for j := range s.gso.hs {
+		h := &s.gso.hs[j].Hdr
+		h.Name = &s.tx.name[0]
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&s.gso.ctl[j][0]))
+		c.Level, c.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		c.SetLen(unix.CmsgLen(2))
+	}
+	s.tx.msgs = &s.tx.hs
 	// Method values are made once here; making them per call would allocate.
 	s.rx.fn = s.recvmmsg
 	s.tx.fn = s.sendmmsg
@@ -129,7 +165,7 @@ func (s *udpSys) sendmmsg(fd uintptr) bool {
 			}
 		} else {
 			n, _, errno = unix.Syscall6(unix.SYS_SENDMMSG, fd,
-				uintptr(unsafe.Pointer(&s.tx.hs[0])), uintptr(s.tx.count), 0, 0, 0)
+				uintptr(unsafe.Pointer(&s.tx.msgs[0])), uintptr(s.tx.count), 0, 0, 0)
 		}
 		if errno == unix.EINTR {
 			continue
@@ -246,6 +282,18 @@ func (s *udpSys) send(u *UDP, bufs [][]byte, to netip.AddrPort) error {
 	s.tx.nameLen = encodeSockaddr(&s.tx.name, to, u.is4)
 	zeroProgress := 0
 	for off := 0; off < len(bufs); {
+		if !s.gso.off && len(bufs)-off > 1 {
+			sent, err := s.writeSegmented(u, bufs[off:], &zeroProgress)
+			switch {
+			case err == nil:
+				off += sent
+				continue
+			case !gsoRefused(err):
+				return fmt.Errorf("bus: sendmmsg to %v: %w", to, err)
+			}
+			s.gso.off = true // and send them plainly below
+			u.counters.gsoRefused.Add(1)
+		}
 		count := min(len(bufs)-off, BatchSizeMax)
 		s.tx.single = count == 1
 		for i := 0; i < count; i++ {
@@ -266,6 +314,7 @@ func (s *udpSys) send(u *UDP, bufs [][]byte, to netip.AddrPort) error {
 // sendto) and counts them; it returns how many the kernel took.
 func (s *udpSys) write(u *UDP, count int, zeroProgress *int) (int, error) {
 	s.tx.count = count
+	s.tx.msgs = &s.tx.hs
 	if err := u.raw.Write(s.tx.fn); err != nil {
 		return 0, err
 	}
@@ -290,6 +339,87 @@ func (s *udpSys) write(u *UDP, count int, zeroProgress *int) (int, error) {
 		u.counters.shortSends.Add(1)
 	}
 	return sent, nil
+}
+
+// writeSegmented sends the front of bufs (at most BatchSizeMax
+// datagrams) with one sendmmsg of segmented messages: each takes a run of
+// datagrams of one length, and a shorter one after them, up to
+// gsoSegmentsMax and gsoMaxBytes; a datagram alone goes as itself. The
+// receiver reads the same datagrams either way. It returns how many
+// datagrams the kernel took.
+func (s *udpSys) writeSegmented(u *UDP, bufs [][]byte, zeroProgress *int) (int, error) {
+	m, d := 0, 0
+	for d < len(bufs) && d < BatchSizeMax {
+		size, k := len(bufs[d]), 1
+		for total := size; size > 0 && d+k < len(bufs) && d+k < BatchSizeMax && k < gsoSegmentsMax; k++ {
+			next := len(bufs[d+k])
+			if next > size || next == 0 || total+next > gsoMaxBytes {
+				break
+			}
+			total += next
+			if next < size {
+				k++ // a shorter datagram ends the message
+				break
+			}
+		}
+		for i := d; i < d+k; i++ {
+			s.setTxBuf(i, bufs[i])
+		}
+		h := &s.gso.hs[m].Hdr
+		h.Namelen = s.tx.nameLen
+		h.Iov = &s.tx.iov[d]
+		h.SetIovlen(k)
+		if k > 1 {
+			*(*uint16)(unsafe.Pointer(&s.gso.ctl[m][unix.CmsgLen(0)])) = uint16(size)
+			h.Control = &s.gso.ctl[m][0]
+			h.SetControllen(gsoControlBytes)
+		} else {
+			h.Control = nil
+			h.SetControllen(0)
+		}
+		s.gso.segs[m] = k
+		d += k
+		m++
+	}
+	s.tx.count, s.tx.single, s.tx.msgs = m, false, &s.gso.hs
+	if err := u.raw.Write(s.tx.fn); err != nil {
+		return 0, err
+	}
+	if s.tx.errno != 0 {
+		return 0, s.tx.errno
+	}
+	if s.tx.n == 0 {
+		*zeroProgress++
+		if *zeroProgress >= sendZeroProgressMax {
+			return 0, errNoProgress
+		}
+		return 0, nil
+	}
+	*zeroProgress = 0
+	sent, segmented := 0, uint64(0)
+	var bytes uint64
+	for j := 0; j < s.tx.n; j++ {
+		sent += s.gso.segs[j]
+		bytes += uint64(s.gso.hs[j].Len)
+		if s.gso.segs[j] > 1 {
+			segmented++
+		}
+	}
+	u.counters.addSend(uint64(sent), bytes)
+	u.counters.gsoMessages.Add(segmented)
+	if s.tx.n < m {
+		u.counters.shortSends.Add(1)
+	}
+	return sent, nil
+}
+
+// gsoRefused reports whether a sendmmsg of segmented messages failed
+// because the kernel will not segment for this socket: no UDP_SEGMENT
+// (before Linux 4.18), no checksum offload on the route's device, or a
+// datagram longer than the route's MTU allows unfragmented.
+func gsoRefused(err error) bool {
+	return errors.Is(err, unix.EIO) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOPROTOOPT) ||
+		errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EMSGSIZE)
 }
 
 // sendEach writes bufs[i] to to[i] (addresses already checked and
