@@ -287,3 +287,38 @@ func TestSegmentationRefusedFallsBack(t *testing.T) {
 		t.Fatalf("counters %+v: want segmentation refused once, nothing sent segmented, every datagram sent", c)
 	}
 }
+
+// TestSegmentedSmallSendBuffer: a socket with a small send buffer sends
+// segmented messages of at most a quarter of it (gsoBytes), so a run
+// never waits for room it cannot get; every datagram arrives.
+func TestSegmentedSmallSendBuffer(t *testing.T) {
+	a, err := ListenUnicast(UnicastConfig{Tuning: Tuning{SendBufferBytes: 16 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := ListenUnicast(UnicastConfig{Tuning: Tuning{RecvBufferBytes: 4 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if g := a.Report().SendBufferBytesGranted; g <= 0 || g > 64<<10 || a.sys.gso.maxBytes != g/4 {
+		t.Fatalf("send buffer granted %d, segmented messages up to %d bytes", g, a.sys.gso.maxBytes)
+	}
+	msgs := make([][]byte, 200)
+	for i := range msgs {
+		msgs[i] = bytes.Repeat([]byte{byte(i)}, 1400)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Send(msgs, b.LocalAddr()) }()
+	got := receiveN(t, b, len(msgs), 2048)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(msgs) {
+		t.Fatalf("received %d of %d", len(got), len(msgs))
+	}
+	if c := a.Counters(); c.SegmentedSends == 0 {
+		t.Fatalf("nothing segmented: %+v", c)
+	}
+}

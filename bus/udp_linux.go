@@ -66,6 +66,9 @@ type udpSys struct {
 		hs   [BatchSizeMax]unix.Mmsghdr
 		ctl  [BatchSizeMax][gsoControlBytes]byte
 		segs [BatchSizeMax]int // datagrams in message j
+		// maxBytes bounds a message: gsoMaxBytes, or a quarter of the
+		// socket's send buffer when that is less (gsoBytes).
+		maxBytes int
 		// off: the kernel refused UDP_SEGMENT once (no offload, an old
 		// kernel, a datagram past the route's MTU): plain from then on.
 		off bool
@@ -78,7 +81,8 @@ type udpSys struct {
 const gsoControlBytes = 24
 
 // gsoMaxBytes bounds one segmented message: the whole, with its UDP and
-// IP headers, must fit an IP datagram's 16-bit length. gsoSegmentsMax is
+// IP headers, must fit an IP datagram's 16-bit length (and a quarter of
+// the send buffer: gsoBytes). gsoSegmentsMax is
 // the kernel's UDP_MAX_SEGMENTS on every kernel that has UDP_SEGMENT
 // (4.18 on; later ones allow 128).
 const (
@@ -353,7 +357,7 @@ func (s *udpSys) writeSegmented(u *UDP, bufs [][]byte, zeroProgress *int) (int, 
 		size, k := len(bufs[d]), 1
 		for total := size; size > 0 && d+k < len(bufs) && d+k < BatchSizeMax && k < gsoSegmentsMax; k++ {
 			next := len(bufs[d+k])
-			if next > size || next == 0 || total+next > gsoMaxBytes {
+			if next > size || next == 0 || total+next > s.gso.maxBytes {
 				break
 			}
 			total += next
@@ -411,6 +415,17 @@ func (s *udpSys) writeSegmented(u *UDP, bufs [][]byte, zeroProgress *int) (int, 
 		u.counters.shortSends.Add(1)
 	}
 	return sent, nil
+}
+
+// gsoBytes is the largest segmented message a socket whose send buffer
+// holds sndbuf bytes sends: a message must fit the buffer whole, so one
+// far past a small buffer (a user's --send-buffer) could wait forever for
+// room. A quarter leaves room for the others under way.
+func gsoBytes(sndbuf int) int {
+	if sndbuf <= 0 {
+		return gsoMaxBytes
+	}
+	return min(gsoMaxBytes, sndbuf/4)
 }
 
 // gsoRefused reports whether a sendmmsg of segmented messages failed
@@ -607,6 +622,7 @@ func (u *UDP) tune(t Tuning, opts socketOptions) error {
 		}
 		r.RecvBufferBytesGranted, _ = unix.GetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF)
 		r.SendBufferBytesGranted, _ = unix.GetsockoptInt(f, unix.SOL_SOCKET, unix.SO_SNDBUF)
+		u.sys.gso.maxBytes = gsoBytes(r.SendBufferBytesGranted)
 		if t.BusyPollUs > 0 {
 			r.BusyPollErr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BUSY_POLL, t.BusyPollUs)
 		}
