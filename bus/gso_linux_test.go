@@ -192,8 +192,8 @@ func TestSendSegmented(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if unix.CmsgSpace(2) != gsoControlBytes {
-		t.Fatalf("a UDP_SEGMENT control message takes %d bytes, not gsoControlBytes %d", unix.CmsgSpace(2), gsoControlBytes)
+	if gsoControlLen > gsoControlBytes {
+		t.Fatalf("a UDP_SEGMENT control message takes %d bytes, more than gsoControlBytes %d", gsoControlLen, gsoControlBytes)
 	}
 	msgs := segmentMix()
 	if err := a.Send(msgs, b.LocalAddr()); err != nil {

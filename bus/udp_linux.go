@@ -77,8 +77,11 @@ type udpSys struct {
 }
 
 // gsoControlBytes holds one UDP_SEGMENT control message (a uint16) with
-// its header, aligned: unix.CmsgSpace(2).
+// its header, aligned, on any platform; gsoControlLen is its length here
+// (unix.CmsgSpace(2): 24 on 64-bit Linux, 16 on 32-bit).
 const gsoControlBytes = 24
+
+var gsoControlLen = unix.CmsgSpace(2)
 
 // gsoMaxBytes bounds one segmented message: the whole, with its UDP and
 // IP headers, must fit an IP datagram's 16-bit length (and a quarter of
@@ -376,7 +379,7 @@ func (s *udpSys) writeSegmented(u *UDP, bufs [][]byte, zeroProgress *int) (int, 
 		if k > 1 {
 			*(*uint16)(unsafe.Pointer(&s.gso.ctl[m][unix.CmsgLen(0)])) = uint16(size)
 			h.Control = &s.gso.ctl[m][0]
-			h.SetControllen(gsoControlBytes)
+			h.SetControllen(gsoControlLen)
 		} else {
 			h.Control = nil
 			h.SetControllen(0)
