@@ -177,21 +177,28 @@ func segmentMix() [][]byte {
 	return out
 }
 
+// segmentPair opens a sender tuned by sender and a receiver with a 4 MiB
+// buffer on 127.0.0.1, closed when the test ends.
+func segmentPair(t *testing.T, sender Tuning) (a, b *UDP) {
+	t.Helper()
+	a, err := ListenUnicast(UnicastConfig{Tuning: sender})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if b, err = ListenUnicast(UnicastConfig{Tuning: Tuning{RecvBufferBytes: 4 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
 // TestSendSegmented: Send coalesces runs of equal-length datagrams into
 // UDP GSO messages, and the receiver reads every datagram as sent, in
 // order; the counters count datagrams, and the messages that carried
 // several.
 func TestSendSegmented(t *testing.T) {
-	a, err := ListenUnicast(UnicastConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := ListenUnicast(UnicastConfig{Tuning: Tuning{RecvBufferBytes: 4 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := segmentPair(t, Tuning{})
 	if gsoControlLen > gsoControlBytes {
 		t.Fatalf("a UDP_SEGMENT control message takes %d bytes, more than gsoControlBytes %d", gsoControlLen, gsoControlBytes)
 	}
@@ -292,16 +299,7 @@ func TestSegmentationRefusedFallsBack(t *testing.T) {
 // segmented messages of at most a quarter of it (gsoBytes), so a run
 // never waits for room it cannot get; every datagram arrives.
 func TestSegmentedSmallSendBuffer(t *testing.T) {
-	a, err := ListenUnicast(UnicastConfig{Tuning: Tuning{SendBufferBytes: 16 << 10}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := ListenUnicast(UnicastConfig{Tuning: Tuning{RecvBufferBytes: 4 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := segmentPair(t, Tuning{SendBufferBytes: 16 << 10})
 	if g := a.Report().SendBufferBytesGranted; g <= 0 || g > 64<<10 || a.sys.gso.maxBytes != g/4 {
 		t.Fatalf("send buffer granted %d, segmented messages up to %d bytes", g, a.sys.gso.maxBytes)
 	}

@@ -320,23 +320,10 @@ func (s *udpSys) send(u *UDP, bufs [][]byte, to netip.AddrPort) error {
 // write sends the count datagrams set up in tx with one sendmmsg (or
 // sendto) and counts them; it returns how many the kernel took.
 func (s *udpSys) write(u *UDP, count int, zeroProgress *int) (int, error) {
-	s.tx.count = count
-	s.tx.msgs = &s.tx.hs
-	if err := u.raw.Write(s.tx.fn); err != nil {
+	sent, err := s.call(u, &s.tx.hs, count, zeroProgress)
+	if sent == 0 {
 		return 0, err
 	}
-	if s.tx.errno != 0 {
-		return 0, s.tx.errno
-	}
-	sent := s.tx.n
-	if sent == 0 {
-		*zeroProgress++
-		if *zeroProgress >= sendZeroProgressMax {
-			return 0, errNoProgress
-		}
-		return 0, nil
-	}
-	*zeroProgress = 0
 	var bytes uint64
 	for i := 0; i < sent; i++ {
 		bytes += uint64(s.tx.hs[i].Len)
@@ -346,6 +333,28 @@ func (s *udpSys) write(u *UDP, count int, zeroProgress *int) (int, error) {
 		u.counters.shortSends.Add(1)
 	}
 	return sent, nil
+}
+
+// call makes one sendmmsg (or sendto) of the first count messages of
+// msgs and returns how many the kernel took; a call that took none counts
+// against zeroProgress, errNoProgress at sendZeroProgressMax in a row.
+func (s *udpSys) call(u *UDP, msgs *[BatchSizeMax]unix.Mmsghdr, count int, zeroProgress *int) (int, error) {
+	s.tx.count, s.tx.msgs = count, msgs
+	if err := u.raw.Write(s.tx.fn); err != nil {
+		return 0, err
+	}
+	if s.tx.errno != 0 {
+		return 0, s.tx.errno
+	}
+	if s.tx.n == 0 {
+		*zeroProgress++
+		if *zeroProgress >= sendZeroProgressMax {
+			return 0, errNoProgress
+		}
+		return 0, nil
+	}
+	*zeroProgress = 0
+	return s.tx.n, nil
 }
 
 // writeSegmented sends the front of bufs (at most BatchSizeMax
@@ -388,24 +397,14 @@ func (s *udpSys) writeSegmented(u *UDP, bufs [][]byte, zeroProgress *int) (int, 
 		d += k
 		m++
 	}
-	s.tx.count, s.tx.single, s.tx.msgs = m, false, &s.gso.hs
-	if err := u.raw.Write(s.tx.fn); err != nil {
+	s.tx.single = false
+	msgs, err := s.call(u, &s.gso.hs, m, zeroProgress)
+	if msgs == 0 {
 		return 0, err
 	}
-	if s.tx.errno != 0 {
-		return 0, s.tx.errno
-	}
-	if s.tx.n == 0 {
-		*zeroProgress++
-		if *zeroProgress >= sendZeroProgressMax {
-			return 0, errNoProgress
-		}
-		return 0, nil
-	}
-	*zeroProgress = 0
 	sent, segmented := 0, uint64(0)
 	var bytes uint64
-	for j := 0; j < s.tx.n; j++ {
+	for j := 0; j < msgs; j++ {
 		sent += s.gso.segs[j]
 		bytes += uint64(s.gso.hs[j].Len)
 		if s.gso.segs[j] > 1 {
@@ -414,7 +413,7 @@ func (s *udpSys) writeSegmented(u *UDP, bufs [][]byte, zeroProgress *int) (int, 
 	}
 	u.counters.addSend(uint64(sent), bytes)
 	u.counters.gsoMessages.Add(segmented)
-	if s.tx.n < m {
+	if msgs < m {
 		u.counters.shortSends.Add(1)
 	}
 	return sent, nil
