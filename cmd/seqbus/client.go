@@ -14,6 +14,7 @@ import (
 
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/flagcheck"
 	"github.com/seqbus/seqbus/internal/loadclient"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -72,6 +73,7 @@ func (f *clientFlags) check() error {
 		checkRange("coalesce", *f.coalesce, 0, time.Duration(client.CoalesceNsMax)),
 		asUsage(second(traceStagesFlag(*f.traceStages))), asUsage(prefixed("size", checkLoadSize(*f.size))),
 		asUsage(traceWindowFlag(*f.traceWindow, *f.traceStages)), checkDatagramBytes(*f.datagramBytes),
+		flagcheck.OutputFile("json", *f.out), flagcheck.OutputFile("record", *f.record), flagcheck.TraceFile(*f.traceStages, *f.traceFile),
 	)
 }
 

@@ -133,6 +133,10 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{node("--datagram-bytes", "1199"), []string{"--datagram-bytes must be 1200..65507, got 1199"}},
 		{node("--datagram-bytes", "65508"), []string{"--datagram-bytes must be 1200..65507, got 65508"}},
 		{node("--config", datagramConf), []string{"--datagram-bytes must be 1200..65507, got 1000"}},
+		{node("--status-file", filepath.Join(confDir, "absent", "status.json")), []string{"--status-file: the directory for", "no such file or directory"}},
+		{node("--status-file", confDir), []string{"--status-file:", "is a directory, want a file"}},
+		{node("--status-file", filepath.Join(badLine, "status.json")), []string{"--status-file:", "bad.conf is not a directory"}},
+		{node("--trace-stages", "5", "--trace-file", filepath.Join(confDir, "absent", "t")), []string{"--trace-file: the directory for"}},
 		{[]string{"drill", "node", "--id", "0", "--dir", dirArg}, []string{"--id must be a node id"}},
 		// witness
 		{[]string{"witness"}, []string{"--dir is required"}},
@@ -144,6 +148,9 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"witness", "--dir", dirArg, "--config", badLine}, []string{"bad.conf:1"}},
 		// client
 		{[]string{"client", "--rate", "0"}, []string{"--rate must be > 0, got 0"}},
+		{[]string{"client", "--json", filepath.Join(confDir, "absent", "s.json")}, []string{"--json: the directory for", "no such file or directory"}},
+		{[]string{"client", "--record", confDir}, []string{"--record:", "is a directory, want a file"}},
+		{[]string{"client", "--trace-stages", "5", "--trace-file", filepath.Join(confDir, "absent", "t")}, []string{"--trace-file: the directory for"}},
 		{[]string{"client", "--primary", "127.0.0.1:0"}, []string{"--primary 127.0.0.1:0: port 0 is no destination"}},
 		{[]string{"client", "--primary", "239.77.0.1:7100"}, []string{"--primary 239.77.0.1:7100: a multicast group is no destination"}},
 		{[]string{"client", "--witness", "127.0.0.1:7000", "--node", "1=0.0.0.0:7101"}, []string{`bad peer address "0.0.0.0:7101": an unspecified address`}},

@@ -108,17 +108,18 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 
 func (f *nodeFlags) check() error {
 	return firstError(
-		checkNodeID("id", *f.id), checkRequired("dir", *f.dir), checkAddr("listen", *f.listen, false),
-		checkGroup("group", *f.group, false), checkGroup("market-data", *f.md, true), checkInterface("iface", *f.iface),
+		flagcheck.NodeID("id", *f.id), checkRequired("dir", *f.dir), checkAddr("listen", *f.listen, false),
+		flagcheck.Group("group", *f.group, false), flagcheck.Group("market-data", *f.md, true), flagcheck.Interface("iface", *f.iface),
 		checkRange("ttl", *f.ttl, 0, 255), checkStream(*f.stream), checkOneOf("role", *f.role, "standby", "primary"),
 		checkPositive("epoch", *f.epoch), checkFsync("fsync", *f.fsync), checkIdle("idle", *f.idle),
 		checkPositive("snapshot-every", *f.snapEvery), checkDest("witness", *f.witnessAddr, true),
-		checkLease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
+		flagcheck.Lease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
 		flagcheck.InSync(*f.insyncTimeout, *f.probeAfter), f.peers.CheckMinInSync(*f.minInSync),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
 		f.peers.CheckNotSelf(*f.id), flagcheck.ListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
 		checkNodeDatagramBytes(*f.datagramBytes), checkNonNegative("fsync-inline", *f.fsyncInline),
 		checkRange("segment-bytes", *f.segmentBytes, nodeconfig.MinSegmentBytes, nodeconfig.MaxSegmentBytes),
+		flagcheck.OutputFile("status-file", *f.status), flagcheck.TraceFile(*f.traceStages, *f.traceFile),
 	)
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
@@ -51,14 +50,8 @@ func checkOneOf(name, v string, allowed ...string) error { return flagcheck.OneO
 func checkEach(name, list string, check func(string) error) error {
 	return flagcheck.Each(name, list, check)
 }
-func checkAddr(name, v string, optional bool) error  { return flagcheck.Addr(name, v, optional) }
-func checkDest(name, v string, optional bool) error  { return flagcheck.Dest(name, v, optional) }
-func checkGroup(name, v string, optional bool) error { return flagcheck.Group(name, v, optional) }
-func checkInterface(name, v string) error            { return flagcheck.Interface(name, v) }
-func checkNodeID(name string, v uint) error          { return flagcheck.NodeID(name, v) }
-func checkLease(lease, renew, margin, retry time.Duration) error {
-	return flagcheck.Lease(lease, renew, margin, retry)
-}
+func checkAddr(name, v string, optional bool) error { return flagcheck.Addr(name, v, optional) }
+func checkDest(name, v string, optional bool) error { return flagcheck.Dest(name, v, optional) }
 
 // errInterrupted is returned by a command stopped by SIGINT or SIGTERM
 // after it printed what it had so far.
@@ -121,7 +114,7 @@ func checkNodeConfig(cfg nodeconfig.Config) error {
 		return nil
 	}
 	if errors.As(err, new(*bus.InterfaceError)) {
-		return checkInterface("iface", cfg.Interface)
+		return flagcheck.Interface("iface", cfg.Interface)
 	}
 	if me := (*bus.MTUError)(nil); errors.As(err, &me) {
 		return usagef("--datagram-bytes %d does not fit --iface %s: its MTU is %d, and a datagram takes %d more for the IPv4 and UDP headers (at most %d; or raise the MTU)",

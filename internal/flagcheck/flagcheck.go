@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -310,4 +312,42 @@ func (p Peers) CheckNotSelf(id uint) error {
 		return Usagef("--peer %d=%s is this node's own --id", id, addr)
 	}
 	return nil
+}
+
+// OutputFile: --name is a file the command writes (at once, at status
+// cadence or at exit), so the directory that will hold it must exist and
+// take a new file now, not after a run whose results it would then lose.
+// The probe file is created and removed at once. Empty, and "-" where
+// the flag means standard output, pass.
+func OutputFile(name, path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return Usagef("--%s: %s is a directory, want a file", name, path)
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return Usagef("--%s: the directory for %s: %v", name, path, errors.Unwrap(err))
+	}
+	if !fi.IsDir() {
+		return Usagef("--%s: %s is not a directory", name, dir)
+	}
+	f, err := os.CreateTemp(dir, ".seqbus-check-*")
+	if err != nil {
+		return Usagef("--%s: cannot create a file in %s: %v", name, dir, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// TraceFile: --trace-file, checked as an OutputFile when --trace-stages
+// asks for a trace (written at exit, after the whole run).
+func TraceFile(traceStages int, path string) error {
+	if traceStages <= 0 {
+		return nil
+	}
+	return OutputFile("trace-file", path)
 }

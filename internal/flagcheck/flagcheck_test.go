@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +68,37 @@ func TestChecks(t *testing.T) {
 		case tc.err != nil && !IsUsage(tc.err):
 			t.Errorf("%s: %v is not a usage error", tc.name, tc.err)
 		}
+	}
+}
+
+func TestOutputFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"empty", "", ""},
+		{"stdout", "-", ""},
+		{"new file", filepath.Join(dir, "new.json"), ""},
+		{"existing file", file, ""},
+		{"no directory", filepath.Join(dir, "absent", "x"), "--out: the directory for"},
+		{"a directory", dir, "is a directory, want a file"},
+		{"under a file", filepath.Join(file, "x"), "is not a directory"},
+	} {
+		err := OutputFile("out", tc.path)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !IsUsage(err)):
+			t.Errorf("%s: %v, want a usage error with %q", tc.name, err, tc.want)
+		}
+	}
+	// The probe leaves nothing behind.
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the directory holds %d entries after the checks, want 1 (the file)", len(ents))
 	}
 }
 
