@@ -323,17 +323,18 @@ func Read(r io.Reader) (*Trace, error) {
 		if rd.err != nil {
 			return nil, rd.err
 		}
-		col := make([]int64, rows)
+		// The column grows as its rows arrive: a header's row count is a
+		// claim, and a short file claiming 2^26 rows must not cost 512 MB.
+		col := make([]int64, 0, min(int(rows), 4096))
 		raw := make([]byte, 8*4096)
-		for i := 0; i < int(rows); {
-			n := min(int(rows)-i, 4096)
+		for len(col) < int(rows) {
+			n := min(int(rows)-len(col), 4096)
 			if _, err := io.ReadFull(r, raw[:8*n]); err != nil {
 				return nil, fmt.Errorf("%w: column %q truncated", ErrFormat, name)
 			}
 			for k := range n {
-				col[i+k] = int64(binary.LittleEndian.Uint64(raw[8*k:]))
+				col = append(col, int64(binary.LittleEndian.Uint64(raw[8*k:])))
 			}
-			i += n
 		}
 		if _, dup := t.Columns[name]; dup {
 			return nil, fmt.Errorf("%w: column %q twice", ErrFormat, name)

@@ -2,8 +2,10 @@ package stagetrace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -48,14 +50,19 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestReadRejectsGarbage(t *testing.T) {
+// sampleTrace is a client's trace of one column, its rows up to 5.
+func sampleTrace(t testing.TB) []byte {
 	r, _ := NewRecorder(10, ColSent)
 	r.Set(0, 5, 1)
 	var b bytes.Buffer
 	if err := r.Write(&b, Header{Role: RoleClient}); err != nil {
 		t.Fatal(err)
 	}
-	full := b.Bytes()
+	return b.Bytes()
+}
+
+func TestReadRejectsGarbage(t *testing.T) {
+	full := sampleTrace(t)
 	for i := range len(full) {
 		if _, err := Read(bytes.NewReader(full[:i])); !errors.Is(err, ErrFormat) {
 			t.Fatalf("prefix %d: %v, want ErrFormat", i, err)
@@ -214,4 +221,59 @@ func TestMergeGaps(t *testing.T) {
 	if _, err := Merge(nil, primary, nil, 0); !errors.Is(err, ErrMissing) {
 		t.Fatalf("no client trace: %v", err)
 	}
+}
+
+// A header claiming the most rows allowed, with none of them in the
+// file, is refused as truncated without allocating them (the column grows
+// as its rows arrive).
+func TestReadShortFileClaimingManyRows(t *testing.T) {
+	full := sampleTrace(t)
+	// The row count is the header's last field: before the column's name
+	// (u16 length, the name) and its rows.
+	at := len(full) - 6*8 - len(ColSent) - 2 - 4
+	binary.LittleEndian.PutUint32(full[at:], RowsMax+1)
+	full = full[:len(full)-8] // and a row short
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := Read(bytes.NewReader(full)); !errors.Is(err, ErrFormat) {
+		t.Fatalf("%v, want ErrFormat", err)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("reading a %d-byte file allocated %d bytes", len(full), grew)
+	}
+}
+
+// FuzzRead: Read treats its input as untrusted. For any input it never
+// panics; a trace it accepts has at most ColumnsMax columns of one length
+// (at most RowsMax+1), and written back by a recorder it reads the same.
+func FuzzRead(f *testing.F) {
+	r, _ := NewRecorder(10, ColIntended, ColSent)
+	r.Set(0, 3, 300)
+	r.Set(1, 7, -5)
+	var b bytes.Buffer
+	if err := r.Write(&b, Header{Role: RoleClient, ID: 2, WindowClosed: true, WindowFrom: 1, WindowTo: 9}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
+	f.Add(b.Bytes()[:20])
+	f.Fuzz(func(t *testing.T, in []byte) {
+		tr, err := Read(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		if len(tr.Columns) > ColumnsMax {
+			t.Fatalf("%d columns", len(tr.Columns))
+		}
+		rows := -1
+		for name, c := range tr.Columns {
+			if rows >= 0 && len(c) != rows {
+				t.Fatalf("column %q has %d rows, another %d", name, len(c), rows)
+			}
+			rows = len(c)
+		}
+		if rows > RowsMax+1 {
+			t.Fatalf("%d rows", rows)
+		}
+	})
 }

@@ -49,7 +49,7 @@ func plan(n, epoch2At uint64) []vrec {
 // writeNode writes recs (seq i+1) to dir's journal; with snapAt, a
 // snapshot of the engine's state there (snapState, when set, is applied
 // instead of recs up to snapAt) and the journal compacted behind it.
-func writeNode(t *testing.T, dir string, recs []vrec, snapAt uint64, snapState []vrec) {
+func writeNode(t testing.TB, dir string, recs []vrec, snapAt uint64, snapState []vrec) {
 	t.Helper()
 	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{SegmentBytes: 4 << 10})
 	if err != nil {
@@ -97,7 +97,7 @@ func writeNode(t *testing.T, dir string, recs []vrec, snapAt uint64, snapState [
 
 // seen is what a client received: every output of the session for recs,
 // one frame per seq, in seq order.
-func seen(t *testing.T, recs []vrec) []client.RecordLine {
+func seen(t testing.TB, recs []vrec) []client.RecordLine {
 	t.Helper()
 	eng, err := engine.New(engine.DefaultConfig())
 	if err != nil {
@@ -133,15 +133,20 @@ func (c *lineCollector) Emit(to uint64, p []byte) {
 
 func writeRecord(t *testing.T, path string, lines []client.RecordLine) {
 	t.Helper()
+	if err := os.WriteFile(path, recordBytes(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordBytes is lines as a client's record file holds them.
+func recordBytes(lines []client.RecordLine) []byte {
 	var b bytes.Buffer
 	for _, l := range lines {
 		j, _ := json.Marshal(l)
 		b.Write(j)
 		b.WriteByte('\n')
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return b.Bytes()
 }
 
 func mustHex(s string) []byte {
@@ -155,7 +160,7 @@ func mustHex(s string) []byte {
 // staleRecord is the record of history h with the output just before
 // the first of epoch 2 arriving after it: stale, and refused by the
 // client (marked dropped) when dropped.
-func staleRecord(t *testing.T, h []vrec, dropped bool) []client.RecordLine {
+func staleRecord(t testing.TB, h []vrec, dropped bool) []client.RecordLine {
 	lines := seen(t, h)
 	for i, l := range lines {
 		if l.Epoch == 2 {
