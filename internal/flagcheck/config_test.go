@@ -2,10 +2,12 @@ package flagcheck
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func configFile(t *testing.T, text string) string {
@@ -55,4 +57,66 @@ func TestApplyFile(t *testing.T) {
 	if err := ApplyFile(fs, filepath.Join(t.TempDir(), "missing"), nil); err == nil || !strings.HasPrefix(err.Error(), "--config: ") {
 		t.Errorf("missing file: %v", err)
 	}
+}
+
+// FuzzApplyFile: a config file is untrusted text. For any file
+// ApplyFile never panics, and an error names the file (and, for a line,
+// its number); a file it accepts sets the same values as the same
+// settings given as flags on the command line would.
+func FuzzApplyFile(f *testing.F) {
+	for _, s := range []string{
+		"# a cluster's file\nid = 1\n--dir = \"/var/seqbus\"  # quoted\n\npeer = 2=127.0.0.1:7102\npeer=3=127.0.0.1:7103\n",
+		"lease = 1s\nv = true\n", "id 1\n", "config = x\n", "nope = 1\n", "id = -1\n", "= 1\n", "lease = forever\n",
+	} {
+		f.Add(s)
+	}
+	newSet := func() (*flag.FlagSet, *listValue) {
+		fs := flag.NewFlagSet("node", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fs.Uint("id", 0, "")
+		fs.String("dir", "", "")
+		fs.Duration("lease", time.Second, "")
+		fs.Bool("v", false, "")
+		var peers listValue
+		fs.Var(&peers, "peer", "")
+		return fs, &peers
+	}
+	dir := f.TempDir()
+	path := filepath.Join(dir, "seqbus.conf")
+	f.Fuzz(func(t *testing.T, text string) {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs, peers := newSet()
+		err := ApplyFile(fs, path, nil)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		// The same settings as flags, in the file's order.
+		var args []string
+		for _, line := range strings.Split(text, "\n") {
+			line = strings.TrimSpace(line)
+			if i := strings.IndexByte(line, '#'); i >= 0 {
+				line = strings.TrimSpace(line[:i])
+			}
+			if name, value, ok := strings.Cut(line, "="); ok {
+				args = append(args, "--"+strings.TrimLeft(strings.TrimSpace(name), "-")+"="+strings.Trim(strings.TrimSpace(value), `"`))
+			}
+		}
+		cl, clPeers := newSet()
+		if err := cl.Parse(args); err != nil {
+			t.Fatalf("the file's settings %q as flags: %v", args, err)
+		}
+		fs.VisitAll(func(fl *flag.Flag) {
+			if got, want := fl.Value.String(), cl.Lookup(fl.Name).Value.String(); got != want {
+				t.Fatalf("--%s: %q from the file, %q from the command line", fl.Name, got, want)
+			}
+		})
+		if len(*peers) != len(*clPeers) {
+			t.Fatalf("peers %v from the file, %v from the command line", *peers, *clPeers)
+		}
+	})
 }
