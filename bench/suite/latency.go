@@ -88,11 +88,14 @@ type LatencyRun struct {
 	Floor4HopFrom string `json:"floor_4hop_from"`
 	// Generator is the load client's own lateness: commands sent more
 	// than 10 µs after their intended time.
-	Generator  GeneratorInfo         `json:"generator"`
-	Processes  []cluster.ProcessInfo `json:"processes"`
-	Unanswered int                   `json:"unanswered"`
-	Unmatched  int                   `json:"unmatched"`
-	Files      []string              `json:"files"`
+	Generator GeneratorInfo         `json:"generator"`
+	Processes []cluster.ProcessInfo `json:"processes"`
+	// FloorCPU is the raw floors' processes' CPU in µs a round trip
+	// (whole life), by floor stage and role (FloorSet.cpu).
+	FloorCPU   map[string]map[string]float64 `json:"floor_cpu_us_per_round_trip,omitempty"`
+	Unanswered int                           `json:"unanswered"`
+	Unmatched  int                           `json:"unmatched"`
+	Files      []string                      `json:"files"`
 }
 
 // GeneratorInfo is the load generator's lateness over a run's sent commands.
@@ -113,18 +116,32 @@ func generatorOf(m *stagetrace.Merged) GeneratorInfo {
 	return g
 }
 
+// floorCPU is each floor process's CPU in µs a round trip of rounds.
+func floorCPU(ps []bench.ProcessInfo, rounds int) map[string]float64 {
+	m := map[string]float64{}
+	for _, p := range ps {
+		m[p.Role] += p.CPUSeconds * 1e6 / float64(max(rounds, 1))
+	}
+	return m
+}
+
 // FloorSet is the floors of one size: every idle strategy at 2 and 4 hops
 // and the best of each.
 type FloorSet struct {
 	hist         map[string]*hdrhistogram.Histogram
 	best2, best4 string // idle names
+	// cpu is each floor's processes' CPU, in µs a round trip over their
+	// whole life (warm-up in), by floor stage and role (client, echo,
+	// relay): the same measure as the cluster's "cpu s/1M cmd", so a
+	// node's cost next to a raw hop process's is one run's comparison.
+	cpu map[string]map[string]float64
 }
 
 // RunFloors measures the floors of one size (bench.RunFloor with bin's
 // hop processes): every idle strategy at 2 and 4 hops, and the best at
 // p50 of each as "floor-2hop" and "floor-4hop". A lossy floor is kept.
 func RunFloors(ctx context.Context, bin string, size int, rate float64, count int, idles []string, l cluster.Layout, nice int, park bool) (*FloorSet, error) {
-	fl := &FloorSet{hist: map[string]*hdrhistogram.Histogram{}}
+	fl := &FloorSet{hist: map[string]*hdrhistogram.Histogram{}, cpu: map[string]map[string]float64{}}
 	for _, hops := range []int{2, 4} {
 		best := ""
 		for _, idle := range idles {
@@ -134,6 +151,7 @@ func RunFloors(ctx context.Context, bin string, size int, rate float64, count in
 				return nil, fmt.Errorf("%s: %w", bench.FloorStage(hops, idle), err)
 			}
 			fl.hist[bench.FloorStage(hops, idle)] = res.Hist
+			fl.cpu[bench.FloorStage(hops, idle)] = floorCPU(res.Processes, count+FloorWarmup)
 			if best == "" || res.Hist.ValueAtQuantile(50) < fl.hist[bench.FloorStage(hops, best)].ValueAtQuantile(50) {
 				best = idle
 			}
@@ -206,6 +224,7 @@ func latencyRunOf(cfg cluster.BenchConfig, res *cluster.BenchResult, floors *Flo
 			hists[name] = h
 		}
 		run.Floor2HopFrom, run.Floor4HopFrom = floors.best2, floors.best4
+		run.FloorCPU = floors.cpu
 	}
 	for name, h := range hists {
 		path, err := WriteHGRM(dir, strings.ReplaceAll(name, ">", ""), h)
@@ -276,6 +295,28 @@ func WriteLatencyRun(w io.Writer, run LatencyRun) {
 		}
 	}
 	WriteProcesses(w, run.Processes)
+	writeFloorCPU(w, run.FloorCPU)
+}
+
+// writeFloorCPU writes the 4-hop floors' processes' CPU a round trip
+// beside the table above: the relay does a primary's four socket calls
+// and two wake-ups a round trip, the echo a standby's two and one.
+func writeFloorCPU(w io.Writer, cpu map[string]map[string]float64) {
+	var stages []string
+	for name := range cpu {
+		if strings.HasPrefix(name, "floor-4hop-") {
+			stages = append(stages, name)
+		}
+	}
+	if len(stages) == 0 {
+		return
+	}
+	slices.Sort(stages)
+	fmt.Fprintln(w, "  the raw 4-hop floor's processes, cpu µs a round trip over their whole life (as cpu s/1M cmd above):")
+	for _, name := range stages {
+		c := cpu[name]
+		fmt.Fprintf(w, "    %-22s client %.1f, relay %.1f (a primary's socket calls), echo %.1f (a standby's)\n", name, c["client"], c["relay"], c["echo"])
+	}
 }
 
 // WriteProcesses writes the per-process table (CPU, allocations and

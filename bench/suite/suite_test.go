@@ -71,7 +71,9 @@ func TestLatencyRunReport(t *testing.T) {
 	m.Intervals = []*hdrhistogram.Histogram{hist(t, 20_000), hist(t)}
 	floors := &FloorSet{hist: map[string]*hdrhistogram.Histogram{
 		"floor-2hop-block": hist(t, 10_000), "floor-4hop-block": hist(t, 20_000),
-	}, best2: "block", best4: "block"}
+	}, best2: "block", best4: "block", cpu: map[string]map[string]float64{
+		"floor-4hop-block": floorCPU([]bench.ProcessInfo{{Role: "client", CPUSeconds: 0.2}, {Role: "relay", CPUSeconds: 0.6}, {Role: "echo", CPUSeconds: 0.4}}, 10_000),
+	}}
 	floors.hist["floor-2hop"], floors.hist["floor-4hop"] = floors.hist["floor-2hop-block"], floors.hist["floor-4hop-block"]
 	out := t.TempDir()
 	cfg := cluster.BenchConfig{Size: 32, Fsync: "none", Engine: "matching", Idle: "block", Standbys: 1, Rate: 1000, Count: 2}
@@ -99,7 +101,8 @@ func TestLatencyRunReport(t *testing.T) {
 	var buf bytes.Buffer
 	WriteLatencyRun(&buf, run)
 	for _, want := range []string{"size 32 B, fsync none, auth off, engine matching: 999 cmd/s achieved", "floor-2hop (block)",
-		"end-to-end / floor-4hop", "syscalls/cmd", "client"} {
+		"end-to-end / floor-4hop", "syscalls/cmd", "client",
+		"floor-4hop-block       client 20.0, relay 60.0 (a primary's socket calls), echo 40.0 (a standby's)"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, buf.String())
 		}
