@@ -53,8 +53,8 @@ func (n *Node) mdPublish(released uint64) {
 	}
 	o, state := n.origin(), n.engineMDSeq()
 	for k := n.md.Publish(n.mdBatch, o, released, state); k > 0; k = n.md.Publish(n.mdBatch, o, released, state) {
-		n.stats.OutputsReleased += uint64(k)
-		n.flushMarketData()
+		n.stats.OutputsReleased += uint64(k) // Publish reset the batch for them
+		n.tr.SendMarketData(n.mdBatch.Bytes())
 	}
 }
 

@@ -80,11 +80,12 @@ func (n *Node) leaderReady() {
 	if rd.FirstRelease != 0 {
 		n.cfg.Log.Info("first release after promotion", "after", time.Duration(rd.SincePromotionNs), "released", rd.FirstRelease)
 	}
+	snap := rd.Snapshot // the Leader's: Advance clears it
 	l.Advance()
-	if rd.Snapshot != 0 {
+	if snap != 0 {
 		n.tr.Flush() // the encoding must not hold back the frames sealed so far
 		// A seq this term sequenced: a record of our epoch.
-		n.periodicSnapshot(rd.Snapshot, n.tm.Epoch())
+		n.periodicSnapshot(snap, n.tm.Epoch())
 	}
 }
 
@@ -418,15 +419,6 @@ func (n *Node) sendReleased(fr replica.Frame) {
 	if addr, ok := n.sessions.Addr(fr.Session); ok {
 		n.tr.Send(fr.Bytes, addr)
 	}
-}
-
-// flushMarketData sends the market-data ring's frame (mdfeed.go).
-func (n *Node) flushMarketData() {
-	if n.mdBatch.Count() == 0 {
-		return
-	}
-	n.tr.SendMarketData(n.mdBatch.Bytes())
-	n.mdBatch.Reset(wire.TypeOutput, n.origin(), 1)
 }
 
 // mayLeadNow is the pure query before a command is accepted: this node

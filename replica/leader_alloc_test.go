@@ -60,16 +60,17 @@ const leaderRigPerFrame = 8
 // leaderRig drives a Leader as the node does, one COMMAND frame of
 // leaderRigPerFrame commands a pass.
 type leaderRig struct {
-	tb    testing.TB
-	l     *Leader[string]
-	j     nopJournal
-	rec   testRecorder
-	lat   latencyCounter
-	id    uint64
-	now   int64
-	sink  uint64
-	frame []byte
-	cmds  [leaderRigPerFrame][]byte
+	tb     testing.TB
+	l      *Leader[string]
+	j      nopJournal
+	rec    testRecorder
+	lat    latencyCounter
+	id     uint64
+	now    int64
+	sink   uint64
+	counts rigCounts
+	frame  []byte
+	cmds   [leaderRigPerFrame][]byte
 }
 
 func newLeaderRig(tb testing.TB, sm engine.StateMachine) *leaderRig {
@@ -138,12 +139,32 @@ func (r *leaderRig) pass() {
 }
 
 // ready takes the leader's Ready as the node does (node.leaderReady):
-// only when HasReady says there is one.
+// only when HasReady says there is one; the frames, the counts added to
+// the runtime's by pointer (status.Stats.AddLeader), the snapshot read
+// before Advance.
 func (r *leaderRig) ready() {
-	if r.l.HasReady() {
-		r.sink += uint64(len(r.l.Ready().Frames))
-		r.l.Advance()
+	if !r.l.HasReady() {
+		return
 	}
+	rd := r.l.Ready()
+	r.sink += uint64(len(rd.Frames))
+	r.counts.add(&rd.Counts)
+	if rd.Lost != nil {
+		r.sink++
+	}
+	snap := rd.Snapshot
+	r.l.Advance()
+	r.sink += snap
+}
+
+// rigCounts adds a Ready's counts as the runtime's counters do.
+type rigCounts struct{ commands, released, other uint64 }
+
+//go:noinline
+func (c *rigCounts) add(x *LeaderCounts) {
+	c.commands += x.Commands
+	c.released += x.OutputsReleased
+	c.other += x.BadCommands + x.NotLeading + x.SessionsFull + x.Backpressure + x.AnsweredFromTable + x.OutputsLost
 }
 
 // latencyCounter is a LatencyRecorder that counts.

@@ -352,9 +352,10 @@ func (h *lharness) ready(w *strings.Builder) {
 	if rd.FirstRelease != 0 {
 		fmt.Fprintf(w, "first release after promotion: released=%d after=%v\n", rd.FirstRelease, time.Duration(rd.SincePromotionNs))
 	}
+	snap := rd.Snapshot // the Leader's: Advance clears it
 	h.l.Advance()
-	if rd.Snapshot != 0 {
-		fmt.Fprintf(w, "cut snapshot at %d\n", rd.Snapshot)
+	if snap != 0 {
+		fmt.Fprintf(w, "cut snapshot at %d\n", snap)
 	}
 }
 

@@ -172,7 +172,7 @@ func (l *Leader[A]) recordLatency(released uint64, nowNs int64) {
 func (l *Leader[A]) releaseDone() {
 	if l.releaseSent && !l.firstDone && l.promoted {
 		l.firstDone = true
-		l.firstRelease, l.sincePromotionNs = l.releaseTo, l.releaseNowNs-l.promotedNs
+		l.rd.FirstRelease, l.rd.SincePromotionNs = l.releaseTo, l.releaseNowNs-l.promotedNs
 	}
 	l.releaseSent = false
 }
