@@ -181,7 +181,12 @@ func replay(t *testing.T, seed uint64, opts Options) {
 	data, _ := os.ReadFile(path)
 	t.Logf("seed %d (mutation %s): %d events, %s simulated, digest %x\n%s", seed, m, r.Stats.Events, fmtNs(r.SimNs), r.Digest, r.Schedule)
 	t.Logf("event log: %s\n%s", path, logDigest(data))
-	if r.Failed() {
+	switch {
+	case r.Failed() && opts.Mutation == MutNone && Tolerated(r, StatedBounds):
+		// As the soak that printed this replay's command reports it: the
+		// README's stated bound, not a bug (its trace is above).
+		t.Logf("seed %d met a stated bound (not a bug):\n  %s", seed, strings.Join(r.Violations, "\n  "))
+	case r.Failed():
 		t.Errorf("seed %d failed:\n  %s", seed, strings.Join(r.Violations, "\n  "))
 	}
 }
