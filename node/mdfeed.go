@@ -52,8 +52,10 @@ func (n *Node) mdPublish(released uint64) {
 		return
 	}
 	o, state := n.origin(), n.engineMDSeq()
+	// Each Publish that packs something resets the batch first and fills
+	// it; the frame leaves at once (sendNow), before the next reuses it.
 	for k := n.md.Publish(n.mdBatch, o, released, state); k > 0; k = n.md.Publish(n.mdBatch, o, released, state) {
-		n.stats.OutputsReleased += uint64(k) // Publish reset the batch for them
+		n.stats.OutputsReleased += uint64(k)
 		n.tr.SendMarketData(n.mdBatch.Bytes())
 	}
 }

@@ -140,7 +140,8 @@ func (c *LeaderCounts) any() bool {
 }
 
 // LeaderReady is what a Leader asks the runtime to do, in the order of
-// its fields. Take it after every input (Next, Apply, EndBatch, Tick,
+// its fields. It is the Leader's own memory (Ready returns its address):
+// read what is needed after Advance before calling it. Take it after every input (Next, Apply, EndBatch, Tick,
 // Nak, Announce, Heartbeat, a release's last NextFrame) and before the
 // next: its Frames must leave before what the next input asks.
 type LeaderReady struct {
