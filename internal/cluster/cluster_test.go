@@ -148,6 +148,36 @@ func TestLocalPrimary(t *testing.T) {
 // TestRecordOutputs: every output of an OUTPUT frame is recorded with the
 // frame's node, epoch and seq; anything else is ignored.
 func TestRecordOutputs(t *testing.T) {
+	frame, em := outputFrame(t)
+	data, err := wire.AppendData(nil, wire.TypeData, wire.Origin{Stream: 1, Node: 2, Epoch: 3}, 10, []byte("command"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(5, 0)
+	var l seenLog
+	l.add(at, [][]byte{frame, data, []byte("junk")}, []int{len(frame), len(data), 4}, 3)
+	got := l.Snapshot()
+	if len(got) != len(em.msgs) {
+		t.Fatalf("recorded %d outputs, want %d: %+v", len(got), len(em.msgs), got)
+	}
+	for i, msg := range em.msgs {
+		want, _ := engine.ParseOutput(msg)
+		if got[i].O != want || got[i].Node != 2 || got[i].Epoch != 3 || got[i].Seq != 10 || !got[i].At.Equal(at) {
+			t.Errorf("output %d: %+v, want %+v from node 2 epoch 3 seq 10", i, got[i], want)
+		}
+	}
+	if got[0].O.Kind != engine.KindAck {
+		t.Errorf("first output %v, want the ack", got[0].O)
+	}
+	if n := len(RecordOutputs(nil, frame, at)); n != len(em.msgs) {
+		t.Fatalf("RecordOutputs: %d", n)
+	}
+}
+
+// outputFrame is an OUTPUT frame from node 2 at epoch 3, seq 10, with
+// the outputs the engine emits for a new order (an ack and market data).
+func outputFrame(t *testing.T) ([]byte, *captured) {
+	t.Helper()
 	eng, err := engine.New(engine.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -162,29 +192,7 @@ func TestRecordOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := wire.AppendData(nil, wire.TypeData, wire.Origin{Stream: 1, Node: 2, Epoch: 3}, 10, []byte("command"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Unix(5, 0)
-	var l seenLog
-	l.add([][]byte{frame, data, []byte("junk")}, []int{len(frame), len(data), 4}, 3)
-	got := l.Snapshot()
-	if len(got) != len(em.msgs) {
-		t.Fatalf("recorded %d outputs, want %d: %+v", len(got), len(em.msgs), got)
-	}
-	for i, msg := range em.msgs {
-		want, _ := engine.ParseOutput(msg)
-		if got[i].O != want || got[i].Node != 2 || got[i].Epoch != 3 || got[i].Seq != 10 {
-			t.Errorf("output %d: %+v, want %+v from node 2 epoch 3 seq 10", i, got[i], want)
-		}
-	}
-	if got[0].O.Kind != engine.KindAck {
-		t.Errorf("first output %v, want the ack", got[0].O)
-	}
-	if n := len(RecordOutputs(nil, frame, at)); n != len(em.msgs) {
-		t.Fatalf("RecordOutputs: %d", n)
-	}
+	return frame, em
 }
 
 // captured keeps every output the engine emits.

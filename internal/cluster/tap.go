@@ -48,11 +48,27 @@ type seenLog struct {
 	seen []Seen
 }
 
-func (l *seenLog) add(bufs [][]byte, sizes []int, n int) {
+// received is when the datagrams of the receive that just returned on u
+// reached the socket: the kernel's receive time of the last of them
+// (bus.UDP.ReceiveStamp), not when a reader slowed by its machine (a
+// loaded CI box, a VM stalled on its host, the race detector) got to
+// them. A check of when a node sent ("nothing after its lease") then
+// judges the node, not the reader. An earlier datagram of the batch
+// carries the later stamp: late by at most the batch's spread, never
+// early. Without a stamp it is the time of the call.
+func received(u *bus.UDP) time.Time {
 	now := time.Now()
+	if at, ok := u.ReceiveStamp(); ok && !at.After(now) && now.Sub(at) < time.Minute {
+		return at
+	}
+	return now
+}
+
+// add records the n datagrams of one receive, stamped at.
+func (l *seenLog) add(at time.Time, bufs [][]byte, sizes []int, n int) {
 	l.mu.Lock()
 	for i := range n {
-		l.seen = RecordOutputs(l.seen, bufs[i][:sizes[i]], now)
+		l.seen = RecordOutputs(l.seen, bufs[i][:sizes[i]], at)
 	}
 	l.mu.Unlock()
 }
@@ -75,13 +91,16 @@ type Tap struct {
 }
 
 // NewTap taps u.
-func NewTap(u *bus.UDP) *Tap { return &Tap{UDP: u} }
+func NewTap(u *bus.UDP) *Tap {
+	u.ReceiveStamp() // turns the kernel's stamping on
+	return &Tap{UDP: u}
+}
 
 // Receive is bus.UDP's, recording what arrived.
 func (c *Tap) Receive(bufs [][]byte, sizes []int, from []netip.AddrPort, wait time.Duration) (int, error) {
 	n, err := c.UDP.Receive(bufs, sizes, from, wait)
 	if n > 0 {
-		c.add(bufs, sizes, n)
+		c.add(received(c.UDP), bufs, sizes, n)
 	}
 	return n, err
 }
@@ -97,9 +116,10 @@ type Observer struct {
 // Observe starts receiving on conn (a multicast receiver).
 func Observe(conn *bus.UDP) (*Observer, error) {
 	o := &Observer{conn: conn}
+	conn.ReceiveStamp() // turns the kernel's stamping on
 	var err error
 	o.loop, err = bus.StartLoop(conn, bus.LoopConfig{Idle: bus.Idle{Kind: bus.IdleBlock}},
-		func(bufs [][]byte, sizes []int, _ []netip.AddrPort) { o.add(bufs, sizes, len(sizes)) })
+		func(bufs [][]byte, sizes []int, _ []netip.AddrPort) { o.add(received(conn), bufs, sizes, len(sizes)) })
 	if err != nil {
 		return nil, err
 	}
