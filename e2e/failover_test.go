@@ -263,7 +263,12 @@ func TestFailoverWitnessDown(t *testing.T) {
 	p, pst := c.waitLeader(10*time.Second, 0, 1)
 	md := c.observeMarketData()
 	lc := c.dialClient(p)
-	lc.start(failoverRate, failoverCount)
+	// The load must outlast the halt (up to one lease after the kill),
+	// the second watched, and the restart, whenever the warmup ends: the
+	// usual 30,000 (six seconds) once ended 3.2 s after the kill, under
+	// CI-like load, before the 4 s lease ran out, leaving nothing to
+	// refuse during the halt and nothing to answer after it.
+	lc.start(failoverRate, uint64(failoverRate*(float64(failoverWarmup)/failoverRate+(lease+leaseDuration+5*time.Second).Seconds())))
 	lc.waitAnswered(t, failoverWarmup, 30*time.Second)
 	witKilledAt := killProc(t, c.wit.p)
 	witLog := c.wit.p.log()
@@ -282,6 +287,9 @@ func TestFailoverWitnessDown(t *testing.T) {
 	s1 := statusAfter(t, p, time.Now())
 	time.Sleep(leaseDuration)
 	s2 := statusAfter(t, p, time.Now())
+	if !lc.running() {
+		t.Fatalf("the load ended while the witness was down: nothing left to refuse or to answer after the restart")
+	}
 	restartAt := time.Now()
 	seen := lc.tap.snapshot()
 	during, firstDuring := releasedAbove(seen, p.id, pst.Epoch, s1.Released)
