@@ -645,9 +645,11 @@ func etcdPausedPrimary(t *testing.T, o etcdOptions) (*findings, bool) {
 	// it arrive while the primary is stopped. Only a member of the in-sync
 	// set may be promoted, so first make sure it is one (a loaded machine
 	// can have it removed and re-added during the warmup).
+	// The stop lasts until the primary reports commands applied and not
+	// released, bounded below the in-sync timeout (holdUntilPending).
 	waitInSet(t, old, sb.id, 20*time.Second)
-	signal(t, sb.p, syscall.SIGSTOP)
-	time.Sleep(100 * time.Millisecond)
+	heldAt := signal(t, sb.p, syscall.SIGSTOP)
+	pending := holdUntilPending(old, heldAt, 100*time.Millisecond, 700*time.Millisecond)
 	stoppedAt := signal(t, old.p, syscall.SIGSTOP)
 	signal(t, sb.p, syscall.SIGCONT)
 	nw, nst := c.fc.waitLeader(10*time.Second, old.id, ost.Epoch+1)
@@ -689,6 +691,7 @@ func etcdPausedPrimary(t *testing.T, o etcdOptions) (*findings, bool) {
 	lostL, _ := findLogAfter(old.p.log(), "lease not held", stoppedAt)
 	follow, _ := findLogAfter(old.p.log(), "following a new epoch", stoppedAt)
 	t.Logf("etcd pause timeline, from the SIGSTOP of node %d (lease %v, margin %v; etcd election %d ms):\n"+
+		"  applied, not released, at the stop      %s\n"+
 		"  last output at the client from node %d  %s\n"+
 		"  node %d PROMOTED at epoch %d (log)    %s\n"+
 		"  test saw the new leader's status       %s; client pointed at it %s %v\n"+
@@ -697,7 +700,7 @@ func etcdPausedPrimary(t *testing.T, o etcdOptions) (*findings, bool) {
 		"  node %d: STEPPING DOWN (log)            %s\n"+
 		"  node %d: following a new epoch (log)    %s (fork_seq %s, applied %s)\n"+
 		"  node %d after the run: StepDowns %d LeaseLost %d OutputsDroppedAtGate %d SuffixDiscarded %d DropStaleEpoch %d; outputs from it after the takeover: client %d market %d; wall %v",
-		old.id, c.lease.lease, c.lease.margin, etcdElectionMs,
+		old.id, c.lease.lease, c.lease.margin, etcdElectionMs, pending,
 		old.id, rel(lastBefore(seen, stoppedAt.Add(time.Millisecond)), stoppedAt),
 		nw.id, nst.Epoch, rel(promLogAt(nw, stoppedAt), stoppedAt),
 		rel(promotedSeen, stoppedAt), rel(etcdFirstSwitch(fw), stoppedAt), fw.seen(), rel(contAt, stoppedAt),

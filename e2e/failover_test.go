@@ -171,13 +171,16 @@ func primaryPaused(t *testing.T, o failoverOptions) (*findings, bool) {
 	lc := c.dialClient(old)
 	lc.start(failoverRate, failoverCount)
 	lc.waitAnswered(t, failoverWarmup, 30*time.Second)
-	// Hold the standby's acks for the last 100 ms before the pause (less
-	// than the in-sync timeout): the primary then pauses with ~500
-	// commands applied but not released, whose acks reach it while it is
-	// stopped. Without the hold, how much is pending at the SIGSTOP is
-	// luck, and sometimes nothing is.
+	// Hold the standby's acks for the last 100 ms or more before the
+	// pause (less than the in-sync timeout): the primary then pauses with
+	// commands applied but not released, whose acks (the standby acks
+	// every 5 ms) reach it while it is stopped. Without the hold, how much
+	// is pending at the SIGSTOP is luck, and sometimes nothing is. The
+	// hold lasts until the primary reports some pending (bounded): under
+	// CI-like load the test's own client once sent nothing in the 100 ms,
+	// and the pause then had nothing to release.
 	holdUnicast(t, old.host, c.other(old).host.Addr)
-	time.Sleep(100 * time.Millisecond)
+	pending := holdUntilPending(old, time.Now(), 100*time.Millisecond, 700*time.Millisecond)
 	stoppedAt := signal(t, old.p, syscall.SIGSTOP)
 	releaseUnicast(t, old.host)
 	nw, nst := c.waitLeader(10*time.Second, old.id, ost.Epoch+1)
@@ -220,6 +223,7 @@ func primaryPaused(t *testing.T, o failoverOptions) (*findings, bool) {
 	follow, _ := findLogAfter(old.p.log(), "following a new epoch", stoppedAt)
 	lost, _ := findLogAfter(old.p.log(), "lease not held", stoppedAt)
 	t.Logf("pause timeline, from the SIGSTOP of node %d (lease %v, margin %v):\n"+
+		"  applied, not released, at the stop      %s\n"+
 		"  last output at the client from node %d  %s\n"+
 		"  node %d PROMOTED (log)                  %s (epoch %d)\n"+
 		"  test saw the new leader's status       %s\n"+
@@ -228,7 +232,7 @@ func primaryPaused(t *testing.T, o failoverOptions) (*findings, bool) {
 		"  node %d: STEPPING DOWN (log)            %s\n"+
 		"  node %d: following a new epoch (log)    %s (fork_seq %s, applied %s)\n"+
 		"  node %d after the run: StepDowns %d LeaseLost %d OutputsDroppedAtGate %d SuffixDiscarded %d HistoryDiscarded %d DropStaleEpoch %d; outputs from it after the takeover: client %d market %d; wall %v",
-		old.id, leaseDuration, leaseMargin,
+		old.id, leaseDuration, leaseMargin, pending,
 		old.id, rel(lastBefore(seen, stoppedAt.Add(time.Millisecond)), stoppedAt),
 		nw.id, rel(promLogAt(nw, stoppedAt), stoppedAt), nst.Epoch,
 		rel(promotedSeen, stoppedAt), rel(contAt, stoppedAt),
@@ -237,6 +241,27 @@ func primaryPaused(t *testing.T, o failoverOptions) (*findings, bool) {
 		old.id, finalOld.Node["StepDowns"], finalOld.Node["LeaseLost"], finalOld.Node["OutputsDroppedAtGate"], finalOld.Node["SuffixDiscarded"],
 		finalOld.Node["HistoryDiscarded"], finalOld.Node["DropStaleEpoch"], n, nmd, time.Since(begin).Round(time.Millisecond))
 	return f, steppedDown
+}
+
+// holdUntilPending waits, while the standby's acks are held since heldAt,
+// at least least and at most most, until m's status (written after
+// heldAt) shows commands applied and not released; it says what the last
+// status showed.
+func holdUntilPending(m *member, heldAt time.Time, least, most time.Duration) string {
+	time.Sleep(least)
+	last := "no status written since the hold"
+	for {
+		if s, ok := readStatus(m.dir); ok && statusNewerThan(m, heldAt) {
+			last = fmt.Sprintf("%d (applied %d, released %d; status)", s.Applied-min(s.Applied, s.Released), s.Applied, s.Released)
+			if s.Applied > s.Released {
+				return last
+			}
+		}
+		if time.Since(heldAt) >= most {
+			return last
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func promLogAt(m *member, after time.Time) time.Time {
