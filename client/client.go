@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -132,6 +133,10 @@ type Client struct {
 	// error that stopped PollIO reading (poll mode).
 	lastTimersNs int64
 	ioErr        error
+	// closed is set first thing in Close: PollIO then stops Load and
+	// drain with ErrClosed (a closed socket's read gate may never say
+	// "readable" again, so the receive error alone would not).
+	closed atomic.Bool
 }
 
 // Dial opens the client's socket and, unless opts.Poll, starts its receive
@@ -251,6 +256,7 @@ func (c *Client) LocalAddr() netip.AddrPort { return c.uc.LocalAddr() }
 
 // Close stops the receive loop and closes the socket.
 func (c *Client) Close() error {
+	c.closed.Store(true)
 	c.uc.Close()
 	if c.loop != nil {
 		c.loop.Stop()
@@ -658,9 +664,17 @@ const (
 // overdue commands and asks the witness who leads. nowNs is monotime.Now().
 // It returns the datagrams read plus the commands resent; it does not
 // allocate on the receive path. In poll mode call it from one goroutine
-// only. After a receive error (the socket closed) it reads no more; Load
-// returns that error.
+// only. After a receive error (the socket closed) or Close it reads no
+// more; Load returns that error (ErrClosed after Close).
 func (c *Client) PollIO(nowNs int64) int {
+	if c.closed.Load() {
+		c.mu.Lock()
+		if c.ioErr == nil {
+			c.ioErr = ErrClosed
+		}
+		c.mu.Unlock()
+		return 0
+	}
 	work := 0
 	if c.loop == nil && c.ioErr == nil && c.rx.ReadNow() {
 		n, err := c.uc.Receive(c.rxBufs, c.rxSizes, c.rxFrom, 0)
@@ -705,6 +719,9 @@ func eachOutput(f *wire.Frame, scratch *engine.Output, fn func(idx int, o *engin
 // ErrUnanswered is returned by Load when commands are still unanswered at
 // the end of its drain time.
 var ErrUnanswered = errors.New("client: commands unanswered")
+
+// ErrClosed: the client was closed while Load ran.
+var ErrClosed = errors.New("client: closed")
 
 // ErrNoAnswer is returned by Load (wrapped, with the address and the
 // counts) when not one command was answered: nothing serves at the

@@ -169,6 +169,44 @@ func TestPollIOStopsOnClose(t *testing.T) {
 	}
 }
 
+// TestLoadEndsOnClose: a client closed while its Load waits on a full
+// window (a primary that never answers) ends the Load with ErrClosed, in
+// both modes. It used to spin in its back-pressure wait forever: in
+// goroutine mode nothing read the closed socket, and in poll mode its
+// read gate never said "readable" again; a test that failed with a Load
+// running leaked that goroutine into every later test of its package.
+func TestLoadEndsOnClose(t *testing.T) {
+	silent, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close() // bound, never read: nothing is ever answered
+	primary := silent.LocalAddr().(*net.UDPAddr).AddrPort()
+	for _, poll := range []bool{false, true} {
+		cl, err := Dial(Options{Core: Config{Session: 3}, Primary: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), primary.Port()), Poll: poll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := cl.Load(context.Background(), LoadConfig{Rate: 50_000, Count: 1_000_000, Drain: time.Minute}, nil)
+			done <- err
+		}()
+		for i := 0; cl.InFlight() < DefaultMaxInFlight && i < 2000; i++ {
+			time.Sleep(time.Millisecond) // until the window is full (bounded)
+		}
+		cl.Close()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("poll %v: Load after Close: %v, want ErrClosed", poll, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("poll %v: Load still running 10 s after Close", poll)
+		}
+	}
+}
+
 // TestLoadSlowRateParks: at 200/s (5 ms apart) poll mode parks in
 // epoll_wait between sends and still answers everything on schedule.
 func TestLoadSlowRateParks(t *testing.T) {
