@@ -2,7 +2,10 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +55,13 @@ func (c *cluster) waitPrimary(timeout time.Duration, not uint32) uint32 {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	c.t.Fatalf("no primary within %v", timeout)
+	var seen []string
+	for id, n := range c.nodes {
+		st := n.Status()
+		seen = append(seen, fmt.Sprintf("node %d %s epoch %d applied %d in-sync %v (version %d)", id, st.Role, st.Epoch, st.Applied, st.InSync.Members, st.InSync.Version))
+	}
+	slices.Sort(seen)
+	c.t.Fatalf("no primary within %v (other than node %d): %s", timeout, not, strings.Join(seen, "; "))
 	return 0
 }
 
@@ -92,8 +101,15 @@ func TestFailoverOnPrimaryLoss(t *testing.T) {
 	defer w.Close()
 	c := newCluster(t, 3)
 	defer c.closeAll()
+	// The in-sync timeout is long: the subject is the failover, and under
+	// CI-like load (go test -p 4 beside a disk writer) the default 200 ms
+	// once dropped both standbys of this race-instrumented process from
+	// the in-sync set before the stop, so that, rightly, none could be
+	// promoted.
 	for id := uint32(1); id <= 3; id++ {
-		c.start(id, func(cfg *nodeconfig.Config) { cfg.Witness = waddr; cfg.Lease = lease })
+		c.start(id, func(cfg *nodeconfig.Config) {
+			cfg.Witness, cfg.Lease, cfg.InSyncTimeoutNs = waddr, lease, int64(2*time.Second)
+		})
 	}
 	first := c.waitPrimary(5*time.Second, 0)
 	answered := map[uint64]engine.OutputKind{}
