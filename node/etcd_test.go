@@ -26,8 +26,11 @@ func TestEtcdArbiterFailover(t *testing.T) {
 	lease := arbiter.DefaultConfig()
 	c := newCluster(t, 2)
 	defer c.closeAll()
+	// A long in-sync timeout, as in TestFailoverOnPrimaryLoss: under
+	// CI-like load the default 200 ms once left the standby outside the
+	// in-sync set when the primary stopped, and then, rightly, nobody led.
 	withEtcd := func(cfg *nodeconfig.Config) {
-		cfg.Lease = lease
+		cfg.Lease, cfg.InSyncTimeoutNs = lease, int64(2*time.Second)
 		cfg.NewArbiter = func(k *arbiter.Keeper) (arbiter.Backend, error) {
 			return etcdarb.New(etcdarb.Config{Endpoints: ec.Endpoints(), Stream: cfg.Stream, Node: arbiter.NodeID(cfg.ID), LeaseDurationNs: lease.LeaseDurationNs}, k)
 		}
@@ -59,6 +62,7 @@ func TestEtcdArbiterFailover(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(time.Second)
+	c.waitInSync(first, 10*time.Second)
 	stoppedAt := time.Now()
 	c.stop(first)
 	second := c.waitPrimary(30*time.Second, first)

@@ -65,6 +65,20 @@ func (c *cluster) waitPrimary(timeout time.Duration, not uint32) uint32 {
 	return 0
 }
 
+// waitInSync waits until primary p's in-sync set, as the arbiter
+// confirmed it, holds a standby: only a member may take over, so a test
+// that stops p before then has, rightly, no new primary.
+func (c *cluster) waitInSync(p uint32, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(c.nodes[p].Status().InSync.Members) == 0 {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node %d: no standby confirmed in sync within %v", p, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // journalCommands reads every (session, client order id) a journal holds.
 func journalCommands(t testing.TB, dir string) map[[2]uint64]int {
 	t.Helper()
@@ -130,6 +144,7 @@ func TestFailoverOnPrimaryLoss(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(time.Second)
+	c.waitInSync(first, 10*time.Second)
 	killedAt := time.Now()
 	c.stop(first)
 	second := c.waitPrimary(10*time.Second, first)
