@@ -482,10 +482,10 @@ func TestEtcdOneMemberDown(t *testing.T) {
 // lead without etcd: the primary stops releasing when its lease view ends
 // (no output above its release watermark at the halt reaches the client,
 // and the watermark stays; when the last output arrived is logged beside
-// lease + margin), and no node becomes primary at a higher epoch. When one member comes back, a node is granted
-// the lease again (the same node at the same epoch if its etcd lease
-// survived, otherwise a new epoch), releases resume, and nothing answered
-// is lost.
+// lease + margin), and no node becomes primary at a higher epoch. When
+// one member comes back, a node is granted the lease again (the same
+// node at the same epoch if its etcd lease survived, otherwise a new
+// epoch), releases resume, and nothing answered is lost.
 func TestEtcdQuorumLost(t *testing.T) {
 	requireClean(t, etcdQuorumLost(t, etcdOptions{lease: etcdRecommendedLease}))
 }
@@ -512,11 +512,11 @@ func etcdQuorumLost(t *testing.T, o etcdOptions) *findings {
 	f := &findings{}
 
 	// The halt: bounded by the lease view (lease - margin after the last
-	// renewal sent, which is before the kill). What is judged against
-	// that bound is when outputs reached the client (the kernel's stamp,
-	// below); this only waits for the node to say it halted, in its
-	// status or its log, both files on a disk that can stall for seconds
-	// on a loaded VM (a status file once lagged over a second).
+	// renewal sent, which is before the kill). This only waits for the
+	// node to say it halted, in its status or its log, both files on a
+	// disk that can stall for seconds on a loaded VM (a status file once
+	// lagged over a second); the halt is judged by seqs and counters
+	// below.
 	haltBound := c.lease.lease + c.lease.margin
 	var halted status
 	waitFor(t, haltBound+10*time.Second, "the primary to lose its lease", func() bool {

@@ -244,11 +244,11 @@ func primaryPaused(t *testing.T, o failoverOptions) (*findings, bool) {
 }
 
 // holdUntilPending waits, while the standby's acks are held since heldAt,
-// at least least and at most most, until m's status (written after
+// at least minHold and at most maxHold, until m's status (written after
 // heldAt) shows commands applied and not released; it says what the last
 // status showed.
-func holdUntilPending(m *member, heldAt time.Time, least, most time.Duration) string {
-	time.Sleep(least)
+func holdUntilPending(m *member, heldAt time.Time, minHold, maxHold time.Duration) string {
+	time.Sleep(minHold)
 	last := "no status written since the hold"
 	for {
 		if s, ok := readStatus(m.dir); ok && statusNewerThan(m, heldAt) {
@@ -257,7 +257,7 @@ func holdUntilPending(m *member, heldAt time.Time, least, most time.Duration) st
 				return last
 			}
 		}
-		if time.Since(heldAt) >= most {
+		if time.Since(heldAt) >= maxHold {
 			return last
 		}
 		time.Sleep(10 * time.Millisecond)

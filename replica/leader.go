@@ -140,10 +140,11 @@ func (c *LeaderCounts) any() bool {
 }
 
 // LeaderReady is what a Leader asks the runtime to do, in the order of
-// its fields. It is the Leader's own memory (Ready returns its address):
-// read what is needed after Advance before calling it. Take it after every input (Next, Apply, EndBatch, Tick,
-// Nak, Announce, Heartbeat, a release's last NextFrame) and before the
-// next: its Frames must leave before what the next input asks.
+// its fields. It is the Leader's own memory (Ready returns its address,
+// and Advance clears it): copy out anything needed later before calling
+// Advance. Take it after every input (Next, Apply, EndBatch, Tick, Nak,
+// Announce, Heartbeat, a release's last NextFrame) and before the next:
+// its Frames must leave before what the next input asks.
 type LeaderReady struct {
 	// Frames are the sequencer's outbox (DATA, HEARTBEAT, HASH, NEW_EPOCH,
 	// RETRANSMIT, NEED_SNAPSHOT), to send in this order: to the group or
