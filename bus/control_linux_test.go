@@ -39,6 +39,12 @@ func overflow(n uint32) []byte {
 	return cmsg(unix.SOL_SOCKET, unix.SO_RXQ_OVFL, d)
 }
 
+func groSegment(n int32) []byte {
+	d := make([]byte, 4)
+	binary.NativeEndian.PutUint32(d, uint32(n))
+	return cmsg(unix.IPPROTO_UDP, unix.UDP_GRO, d)
+}
+
 func TestParseControl(t *testing.T) {
 	group := [4]byte{239, 7, 7, 7}
 	cases := []struct {
@@ -56,6 +62,13 @@ func TestParseControl(t *testing.T) {
 		{"truncated header", pktinfo(group)[:unix.SizeofCmsghdr-1], controlInfo{}},
 		{"length past end", pktinfo(group)[:unix.SizeofCmsghdr+4], controlInfo{}},
 		{"short pktinfo ignored", cmsg(unix.IPPROTO_IP, unix.IP_PKTINFO, []byte{1, 2, 3}), controlInfo{}},
+		{"gro segment", groSegment(1400), controlInfo{segment: 1400}},
+		{"all three", append(append(pktinfo(group), overflow(7)...), groSegment(1000)...),
+			controlInfo{destination: netip.AddrFrom4(group), hasDestination: true, overflow: 7, hasOverflow: true, segment: 1000}},
+		{"short gro ignored", cmsg(unix.IPPROTO_UDP, unix.UDP_GRO, []byte{1, 2}), controlInfo{}},
+	}
+	if n := len(pktinfo(group)) + len(overflow(7)) + len(groSegment(1)); n > controlBytes {
+		t.Fatalf("the three control messages take %d bytes, more than controlBytes %d", n, controlBytes)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +104,7 @@ func FuzzParseControl(f *testing.F) {
 	f.Add(pktinfo([4]byte{239, 1, 2, 3}))
 	f.Add(append(pktinfo([4]byte{239, 1, 2, 3}), overflow(9)...))
 	f.Add(cmsg(unix.SOL_SOCKET, unix.SO_RXQ_OVFL, nil))
+	f.Add(append(overflow(1), groSegment(-5)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info := parseControl(b)
 		if info.hasDestination != info.destination.IsValid() {

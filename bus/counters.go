@@ -34,8 +34,13 @@ type Counters struct {
 	// it on this socket, which sends every datagram as itself from then on.
 	SegmentedSends      uint64
 	SegmentationRefused uint64
-	SendErrors          uint64 // Send calls that returned an error
-	ReceiveErrors       uint64 // Receive calls that returned an error other than ErrClosed
+	// CoalescedReceives counts messages read that carried several
+	// datagrams (UDP_GRO, Linux: a run a sender segmented, or a NIC's GRO
+	// merged); their datagrams are counted one by one as any others.
+	CoalescedReceives uint64
+
+	SendErrors    uint64 // Send calls that returned an error
+	ReceiveErrors uint64 // Receive calls that returned an error other than ErrClosed
 
 	// ReceiveTruncations counts datagrams longer than their buffer; they are
 	// dropped, not delivered cut short.
@@ -78,6 +83,7 @@ type counters struct {
 	shortSends         atomic.Uint64
 	gsoMessages        atomic.Uint64
 	gsoRefused         atomic.Uint64
+	coalescedReceives  atomic.Uint64
 	sendErrors         atomic.Uint64
 	receiveErrors      atomic.Uint64
 	receiveTruncations atomic.Uint64
@@ -95,6 +101,7 @@ func (c *counters) snapshot() Counters {
 		ShortSends:          c.shortSends.Load(),
 		SegmentedSends:      c.gsoMessages.Load(),
 		SegmentationRefused: c.gsoRefused.Load(),
+		CoalescedReceives:   c.coalescedReceives.Load(),
 		SendErrors:          c.sendErrors.Load(),
 		ReceiveErrors:       c.receiveErrors.Load(),
 		ReceiveTruncations:  c.receiveTruncations.Load(),
@@ -144,9 +151,18 @@ func (c *counters) addReceive(t *rxTally, read int) {
 		c.emptyReceives.Add(1)
 		return
 	}
+	c.receiveBatches[batchBucket(read)].Add(1)
+	c.addCarried(t)
+}
+
+// addCarried counts datagrams a Receive handed out without a system call
+// (the rest of a coalesced run, UDP_GRO): no batch, no empty receive.
+func (c *counters) addCarried(t *rxTally) {
+	if t.datagrams == 0 {
+		return
+	}
 	c.datagramsReceived.Add(t.datagrams)
 	c.bytesReceived.Add(t.bytes)
-	c.receiveBatches[batchBucket(read)].Add(1)
 	if t.truncations != 0 {
 		c.receiveTruncations.Add(t.truncations)
 	}

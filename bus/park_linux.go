@@ -17,6 +17,7 @@ import (
 // thread waking the locked one. It has its own epoll instance
 // (level-triggered), so it does not disturb the runtime's.
 type Parker struct {
+	u      *UDP // a park returns at once while it holds datagrams (Buffered)
 	epfd   int
 	events [1]unix.EpollEvent
 	// noPwait2 is set once the kernel refused epoll_pwait2 (before 5.11):
@@ -44,13 +45,18 @@ func NewParker(u *UDP) (*Parker, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("bus: epoll_ctl: %w", err)
 	}
-	return &Parker{epfd: epfd, holdP: runtime.GOMAXPROCS(0) >= 2}, nil
+	return &Parker{u: u, epfd: epfd, holdP: runtime.GOMAXPROCS(0) >= 2}, nil
 }
 
 // Park waits until the socket is readable or timeoutMs passes (≥ 1; the
 // kernel's resolution is a millisecond or a tick) and reports whether it is
-// readable. It blocks the thread in a system call and does not allocate.
+// readable (at once, without a system call, while the socket holds
+// datagrams read before: UDP.Buffered). It blocks the thread in a system
+// call and does not allocate.
 func (p *Parker) Park(timeoutMs int) (bool, error) {
+	if p.u.Buffered() {
+		return true, nil // read already, not in the kernel's queue
+	}
 	for {
 		n, _, errno := unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(p.epfd),
 			uintptr(unsafe.Pointer(&p.events[0])), 1, uintptr(max(timeoutMs, 1)), 0, 0)
@@ -76,6 +82,9 @@ func (p *Parker) Park(timeoutMs int) (bool, error) {
 // pace.SetThreadTimerSlack lowers it). Use it from one thread at a time;
 // it does not allocate.
 func (p *Parker) ParkNs(timeoutNs int64) (bool, error) {
+	if p.u.Buffered() {
+		return true, nil // read already, not in the kernel's queue
+	}
 	timeoutNs = max(timeoutNs, 0)
 	syscall6 := unix.Syscall6
 	if timeoutNs == 0 || (p.holdP && timeoutNs <= holdPWaitNsMax) {

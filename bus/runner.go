@@ -91,6 +91,7 @@ type AgentRunnerConfig struct {
 // runnerRecv is one receiving endpoint with its own buffers.
 type runnerRecv struct {
 	c     Receiver
+	udp   *UDP // c, when it is a socket (nil: in-memory)
 	bufs  [][]byte
 	sizes []int
 	from  []netip.AddrPort
@@ -124,6 +125,7 @@ func NewAgentRunner(cfg AgentRunnerConfig, a Agent, endpoints ...Receiver) (*Age
 	for i, c := range endpoints {
 		e := runnerRecv{c: c, bufs: make([][]byte, BatchSizeDefault), sizes: make([]int, BatchSizeDefault),
 			from: make([]netip.AddrPort, BatchSizeDefault)}
+		e.udp, _ = c.(*UDP)
 		for j := range e.bufs {
 			at := (i*BatchSizeDefault + j) * size
 			e.bufs[j] = arena[at : at+size : at+size]
@@ -291,10 +293,12 @@ func (r *AgentRunner) pass(now int64) int {
 // pollReady sets the endpoints the coming pass reads: what the park
 // before it found, else one zero-timeout epoll_wait over all of them (one
 // syscall however many endpoints, where polling each would be one per
-// endpoint), else (no poller) all of them.
+// endpoint), else (no poller) all of them; and in every case those that
+// still hold datagrams read before (buffered), which epoll cannot see.
 func (r *AgentRunner) pollReady() {
 	if r.readyKnown {
 		r.readyKnown = false
+		r.ready |= r.buffered()
 		return
 	}
 	if r.poller == nil {
@@ -307,7 +311,21 @@ func (r *AgentRunner) pollReady() {
 		r.warn("agent poll", err)
 		ready = ^uint64(0)
 	}
-	r.ready = ready
+	r.ready = ready | r.buffered()
+}
+
+// buffered is the set of endpoints holding datagrams their last Receive
+// read from the kernel and did not hand out yet (the rest of a coalesced
+// run: UDP.Buffered). Their fds may poll empty; a pass reads them, and
+// the runner does not park while any has some.
+func (r *AgentRunner) buffered() uint64 {
+	var set uint64
+	for i := range r.recv {
+		if u := r.recv[i].udp; u != nil && u.Buffered() {
+			set |= 1 << uint(i)
+		}
+	}
+	return set
 }
 
 // park waits for an arrival, a Wake or the agent's deadline, whichever
@@ -316,13 +334,13 @@ func (r *AgentRunner) park(now int64) {
 	timeout := max(r.agent.DeadlineNs()-now, 0)
 	r.parks.Add(1)
 	if r.poller == nil {
-		if !r.stop.Load() && !r.agent.Pending() {
+		if !r.stop.Load() && !r.agent.Pending() && r.buffered() == 0 {
 			r.parkWithoutFds(min(timeout, memParkNsMax))
 		}
 		return
 	}
 	r.parked.Store(true)
-	if r.stop.Load() || r.agent.Pending() {
+	if r.stop.Load() || r.agent.Pending() || r.buffered() != 0 {
 		r.parked.Store(false)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,15 @@ type Tuning struct {
 	PreferBusyPoll bool
 	// BusyPollBudget sets SO_BUSY_POLL_BUDGET, packets per busy-poll round.
 	BusyPollBudget int
+	// GRO turns UDP_GRO on (Linux 5.0 and later; ignored by a send-only
+	// socket): a run of datagrams that arrives as one message (a sender's
+	// UDP GSO run across loopback or a veth, a NIC's GRO for UDP) is read
+	// into one buffer and handed out one datagram at a time, as plain
+	// reads would: the stack is crossed once a run, not once a datagram.
+	// It costs GROBufferBytes of memory a socket. Report.GRO says whether
+	// the kernel took it. Off by default: on loopback here it saved no
+	// CPU a command end to end (docs/tuning.md, "UDP_GRO").
+	GRO bool
 }
 
 // Report says what the kernel granted for a socket.
@@ -56,6 +66,10 @@ type Report struct {
 	PreferBusyPollErr        error
 	BusyPollBudgetErr        error
 	BindToDeviceErr          error // why SO_BINDTODEVICE was refused (multicast sender)
+	// GRO: the socket reads coalesced runs (UDP_GRO; Tuning.GRO).
+	// GROErr is why the kernel refused it, when it did.
+	GRO    bool
+	GROErr error
 	// SendOnly: the socket only sends (a multicast sender). Its receive
 	// buffer is the kernel's minimum whatever Tuning asked, so datagrams
 	// injected into it cannot pin memory; a Drainer empties and counts them.
@@ -124,7 +138,12 @@ type UDP struct {
 
 	recvMu      sync.Mutex
 	deadlineSet bool // a read deadline is armed; guarded by recvMu
-	sendMu      sync.Mutex
+	// buffered: a coalesced run read with UDP_GRO still holds datagrams
+	// Receive has not handed out. The kernel's queue (what epoll sees)
+	// may be empty meanwhile, so a poller asks Buffered before it parks.
+	buffered atomic.Bool
+
+	sendMu sync.Mutex
 
 	sys udpSys // platform part: preallocated batch arrays
 }
@@ -440,7 +459,7 @@ func listen(addr netip.AddrPort, opts socketOptions, tuning Tuning) (*UDP, error
 		u.conn.Close()
 		return nil, err
 	}
-	u.sys.init(opts.multicastReceiver || opts.sendOnly)
+	u.sys.init(opts.multicastReceiver || opts.sendOnly || u.report.GRO)
 	u.report.SendOnly = opts.sendOnly
 	return u, nil
 }
@@ -453,6 +472,12 @@ func (u *UDP) Group() netip.AddrPort { return u.group }
 
 // Report says what the kernel granted when the socket was opened.
 func (u *UDP) Report() Report { return u.report }
+
+// Buffered reports whether a Receive would hand out datagrams already
+// read from the kernel (the rest of a coalesced run, UDP_GRO) without a
+// system call: the socket's fd may then poll empty. Every park on the fd
+// (Poller, Parker) checks it first.
+func (u *UDP) Buffered() bool { return u.buffered.Load() }
 
 // Counters returns a snapshot of the counters.
 func (u *UDP) Counters() Counters { return u.counters.snapshot() }

@@ -12,8 +12,22 @@ import (
 )
 
 // controlBytes is the per-datagram control buffer: room for IP_PKTINFO
-// (12 bytes) and SO_RXQ_OVFL (4 bytes) with their headers, rounded up.
-const controlBytes = 64
+// (12 bytes), SO_RXQ_OVFL (4 bytes) and UDP_GRO (4 bytes) with their
+// headers, rounded up.
+const controlBytes = 96
+
+// groSlotBytes is one coalesced read's buffer: the largest UDP payload
+// (65,507 bytes over IPv4, 65,527 over IPv6), so a run is never cut
+// short. groSlots is how many runs one recvmmsg reads at most: a run
+// holds up to 64 datagrams of a GSO sender (more from a NIC's GRO), so
+// eight of them already fill several passes' buffers.
+const (
+	groSlotBytes = 1 << 16
+	groSlots     = 8
+)
+
+// GROBufferBytes is what UDP_GRO costs a receiving socket (Tuning.GRO).
+const GROBufferBytes = groSlots * groSlotBytes
 
 // sockaddrBytes holds a sockaddr_in6, the larger of the two families.
 const sockaddrBytes = unix.SizeofSockaddrInet6
@@ -73,7 +87,26 @@ type udpSys struct {
 		// kernel, a datagram past the route's MTU): plain from then on.
 		off bool
 	}
-	control bool // IP_PKTINFO and SO_RXQ_OVFL are on
+	// gro: what a receive with UDP_GRO on read and has not handed out
+	// (runs that arrived as one message each, cut back into datagrams).
+	gro     groRuns
+	control bool // IP_PKTINFO, SO_RXQ_OVFL or UDP_GRO is on
+}
+
+// groRuns holds the messages one recvmmsg read into buf with UDP_GRO on,
+// each a run of datagrams of seg bytes (the last may be shorter), and how
+// far Receive has handed them out: message next, from offset off.
+type groRuns struct {
+	buf         []byte // groSlots × groSlotBytes; nil while UDP_GRO is off
+	msgs        [groSlots]groMessage
+	count, next int
+}
+
+type groMessage struct {
+	size, seg, off int
+	addr           netip.AddrPort
+	reason         DropReason
+	truncated      bool
 }
 
 // gsoControlBytes holds one UDP_SEGMENT control message (a uint16) with
@@ -192,6 +225,9 @@ func (s *udpSys) sendmmsg(fd uintptr) bool {
 // receive reads one batch. It returns how many datagrams were read from the
 // kernel and how many survived into bufs[:n].
 func (s *udpSys) receive(u *UDP, bufs [][]byte, sizes []int, from []netip.AddrPort, block bool) (read, n int, err error) {
+	if s.gro.buf != nil {
+		return s.receiveRuns(u, bufs, sizes, from, block)
+	}
 	count := min(len(bufs), max(s.rx.vlen, 1))
 	for i := 0; i < count; i++ {
 		iov := &s.rx.iov[i]
@@ -249,6 +285,100 @@ func (s *udpSys) receive(u *UDP, bufs [][]byte, sizes []int, from []netip.AddrPo
 	}
 	u.counters.addReceive(&t, read)
 	return read, w, nil
+}
+
+// receiveRuns is receive with UDP_GRO on. What the last read left is
+// handed out first, without a system call; otherwise one recvmmsg reads
+// up to groSlots messages into the socket's own buffers, each a run of
+// datagrams (or one), and they are handed out, copied into bufs one
+// datagram each, until bufs is full. What is left stays for the next
+// call (Buffered). The datagrams are counted, checked, filtered and
+// dropped as receive's are; read is how many were handed out or dropped.
+func (s *udpSys) receiveRuns(u *UDP, bufs [][]byte, sizes []int, from []netip.AddrPort, block bool) (read, n int, err error) {
+	g := &s.gro
+	var t rxTally
+	if g.next < g.count {
+		n = g.handOut(&t, u.filter, bufs, sizes, from)
+		u.counters.addCarried(&t)
+		u.buffered.Store(g.next < g.count)
+		return int(t.datagrams), n, nil
+	}
+	count := min(groSlots, max(s.rx.vlen, 1))
+	for i := 0; i < count; i++ {
+		iov := &s.rx.iov[i]
+		iov.Base = &g.buf[i*groSlotBytes]
+		iov.SetLen(groSlotBytes)
+		h := &s.rx.hs[i].Hdr
+		h.Namelen = sockaddrBytes
+		h.Flags = 0
+		h.SetControllen(controlBytes)
+	}
+	s.rx.count, s.rx.block, s.rx.single = count, block, false
+	if err := u.raw.Read(s.rx.fn); err != nil {
+		return 0, 0, err
+	}
+	if s.rx.errno != 0 {
+		return 0, 0, fmt.Errorf("bus: recvmmsg: %w", s.rx.errno)
+	}
+	msgs := s.rx.n
+	s.rx.vlen, s.rx.emptiesBefore = nextVlen(s.rx.vlen, groSlots, msgs, s.rx.emptiesBefore)
+	coalesced := uint64(0)
+	for r := 0; r < msgs; r++ {
+		m := &s.rx.hs[r]
+		gm := &g.msgs[r]
+		*gm = groMessage{size: int(m.Len), truncated: m.Hdr.Flags&unix.MSG_TRUNC != 0,
+			addr: decodeSockaddr(s.rx.names[r][:min(int(m.Hdr.Namelen), sockaddrBytes)])}
+		info := parseControl(s.rx.control[r][:min(int(m.Hdr.Controllen), controlBytes)])
+		if info.hasOverflow {
+			u.counters.overflowSeen(uint64(info.overflow))
+		}
+		if info.hasDestination && u.group.IsValid() && info.destination != u.group.Addr() {
+			gm.reason = DropWrongGroup
+		}
+		gm.seg = gm.size
+		if info.segment > 0 && info.segment < gm.size {
+			gm.seg = info.segment
+			coalesced++
+		}
+	}
+	g.count, g.next = msgs, 0
+	n = g.handOut(&t, u.filter, bufs, sizes, from)
+	u.counters.addReceive(&t, int(t.datagrams))
+	if coalesced > 0 {
+		u.counters.coalescedReceives.Add(coalesced)
+	}
+	u.buffered.Store(g.next < g.count)
+	return int(t.datagrams), n, nil
+}
+
+// handOut cuts the runs read into datagrams, from where the last call
+// stopped, and delivers them into bufs until it is full or the runs are
+// done; it returns how many it delivered. A datagram longer than its
+// buffer is dropped as a truncation, as a plain read drops it; a message
+// the kernel cut short (longer than a slot, which no UDP payload is) is
+// one truncation.
+func (g *groRuns) handOut(t *rxTally, filter Filter, bufs [][]byte, sizes []int, from []netip.AddrPort) int {
+	w := 0
+	for g.next < g.count && w < len(bufs) {
+		m := &g.msgs[g.next]
+		if m.truncated {
+			w = deliver(t, filter, bufs, sizes, from, w, w, m.size, true, m.addr, m.reason)
+			g.next++
+			continue
+		}
+		at := g.next*groSlotBytes + m.off
+		size := min(m.seg, m.size-m.off)
+		short := size > len(bufs[w])
+		if !short {
+			copy(bufs[w], g.buf[at:at+size])
+		}
+		w = deliver(t, filter, bufs, sizes, from, w, w, size, short, m.addr, m.reason)
+		m.off += size
+		if m.off >= m.size {
+			g.next++
+		}
+	}
+	return w
 }
 
 // nextVlen adapts how many datagrams the next recvmmsg asks for. Asking
@@ -501,8 +631,11 @@ func decodeSockaddr(b []byte) netip.AddrPort {
 
 // controlInfo is what Receive reads from a datagram's control messages.
 type controlInfo struct {
-	destination    netip.Addr // IP_PKTINFO ipi_addr: the header destination
-	overflow       uint32     // SO_RXQ_OVFL: the socket's cumulative drops
+	destination netip.Addr // IP_PKTINFO ipi_addr: the header destination
+	overflow    uint32     // SO_RXQ_OVFL: the socket's cumulative drops
+	// segment: UDP_GRO's gso_size, the length of each datagram of a
+	// coalesced run but the last (0: the message is one datagram).
+	segment        int
 	hasDestination bool
 	hasOverflow    bool
 }
@@ -533,6 +666,8 @@ func parseControl(b []byte) controlInfo {
 		case level == unix.SOL_SOCKET && kind == unix.SO_RXQ_OVFL && len(data) >= 4:
 			info.overflow = binary.NativeEndian.Uint32(data[0:4])
 			info.hasOverflow = true
+		case level == unix.IPPROTO_UDP && kind == unix.UDP_GRO && len(data) >= 4:
+			info.segment = int(int32(binary.NativeEndian.Uint32(data[0:4])))
 		}
 		next := cmsgAlign(length)
 		if next >= uint64(len(b)) {
@@ -629,6 +764,14 @@ func (u *UDP) tune(t Tuning, opts socketOptions) error {
 			r.BusyPollErr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BUSY_POLL, t.BusyPollUs)
 		}
 		r.BusyPollUs, _ = unix.GetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BUSY_POLL)
+		if t.GRO && !opts.sendOnly {
+			// Before any datagram can queue as a run: a run queued before
+			// would be cut into datagrams by the kernel, which is harmless.
+			if r.GROErr = unix.SetsockoptInt(f, unix.IPPROTO_UDP, unix.UDP_GRO, 1); r.GROErr == nil {
+				r.GRO = true
+				u.sys.gro.buf = make([]byte, GROBufferBytes)
+			}
+		}
 		if t.PreferBusyPoll {
 			r.PreferBusyPollErr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1)
 		}
