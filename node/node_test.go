@@ -207,6 +207,37 @@ func TestReplicatesAndGates(t *testing.T) {
 	}
 }
 
+// TestReplicatesWithGRO: with UDP_GRO on every node socket (--gro) a
+// standby reads the primary's segmented DATA runs whole, cuts them back
+// into frames, and everything is answered and replicated as without it.
+func TestReplicatesWithGRO(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	gro := func(cfg *nodeconfig.Config) { cfg.Tuning.GRO = true }
+	c.start(1, gro)
+	c.start(2, gro)
+	for _, r := range c.nodes[2].SocketReports() {
+		if !r.SendOnly && !r.GRO {
+			t.Skipf("the kernel refused UDP_GRO on %v: %v", r.Local, r.GROErr)
+		}
+	}
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	const count = 20_000
+	rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 200_000, Count: count, Seed: 1, Drain: 10 * time.Second}, nil)
+	if err != nil || rep.Stats.Answered != count {
+		t.Fatalf("load: %v, answered %d of %d (%+v)", err, rep.Stats.Answered, count, rep)
+	}
+	c.waitConverged(10 * time.Second)
+	s := c.nodes[2].Status()
+	if p := c.nodes[1].Status(); s.Journal.LastSeq != p.Applied || p.Released != p.Applied {
+		t.Fatalf("standby journal ends at %d; primary applied %d, released %d", s.Journal.LastSeq, p.Applied, p.Released)
+	}
+	m := s.Multicast.Counters
+	t.Logf("standby read %d DATA datagrams, %d of the reads coalesced runs", m.DatagramsReceived, m.CoalescedReceives)
+}
+
 // (TestGateHoldsWithoutStandbyAck, which slept to see that nothing was
 // released without a standby's ack, is replica/testdata/gating.txt now:
 // the same rule, in the core, with no clock.)

@@ -50,7 +50,7 @@ type nodeFlags struct {
 	ttl, minInSync, recvBuf, cpu, traceStages           *int
 	epoch, snapEvery                                    *uint64
 	mdRing, sessionHistory, datagramBytes, segmentBytes *int
-	verbose, noFencing, noGating                        *bool
+	verbose, noFencing, noGating, gro                   *bool
 	lease, renew, margin, retry, ackDelay               *time.Duration
 	insyncTimeout, probeAfter, busyPoll, fsyncInline    *time.Duration
 	peers                                               peerFlags
@@ -90,6 +90,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.minInSync = fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
 	f.recvBuf = fs.Int("recv-buffer", nodeconfig.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
 	f.busyPoll = fs.Duration("busy-poll", 0, "SO_BUSY_POLL: let the kernel spin this long on the NIC queue in receive (needs CAP_NET_ADMIN to raise; 0: off)")
+	f.gro = fs.Bool("gro", false, "UDP_GRO on the receiving sockets: read a run of datagrams that arrives coalesced (a peer's segmented send, a NIC's GRO for UDP) as one buffer; 512 KiB a socket; no gain measured on loopback (see docs/tuning.md)")
 	f.keyFile = fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
 	f.cpu = fs.Int("cpu", -1, "pin the agent thread to this CPU (-1: no pinning)")
 	f.metricsAddr = fs.String("metrics-addr", "", metricsAddrUsage)
@@ -170,8 +171,7 @@ func (f *nodeFlags) config() (nodeconfig.Config, error) {
 		return cfg, err
 	}
 	cfg.Journal.Policy, _ = parseFsync(*f.fsync) // checked above
-	cfg.Journal.SegmentBytes = int64(*f.segmentBytes)
-	cfg.FsyncInlineBelowNs = int64(*f.fsyncInline)
+	cfg.Journal.SegmentBytes, cfg.FsyncInlineBelowNs = int64(*f.segmentBytes), int64(*f.fsyncInline)
 	cfg.Idle, _ = parseIdle(*f.idle)
 	if err := f.leaseConfig(&cfg); err != nil {
 		return cfg, err
@@ -182,7 +182,7 @@ func (f *nodeFlags) config() (nodeconfig.Config, error) {
 	if cfg.Key, err = loadKey(*f.keyFile); err != nil {
 		return cfg, asUsage(err)
 	}
-	cfg.Tuning = bus.Tuning{RecvBufferBytes: *f.recvBuf, BusyPollUs: int(*f.busyPoll / time.Microsecond)}
+	cfg.Tuning = bus.Tuning{RecvBufferBytes: *f.recvBuf, BusyPollUs: int(*f.busyPoll / time.Microsecond), GRO: *f.gro}
 	if *f.cpu >= 0 {
 		cfg.PinCPU, cfg.CPU = true, *f.cpu
 	}

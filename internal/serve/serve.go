@@ -108,6 +108,9 @@ func WarnSockets(log *slog.Logger, n *node.Node) {
 		if r.BusyPollErr != nil {
 			log.Warn("SO_BUSY_POLL refused", "socket", r.Local, "err", r.BusyPollErr)
 		}
+		if r.GROErr != nil {
+			log.Warn("UDP_GRO refused: this socket reads datagram by datagram", "socket", r.Local, "err", r.GROErr)
+		}
 	}
 }
 
