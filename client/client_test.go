@@ -27,7 +27,12 @@ type fakePrimary struct {
 
 const fakeEpoch = 3
 
-func startFakePrimary(t *testing.T) *fakePrimary {
+func startFakePrimary(t *testing.T) *fakePrimary { return startFakePrimaryRuns(t, false) }
+
+// startFakePrimaryRuns is startFakePrimary; with runs, the frames that
+// answer one COMMAND datagram leave with one Send (equal lengths: one
+// segmented run, as a primary's release of a pass sends them).
+func startFakePrimaryRuns(t *testing.T, runs bool) *fakePrimary {
 	t.Helper()
 	u, err := bus.ListenUnicast(bus.UnicastConfig{})
 	if err != nil {
@@ -35,8 +40,7 @@ func startFakePrimary(t *testing.T) *fakePrimary {
 	}
 	p := &fakePrimary{u: u}
 	var seq uint64
-	batch := wire.NewBatch(0)
-	out := make([][]byte, 1)
+	var outs [][]byte
 	var outBuf []byte
 	p.loop, err = bus.StartLoop(u, bus.LoopConfig{}, func(bufs [][]byte, sizes []int, from []netip.AddrPort) {
 		for i := range sizes {
@@ -44,6 +48,7 @@ func startFakePrimary(t *testing.T) *fakePrimary {
 			if err != nil || f.Type != wire.TypeCommand {
 				continue
 			}
+			outs = outs[:0]
 			it := f.Messages()
 			for {
 				_, msg, ok := it.Next()
@@ -55,11 +60,18 @@ func startFakePrimary(t *testing.T) *fakePrimary {
 					continue
 				}
 				seq++
+				batch := wire.NewBatch(0)
 				batch.Reset(wire.TypeOutput, wire.Origin{Stream: 1, Node: 1, Epoch: fakeEpoch}, seq)
 				outBuf = engine.AppendOutput(outBuf[:0], &engine.Output{Kind: engine.KindAck, ClientOrderID: h.ClientOrderID, OrderID: h.ClientOrderID, Side: engine.Buy, Type: engine.Limit, Price: 1000, Qty: 1})
 				batch.Add(outBuf)
-				out[0] = batch.Bytes()
-				_ = u.Send(out, from[i])
+				outs = append(outs, batch.Bytes())
+				if !runs {
+					_ = u.Send(outs, from[i])
+					outs = outs[:0]
+				}
+			}
+			if len(outs) > 0 {
+				_ = u.Send(outs, from[i])
 			}
 		}
 	})
@@ -69,6 +81,34 @@ func startFakePrimary(t *testing.T) *fakePrimary {
 	}
 	t.Cleanup(func() { u.Close(); p.loop.Stop() })
 	return p
+}
+
+// TestLoadReadsCoalescedAnswers: a client with GRO (poll mode, parked
+// waits, bursts) reads the answers a primary sent as segmented runs
+// whole, and every command is answered once; its socket counts the runs.
+func TestLoadReadsCoalescedAnswers(t *testing.T) {
+	p := startFakePrimaryRuns(t, true)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cl, err := Dial(Options{Core: Config{Session: 9}, Primary: p.u.LocalAddr(), Poll: true, GRO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if r := cl.uc.(*bus.UDP).Report(); !r.GRO {
+		t.Skipf("the kernel refused UDP_GRO: %v", r.GROErr)
+	}
+	const count = 5_000
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := cl.Load(ctx, LoadConfig{Rate: 50_000, Count: count, Seed: 1, Drain: 5 * time.Second, CoalesceNs: int64(time.Millisecond), Park: true}, nil)
+	if err != nil || rep.Answered != count || rep.Stats.Duplicates != 0 {
+		t.Fatalf("%v: answered %d of %d, %d duplicates", err, rep.Answered, count, rep.Stats.Duplicates)
+	}
+	c := cl.Counters()
+	if c.CoalescedReceives == 0 {
+		t.Fatalf("no answer read in a coalesced run: %+v", c)
+	}
+	t.Logf("%d answers in %d datagrams, %d read in coalesced runs", count, c.DatagramsReceived, c.CoalescedReceives)
 }
 
 // TestLoadPollMode: in poll mode Dial starts no goroutine, Load answers

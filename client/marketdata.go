@@ -118,6 +118,10 @@ type MDOptions struct {
 	// 0: wire.DefaultDatagramLen): the receive buffers hold one, so no
 	// update or recovery answer is truncated.
 	DatagramBytes int
+	// GRO turns UDP_GRO on for the feed's socket (bus.Tuning.GRO): a
+	// burst of updates a NIC's GRO merged (or a sender segmented) is read
+	// whole. Off by default.
+	GRO bool
 	// Idle is what the consumer's agent thread does between arrivals
 	// (bus.Idle; the zero value parks at once, in epoll on both sockets,
 	// woken by an arrival or the next recovery timer).
@@ -141,7 +145,7 @@ func OpenMarketData(opts MDOptions) (*MarketData, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: opts.Group, Interface: opts.Iface, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20}})
+	c, err := bus.ListenMulticast(bus.MulticastReceiverConfig{Group: opts.Group, Interface: opts.Iface, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20, GRO: opts.GRO}})
 	if err != nil {
 		return nil, err
 	}

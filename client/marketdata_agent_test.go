@@ -168,6 +168,57 @@ func TestOpenMarketDataRecoversOnItsAgent(t *testing.T) {
 	}
 }
 
+// TestOpenMarketDataReadsCoalescedFeed: with GRO, a burst of feed
+// frames multicast as one segmented send is read whole on the
+// consumer's agent and cut back into frames: every update arrives once,
+// in order, with no gap and nothing to recover.
+func TestOpenMarketDataReadsCoalescedFeed(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s := newMDNode(t, 0)
+	defer s.close()
+	var seen mdSeen
+	md, err := OpenMarketData(MDOptions{Group: s.group, Iface: "lo", OnMD: seen.add, GRO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	if r := md.conn.Report(); !r.GRO {
+		t.Skipf("the kernel refused UDP_GRO: %v", r.GROErr)
+	}
+	const n = 3000
+	for seq := uint64(1); seq <= n; seq++ {
+		s.feed.Add(seq, mdPayload(seq))
+	}
+	var burst [][]byte
+	for {
+		b := wire.NewBatch(wire.DefaultDatagramLen)
+		if s.feed.Publish(b, wire.Origin{Stream: 1}, n, ^uint64(0)) == 0 {
+			break
+		}
+		burst = append(burst, b.Bytes())
+	}
+	if err := s.mc.Send(burst, s.group); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); md.Next() != n+1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered up to %d of %d (%+v)", md.Next()-1, n, md.Tracker())
+		}
+	}
+	md.Close()
+	got, tr := seen.seqs(), md.Tracker()
+	for i, seq := range got {
+		if seq != uint64(i)+1 {
+			t.Fatalf("update %d has MD seq %d", i, seq)
+		}
+	}
+	c := md.conn.Counters()
+	if len(got) != n || tr.Gaps != 0 || c.CoalescedReceives == 0 {
+		t.Fatalf("%d of %d updates, %+v; %d frames read in %d coalesced runs", len(got), n, tr, c.DatagramsReceived, c.CoalescedReceives)
+	}
+	t.Logf("%d frames, %d read in coalesced runs", c.DatagramsReceived, c.CoalescedReceives)
+}
+
 // TestSubscribeMarketDataCountsGaps: the plain subscription (no recovery)
 // delivers what the feed carries, in order, and counts what a lost frame
 // took away as a gap instead of waiting for it.
