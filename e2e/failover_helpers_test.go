@@ -74,6 +74,10 @@ type failoverOptions struct {
 	// lease is the lease (and the witness's restart quarantine) of the
 	// nodes and the witness; 0 is leaseDuration.
 	lease time.Duration
+	// blackoutUntilAhead: primaryKilled's blackout of the standby lasts
+	// past its minimum until the primary has applied commands the standby
+	// cannot have (holdBlackout).
+	blackoutUntilAhead bool
 }
 
 // newFailoverCluster builds the LAN and the configuration; nothing runs
