@@ -17,7 +17,7 @@ import (
 // thread waking the locked one. It has its own epoll instance
 // (level-triggered), so it does not disturb the runtime's.
 type Parker struct {
-	u      *UDP // a park returns at once while it holds datagrams (Buffered)
+	gro    *UDP // with UDP_GRO on, a park returns at once while it holds datagrams (Buffered)
 	epfd   int
 	events [1]unix.EpollEvent
 	// noPwait2 is set once the kernel refused epoll_pwait2 (before 5.11):
@@ -45,7 +45,11 @@ func NewParker(u *UDP) (*Parker, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("bus: epoll_ctl: %w", err)
 	}
-	return &Parker{u: u, epfd: epfd, holdP: runtime.GOMAXPROCS(0) >= 2}, nil
+	p := &Parker{epfd: epfd, holdP: runtime.GOMAXPROCS(0) >= 2}
+	if u.Report().GRO {
+		p.gro = u
+	}
+	return p, nil
 }
 
 // Park waits until the socket is readable or timeoutMs passes (≥ 1; the
@@ -54,7 +58,7 @@ func NewParker(u *UDP) (*Parker, error) {
 // datagrams read before: UDP.Buffered). It blocks the thread in a system
 // call and does not allocate.
 func (p *Parker) Park(timeoutMs int) (bool, error) {
-	if p.u.Buffered() {
+	if p.gro != nil && p.gro.Buffered() {
 		return true, nil // read already, not in the kernel's queue
 	}
 	for {
@@ -82,7 +86,7 @@ func (p *Parker) Park(timeoutMs int) (bool, error) {
 // pace.SetThreadTimerSlack lowers it). Use it from one thread at a time;
 // it does not allocate.
 func (p *Parker) ParkNs(timeoutNs int64) (bool, error) {
-	if p.u.Buffered() {
+	if p.gro != nil && p.gro.Buffered() {
 		return true, nil // read already, not in the kernel's queue
 	}
 	timeoutNs = max(timeoutNs, 0)

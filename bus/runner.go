@@ -91,7 +91,7 @@ type AgentRunnerConfig struct {
 // runnerRecv is one receiving endpoint with its own buffers.
 type runnerRecv struct {
 	c     Receiver
-	udp   *UDP // c, when it is a socket (nil: in-memory)
+	gro   *UDP // c, when it is a socket with UDP_GRO on (else nil: nothing is ever buffered)
 	bufs  [][]byte
 	sizes []int
 	from  []netip.AddrPort
@@ -125,7 +125,9 @@ func NewAgentRunner(cfg AgentRunnerConfig, a Agent, endpoints ...Receiver) (*Age
 	for i, c := range endpoints {
 		e := runnerRecv{c: c, bufs: make([][]byte, BatchSizeDefault), sizes: make([]int, BatchSizeDefault),
 			from: make([]netip.AddrPort, BatchSizeDefault)}
-		e.udp, _ = c.(*UDP)
+		if u, ok := c.(*UDP); ok && u.Report().GRO {
+			e.gro = u
+		}
 		for j := range e.bufs {
 			at := (i*BatchSizeDefault + j) * size
 			e.bufs[j] = arena[at : at+size : at+size]
@@ -321,7 +323,7 @@ func (r *AgentRunner) pollReady() {
 func (r *AgentRunner) buffered() uint64 {
 	var set uint64
 	for i := range r.recv {
-		if u := r.recv[i].udp; u != nil && u.Buffered() {
+		if u := r.recv[i].gro; u != nil && u.Buffered() {
 			set |= 1 << uint(i)
 		}
 	}

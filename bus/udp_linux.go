@@ -268,23 +268,31 @@ func (s *udpSys) receive(u *UDP, bufs [][]byte, sizes []int, from []netip.AddrPo
 	w := 0
 	for r := 0; r < read; r++ {
 		m := &s.rx.hs[r]
-		size := int(m.Len)
-		truncated := m.Hdr.Flags&unix.MSG_TRUNC != 0
-		addr := decodeSockaddr(s.rx.names[r][:min(int(m.Hdr.Namelen), sockaddrBytes)])
-		reason := Accept
-		if s.control {
-			info := parseControl(s.rx.control[r][:min(int(m.Hdr.Controllen), controlBytes)])
-			if info.hasOverflow {
-				u.counters.overflowSeen(uint64(info.overflow))
-			}
-			if info.hasDestination && u.group.IsValid() && info.destination != u.group.Addr() {
-				reason = DropWrongGroup
-			}
-		}
-		w = deliver(&t, u.filter, bufs, sizes, from, w, r, size, truncated, addr, reason)
+		addr, reason, _ := s.header(u, r)
+		w = deliver(&t, u.filter, bufs, sizes, from, w, r, int(m.Len), m.Hdr.Flags&unix.MSG_TRUNC != 0, addr, reason)
 	}
 	u.counters.addReceive(&t, read)
 	return read, w, nil
+}
+
+// header reads what message r of the last recvmmsg says besides its
+// bytes: the sender, whether the group check drops it (IP_PKTINFO), and
+// UDP_GRO's segment length (0: one datagram); the kernel's overflow count
+// (SO_RXQ_OVFL) is taken on the way.
+func (s *udpSys) header(u *UDP, r int) (addr netip.AddrPort, reason DropReason, segment int) {
+	m := &s.rx.hs[r]
+	addr = decodeSockaddr(s.rx.names[r][:min(int(m.Hdr.Namelen), sockaddrBytes)])
+	if !s.control {
+		return addr, Accept, 0
+	}
+	info := parseControl(s.rx.control[r][:min(int(m.Hdr.Controllen), controlBytes)])
+	if info.hasOverflow {
+		u.counters.overflowSeen(uint64(info.overflow))
+	}
+	if info.hasDestination && u.group.IsValid() && info.destination != u.group.Addr() {
+		reason = DropWrongGroup
+	}
+	return addr, reason, info.segment
 }
 
 // receiveRuns is receive with UDP_GRO on. What the last read left is
@@ -325,19 +333,11 @@ func (s *udpSys) receiveRuns(u *UDP, bufs [][]byte, sizes []int, from []netip.Ad
 	coalesced := uint64(0)
 	for r := 0; r < msgs; r++ {
 		m := &s.rx.hs[r]
+		addr, reason, segment := s.header(u, r)
 		gm := &g.msgs[r]
-		*gm = groMessage{size: int(m.Len), truncated: m.Hdr.Flags&unix.MSG_TRUNC != 0,
-			addr: decodeSockaddr(s.rx.names[r][:min(int(m.Hdr.Namelen), sockaddrBytes)])}
-		info := parseControl(s.rx.control[r][:min(int(m.Hdr.Controllen), controlBytes)])
-		if info.hasOverflow {
-			u.counters.overflowSeen(uint64(info.overflow))
-		}
-		if info.hasDestination && u.group.IsValid() && info.destination != u.group.Addr() {
-			gm.reason = DropWrongGroup
-		}
-		gm.seg = gm.size
-		if info.segment > 0 && info.segment < gm.size {
-			gm.seg = info.segment
+		*gm = groMessage{size: int(m.Len), seg: int(m.Len), truncated: m.Hdr.Flags&unix.MSG_TRUNC != 0, addr: addr, reason: reason}
+		if segment > 0 && segment < gm.size {
+			gm.seg = segment
 			coalesced++
 		}
 	}
