@@ -21,6 +21,11 @@ var (
 	// PersistentState.Validate and Restore when a persisted record breaks
 	// the in-sync set's invariants. Restore then changes nothing.
 	ErrInvalidState = errors.New("arbiter: invalid persistent state")
+
+	// ErrOverride is returned (wrapped, with detail) by OverrideInSync
+	// and RewriteEpoch when an operator's override would change nothing
+	// or break a rule (an epoch that does not grow, an invalid set).
+	ErrOverride = errors.New("arbiter: override refused")
 )
 
 // Stale is the error Fence.Accept returns for an epoch older than the

@@ -3,6 +3,7 @@ package etcdarb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/seqbus/seqbus/internal/etcdtest"
 	"slices"
 	"sort"
@@ -31,6 +32,41 @@ func TestEtcd(t *testing.T) {
 	t.Run("Query", func(t *testing.T) { testQuery(t, eps, 6) })
 	t.Run("AcquireRace", func(t *testing.T) { testAcquireRace(t, eps, 100) })
 	t.Run("Release", func(t *testing.T) { testRelease(t, eps, 7, 2*second) })
+	t.Run("OperatorOverride", func(t *testing.T) { testOperatorOverride(t, eps, 8) })
+}
+
+// The operator's way out of the in-sync rule's dead end, as
+// docs/witness.md gives it for etcd: node 1 led alone (empty set) and is
+// gone, so node 3 is refused as not in sync; with no leader key, a put
+// of the insync key naming node 3 at the next version (what `etcdctl
+// put` does) lets node 3 lead, at an epoch above node 1's.
+func testOperatorOverride(t *testing.T, eps []string, stream uint16) {
+	a := startNode(t, eps, stream, 1, second, true)
+	waitLeader(t, 3*time.Second, a)
+	first, _ := a.lastGrant()
+	c := startNode(t, eps, stream, 3, second, true)
+	a.kill()
+	waitFor(t, 5*time.Second, "node 3 refused as not in sync", func() bool { return c.c.Stats().DeniesNotInSync > 0 })
+	h, _, s := query(t, c)
+	if h != arbiter.NodeNone || s.LastHolder != 1 || s.Members.N != 0 {
+		t.Fatalf("the dead end: holder %d, in-sync %+v", h, s)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	k := makeKeys(c.c.cfg.Prefix, stream)
+	if _, err := cli.Put(ctx, k.inSync, fmt.Sprintf(`{"version":%d,"members":[3]}`, s.Version+1)); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, 5*time.Second, c)
+	checkSafety(t, a, c)
+	if g, _ := c.lastGrant(); g.epoch <= first.epoch {
+		t.Fatalf("node 3 leads epoch %d, not above node 1's %d", g.epoch, first.epoch)
+	}
 }
 
 // The holder stops and gives its lease up (a graceful stop): the in-sync

@@ -12,7 +12,14 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
+	"github.com/seqbus/seqbus/internal/dirlock"
 )
+
+// LockFileName is the lock file a witness holds in its state directory
+// while it runs (package dirlock: a second witness on the directory is
+// refused); ApplyOverride takes it too, so it never rewrites the record
+// of a running witness.
+const LockFileName = "witness.lock"
 
 // receiveErrorBackoff is the pause after a receive error that is not a
 // close, so a socket stuck in an error state costs a thousand wake-ups a
@@ -30,6 +37,9 @@ const receiveErrorBackoff = time.Millisecond
 type Server struct {
 	conn  bus.Conn
 	store Store
+	// lock keeps the state directory to this server (dirlock): a second
+	// witness on it is refused at New. Released by Close.
+	lock *dirlock.Lock
 	// start is the one wall-clock reading; every later time is
 	// time.Since(start), which Go computes from the monotonic clock.
 	start time.Time
@@ -91,19 +101,26 @@ func New(cfg Config, conn bus.Conn, dir string) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("witness: state directory: %w", err)
 	}
+	lock, err := dirlock.Acquire(dir, LockFileName)
+	if err != nil {
+		return nil, fmt.Errorf("witness: another witness (or seqbus witness override) uses %s: %w", dir, err)
+	}
 	start := time.Now()
 	store := &fileStore{dir: dir}
 	state, found, err := store.Load()
 	if err != nil {
+		lock.Release()
 		return nil, err
 	}
 	core, err := NewCore(cfg, state, found, int64(time.Since(start)))
 	if err != nil {
+		lock.Release()
 		return nil, err
 	}
 	return &Server{
 		conn:       conn,
 		store:      store,
+		lock:       lock,
 		start:      start,
 		core:       core,
 		statusPath: filepath.Join(dir, StatusFileName),
@@ -235,6 +252,10 @@ func (s *Server) Close() error {
 	if s.statusStop != nil {
 		close(s.statusStop)
 		<-s.statusDone
+	}
+	// Last: nothing of this server writes the directory any more.
+	if lerr := s.lock.Release(); err == nil {
+		err = lerr
 	}
 	return err
 }

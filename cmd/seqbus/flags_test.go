@@ -145,6 +145,11 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{[]string{"witness", "--dir", dirArg, "--nodes", "1,1"}, []string{"--nodes: node id 1 given twice"}},
 		{[]string{"witness", "--dir", dirArg, "--nodes", "0,1"}, []string{"--nodes", "bad node id 0"}},
 		{[]string{"witness", "--dir", dirArg, "--stream", "70000"}, []string{"--stream must be 1..65535"}},
+		{[]string{"witness", "override", "--dir", dirArg, "--allow", "2"}, []string{"--accept-loss is required"}},
+		{[]string{"witness", "override", "--allow", "2", "--accept-loss"}, []string{"--dir is required"}},
+		{[]string{"witness", "override", "--dir", dirArg, "--accept-loss"}, []string{"give --allow or --epoch, exactly one of them"}},
+		{[]string{"witness", "override", "--dir", dirArg, "--allow", "2", "--epoch", "9", "--accept-loss"}, []string{"give --allow or --epoch"}},
+		{[]string{"witness", "override", "--dir", dirArg, "--allow", "0", "--accept-loss"}, []string{"--allow", "bad node id 0"}},
 		{[]string{"witness", "--dir", dirArg, "--config", badLine}, []string{"bad.conf:1"}},
 		// client
 		{[]string{"client", "--rate", "0"}, []string{"--rate must be > 0, got 0"}},

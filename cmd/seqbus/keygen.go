@@ -42,8 +42,11 @@ func loadKey(path string) (*auth.MasterKey, error) {
 	return &k, nil
 }
 
-// parseIDs parses "1,2,3" into node ids.
+// parseIDs parses "1,2,3" into node ids ("": none).
 func parseIDs(s string) ([]uint32, error) {
+	if s == "" {
+		return nil, nil
+	}
 	ints, err := parseInts(s)
 	if err != nil {
 		return nil, err

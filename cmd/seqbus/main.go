@@ -14,7 +14,7 @@ type command struct {
 
 var commands = []command{
 	{"node", "run a replica (standby, or a static primary with --role primary)", runNode},
-	{"witness", "run the lease witness (on a third box)", runWitness},
+	{"witness", "run the lease witness (on a third box); witness override: let a named node be promoted when none may be", runWitness},
 	{"client", "send a fixed-rate load of orders and report the answers", runClient},
 	{"stat", "show a node's live status (role, lease, watermarks, counters)", runStat},
 	{"journal", "read a journal without changing it: dump, verify, describe", runJournal},

@@ -154,8 +154,7 @@ func (f *nodeFlags) config() (nodeconfig.Config, error) {
 	cfg := nodeconfig.Config{
 		ID: uint32(*f.id), Stream: uint16(*f.stream), Dir: *f.dir, Interface: *f.iface, TTL: *f.ttl, DatagramBytes: *f.datagramBytes,
 		Peers: f.peers, Epoch: *f.epoch, SnapshotEvery: *f.snapEvery, MDRingUpdates: *f.mdRing,
-		SessionHistory:  sessionHistoryConfig(*f.sessionHistory),
-		NewStateMachine: func() (engine.StateMachine, error) { return engine.New(engineConfig()) },
+		SessionHistory: sessionHistoryConfig(*f.sessionHistory),
 	}
 	var err error
 	if cfg.NewStateMachine, err = stateMachineFlag(*f.engineName); err != nil {
@@ -212,13 +211,8 @@ func (f *nodeFlags) addresses(cfg *nodeconfig.Config) error {
 			return usagef("--market-data: %v", err)
 		}
 	}
-	switch *f.role {
-	case "primary":
+	if *f.role == "primary" { // standby or primary: checked above
 		cfg.Role = nodeconfig.RolePrimary
-	case "standby":
-		cfg.Role = nodeconfig.RoleStandby
-	default:
-		return usagef("--role: want primary or standby, got %q", *f.role)
 	}
 	return nil
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"flag"
-	"fmt"
 	"os"
 	"time"
 
@@ -42,34 +40,9 @@ func runStat(args []string) error {
 		return err
 	}
 	if *asJSON {
-		b, err := os.ReadFile(statview.Path(dirs[0]))
-		if err != nil {
-			return fmt.Errorf("read %s: %v (is the node running with this --dir?)", statview.Path(dirs[0]), err)
-		}
-		_, err = os.Stdout.Write(append(b, '\n'))
-		return err
+		return statview.CopyJSON(os.Stdout, dirs[0])
 	}
-	tty := isTerminal(os.Stdout)
-	for {
-		var buf bytes.Buffer
-		if err := statview.Render(&buf, dirs, time.Now()); err != nil {
-			return err
-		}
-		if !*once && tty {
-			// Screen codes only for a terminal: in a pipe or a file they
-			// are noise that breaks grep and diff.
-			os.Stdout.WriteString("\033[H\033[2J")
-		} else if !*once {
-			buf.WriteString("\n")
-		}
-		if _, err := os.Stdout.Write(buf.Bytes()); err != nil {
-			return err
-		}
-		if *once {
-			return nil
-		}
-		time.Sleep(*interval)
-	}
+	return statview.Watch(os.Stdout, dirs, *once, isTerminal(os.Stdout), *interval)
 }
 
 // isTerminal reports whether f is a character device (a terminal).

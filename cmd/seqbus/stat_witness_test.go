@@ -24,12 +24,7 @@ func TestStatWitness(t *testing.T) {
 	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), freeUDPPort(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w := exec.CommandContext(ctx, bin, "witness", "--listen", addr.String(), "--dir", dir)
-	var logs bytes.Buffer
-	w.Stdout, w.Stderr = &logs, &logs
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w, _ := startWitnessBin(ctx, t, bin, addr, dir)
 	defer func() { w.Process.Kill(); w.Wait() }()
 	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
 	if err != nil {
@@ -54,7 +49,7 @@ func TestStatWitness(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("stat --once of the witness: %v\n%s\nwitness log:\n%s", err, out, logs.String())
+			t.Fatalf("stat --once of the witness: %v\n%s", err, out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -77,4 +72,17 @@ func freeUDPPort(t *testing.T) uint16 {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// startWitnessBin starts `seqbus witness` on addr and dir; its output
+// goes to the buffer returned. The caller kills and waits for it.
+func startWitnessBin(ctx context.Context, t *testing.T, bin string, addr netip.AddrPort, dir string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	w := exec.CommandContext(ctx, bin, "witness", "--listen", addr.String(), "--dir", dir)
+	var logs bytes.Buffer
+	w.Stdout, w.Stderr = &logs, &logs
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return w, &logs
 }

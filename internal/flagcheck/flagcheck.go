@@ -127,6 +127,24 @@ func Required(name, v string) error {
 	return nil
 }
 
+// Either: exactly one of --a and --b must be given (aSet, bSet: whether
+// each was).
+func Either(a string, aSet bool, b string, bSet bool) error {
+	if aSet == bSet {
+		return Usagef("give --%s or --%s, exactly one of them", a, b)
+	}
+	return nil
+}
+
+// Confirmed: a switch an operator must set to say they accept what the
+// command does (why).
+func Confirmed(name string, set bool, why string) error {
+	if !set {
+		return Usagef("--%s is required: %s", name, why)
+	}
+	return nil
+}
+
 // OneOf: --name must be one of the allowed values.
 func OneOf(name, v string, allowed ...string) error {
 	for _, a := range allowed {

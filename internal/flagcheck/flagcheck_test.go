@@ -32,6 +32,12 @@ func TestChecks(t *testing.T) {
 		{"rate NaN", Rate("rate", math.NaN(), 1e7), "--rate must be a finite number"},
 		{"rate too high", Rate("rate", 1e20, 1e7), "--rate must be at most 1e+07 per second, got 1e+20"},
 		{"required", Required("dir", ""), "--dir is required"},
+		{"either a", Either("allow", true, "epoch", false), ""},
+		{"either b", Either("allow", false, "epoch", true), ""},
+		{"either none", Either("allow", false, "epoch", false), "give --allow or --epoch, exactly one of them"},
+		{"either both", Either("allow", true, "epoch", true), "give --allow or --epoch, exactly one of them"},
+		{"confirmed", Confirmed("accept-loss", true, "x"), ""},
+		{"not confirmed", Confirmed("accept-loss", false, "output may be lost"), "--accept-loss is required: output may be lost"},
 		{"one of ok", OneOf("hops", "4", "2", "4"), ""},
 		{"one of", OneOf("hops", "3", "2", "4"), `--hops must be one of 2, 4, got "3"`},
 		{"each", Each("idles", "block, fast", func(v string) error {

@@ -58,6 +58,39 @@ func Render(w io.Writer, dirs []string, now time.Time) error {
 	return nil
 }
 
+// Watch writes Render's view of dirs to w every interval until w fails
+// (once: one view, then nil). clear starts each view with a terminal's
+// clear-screen codes; without it views are separated by a blank line
+// (a pipe or a file, where screen codes break grep and diff).
+func Watch(w io.Writer, dirs []string, once, clear bool, interval time.Duration) error {
+	for {
+		var buf bytes.Buffer
+		if !once && clear {
+			buf.WriteString("\033[H\033[2J")
+		}
+		if err := Render(&buf, dirs, time.Now()); err != nil {
+			return err
+		}
+		if !once && !clear {
+			buf.WriteString("\n")
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil || once {
+			return err
+		}
+		time.Sleep(interval)
+	}
+}
+
+// CopyJSON writes dir's status file to w as it is, with a newline.
+func CopyJSON(w io.Writer, dir string) error {
+	b, err := os.ReadFile(Path(dir))
+	if err != nil {
+		return fmt.Errorf("read %s: %v (is the node running with this --dir?)", Path(dir), err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
 // Path is the status file of a node's (or witness's) --dir, or the
 // path itself when it is not a directory.
 func Path(dir string) string {

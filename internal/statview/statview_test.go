@@ -190,3 +190,47 @@ func TestRenderNextSegmentWarning(t *testing.T) {
 	}
 	t.Fatalf("no next segment row:\n%s", buf.String())
 }
+
+// failAfter accepts n writes, then fails.
+type failAfter struct {
+	bytes.Buffer
+	n int
+}
+
+func (f *failAfter) Write(b []byte) (int, error) {
+	if f.n == 0 {
+		return 0, os.ErrClosed
+	}
+	f.n--
+	return f.Buffer.Write(b)
+}
+
+// TestWatch: once writes one view; refreshing writes views until the
+// writer fails, each starting with the clear-screen codes on a terminal
+// and separated by a blank line elsewhere; CopyJSON copies the file and
+// names it when it is missing.
+func TestWatch(t *testing.T) {
+	dir := writeStatus(t, "n1", statusAt(1, "primary", time.Now()))
+	var once bytes.Buffer
+	if err := Watch(&once, []string{dir}, true, true, time.Millisecond); err != nil || strings.Contains(once.String(), "\033[H") || !strings.Contains(once.String(), "primary") {
+		t.Fatalf("once: %v\n%s", err, once.String())
+	}
+	tty := &failAfter{n: 2}
+	if err := Watch(tty, []string{dir}, false, true, time.Millisecond); err == nil {
+		t.Fatal("a failed write did not end the watch")
+	}
+	if got := strings.Count(tty.String(), "\033[H\033[2J"); got != 2 {
+		t.Fatalf("terminal: %d clear-screens in 2 views", got)
+	}
+	pipe := &failAfter{n: 2}
+	if err := Watch(pipe, []string{dir}, false, false, time.Millisecond); err == nil || strings.Contains(pipe.String(), "\033[") || !strings.HasSuffix(pipe.String(), "\n\n") {
+		t.Fatalf("pipe: %v %q", err, pipe.String())
+	}
+	var js bytes.Buffer
+	if err := CopyJSON(&js, dir); err != nil || !strings.HasPrefix(js.String(), `{"id":1`) || !strings.HasSuffix(js.String(), "}\n") {
+		t.Fatalf("json: %v %q", err, js.String())
+	}
+	if err := CopyJSON(&js, filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "is the node running") {
+		t.Fatalf("missing: %v", err)
+	}
+}
