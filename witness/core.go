@@ -68,6 +68,9 @@ type Core struct {
 	// (or auth's sealing buffer).
 	reply []byte
 	auth  *witnessAuth // nil without Config.Key
+	// blocked is the last node refused as not in sync since the last
+	// grant (NodeNone: none): no node may be promoted (notePromotion).
+	blocked arbiter.NodeID
 	// The rate-limited log of requests refused by authentication.
 	authLogged        bool
 	authLoggedAtNs    int64
@@ -446,7 +449,28 @@ func (c *Core) decided(e cacheEntry, stream uint16) []byte {
 	if c.cache.put(e) {
 		c.stats.CacheEvictions++
 	}
+	c.notePromotion(e.node, &e.decision)
 	return c.answer(e.decision, e.requestID, stream, e.decision.RemainingNs)
+}
+
+// notePromotion follows the in-sync rule's dead end: a node refused as
+// not in sync while the set is empty means only the last holder may lead
+// (a refusal while the set has members is a lagging standby in an
+// ordinary failover: a member leads). That is logged once per episode,
+// with the way out if the last holder is lost for good, and reported in
+// the status (PromotionBlocked) until the next grant.
+func (c *Core) notePromotion(node arbiter.NodeID, d *arbiter.Decision) {
+	switch {
+	case d.Granted:
+		c.blocked = arbiter.NodeNone
+	case d.Reason == arbiter.ReasonNotInSync && d.Members.N == 0:
+		if c.blocked == arbiter.NodeNone {
+			c.log.Warn("witness: NO NODE MAY BE PROMOTED: the in-sync set is empty, so only the last holder may lead; "+
+				"if it is lost for good, an operator may accept the loss of what only it had: seqbus witness override (docs/witness.md)",
+				"refused", node, "last_holder", c.arb.Query(c.lastNowNs).LastHolder, "epoch", d.Epoch)
+		}
+		c.blocked = node
+	}
 }
 
 // persisted records the outcome of writing state and reports success.
@@ -599,7 +623,7 @@ func (c *Core) Report(nowNs int64) StatusReport {
 		Grants: map[string]uint64{"acquire": st.AcquireGrants, "renew": st.RenewGrants,
 			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered, "while_persisting": st.GrantsWhilePersisting},
 		Denies: map[string]uint64{}, Drops: map[string]uint64{},
-		Persists: st.Persists, PersistFailures: st.PersistFailures,
+		Persists: st.Persists, PersistFailures: st.PersistFailures, PromotionBlocked: uint32(c.blocked),
 	}
 	for _, m := range q.Members.Slice() {
 		r.InSync = append(r.InSync, uint32(m))

@@ -3,6 +3,7 @@ package witness
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/internal/dirlock"
+	"github.com/seqbus/seqbus/internal/syncbuf"
 )
 
 // TestOverrideOnStoppedWitnessOnly is the dead end and the way out, over
@@ -23,12 +25,24 @@ func TestOverrideOnStoppedWitnessOnly(t *testing.T) {
 	if err := (&fileStore{dir: dir}).Save(stateOf(7, 4, 1)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(testConfig(), newMemConn(t), dir)
+	var logs syncbuf.Buffer
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s, err := New(cfg, newMemConn(t), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := mustReply(t, s.handle(acquireFrame(t, 2, 1), nodeAddr, s.nowNs()+testLeaseNs)); r.Granted() || s.Stats().Denies[arbiter.ReasonNotInSync] != 1 {
-		t.Fatalf("node 2 before the override: %+v", r)
+	for i := uint64(1); i <= 2; i++ {
+		if r := mustReply(t, s.handle(acquireFrame(t, 2, i), nodeAddr, s.nowNs()+testLeaseNs)); r.Granted() || s.Stats().Denies[arbiter.ReasonNotInSync] != i {
+			t.Fatalf("node 2 before the override: %+v", r)
+		}
+	}
+	// Told once an episode, in the log and in the status.
+	if n := strings.Count(logs.String(), "NO NODE MAY BE PROMOTED"); n != 1 || !strings.Contains(logs.String(), "seqbus witness override") {
+		t.Fatalf("%d warnings:\n%s", n, logs.String())
+	}
+	if b := s.Report().PromotionBlocked; b != 2 {
+		t.Fatalf("status promotion_blocked %d, want 2", b)
 	}
 	if _, err := ApplyOverride(dir, Override{Allow: []arbiter.NodeID{2}}); !errors.Is(err, dirlock.ErrLocked) {
 		t.Fatalf("override beside a running witness: %v, want ErrLocked", err)
@@ -55,8 +69,16 @@ func TestOverrideOnStoppedWitnessOnly(t *testing.T) {
 	if r := mustReply(t, s.handle(acquireFrame(t, 3, 1), nodeAddr, after)); r.Granted() {
 		t.Fatalf("node 3, not allowed: %+v", r)
 	}
+	// A refusal while the set names a member is an ordinary failover's
+	// lagging standby, not the dead end.
+	if b := s.Report().PromotionBlocked; b != 0 {
+		t.Fatalf("status promotion_blocked %d after node 3's refusal with node 2 in sync, want 0", b)
+	}
 	if r := mustReply(t, s.handle(acquireFrame(t, 2, 2), nodeAddr, after)); !r.Granted() || r.Epoch != 8 {
 		t.Fatalf("node 2 after the override: %+v, want epoch 8", r)
+	}
+	if b := s.Report().PromotionBlocked; b != 0 {
+		t.Fatalf("status promotion_blocked %d after a grant, want 0", b)
 	}
 }
 

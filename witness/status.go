@@ -42,6 +42,10 @@ type StatusReport struct {
 	InSyncVersion uint64   `json:"in_sync_version"`
 	InSync        []uint32 `json:"in_sync"`
 	DurableEpoch  uint64   `json:"durable_epoch"`
+	// PromotionBlocked is the last node refused as not in sync, with the
+	// set empty, since the last grant (0: none): only the last holder may
+	// lead (docs/witness.md, "When no node may be promoted").
+	PromotionBlocked uint32 `json:"promotion_blocked,omitempty"`
 	// Requests and Grants by kind (acquire, renew, query; grants also
 	// new_epoch and resent), Denies and Drops by reason.
 	Requests map[string]uint64 `json:"requests"`

@@ -468,6 +468,9 @@ func printWitnessStat(w io.Writer, s map[string]any) {
 		fmt.Fprintf(w, "RESTART QUARANTINE: %.0f ms left (only the last holder may renew its epoch)\n", q/1e6)
 	}
 	fmt.Fprintf(w, "in-sync set v%v: %v\n", get(s, "in_sync_version"), get(s, "in_sync"))
+	if b := toF(get(s, "promotion_blocked")); b > 0 {
+		fmt.Fprintf(w, "NO NODE MAY BE PROMOTED: node %v refused (not in sync) and the set is empty: only the last holder may lead (if it is lost for good: seqbus witness override, docs/witness.md)\n", get(s, "promotion_blocked"))
+	}
 	fmt.Fprintf(w, "persists %v  persist failures %v  receive errors %v  send errors %v\n",
 		get(s, "persists"), get(s, "persist_failures"), get(s, "receive_errors"), get(s, "send_errors"))
 	for _, k := range []string{"requests", "grants", "denies", "drops"} {

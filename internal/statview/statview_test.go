@@ -100,14 +100,14 @@ func TestRenderSideBySide(t *testing.T) {
 func TestRenderWitness(t *testing.T) {
 	now := time.Now()
 	dir := writeStatus(t, "witness", fmt.Sprintf(`{"role":"witness","id":9,"holder":0,"epoch":4,"lease_remaining_ns":0,
-"quarantine_remaining_ns":250000000,"in_sync":[1,2],"in_sync_version":2,"requests":{"acquire":0,"renew":5},"grants":{"renew":5},
+"quarantine_remaining_ns":250000000,"in_sync":[1,2],"in_sync_version":2,"requests":{"acquire":0,"renew":5},"grants":{"renew":5},"promotion_blocked":3,
 "written_at":%q,"write_interval_ns":100000000}`, now.UTC().Format(time.RFC3339Nano)))
 	var buf bytes.Buffer
 	if err := Render(&buf, []string{dir}, now); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"witness 9", "lease holder none  epoch 4", "RESTART QUARANTINE: 250 ms left", "in-sync set v2: [1 2]",
-		"requests: acquire=0 renew=5", "grants: renew=5"} {
+		"requests: acquire=0 renew=5", "grants: renew=5", "NO NODE MAY BE PROMOTED: node 3 refused (not in sync)", "seqbus witness override"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("lacks %q:\n%s", want, buf.String())
 		}
