@@ -54,6 +54,9 @@ type Client struct {
 	link    *arbiter.Link
 	udp     *witness.Backend // the UDP witness (nil otherwise)
 	deliver func(arbiter.Reply)
+	// notInSync: the last reply refused the lease by the in-sync rule
+	// (noteRefusal), logged once an episode.
+	notInSync bool
 }
 
 // New builds the link and its backend, or returns nil for a static node.
@@ -120,7 +123,27 @@ func (c *Client) Tick(nowNs int64, wantLead bool) (wentSilent bool) {
 func (c *Client) delivered(r arbiter.Reply) {
 	now := c.cfg.NowNs()
 	c.replied(now)
+	c.noteRefusal(&r)
 	c.cfg.OnReply(r, now)
+}
+
+// noteRefusal logs, once an episode, a refusal only the in-sync rule
+// explains: nobody holds the lease, no restart quarantine is left, and
+// this node is not in the set the reply carries. Without it a standby
+// that never leads says nothing of why. A grant, or a refusal for
+// another reason, ends the episode.
+func (c *Client) noteRefusal(r *arbiter.Reply) {
+	if r.Kind != arbiter.ReplyGrant && r.Kind != arbiter.ReplyDeny {
+		return
+	}
+	refused := r.Kind == arbiter.ReplyDeny && r.Holder == arbiter.NodeNone && r.RemainingNs == 0 &&
+		!r.Members.Contains(arbiter.NodeID(c.cfg.Node))
+	if refused && !c.notInSync {
+		c.cfg.Log.Warn("the arbiter refuses this node the lease: it is not in the in-sync set, so it may lack output the last primary released; "+
+			"a member or the last primary leads (if none is left, an operator decides: seqbus witness override, docs/witness.md)",
+			"in_sync", r.Members.Slice(), "epoch", r.Epoch)
+	}
+	c.notInSync = refused
 }
 
 func (c *Client) replied(nowNs int64) {
@@ -141,6 +164,7 @@ func (c *Client) OnDatagram(pkt []byte, from netip.AddrPort, nowNs int64) (arbit
 		return arbiter.Reply{}, err
 	}
 	c.replied(nowNs)
+	c.noteRefusal(&r)
 	if used && r.Granted() && c.cfg.RestampOnReply {
 		c.link.Keeper().UnsafeRestamp(nowNs) // UNSAFE (mutation test)
 	}

@@ -1,8 +1,11 @@
 package lease
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/seqbus/seqbus/arbiter"
@@ -112,5 +115,50 @@ func TestSilentWitnessReportedOnce(t *testing.T) {
 	}
 	if silent != 1 || len(h.sent) == 0 {
 		t.Fatalf("silent reported %d times over ten lease durations, %d requests sent: want once, some", silent, len(h.sent))
+	}
+}
+
+// A node the witness refuses by the in-sync rule (the last holder ran
+// alone, this node is not in the set) says so once an episode, not at
+// every retry; a grant ends the episode.
+func TestNotInSyncRefusalLoggedOnce(t *testing.T) {
+	h := newHarness(t)
+	var logs bytes.Buffer
+	h.c.cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	// The witness's record: node 2 led epoch 5 alone.
+	core, err := witness.NewCore(witness.DefaultConfig(), arbiter.PersistentState{Epoch: 5, InSyncVersion: 3, LastHolder: 2}, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := arbiter.DefaultConfig().LeaseDurationNs
+	step := func() {
+		h.sent = h.sent[:0]
+		h.c.Tick(h.now, true)
+		for _, req := range h.sent {
+			rd := core.Step(req, nodeAddr, h.now)
+			reply := rd.Reply
+			if rd.MustPersist {
+				reply = core.Persisted(nil)
+			}
+			if reply != nil {
+				if _, err := h.c.OnDatagram(reply, witnessAddr, h.now); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	const msg = "not in the in-sync set"
+	// The witness's restart quarantine refuses everyone: not this rule.
+	for h.now = 0; h.now < lease*9/10; h.now += lease / 10 {
+		step()
+	}
+	if strings.Contains(logs.String(), msg) {
+		t.Fatalf("the restart quarantine was taken for an in-sync refusal:\n%s", logs.String())
+	}
+	for ; h.now < 6*lease; h.now += lease / 10 {
+		step()
+	}
+	if n := strings.Count(logs.String(), msg); n != 1 || h.c.Keeper().MayLead(h.now) {
+		t.Fatalf("%d refusals logged over 5 leases after the quarantine (may lead %v):\n%s", n, h.c.Keeper().MayLead(h.now), logs.String())
 	}
 }
