@@ -20,6 +20,12 @@ import (
 // partial state (sim bug E). Open and Inspect ignore it.
 const RefetchMarker = "REFETCHING"
 
+// LockFileName is the lock file a node's storage holds in its journal
+// directory while it runs (package storage): a second node on the
+// directory is refused. SetAside leaves it where it is, so the lock the
+// running process holds stays the one the next process meets.
+const LockFileName = "node.lock"
+
 // SetRefetchMarker creates (on) or removes (off) the refetch marker in dir
 // durably: the file is created and fsynced, or removed (a missing one is
 // not an error), and then the directory is synced. An error means the
@@ -76,7 +82,7 @@ func SetAside(fsys FS, dir string, nowUnix int64) (int, error) {
 	suffix := AsideMarker + strconv.FormatInt(nowUnix, 10)
 	moved := 0
 	for _, name := range names {
-		if strings.Contains(name, AsideMarker) || name == RefetchMarker || name == SpareSegmentName {
+		if strings.Contains(name, AsideMarker) || name == RefetchMarker || name == SpareSegmentName || name == LockFileName {
 			continue
 		}
 		from := dir + "/" + name

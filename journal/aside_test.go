@@ -244,3 +244,20 @@ func TestAsideErrorsReported(t *testing.T) {
 		}
 	})
 }
+
+// TestSetAsideLeavesLock: the lock file a running node holds stays under
+// its name, so the next process meets the lock the running one holds.
+func TestSetAsideLeavesLock(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{LockFileName, segmentName(1)} {
+		if err := os.WriteFile(dir+"/"+name, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if moved, err := SetAside(OSFS{}, dir, 7); err != nil || moved != 1 {
+		t.Fatalf("SetAside: moved %d, %v; want the segment only", moved, err)
+	}
+	if _, err := os.Stat(dir + "/" + LockFileName); err != nil {
+		t.Fatalf("the lock file was moved: %v", err)
+	}
+}

@@ -165,21 +165,21 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 	}
 	n.commit = storage.NewCommitter(n.j, cfg.Journal.Policy, n.wakeAgent, storage.Inline{BelowNs: cfg.FsyncInlineBelowNs, NowNs: n.nowNs})
 	if err := n.tr.Open(); err != nil {
-		n.j.Close()
+		n.st.Close()
 		n.closeArbiter()
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if cfg.Role == nodeconfig.RolePrimary {
 		if err := n.becomePrimary(cfg.Epoch); err != nil {
 			n.tr.Close()
-			n.j.Close()
+			n.st.Close()
 			return nil, err
 		}
 		// A static primary's history is all its own: announce it from 0.
 		n.tm.History().Reset()
 	} else if err := n.becomeStandby(); err != nil {
 		n.tr.Close()
-		n.j.Close()
+		n.st.Close()
 		n.closeArbiter()
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (n *Node) recover() error {
 	}
 	n.st, n.j, n.snaps = st, st.Journal(), st.Snapshots()
 	if err := n.rebuilt(st.Rebuild()); err != nil {
-		n.j.Close()
+		n.st.Close()
 		return fmt.Errorf("node: %w", err)
 	}
 	// The status file is read before its first rewrite: the durable seq
@@ -226,7 +226,7 @@ func (n *Node) recover() error {
 	// the market data it knew released need not be published again.
 	if last, ok := status.ReadLast(n.cfg.StatusFile, n.cfg.ID); ok && n.cfg.StatusFile != "" {
 		if err := st.CheckDurableClaim(last.Durable, n.cfg.StatusFile); err != nil {
-			n.j.Close()
+			n.st.Close()
 			return fmt.Errorf("node: %w", err)
 		}
 		n.md.KnownReleased(last.MDReleased)
@@ -317,7 +317,7 @@ func (n *Node) Close() error {
 	n.finishSnapshotWrite()
 	err := n.j.Sync()
 	st := n.statusLocked()
-	if cerr := n.j.Close(); err == nil {
+	if cerr := n.st.Close(); err == nil {
 		err = cerr
 	}
 	n.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/dirlock"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/snapshot"
 )
@@ -80,6 +81,7 @@ type Counters struct {
 type Storage struct {
 	cfg   Config
 	log   *slog.Logger
+	lock  *dirlock.Lock // the journal directory's (nil on a simulated FS)
 	j     *journal.Journal
 	snaps *snapshot.Store
 	eng   engine.StateMachine
@@ -98,17 +100,59 @@ type Storage struct {
 // over it; Rebuild then builds the state machine. A corrupt journal is
 // set aside (with cfg.SetAsideCorrupt) and the state marked to refetch; a
 // refetch an earlier run had not finished is picked up from its marker; a
-// torn tail is cut and counted.
+// torn tail is cut and counted. On the real filesystem it first locks
+// cfg.Dir (journal.LockFileName): another Open of the directory, in this
+// process or another, fails until Close.
 func Open(cfg Config) (*Storage, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	s := &Storage{cfg: cfg, log: cfg.Log}
+	var err error
+	if s.lock, err = lockDir(cfg.FS, cfg.Dir); err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
+		s.lock.Release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// lockDir takes the journal directory's lock (journal.LockFileName) on
+// the real filesystem: two nodes on one directory would append to the
+// same segments. A simulated FS (journal.MemFS) is one process's alone.
+func lockDir(fsys journal.FS, dir string) (*dirlock.Lock, error) {
+	if _, ok := fsys.(journal.OSFS); !ok {
+		return nil, nil
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("journal directory %s: %w", dir, err)
+	}
+	l, err := dirlock.Acquire(dir, journal.LockFileName)
+	if err != nil {
+		return nil, fmt.Errorf("another node uses %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+// Close closes the journal and then releases the directory's lock.
+func (s *Storage) Close() error {
+	err := s.j.Close()
+	if lerr := s.lock.Release(); err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// open is Open's work once the directory is locked.
+func (s *Storage) open() error {
+	cfg := s.cfg
 	j, rec, err := journal.Open(cfg.FS, cfg.Dir, cfg.Journal)
 	if errors.Is(err, journal.ErrCorrupt) && cfg.SetAsideCorrupt {
 		aside, merr := journal.SetAside(cfg.FS, cfg.Dir, time.Now().Unix())
 		if merr != nil {
-			return nil, fmt.Errorf("journal %s is corrupt (%v) and could not be set aside: %w", cfg.Dir, err, merr)
+			return fmt.Errorf("journal %s is corrupt (%v) and could not be set aside: %w", cfg.Dir, err, merr)
 		}
 		s.log.Error("JOURNAL CORRUPT: set aside; refetching the state from the primary; this node will not lead until it has caught up",
 			"dir", cfg.Dir, "err", err, "files_set_aside", aside)
@@ -117,7 +161,7 @@ func Open(cfg Config) (*Storage, error) {
 		j, rec, err = journal.Open(cfg.FS, cfg.Dir, cfg.Journal)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open journal %s: %w", cfg.Dir, err)
+		return fmt.Errorf("open journal %s: %w", cfg.Dir, err)
 	}
 	s.j = j
 	sc := cfg.Snapshots
@@ -131,7 +175,7 @@ func Open(cfg Config) (*Storage, error) {
 		s.c.TornTailBytes += uint64(rec.BytesCut)
 		s.log.Warn("journal: torn tail truncated", "bytes", rec.BytesCut, "file", rec.CutFile, "offset", rec.CutOffset, "records", rec.RecordsKept)
 	}
-	return s, nil
+	return nil
 }
 
 // Journal is the journal; it stays the same object for the Storage's

@@ -13,6 +13,7 @@ import (
 	"github.com/seqbus/seqbus/internal/enginetest"
 
 	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/internal/dirlock"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/snapshot"
 )
@@ -81,7 +82,7 @@ func open(t *testing.T, c Config) *Storage {
 	if err := s.Rebuild(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Journal().Close() })
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -443,5 +444,37 @@ func TestEpochAtSnapshotLabel(t *testing.T) {
 	}
 	if e, ok := s.EpochAt(0); ok {
 		t.Fatalf("EpochAt(0) = %d; want none", e)
+	}
+}
+
+// TestOpenLocksDirectory: on the real filesystem a second Open of a
+// journal directory, by this process or another, is refused until the
+// first Storage is closed; a simulated FS takes no lock.
+func TestOpenLocksDirectory(t *testing.T) {
+	c := config(journal.OSFS{}, nil)
+	c.Dir = t.TempDir() + "/node"
+	s, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(c); !errors.Is(err, dirlock.ErrLocked) || !strings.Contains(err.Error(), "another node uses") {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(c)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	s.Close()
+	m := config(journal.NewMemFS(), nil)
+	a, err := Open(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.lock != nil {
+		t.Fatal("a lock taken on a simulated FS")
 	}
 }

@@ -44,7 +44,7 @@ var mayImport = map[string][]string{
 	"transport":           {"auth", "bus", "wire"},
 	"snapshot":            {"engine", "journal", "sequencer", "wire"},
 	"lease":               {"arbiter", "witness"},
-	"storage":             {"bus", "engine", "journal", "snapshot"},
+	"storage":             {"bus", "engine", "journal", "snapshot", "internal/dirlock"},
 	"nodeconfig":          {"arbiter", "auth", "bus", "engine", "journal", "mdfeed", "replica", "sequencer", "session", "standby", "transport", "wire"},
 	"node": {"arbiter", "bus", "engine", "journal", "lease", "mdfeed", "nodeconfig", "replica", "session", "snapshot", "status", "storage", "transport", "wire",
 		"internal/monotime"},
