@@ -61,7 +61,7 @@ func OverrideInSync(state PersistentState, allow []NodeID) (PersistentState, err
 // none readable); epoch must be above it, and below the largest epoch.
 func RewriteEpoch(known, epoch uint64) (PersistentState, error) {
 	if epoch <= known {
-		return PersistentState{}, fmt.Errorf("%w: epoch %d is not above the record's %d", ErrOverride, epoch, known)
+		return PersistentState{}, fmt.Errorf("%w: epoch %d is not above %d, the highest the witness recorded", ErrOverride, epoch, known)
 	}
 	if epoch == math.MaxUint64 {
 		return PersistentState{}, fmt.Errorf("%w: epoch %d leaves no epoch to grant", ErrOverride, epoch)

@@ -1,9 +1,11 @@
 package witness
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/seqbus/seqbus/arbiter"
@@ -36,6 +38,23 @@ type OverrideResult struct {
 	Before  arbiter.PersistentState
 	After   arbiter.PersistentState
 	Written bool
+	// StatusEpoch is the highest epoch the witness's last status file
+	// reported (0: none readable): a rewritten epoch must be above it too,
+	// which guards a corrupt record's rewrite against a typo.
+	StatusEpoch uint64
+}
+
+// statusEpoch is the highest epoch dir's status file reports (0: none).
+func statusEpoch(dir string) uint64 {
+	b, err := os.ReadFile(filepath.Join(dir, StatusFileName))
+	if err != nil {
+		return 0
+	}
+	var r StatusReport
+	if json.Unmarshal(b, &r) != nil || r.Role != "witness" {
+		return 0
+	}
+	return max(r.Epoch, r.DurableEpoch)
 }
 
 // ApplyOverride changes the record in dir as o says, holding the
@@ -46,7 +65,7 @@ type OverrideResult struct {
 func ApplyOverride(dir string, o Override) (OverrideResult, error) {
 	res := OverrideResult{Dir: dir}
 	if (len(o.Allow) == 0) == (o.Epoch == 0) {
-		return res, fmt.Errorf("%w: give the nodes to allow or a new epoch, not both", arbiter.ErrOverride)
+		return res, fmt.Errorf("%w: give the nodes to allow or a new epoch, exactly one", arbiter.ErrOverride)
 	}
 	if _, err := os.Stat(dir); err != nil {
 		return res, fmt.Errorf("witness: state directory: %w", err)
@@ -57,6 +76,7 @@ func ApplyOverride(dir string, o Override) (OverrideResult, error) {
 	}
 	defer lock.Release()
 	store := &fileStore{dir: dir}
+	res.StatusEpoch = statusEpoch(dir)
 	res.Before, res.Found, err = store.Load()
 	if errors.Is(err, ErrCorruptState) {
 		res.Corrupt, err = err, nil
@@ -66,9 +86,9 @@ func ApplyOverride(dir string, o Override) (OverrideResult, error) {
 	}
 	switch {
 	case o.Epoch != 0:
-		known := uint64(0)
+		known := res.StatusEpoch
 		if res.Corrupt == nil {
-			known = res.Before.Epoch
+			known = max(known, res.Before.Epoch)
 		}
 		res.After, err = arbiter.RewriteEpoch(known, o.Epoch)
 	case res.Corrupt != nil:

@@ -2,6 +2,7 @@ package witness
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -127,6 +128,15 @@ func TestOverrideCorruptRecord(t *testing.T) {
 	}
 	if _, err := ApplyOverride(dir, Override{Allow: []arbiter.NodeID{2}}); !errors.Is(err, ErrCorruptState) {
 		t.Fatalf("allow over a corrupt record: %v", err)
+	}
+	// The last status file the witness wrote still says how far it got:
+	// an epoch at or below it is refused (a typo would reuse epochs).
+	st, _ := json.Marshal(StatusReport{Role: "witness", Epoch: 41, DurableEpoch: 41})
+	if err := os.WriteFile(filepath.Join(dir, StatusFileName), st, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ApplyOverride(dir, Override{Epoch: 41}); !errors.Is(err, arbiter.ErrOverride) || !strings.Contains(err.Error(), "not above 41") {
+		t.Fatalf("an epoch at the status file's: %v", err)
 	}
 	res, err := ApplyOverride(dir, Override{Epoch: 50})
 	if err != nil {
