@@ -89,7 +89,9 @@ type Server struct {
 // arbiter is restored to e with its in-sync set and last holder and grants
 // nothing for one lease duration, then e+1 to the last holder or a member;
 // when it is unreadable or corrupt New fails (wrapping ErrCorruptState for
-// a bad record) rather than risk reusing an epoch. On success the server owns conn and closes it in
+// a bad record) rather than risk reusing an epoch. It holds dir's lock
+// (LockFileName) until Close: another witness on dir fails here, wrapping
+// dirlock.ErrLocked. On success the server owns conn and closes it in
 // Close; on error conn is left open for the caller.
 func New(cfg Config, conn bus.Conn, dir string) (*Server, error) {
 	if conn == nil {
