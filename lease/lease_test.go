@@ -24,6 +24,25 @@ type harness struct {
 	now     int64
 }
 
+// tick runs the client's Tick at h.now and returns the witness core's
+// replies to the requests it sent (each state write taken as durable).
+func (h *harness) tick(core *witness.Core) [][]byte {
+	h.sent = h.sent[:0]
+	h.c.Tick(h.now, true)
+	var replies [][]byte
+	for _, req := range h.sent {
+		rd := core.Step(req, nodeAddr, h.now)
+		reply := rd.Reply
+		if rd.MustPersist {
+			reply = core.Persisted(nil)
+		}
+		if reply != nil {
+			replies = append(replies, append([]byte(nil), reply...))
+		}
+	}
+	return replies
+}
+
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{}
@@ -70,17 +89,7 @@ func TestGrantFromTheWitness(t *testing.T) {
 	}
 	lease := arbiter.DefaultConfig().LeaseDurationNs
 	for h.now = 0; h.now < 10*lease && !h.c.Keeper().MayLead(h.now); h.now += lease / 20 {
-		h.sent = h.sent[:0]
-		h.c.Tick(h.now, true)
-		for _, req := range h.sent {
-			rd := core.Step(req, nodeAddr, h.now)
-			reply := rd.Reply
-			if rd.MustPersist {
-				reply = core.Persisted(nil)
-			}
-			if reply == nil {
-				continue
-			}
+		for _, reply := range h.tick(core) {
 			if _, err := h.c.OnDatagram(reply, nodeAddr, h.now); !errors.Is(err, ErrUnexpected) {
 				t.Fatalf("a reply from another address: %v, want ErrUnexpected", err)
 			}
@@ -132,18 +141,9 @@ func TestNotInSyncRefusalLoggedOnce(t *testing.T) {
 	}
 	lease := arbiter.DefaultConfig().LeaseDurationNs
 	step := func() {
-		h.sent = h.sent[:0]
-		h.c.Tick(h.now, true)
-		for _, req := range h.sent {
-			rd := core.Step(req, nodeAddr, h.now)
-			reply := rd.Reply
-			if rd.MustPersist {
-				reply = core.Persisted(nil)
-			}
-			if reply != nil {
-				if _, err := h.c.OnDatagram(reply, witnessAddr, h.now); err != nil {
-					t.Fatal(err)
-				}
+		for _, reply := range h.tick(core) {
+			if _, err := h.c.OnDatagram(reply, witnessAddr, h.now); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
@@ -160,5 +160,23 @@ func TestNotInSyncRefusalLoggedOnce(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), msg); n != 1 || h.c.Keeper().MayLead(h.now) {
 		t.Fatalf("%d refusals logged over 5 leases after the quarantine (may lead %v):\n%s", n, h.c.Keeper().MayLead(h.now), logs.String())
+	}
+	// The operator's override names node 1: after the restarted witness's
+	// quarantine it is granted, which ends the episode; a later refusal
+	// starts a new one and is logged again.
+	set, _ := arbiter.MakeInSyncSet([]arbiter.NodeID{1}, 2)
+	core, err = witness.NewCore(witness.DefaultConfig(), arbiter.PersistentState{Epoch: 5, InSyncVersion: 4, LastHolder: 2, Members: set}, true, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := h.now + 3*lease; h.now < end && !h.c.Keeper().MayLead(h.now); h.now += lease / 10 {
+		step()
+	}
+	if !h.c.Keeper().MayLead(h.now) || h.c.notInSync {
+		t.Fatalf("after the override: may lead %v, still refused %v", h.c.Keeper().MayLead(h.now), h.c.notInSync)
+	}
+	h.c.noteRefusal(&arbiter.Reply{Kind: arbiter.ReplyDeny, Epoch: 6})
+	if n := strings.Count(logs.String(), msg); n != 2 {
+		t.Fatalf("a refusal after a grant logged %d times in all, want 2:\n%s", n, logs.String())
 	}
 }

@@ -32,7 +32,8 @@ type Override struct {
 // OverrideResult is what an override found and wrote.
 type OverrideResult struct {
 	Dir string
-	// Found: a record was there; Corrupt: it could not be read (Err).
+	// Found: a record was there; Corrupt: why it could not be read (nil:
+	// it could, or there was none).
 	Found   bool
 	Corrupt error
 	Before  arbiter.PersistentState

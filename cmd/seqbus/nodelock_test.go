@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seqbus/seqbus/internal/syncbuf"
 )
 
 // TestNodeRefusesLockedDir: a second `seqbus node` on the --dir of a
@@ -27,12 +28,14 @@ func TestNodeRefusesLockedDir(t *testing.T) {
 			"--peer", fmt.Sprintf("2=127.0.0.1:%d", freeUDPPort(t)))
 	}
 	first := node(freeUDPPort(t))
-	var logs strings.Builder
+	var logs syncbuf.Buffer
 	first.Stdout, first.Stderr = &logs, &logs
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { first.Process.Kill(); first.Wait() }()
+	exited := make(chan struct{})
+	go func() { first.Wait(); close(exited) }()
+	defer func() { first.Process.Kill(); <-exited }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "status.json")); err == nil {
@@ -47,11 +50,13 @@ func TestNodeRefusesLockedDir(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "another node uses "+dir) || !strings.Contains(string(out), fmt.Sprintf("by pid %d", first.Process.Pid)) {
 		t.Fatalf("second node on the directory: %v\n%s", err, out)
 	}
-	if err := first.Process.Signal(syscall.Signal(0)); err != nil {
-		t.Fatalf("the first node is gone (%v)\n%s", err, logs.String())
+	select {
+	case <-exited:
+		t.Fatalf("the first node exited when the second was refused\n%s", logs.String())
+	default:
 	}
 	first.Process.Kill()
-	first.Wait()
+	<-exited
 	second := node(freeUDPPort(t))
 	second.Stdout, second.Stderr = &logs, &logs
 	if err := second.Start(); err != nil {
