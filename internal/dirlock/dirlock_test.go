@@ -1,6 +1,8 @@
 package dirlock
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -71,30 +73,28 @@ func TestOtherProcessRefused(t *testing.T) {
 		t.Fatal("another process took the held lock")
 	}
 	l.Release()
-	// A holder that dies: the kernel drops its lock.
-	// exec: the process that holds the lock is the one killed (flock(1)
-	// running a command would leave its child holding the descriptor).
-	cmd := exec.Command("sh", "-c", `exec 9>"$1"; flock -n 9 || exit 1; exec sleep 30`, "sh", filepath.Join(dir, "p.lock"))
+	// A holder that dies: the kernel drops its lock. exec: the process
+	// that holds the lock is the one killed (flock(1) running a command
+	// would leave its child holding the descriptor). It waits for the lock
+	// (no -n) and says when it has it, so nothing here races it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `exec 9>"$1"; flock 9 || exit 1; echo held; exec sleep 60`, "sh", filepath.Join(dir, "p.lock"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Until the child holds it our Acquire may still win; wait for it to
-	// be refused, bounded.
-	held := false
-	for i := 0; i < 2000 && !held; i++ { // 20 s: a loaded machine starts sh slowly
-		l, err := Acquire(dir, "p.lock")
-		if errors.Is(err, ErrLocked) {
-			held = true
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.Release()
-		time.Sleep(10 * time.Millisecond)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "held\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("flock(1) did not take the lock: %q, %v", line, err)
 	}
-	if !held {
-		t.Fatal("flock(1) never took the lock")
+	if _, err := Acquire(dir, "p.lock"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("Acquire beside another process's lock: %v, want ErrLocked", err)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
