@@ -115,6 +115,11 @@ func newFailoverCluster(t *testing.T, o failoverOptions) *fcluster {
 			// (no leader), which is not what these tests are about. The
 			// in-sync tests pass their own (later flags win).
 			"--insync-timeout", "1s",
+			// The node's own disk: a loaded machine holds an fdatasync
+			// for over a second now and then, and past this bound the
+			// primary gives its lease up through its disk (a failover
+			// no test here is about; node and the simulator test it).
+			"--disk-stall-after", "5s",
 		}
 		for _, f := range o.flags {
 			if strings.HasPrefix(f, "--unsafe-") {

@@ -40,11 +40,10 @@ const (
 // nothing for the whole 3 s.
 func TestInSyncStandbyPartitions(t *testing.T) {
 	begin := time.Now()
-	// --fsync none: the in-sync timeout is also the disk watch's bound, and
-	// this VM's disk has held an fdatasync of both nodes past 200 ms in
-	// this test (both DISK STALLED at the same durable seq): the primary
-	// then rightly gives its lease up, which is the disk watch's subject
-	// (node TestPrimaryWhoseDiskStallsGivesItsLeaseUp), not this test's.
+	// --fsync none: this VM's disk has held an fdatasync of both nodes
+	// past 200 ms in this test, and a standby's ack waits for its own:
+	// the primary then rightly removes the standby that was not cut
+	// off too, which is the in-sync timeout's subject, not this test's.
 	c := newFailoverCluster(t, failoverOptions{flags: []string{"--insync-timeout", "200ms", "--fsync", "none"}})
 	c.startAll()
 	p, pst := c.waitLeader(10*time.Second, 0, 1)

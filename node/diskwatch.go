@@ -7,18 +7,19 @@ import (
 )
 
 // watchDisk feeds the disk watch (replica.DiskWatch) at every tick, on
-// either role: a disk that made nothing written durable for the in-sync
-// timeout is stalled. A primary gives its lease up at once, so a standby
-// whose disk works leads instead of the market halting for as long as
-// the disk hangs; neither role asks for the lease again until the disk
-// makes something durable (leaseTick's WantLead).
+// either role: a disk that made nothing written durable for
+// Config.DiskStallNs (the in-sync timeout unless set) is stalled. A
+// primary gives its lease up at once, so a standby whose disk works
+// leads instead of the market halting for as long as the disk hangs;
+// neither role asks for the lease again until the disk makes something
+// durable (leaseTick's WantLead).
 func (n *Node) watchDisk(now int64) {
 	_, written := n.j.Last()
 	durable := n.j.Durable()
 	switch n.disk.Observe(written, durable, now) {
 	case replica.DiskStalled:
 		n.stats.DiskStalls++
-		n.cfg.Log.Error("DISK STALLED: nothing written became durable for the in-sync timeout; this node does not lead until its disk catches up",
+		n.cfg.Log.Error("DISK STALLED: nothing written became durable for --disk-stall-after (the in-sync timeout unless set); this node does not lead until its disk catches up",
 			"waited", time.Duration(n.disk.WaitedNs(now)), "written", written, "durable", durable, "primary", n.tm.Primary())
 		n.giveUpLease("the disk stalled")
 	case replica.DiskRecovered:

@@ -133,7 +133,7 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 		},
 		term: term{
 			tm:   replica.NewRoles(replica.RolesConfig{NoFencing: cfg.Unsafe.NoFencing}),
-			disk: replica.NewDiskWatch(cfg.InSyncTimeoutNs),
+			disk: replica.NewDiskWatch(cfg.DiskStallNs),
 		},
 		standbyState: standbyState{
 			fol: replica.NewFollower(cfg.FollowerConfig()),

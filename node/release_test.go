@@ -181,10 +181,24 @@ func TestStandbyAsksAtOnceWhenItsPrimaryGaveTheLeaseUp(t *testing.T) {
 // released for as long as the disk hangs. It asks for no lease while the
 // disk is stalled, and contends again once the disk caught up.
 func TestPrimaryWhoseDiskStallsGivesItsLeaseUp(t *testing.T) {
-	const timeout = 50_000_000
+	// The bound is the in-sync timeout unless --disk-stall-after sets
+	// its own, longer (a disk whose fsyncs stall now and then) or shorter.
+	for _, tc := range []struct {
+		name                   string
+		insync, stall, timeout int64
+	}{
+		{"the in-sync timeout", 50_000_000, 0, 50_000_000},
+		{"its own, past the in-sync timeout", 30_000_000, 80_000_000, 80_000_000},
+		{"its own, before the in-sync timeout", 0, 40_000_000, 40_000_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) { diskStallGivesLeaseUp(t, tc.insync, tc.stall, tc.timeout) })
+	}
+}
+
+func diskStallGivesLeaseUp(t *testing.T, insync, stall, timeout int64) {
 	n, clk, arb := leasedPrimaryWith(t, func(c *nodeconfig.Config) {
 		c.Journal.Policy = journal.SyncGroup
-		c.InSyncTimeoutNs = timeout
+		c.InSyncTimeoutNs, c.DiskStallNs = insync, stall
 	})
 	n.Deliver(commandFrame(7, 1, 100), replayClient) // written; no SyncStep: the fsync hangs
 	stalls := func() uint64 { n.mu.Lock(); defer n.mu.Unlock(); return n.stats.DiskStalls }

@@ -44,6 +44,10 @@ const (
 	// acks. 1 ms is well under the 10 ms heartbeat and the NAK back-off
 	// floor's multiples; the ticker costs ~1000 wake-ups a second.
 	DefaultTickIntervalNs = int64(time.Millisecond)
+	// MinDiskStallTicks bounds DiskStallNs from below, in ticks: the watch
+	// takes a gap of a quarter of it between two ticks for a pause of the
+	// node's own (replica.DiskWatch), so it needs several ticks a quarter.
+	MinDiskStallTicks = 20
 	// DefaultHashEvery: primary and standbys compare state hashes every
 	// 1024 seqs; hashing is incremental so this costs a frame, not a scan.
 	DefaultHashEvery = 1024
@@ -119,10 +123,16 @@ type Config struct {
 	// InSyncTimeoutNs: a standby silent this long, or whose ack does not
 	// advance this long while outputs wait above it, leaves the in-sync
 	// set (DefaultInSyncTimeoutNs).
-	// It is also how long the node's own disk may make nothing it wrote
-	// durable while records wait before the disk counts as stalled
-	// (replica.DiskWatch: a primary gives its lease up).
 	InSyncTimeoutNs int64
+	// DiskStallNs: how long the node's own disk may make nothing it wrote
+	// durable while records wait before the disk counts as stalled
+	// (replica.DiskWatch: a primary gives its lease up, and neither role
+	// asks for the lease until the disk catches up). 0: InSyncTimeoutNs,
+	// the bound a standby's silent disk meets on the primary's side. A
+	// disk whose fsyncs stall for a while under load now and then (a
+	// shared VM's) wants it longer than the in-sync timeout: each stall
+	// past it is a failover. At least MinDiskStallTicks ticks.
+	DiskStallNs int64
 	// ProbeAfterNs: a primary probes an in-sync standby that holds a
 	// release back this long, or is silent this long plus two ack
 	// intervals: a HEARTBEAT from a socket that hears the standby host's
@@ -319,6 +329,13 @@ func (c *Config) protocolDefaults() error {
 	}
 	if c.TickIntervalNs <= 0 {
 		c.TickIntervalNs = DefaultTickIntervalNs
+	}
+	switch {
+	case c.DiskStallNs == 0:
+		c.DiskStallNs = c.InSyncTimeoutNs
+	case c.DiskStallNs < MinDiskStallTicks*c.TickIntervalNs:
+		return fmt.Errorf("%w: disk-stall-after %s is under %d ticks (%s): the disk watch restarts its wait across a gap of a quarter of it, so it could never see a stall",
+			ErrConfig, time.Duration(c.DiskStallNs), MinDiskStallTicks, time.Duration(MinDiskStallTicks*c.TickIntervalNs))
 	}
 	if c.HashEvery == 0 {
 		c.HashEvery = DefaultHashEvery

@@ -52,7 +52,8 @@ func (e DiskEvent) String() string {
 	return "disk-event?"
 }
 
-// NewDiskWatch watches with timeoutNs (> 0: the in-sync timeout).
+// NewDiskWatch watches with timeoutNs (> 0: the node's disk-stall bound,
+// the in-sync timeout unless set).
 func NewDiskWatch(timeoutNs int64) DiskWatch { return DiskWatch{timeoutNs: timeoutNs} }
 
 // Observe takes the journal's written and durable watermarks at nowNs.

@@ -96,6 +96,8 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{node("--probe-after", "-1ms"), []string{"--probe-after must be >= 0"}},
 		{node("--probe-after", "300ms"), []string{"--probe-after must be < --insync-timeout (200ms), got 300ms"}},
 		{node("--insync-timeout", "1ms"), []string{"--probe-after must be < --insync-timeout (1ms), got 2ms"}},
+		{node("--disk-stall-after", "-1s"), []string{"--disk-stall-after must be >= 0"}},
+		{node("--disk-stall-after", "5ms"), []string{"--disk-stall-after must be 0 (the --insync-timeout) or at least 20ms, got 5ms"}},
 		{node("--snapshot-every", "0"), []string{"--snapshot-every must be > 0"}},
 		{node("--session-history", "-1"), []string{"--session-history must be 0..16777216, got -1"}},
 		{node("--session-history", "16777217"), []string{"--session-history must be 0..16777216"}},

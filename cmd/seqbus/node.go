@@ -48,10 +48,10 @@ type nodeFlags struct {
 	idle, status, arbiterURL, witnessAddr, traceWindow  *string
 	keyFile, metricsAddr, traceFile, engineName         *string
 	ttl, minInSync, recvBuf, cpu, traceStages           *int
-	epoch, snapEvery                                    *uint64
 	mdRing, sessionHistory, datagramBytes, segmentBytes *int
+	epoch, snapEvery                                    *uint64
 	verbose, noFencing, noGating, gro                   *bool
-	lease, renew, margin, retry, ackDelay               *time.Duration
+	lease, renew, margin, retry, ackDelay, diskStall    *time.Duration
 	insyncTimeout, probeAfter, busyPoll, fsyncInline    *time.Duration
 	peers                                               peerFlags
 }
@@ -85,7 +85,8 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.margin = fs.Duration("margin", time.Duration(arbiter.DefaultMarginNs), "stop releasing this long before the lease ends")
 	f.retry = fs.Duration("retry", time.Duration(arbiter.DefaultRetryNs), "retry a failed renew after this long")
 	f.ackDelay = fs.Duration("ack-delay", 0, "standby: send at most one ack per this interval (0: ack every received batch)")
-	f.insyncTimeout = fs.Duration("insync-timeout", time.Duration(nodeconfig.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness); a node whose disk makes nothing it wrote durable this long does not lead (a primary gives its lease up)")
+	f.insyncTimeout = fs.Duration("insync-timeout", time.Duration(nodeconfig.DefaultInSyncTimeoutNs), "a standby silent this long, or not acking outputs that wait, leaves the in-sync set (via the witness)")
+	f.diskStall = fs.Duration("disk-stall-after", 0, "a node whose disk makes nothing it wrote durable this long does not lead (a primary gives its lease up) until the disk catches up (0: the --insync-timeout; longer on a disk whose fsyncs stall now and then)")
 	f.probeAfter = fs.Duration("probe-after", time.Duration(nodeconfig.DefaultProbeAfterNs), "primary: probe an in-sync standby that holds a release back this long (or is silent this long plus two ack intervals); if its host answers \"port unreachable\" (its process is gone) it is removed now, not after --insync-timeout (0: no probes)")
 	f.minInSync = fs.Int("min-insync", 0, "release only while at least this many standbys are in sync (0: run alone when none is)")
 	f.recvBuf = fs.Int("recv-buffer", nodeconfig.DefaultRecvBufferBytes, "socket receive buffer in bytes (SO_RCVBUF; the kernel doubles it)")
@@ -93,7 +94,7 @@ func defineNodeFlags(fs *flag.FlagSet, allowUnsafe bool) *nodeFlags {
 	f.gro = fs.Bool("gro", false, "UDP_GRO on the receiving sockets: read a run of datagrams that arrives coalesced (a peer's segmented send, a NIC's GRO for UDP) as one buffer; 512 KiB a socket; no gain measured on loopback (see docs/tuning.md)")
 	f.keyFile = fs.String("key", "", "master key file (seqbus keygen): authenticate every frame")
 	f.cpu = fs.Int("cpu", -1, "pin the agent thread to this CPU (-1: no pinning)")
-	f.metricsAddr = fs.String("metrics-addr", "", metricsAddrUsage)
+	f.metricsAddr = fs.String("metrics-addr", "", flagcheck.MetricsAddrUsage)
 	f.traceStages = fs.Int("trace-stages", 0, "record the stage times of the first N seqs and write them at exit to --trace-file (seqbus bench; 0: off)")
 	f.traceFile = fs.String("trace-file", "", "where --trace-stages writes (default DIR/stages.trace)")
 	f.traceWindow = fs.String("trace-window", "", traceWindowUsage)
@@ -115,7 +116,7 @@ func (f *nodeFlags) check() error {
 		checkPositive("epoch", *f.epoch), checkFsync("fsync", *f.fsync), checkIdle("idle", *f.idle),
 		checkPositive("snapshot-every", *f.snapEvery), checkDest("witness", *f.witnessAddr, true),
 		flagcheck.Lease(*f.lease, *f.renew, *f.margin, *f.retry), checkNonNegative("ack-delay", *f.ackDelay),
-		flagcheck.InSync(*f.insyncTimeout, *f.probeAfter), f.peers.CheckMinInSync(*f.minInSync),
+		flagcheck.InSync(*f.insyncTimeout, *f.probeAfter, *f.diskStall, time.Duration(nodeconfig.MinDiskStallTicks*nodeconfig.DefaultTickIntervalNs)), f.peers.CheckMinInSync(*f.minInSync),
 		checkPositive("recv-buffer", *f.recvBuf), checkNonNegative("busy-poll", *f.busyPoll), checkCPU(*f.cpu),
 		f.peers.CheckNotSelf(*f.id), flagcheck.ListenPort(*f.listen, *f.group), checkMDRing(*f.mdRing), checkSessionHistory(*f.sessionHistory),
 		checkNodeDatagramBytes(*f.datagramBytes), checkNonNegative("fsync-inline", *f.fsyncInline),
@@ -135,7 +136,7 @@ func runNodeWith(name string, args []string, allowUnsafe bool) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	metricsAddr, err := parseMetricsAddr(*f.metricsAddr)
+	metricsAddr, err := flagcheck.MetricsAddr(*f.metricsAddr)
 	if err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func (f *nodeFlags) config() (nodeconfig.Config, error) {
 	if err := f.leaseConfig(&cfg); err != nil {
 		return cfg, err
 	}
-	cfg.InSyncTimeoutNs, cfg.MinInSync, cfg.AckDelayNs = int64(*f.insyncTimeout), *f.minInSync, int64(*f.ackDelay)
+	cfg.InSyncTimeoutNs, cfg.DiskStallNs, cfg.MinInSync, cfg.AckDelayNs = int64(*f.insyncTimeout), int64(*f.diskStall), *f.minInSync, int64(*f.ackDelay)
 	cfg.ProbeAfterNs = cmp.Or(int64(*f.probeAfter), -1) // 0: no probes
 	cfg.Unsafe = nodeconfig.Unsafe{NoFencing: *f.noFencing, NoGating: *f.noGating}
 	if cfg.Key, err = loadKey(*f.keyFile); err != nil {

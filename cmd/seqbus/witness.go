@@ -25,7 +25,7 @@ func runWitness(args []string) error {
 	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate the lease protocol")
 	nodesFlag := fs.String("nodes", "", "with --key: the node ids it serves, e.g. 1,2")
 	stream := fs.Uint("stream", 1, "stream id (with --key: the keys are per stream)")
-	metricsAddrFlag := fs.String("metrics-addr", "", metricsAddrUsage)
+	metricsAddrFlag := fs.String("metrics-addr", "", flagcheck.MetricsAddrUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func runWitness(args []string) error {
 	); err != nil {
 		return err
 	}
-	metricsAddr, err := parseMetricsAddr(*metricsAddrFlag)
+	metricsAddr, err := flagcheck.MetricsAddr(*metricsAddrFlag)
 	if err != nil {
 		return err
 	}

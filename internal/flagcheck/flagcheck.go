@@ -261,13 +261,17 @@ func Lease(lease, renew, margin, retry time.Duration) error {
 }
 
 // InSync: the in-sync flags' relation: --insync-timeout positive,
-// --probe-after not negative (0: no probes) and below it.
-func InSync(timeout, probeAfter time.Duration) error {
-	if err := First(Positive("insync-timeout", timeout), NonNegative("probe-after", probeAfter)); err != nil {
+// --probe-after not negative (0: no probes) and below it,
+// --disk-stall-after 0 (the in-sync timeout) or at least minDiskStall.
+func InSync(timeout, probeAfter, diskStall, minDiskStall time.Duration) error {
+	if err := First(Positive("insync-timeout", timeout), NonNegative("probe-after", probeAfter), NonNegative("disk-stall-after", diskStall)); err != nil {
 		return err
 	}
 	if probeAfter >= timeout {
 		return Usagef("--probe-after must be < --insync-timeout (%v), got %v", timeout, probeAfter)
+	}
+	if diskStall != 0 && diskStall < minDiskStall {
+		return Usagef("--disk-stall-after must be 0 (the --insync-timeout) or at least %v, got %v: the disk watch takes a quarter of it between two ticks for a pause of its own", minDiskStall, diskStall)
 	}
 	return nil
 }

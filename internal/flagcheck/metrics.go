@@ -1,4 +1,4 @@
-package main
+package flagcheck
 
 import (
 	"net"
@@ -7,18 +7,20 @@ import (
 	"strings"
 )
 
-const metricsAddrUsage = "serve Prometheus metrics on /metrics at this TCP address (host:port; a bare port or :port means 127.0.0.1; off when empty)"
+// MetricsAddrUsage is --metrics-addr's help, the same for the node and
+// the witness.
+const MetricsAddrUsage = "serve Prometheus metrics on /metrics at this TCP address (host:port; a bare port or :port means 127.0.0.1; off when empty)"
 
-// parseMetricsAddr validates --metrics-addr. Metrics stay on loopback
+// MetricsAddr validates --metrics-addr and returns the address to listen on. Metrics stay on loopback
 // unless an address is given: a bare port or ":port" binds 127.0.0.1, so
 // turning them on never exposes a node's internals to the network by
 // accident.
-func parseMetricsAddr(v string) (string, error) {
+func MetricsAddr(v string) (string, error) {
 	if v == "" {
 		return "", nil
 	}
 	bad := func(why string) error {
-		return usagef("--metrics-addr %q: %s (want host:port, :port or port)", v, why)
+		return Usagef("--metrics-addr %q: %s (want host:port, :port or port)", v, why)
 	}
 	if !strings.Contains(v, ":") {
 		v = ":" + v
