@@ -73,6 +73,9 @@ type Options struct {
 	// does everything, no hand-off between threads). A caller that uses
 	// Submit in poll mode must call PollIO itself, from one goroutine.
 	Poll bool
+	// clock replaces monotime.Now for the package's own tests of timer
+	// rules that compare what the client reads from its clock.
+	clock func() int64
 }
 
 // DefaultQueryEvery: ask the witness who leads every 100 ms, a tenth of a
@@ -229,7 +232,12 @@ func datagramBytes(n int) (int, error) {
 
 // nowNs is CLOCK_MONOTONIC: every time the client stamps (Result's stage
 // times) is absolute and comparable with the nodes' on the same host.
-func (c *Client) nowNs() int64 { return monotime.Now() }
+func (c *Client) nowNs() int64 {
+	if c.opts.clock != nil {
+		return c.opts.clock()
+	}
+	return monotime.Now()
+}
 
 func (c *Client) origin() wire.Origin {
 	return wire.Origin{Stream: c.opts.Stream, Node: uint32(c.opts.Core.Session)}

@@ -3,6 +3,7 @@ package client
 import (
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,12 +61,15 @@ func drain(t *testing.T, c *bus.MemConn) (datagrams, commands int) {
 // QueryEvery, and ten times as often while a command waits unanswered
 // for a fifth of it (the primary may be gone: the client finds the new
 // one ~5 ms after the promotion, not ~50). An answer ends the fast
-// cadence. The clock is the test's: pollLocked takes now.
+// cadence. The clock is the test's: pollLocked takes now, and the
+// client reads it for a command's send time.
 func TestWitnessQueryCadence(t *testing.T) {
 	conn, wit := memPair(t, "10.0.0.5:7000")
+	var clock atomic.Int64
+	clock.Store(monotime.Now())
 	cl, err := Dial(Options{Core: Config{Session: 7}, Conn: conn, Poll: true,
 		Primary: netip.MustParseAddrPort("10.0.0.1:7000"), Witness: wit.LocalAddr(),
-		Nodes: map[uint32]netip.AddrPort{1: netip.MustParseAddrPort("10.0.0.1:7000")}})
+		Nodes: map[uint32]netip.AddrPort{1: netip.MustParseAddrPort("10.0.0.1:7000")}, clock: clock.Load})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,16 +86,15 @@ func TestWitnessQueryCadence(t *testing.T) {
 		return queries()
 	}
 
-	// Idle first, in the 300 ms before the command (the command's send
-	// time is the real clock's).
-	t0 := monotime.Now() - int64(300*time.Millisecond)
+	// Idle first, in the 300 ms before the command.
+	t0 := clock.Load() - int64(300*time.Millisecond)
 	if got := run(t0, 200*time.Millisecond); got < 1 || got > 3 {
 		t.Fatalf("idle for 200 ms: %d witness queries, want 2 or 3 (one per 100 ms)", got)
 	}
 	if _, err := cl.Submit(&order); err != nil {
 		t.Fatal(err)
 	}
-	t1 := monotime.Now()
+	t1 := clock.Load()
 	if got := run(t1, 200*time.Millisecond); got < 16 || got > 21 {
 		t.Fatalf("a command unanswered for 200 ms: %d witness queries, want ~18 (one per 10 ms after the first 20 ms)", got)
 	}
@@ -113,7 +116,9 @@ func TestWitnessQueryCadence(t *testing.T) {
 // rejoinResends times), not only after ResendAfterNs (250 ms).
 func TestRejoinResends(t *testing.T) {
 	conn, newPrimary := memPair(t, "10.0.0.2:7000")
-	cl, err := Dial(Options{Core: Config{Session: 7}, Conn: conn, Poll: true, Primary: netip.MustParseAddrPort("10.0.0.1:7000")})
+	var clock atomic.Int64 // the commands' send times
+	clock.Store(monotime.Now())
+	cl, err := Dial(Options{Core: Config{Session: 7}, Conn: conn, Poll: true, Primary: netip.MustParseAddrPort("10.0.0.1:7000"), clock: clock.Load})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +129,7 @@ func TestRejoinResends(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t0 := monotime.Now()
+	t0 := clock.Load()
 	cl.mu.Lock()
 	cl.primary = newPrimary.LocalAddr()
 	cl.switchedLocked(t0)
@@ -185,8 +190,13 @@ func TestRejoinResends(t *testing.T) {
 func TestNotLeading(t *testing.T) {
 	conn, wit := memPair(t, "10.0.0.5:7000")
 	n1, n2 := netip.MustParseAddrPort("10.0.0.1:7000"), netip.MustParseAddrPort("10.0.0.2:7000")
+	// The client's clock is the test's: the hurry after a notice is
+	// QueryEvery long, and a loaded machine once took longer than that
+	// between the notice and the witness's answer below.
+	var clock atomic.Int64
+	clock.Store(monotime.Now())
 	cl, err := Dial(Options{Core: Config{Session: 7}, Conn: conn, Poll: true,
-		Primary: n1, Witness: wit.LocalAddr(), Nodes: map[uint32]netip.AddrPort{1: n1, 2: n2}})
+		Primary: n1, Witness: wit.LocalAddr(), Nodes: map[uint32]netip.AddrPort{1: n1, 2: n2}, clock: clock.Load})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +216,7 @@ func TestNotLeading(t *testing.T) {
 	if _, err := cl.Submit(&order); err != nil {
 		t.Fatal(err)
 	}
-	t0 := monotime.Now()
+	t0 := clock.Add(int64(time.Millisecond))
 	poll(t0, t0+int64(time.Millisecond))
 	queries()
 
@@ -219,8 +229,9 @@ func TestNotLeading(t *testing.T) {
 		t.Fatalf("NOT_LEADING from the primary: %d queries at once, NotLeading %d; want 1, 1", got, st.NotLeading)
 	}
 	// The command is ~1 ms old: without the notice, no query for 100 ms.
-	now := monotime.Now()
+	now := clock.Add(int64(time.Millisecond))
 	poll(now, now+int64(10*time.Millisecond))
+	clock.Store(now + int64(10*time.Millisecond))
 	if got := queries(); got < 4 || got > 5 {
 		t.Fatalf("10 ms after NOT_LEADING: %d queries, want 4 or 5 (one per %v)", got, time.Duration(timersEveryNs))
 	}

@@ -82,26 +82,49 @@ func (c *cluster) waitInSync(p uint32, timeout time.Duration) {
 // journalCommands reads every (session, client order id) a journal holds.
 func journalCommands(t testing.TB, dir string) map[[2]uint64]int {
 	t.Helper()
+	out := map[[2]uint64]int{}
+	eachJournalCommand(t, dir, func(_ uint64, key [2]uint64) { out[key]++ })
+	return out
+}
+
+// journalFirst is the first seq of the journal in dir (0: empty).
+func journalFirst(t testing.TB, dir string) uint64 {
+	t.Helper()
+	return eachJournalCommand(t, dir, func(uint64, [2]uint64) {})
+}
+
+// journalOrderSeqs maps each (session, client order id) in the journal
+// in dir to the seq it was journaled at (the last, if repeated).
+func journalOrderSeqs(t testing.TB, dir string) map[[2]uint64]uint64 {
+	t.Helper()
+	out := map[[2]uint64]uint64{}
+	eachJournalCommand(t, dir, func(seq uint64, key [2]uint64) { out[key] = seq })
+	return out
+}
+
+// eachJournalCommand calls fn with the seq and (session, client order id)
+// of every command in the journal in dir, and returns its first seq (0:
+// empty).
+func eachJournalCommand(t testing.TB, dir string, fn func(seq uint64, key [2]uint64)) uint64 {
+	t.Helper()
 	j, _, err := journal.Open(journal.OSFS{}, dir, journal.Options{SegmentBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	out := map[[2]uint64]int{}
 	if j.First() == 0 {
-		return out
+		return 0
 	}
-	err = j.ReadFrom(j.First(), func(_, _ uint64, payload []byte) bool {
-		h, err := engine.ParseCommand(payload)
-		if err == nil {
-			out[[2]uint64{h.Session, h.ClientOrderID}]++
+	err = j.ReadFrom(j.First(), func(_, seq uint64, payload []byte) bool {
+		if h, err := engine.ParseCommand(payload); err == nil {
+			fn(seq, [2]uint64{h.Session, h.ClientOrderID})
 		}
 		return true
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return j.First()
 }
 
 // TestFailoverOnPrimaryLoss: three nodes and a witness; the primary dies
