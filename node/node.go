@@ -270,10 +270,6 @@ func (n *Node) replayed(epoch, seq uint64, payload []byte) {
 	}
 }
 
-// refetching reports whether the history is being fetched again: this
-// node must not lead until it has caught up with a live primary.
-func (n *Node) refetching() bool { return n.st.Refetching() }
-
 // Start runs the node's agent thread (agent.go), and the fsync thread and
 // status writer where the configuration needs them.
 func (n *Node) Start() error {

@@ -217,6 +217,9 @@ func diskStallGivesLeaseUp(t *testing.T, insync, stall, timeout int64) {
 	if rel := arb.releases(); len(rel) != 1 || rel[0].Epoch != 2 || stalls() != 1 {
 		t.Fatalf("past the timeout: releases %+v, DiskStalls %d; want one release of epoch 2, one stall", rel, stalls())
 	}
+	if d := n.Status().Disk; !d.Stalled || d.WaitingNs < timeout || d.StallAfterNs != timeout {
+		t.Fatalf("status while stalled: %+v; want stalled, waiting at least %d ns of a bound of %d", d, timeout, timeout)
+	}
 	arb.epoch.Store(3) // the arbiter's next grant, should the node ask
 	for range 5 {
 		clk.ns += arbiter.DefaultRenewIntervalNs
@@ -234,6 +237,9 @@ func diskStallGivesLeaseUp(t *testing.T, insync, stall, timeout int64) {
 	}
 	if n.Epoch() != 3 || n.Role() != nodeconfig.RolePrimary || !arb.k.MayLead(n.nowNs()) {
 		t.Fatalf("after the disk caught up: epoch %d role %s; want a new term, epoch 3", n.Epoch(), n.Role())
+	}
+	if d := n.Status().Disk; d.Stalled || d.WaitingNs != 0 {
+		t.Fatalf("status after the disk caught up: %+v; want neither stalled nor waiting", d)
 	}
 }
 

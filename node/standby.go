@@ -204,7 +204,7 @@ func (n *Node) followerReady() {
 func (n *Node) standbyAfterBatch(now int64) {
 	n.snaps.Poll()
 	n.snapshotsWritten()
-	if n.refetching() && n.fol.Standby().Primary() != 0 && n.fol.Highest() > 0 && n.fol.Applied() >= n.fol.Highest() && !n.fol.Fetching() {
+	if n.st.Refetching() && n.fol.Standby().Primary() != 0 && n.fol.Highest() > 0 && n.fol.Applied() >= n.fol.Highest() && !n.fol.Fetching() {
 		n.st.SetRefetching(false)
 		n.stats.RefetchesDone++
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.fol.Applied())

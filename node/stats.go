@@ -31,7 +31,7 @@ func (n *Node) statusLocked() status.Status {
 		Applied:       n.eng().AppliedSeq(),
 		Durable:       n.j.Durable(),
 		StateHash:     status.Hash64(n.eng().StateHash()),
-		Refetching:    n.refetching(),
+		Refetching:    n.st.Refetching(),
 		DatagramBytes: n.cfg.DatagramBytes,
 		Node:          n.stats,
 		UptimeNs:      n.nowNs(),
@@ -39,6 +39,7 @@ func (n *Node) statusLocked() status.Status {
 	st.Node.Counters = n.replay.Counters()
 	st.SetStorage(n.st.Counters(), n.snaps)
 	st.Fsync = n.commit.Counters()
+	st.Disk = status.DiskStatus{Stalled: n.disk.Stalled(), WaitingNs: n.disk.WaitedNs(st.UptimeNs), StallAfterNs: n.cfg.DiskStallNs}
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.SetInSync(&n.isr)

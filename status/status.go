@@ -230,6 +230,20 @@ func (s *Stats) CountDrop(err error) {
 	}
 }
 
+// DiskStatus is what a node's disk watch sees (replica.DiskWatch).
+type DiskStatus struct {
+	// Stalled: nothing written became durable for StallAfterNs while
+	// records waited; the node does not ask to lead (a primary gave its
+	// lease up) until the disk makes something durable.
+	Stalled bool `json:"stalled,omitempty"`
+	// WaitingNs: how long the durable watermark has not moved while
+	// written records wait (0: nothing waits).
+	WaitingNs int64 `json:"waiting_ns,omitempty"`
+	// StallAfterNs is the bound (--disk-stall-after; the in-sync timeout
+	// unless set).
+	StallAfterNs int64 `json:"stall_after_ns"`
+}
+
 // Status is everything an operator (and `seqbus stat`) reads about a node.
 type Status struct {
 	ID       uint32 `json:"id"`
@@ -267,6 +281,8 @@ type Status struct {
 	// waiting for the disk, being written, or written and not yet
 	// compacted behind (the agent finishes a write at its next pass).
 	SnapshotsWriting int `json:"snapshots_writing"`
+	// Disk is the node's watch on its own disk (replica.DiskWatch).
+	Disk DiskStatus `json:"disk"`
 	// Fsync: the journal's fsyncs run inline on the agent and on the
 	// fsync thread, and their moving average (storage.Committer).
 	Fsync storage.CommitterCounters `json:"fsync"`

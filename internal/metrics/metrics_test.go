@@ -144,6 +144,7 @@ func TestNodeMetricsScrape(t *testing.T) {
 		"seqbus_released_seq": float64(st.Released),
 		"seqbus_epoch":        1,
 		"seqbus_lease_held":   b2f(st.Lease.Held),
+		"seqbus_disk_stalled": 0, // a healthy disk
 	} {
 		if got, ok := value(t, fams, name, nil); !ok || got != want {
 			t.Fatalf("%s = %v (present %v), want %v", name, got, ok, want)

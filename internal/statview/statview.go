@@ -266,6 +266,10 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 	if r, _ := s["refetching"].(bool); r {
 		fmt.Fprintln(w, "REFETCHING: history discarded (or journal set aside); will not lead until caught up")
 	}
+	if d := sub(s, "disk"); d != nil && d["stalled"] == true {
+		fmt.Fprintf(w, "DISK STALLED: nothing written has become durable for %.0f ms (--disk-stall-after %.0f ms); will not lead until the disk catches up\n",
+			toF(get(d, "waiting_ns"))/1e6, toF(get(d, "stall_after_ns"))/1e6)
+	}
 	if j := sub(s, "journal"); j != nil && j["next_segment_error"] != nil {
 		fmt.Fprintf(w, "DISK: the journal cannot prepare its next segment (%v); it fails when the current one fills, in %.1f MiB of records: free disk space\n",
 			get(j, "next_segment_error"), toF(get(j, "room_bytes"))/(1<<20))
@@ -318,6 +322,14 @@ var clusterRows = []struct {
 	{"state hash", stateHash},
 	{"p99 µs", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "latency_us"), "p99")) }},
 	{"datagram B", func(s map[string]any) string { return fmt.Sprint(get(s, "datagram_bytes")) }},
+	{"disk", func(s map[string]any) string {
+		if d := sub(s, "disk"); d == nil || s["role"] == "witness" {
+			return "-"
+		} else if d["stalled"] == true {
+			return fmt.Sprintf("STALLED %.0f ms", toF(get(d, "waiting_ns"))/1e6)
+		}
+		return "ok"
+	}},
 	{"next segment", func(s map[string]any) string {
 		if j := sub(s, "journal"); j == nil || s["role"] == "witness" {
 			return "-"

@@ -160,35 +160,55 @@ func TestRenderDatagramSizes(t *testing.T) {
 // segment is shown as a DISK line with the room left; without the
 // warning there is no such line.
 func TestRenderNextSegmentWarning(t *testing.T) {
+	f := renderWarning(t, `"journal":{"first_seq":1,"last_seq":10,"next_segment_error":"journal: prepare the next segment (67108864 bytes): no space left on device","room_bytes":3145728},`,
+		`"journal":{"first_seq":1,"last_seq":10},`,
+		"DISK: the journal cannot prepare its next segment (journal: prepare the next segment (67108864 bytes): no space left on device); it fails when the current one fills, in 3.0 MiB of records: free disk space",
+		"DISK", "next segment")
+	if len(f) != 5 || f[0] != "FAILING," || f[1] != "3.0" || f[4] != "ok" {
+		t.Fatalf("next segment row %q", f)
+	}
+}
+
+// TestRenderDiskStalled: a node whose disk watch found its disk stalled
+// says so, with how long and the bound, in its own view and in the
+// cluster's disk row; a healthy one does neither.
+func TestRenderDiskStalled(t *testing.T) {
+	f := renderWarning(t, `"disk":{"stalled":true,"waiting_ns":1500000000,"stall_after_ns":1000000000},`, `"disk":{"stall_after_ns":1000000000},`,
+		"DISK STALLED: nothing written has become durable for 1500 ms (--disk-stall-after 1000 ms); will not lead until the disk catches up",
+		"STALLED", "disk")
+	if len(f) != 4 || f[0] != "STALLED" || f[1] != "1500" || f[3] != "ok" {
+		t.Fatalf("disk row %q", f)
+	}
+}
+
+// renderWarning renders a primary whose status carries sick (JSON fields)
+// and checks its view has the line want; a standby whose status carries
+// healthy must have no absent in its view. It returns the fields of the
+// two nodes' cluster view's row label.
+func renderWarning(t *testing.T, sick, healthy, want, absent, label string) []string {
+	t.Helper()
 	now := time.Now()
-	body := strings.Replace(statusAt(1, "primary", now), `"primary":1,`,
-		`"primary":1,"journal":{"first_seq":1,"last_seq":10,"next_segment_error":"journal: prepare the next segment (67108864 bytes): no space left on device","room_bytes":3145728},`, 1)
+	body := strings.Replace(statusAt(1, "primary", now), `"primary":1,`, `"primary":1,`+sick, 1)
+	well := strings.Replace(statusAt(2, "standby", now), `"primary":1,`, `"primary":1,`+healthy, 1)
 	var buf bytes.Buffer
-	if err := Render(&buf, []string{writeStatus(t, "node1", body)}, now); err != nil {
-		t.Fatal(err)
-	}
-	want := "DISK: the journal cannot prepare its next segment (journal: prepare the next segment (67108864 bytes): no space left on device); it fails when the current one fills, in 3.0 MiB of records: free disk space"
-	if !strings.Contains(buf.String(), want) {
-		t.Fatalf("lacks %q:\n%s", want, buf.String())
+	if err := Render(&buf, []string{writeStatus(t, "node1", body)}, now); err != nil || !strings.Contains(buf.String(), want) {
+		t.Fatalf("lacks %q: %v\n%s", want, err, buf.String())
 	}
 	buf.Reset()
-	healthy := strings.Replace(statusAt(2, "standby", now), `"primary":1,`, `"primary":1,"journal":{"first_seq":1,"last_seq":10},`, 1)
-	if err := Render(&buf, []string{writeStatus(t, "node2", healthy)}, now); err != nil || strings.Contains(buf.String(), "DISK") {
-		t.Fatalf("a DISK line without the warning: %v\n%s", err, buf.String())
+	if err := Render(&buf, []string{writeStatus(t, "node2", well)}, now); err != nil || strings.Contains(buf.String(), absent) {
+		t.Fatalf("%s without the warning: %v\n%s", absent, err, buf.String())
 	}
 	buf.Reset()
-	if err := Render(&buf, []string{writeStatus(t, "node1", body), writeStatus(t, "node2", healthy)}, now); err != nil {
+	if err := Render(&buf, []string{writeStatus(t, "node1", body), writeStatus(t, "node2", well)}, now); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(buf.String(), "\n") {
-		if strings.HasPrefix(l, "next segment ") {
-			if f := strings.Fields(strings.TrimPrefix(l, "next segment")); len(f) != 5 || f[0] != "FAILING," || f[1] != "3.0" || f[4] != "ok" {
-				t.Fatalf("next segment row %q", f)
-			}
-			return
+		if strings.HasPrefix(l, label+" ") {
+			return strings.Fields(strings.TrimPrefix(l, label))
 		}
 	}
-	t.Fatalf("no next segment row:\n%s", buf.String())
+	t.Fatalf("no %s row:\n%s", label, buf.String())
+	return nil
 }
 
 // failAfter accepts n writes, then fails.
