@@ -95,6 +95,27 @@ type InSyncProposal struct {
 	// MaxInSyncMembers, never the proposer.
 	N       int
 	Members [MaxInSyncMembers]NodeID
+	// Epoch is the keeper's epoch when the proposal was made: only a
+	// renew of that epoch carries it (Take).
+	Epoch uint64
+}
+
+// Take hands the proposal held in *p to req, the keeper's next request:
+// a renew of the epoch it was made under takes it and empties *p; a
+// renew of another epoch drops it (a primary that made it required its
+// additions for that epoch only, replica.InSync.StartTerm, so no
+// arbiter may accept it under another); an acquire leaves it for the
+// next renew and takes nothing.
+func (p *InSyncProposal) Take(req Request) InSyncProposal {
+	if req.Kind != RequestRenew {
+		return InSyncProposal{}
+	}
+	q := *p
+	*p = InSyncProposal{}
+	if q.Epoch != req.Epoch {
+		return InSyncProposal{}
+	}
+	return q
 }
 
 // NewInSyncProposal checks and copies a proposal: baseVersion 0 or more
@@ -124,7 +145,8 @@ type Backend interface {
 	Tick(nowNs int64, deliver func(r Reply))
 	// ProposeInSync attaches an in-sync proposal to the next renew Tick
 	// produces: it replaces an earlier proposal not yet sent, an acquire
-	// does not consume it, it is sent once. An invalid proposal is refused
+	// does not consume it, it is sent once, and only on a renew of the
+	// keeper's epoch when it was made (InSyncProposal.Take). An invalid proposal is refused
 	// with an error matching ErrProposal, keeping any earlier one.
 	ProposeInSync(baseVersion uint64, members []NodeID) error
 	// Release sends a keeper's release request (Keeper.Release) without

@@ -176,10 +176,7 @@ func (c *Client) Tick(nowNs int64, deliver func(r arbiter.Reply)) {
 
 func (c *Client) enqueue(req arbiter.Request) {
 	c.stats.requests.Add(1)
-	j := job{req: req}
-	if req.Kind == arbiter.RequestRenew {
-		j.proposal, c.proposal = c.proposal, arbiter.InSyncProposal{}
-	}
+	j := job{req: req, proposal: c.proposal.Take(req)}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -202,7 +199,8 @@ func (c *Client) enqueue(req arbiter.Request) {
 }
 
 // ProposeInSync attaches a proposal for the in-sync set to the next renew
-// Tick produces, with arbiter.Backend's contract: it replaces an earlier
+// Tick produces, if that renew is of the keeper's epoch now
+// (arbiter.InSyncProposal.Take), with arbiter.Backend's contract: it replaces an earlier
 // proposal not yet sent, an acquire does not consume it, it is sent once,
 // and baseVersion 0 or more than arbiter.MaxInSyncMembers members is
 // refused with arbiter.ErrProposal (keeping any earlier proposal). The set
@@ -212,6 +210,7 @@ func (c *Client) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) err
 	if err != nil {
 		return err
 	}
+	p.Epoch = c.keeper.Epoch()
 	c.proposal = p
 	return nil
 }

@@ -41,7 +41,7 @@ func (n *Node) proposeInSync(base uint64, members []arbiter.NodeID, lagging []ui
 		n.cfg.Log.Error("in-sync proposal", "err", err)
 		return
 	}
-	n.ldr.Primary().Proposed(members, now)
+	n.ldr.Primary().Proposed(members, n.lease.Keeper().Epoch(), now)
 	n.stats.InSyncProposals++
 	n.cfg.Log.Info("proposing in-sync set", "base_version", base, "members", members, "lagging", lagging)
 }

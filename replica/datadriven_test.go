@@ -430,7 +430,7 @@ func (h *harness) ready(w *strings.Builder) {
 	}
 	if rd.Propose != nil {
 		fmt.Fprintf(&b, " propose=%v base=%d lagging=%v", rd.Propose, rd.ProposeBase, rd.Lagging)
-		h.p.Proposed(rd.Propose, h.nowNs)
+		h.p.Proposed(rd.Propose, h.p.Epoch(), h.nowNs)
 	}
 	if rd.InSyncError != nil {
 		fmt.Fprintf(&b, " in-sync-error=%q", rd.InSyncError)

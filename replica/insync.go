@@ -41,6 +41,9 @@ type InSync struct {
 	adding   []arbiter.NodeID // proposed additions, already required locally
 	proposed []arbiter.NodeID // last proposal sent (nil: none in flight)
 	sentNs   int64            // when it was sent
+	// proposedEpoch: the arbiter epoch the proposal went under (the
+	// keeper's): the only epoch whose renew can carry it to the arbiter.
+	proposedEpoch uint64
 	// Maintain's scratch, so a tick that proposes nothing allocates
 	// nothing (it runs every tick of a primary).
 	lagBuf     [gating.MaxStandbys]uint32
@@ -85,9 +88,20 @@ func (s *InSync) Confirm(r *arbiter.Reply) bool {
 	return true
 }
 
-// StartTerm forgets pending additions and proposals: a new term requires
-// exactly the confirmed set until it proposes anew.
-func (s *InSync) StartTerm() { s.adding, s.proposed = nil, nil }
+// StartTerm begins a term at epoch. A proposal that went under epoch
+// itself (a primary's new term of its own, granted while the proposal was
+// in flight) may still be accepted by the arbiter: its additions stay
+// required until a grant resolves it (Confirm), or the term could release
+// past a standby the arbiter has just listed. Any other pending proposal
+// and its additions are forgotten: a backend sends a proposal only under
+// the epoch it was made in, so no arbiter can accept it now, and the term
+// requires exactly the confirmed set until it proposes anew.
+func (s *InSync) StartTerm(epoch uint64) {
+	if s.proposed != nil && s.proposedEpoch == epoch {
+		return
+	}
+	s.adding, s.proposed = nil, nil
+}
 
 // Required appends to dst the acks the gate must require: the confirmed
 // members plus pending additions, each once.
@@ -174,5 +188,8 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 	return m
 }
 
-// Proposed records that proposal p was handed to the arbiter at nowNs.
-func (s *InSync) Proposed(p []arbiter.NodeID, nowNs int64) { s.proposed, s.sentNs = p, nowNs }
+// Proposed records that proposal p was handed to the arbiter at nowNs,
+// to go under arbiter epoch epoch (the keeper's).
+func (s *InSync) Proposed(p []arbiter.NodeID, epoch uint64, nowNs int64) {
+	s.proposed, s.proposedEpoch, s.sentNs = p, epoch, nowNs
+}

@@ -390,7 +390,7 @@ func (h *lharness) release(w *strings.Builder) {
 	}
 	if rr.Propose != nil {
 		fmt.Fprintf(w, "propose %v base=%d lagging=%v\n", rr.Propose, rr.ProposeBase, rr.Lagging)
-		h.l.Primary().Proposed(rr.Propose, h.nowNs)
+		h.l.Primary().Proposed(rr.Propose, h.l.Primary().Epoch(), h.nowNs)
 	}
 	fmt.Fprintf(w, "release <= %d\n", rr.Released)
 	if rr.Released == 0 {

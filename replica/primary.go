@@ -130,7 +130,7 @@ func NewPrimary(cfg PrimaryConfig, isr *InSync, lease Lease, applied, durable ui
 	if lease == nil {
 		members = append(members, cfg.Peers...)
 	} else {
-		isr.StartTerm()
+		isr.StartTerm(cfg.Epoch)
 		members = isr.Required(members)
 	}
 	if cfg.NoGating {
@@ -370,8 +370,12 @@ func (p *Primary) Unreachable(id uint32) bool {
 }
 
 // Proposed records that the proposal of a Ready was handed to the
-// arbiter at nowNs.
-func (p *Primary) Proposed(members []arbiter.NodeID, nowNs int64) { p.isr.Proposed(members, nowNs) }
+// arbiter at nowNs, to go under arbiter epoch epoch (the keeper's, which
+// may already be past the epoch this primary leads: a new term of its
+// own is granted before it starts).
+func (p *Primary) Proposed(members []arbiter.NodeID, epoch uint64, nowNs int64) {
+	p.isr.Proposed(members, epoch, nowNs)
+}
 
 // Ready returns what to do now (nowNs is the moment of release: the lease
 // is checked then). It changes nothing; Advance says it was done.

@@ -199,7 +199,7 @@ func (m *propModel) ready() {
 	rd := m.p.Ready(m.nowNs)
 	m.check(rd)
 	if rd.Propose != nil {
-		m.p.Proposed(rd.Propose, m.nowNs)
+		m.p.Proposed(rd.Propose, m.p.Epoch(), m.nowNs)
 	}
 	m.p.Advance(rd)
 }

@@ -200,8 +200,9 @@ func NewClient(keeper *arbiter.Keeper, stream uint16) *Client {
 func (c *Client) Keeper() *arbiter.Keeper { return c.keeper }
 
 // ProposeInSync attaches a proposal for the in-sync set to the next renew
-// that Tick produces (it replaces an earlier proposal not yet sent; an
-// acquire does not consume it). The proposal is sent once: if the reply
+// that Tick produces, if that renew is of the keeper's epoch now
+// (arbiter.InSyncProposal.Take; it replaces an earlier proposal not yet
+// sent; an acquire does not consume it). The proposal is sent once: if the reply
 // is lost, or the next grant shows another set (a refused or stale
 // proposal), the node proposes again based on the version it last saw.
 // It returns an error matching both ErrRequest and arbiter.ErrProposal,
@@ -213,6 +214,7 @@ func (c *Client) ProposeInSync(baseVersion uint64, members []arbiter.NodeID) err
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRequest, err)
 	}
+	p.Epoch = c.keeper.Epoch()
 	c.proposal = p
 	return nil
 }
@@ -226,11 +228,7 @@ func (c *Client) Tick(nowNs int64) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	var p arbiter.InSyncProposal
-	if req.Kind == arbiter.RequestRenew {
-		p, c.proposal = c.proposal, arbiter.InSyncProposal{}
-	}
-	pkt, err := AppendRequestInSync(c.buf[:0], req, c.stream, p)
+	pkt, err := AppendRequestInSync(c.buf[:0], req, c.stream, c.proposal.Take(req))
 	if err != nil {
 		// A keeper never has NodeNone (NewKeeper refuses it) nor an
 		// unknown kind: this is an invariant violation, not bad input.

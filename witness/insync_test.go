@@ -95,8 +95,8 @@ func TestInSyncPersistFailure(t *testing.T) {
 }
 
 // TestClientProposeInSync: a proposal rides on the next renew only, once;
-// an acquire leaves it pending; bad proposals are refused; the grant's set
-// reaches Reply.
+// an acquire leaves it pending and a later one replaces it; bad proposals
+// are refused; the grant's set reaches Reply.
 func TestClientProposeInSync(t *testing.T) {
 	s := newTestServer(t, &memStore{})
 	k, _ := arbiter.NewKeeper(1, testConfig().Arbiter)
@@ -108,7 +108,7 @@ func TestClientProposeInSync(t *testing.T) {
 	if err := c.ProposeInSync(1, make([]arbiter.NodeID, 9)); !errors.Is(err, ErrRequest) || !errors.Is(err, arbiter.ErrProposal) {
 		t.Fatalf("9 members: %v", err)
 	}
-	if err := c.ProposeInSync(1, []arbiter.NodeID{2}); err != nil {
+	if err := c.ProposeInSync(1, []arbiter.NodeID{3}); err != nil { // before any grant
 		t.Fatal(err)
 	}
 	decode := func(pkt []byte) wire.Lease {
@@ -126,6 +126,11 @@ func TestClientProposeInSync(t *testing.T) {
 	r, used, err := c.OnDatagram(s.handle(pkt, nodeAddr, 0))
 	if err != nil || !used || r.InSyncVersion != 1 {
 		t.Fatalf("grant %+v used %v err %v", r, used, err)
+	}
+	// Made under epoch 1 (a renew of another epoch would drop it:
+	// arbiter.InSyncProposal.Take), it replaces the one still waiting.
+	if err := c.ProposeInSync(1, []arbiter.NodeID{2}); err != nil {
+		t.Fatal(err)
 	}
 	renewAt := testConfig().Arbiter.RenewIntervalNs
 	pkt, _ = c.Tick(renewAt)
