@@ -87,19 +87,14 @@ func journalCommands(t testing.TB, dir string) map[[2]uint64]int {
 	return out
 }
 
-// journalFirst is the first seq of the journal in dir (0: empty).
-func journalFirst(t testing.TB, dir string) uint64 {
-	t.Helper()
-	return eachJournalCommand(t, dir, func(uint64, [2]uint64) {})
-}
-
 // journalOrderSeqs maps each (session, client order id) in the journal
-// in dir to the seq it was journaled at (the last, if repeated).
-func journalOrderSeqs(t testing.TB, dir string) map[[2]uint64]uint64 {
+// in dir to the seq it was journaled at (the last, if repeated), and
+// returns the journal's first seq (0: empty).
+func journalOrderSeqs(t testing.TB, dir string) (map[[2]uint64]uint64, uint64) {
 	t.Helper()
 	out := map[[2]uint64]uint64{}
-	eachJournalCommand(t, dir, func(seq uint64, key [2]uint64) { out[key] = seq })
-	return out
+	first := eachJournalCommand(t, dir, func(seq uint64, key [2]uint64) { out[key] = seq })
+	return out, first
 }
 
 // eachJournalCommand calls fn with the seq and (session, client order id)
