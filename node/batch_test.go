@@ -9,6 +9,7 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/session"
 	"github.com/seqbus/seqbus/wire"
 )
 
@@ -168,13 +169,52 @@ func TestReleasedFramesCheckTheLeaseBeforeTheyLeave(t *testing.T) {
 	defer n.tr.End()
 	before := uc.sent
 	n.tr.Send([]byte("released output"), replayClient)
-	if !n.sendReleasedFrames() || uc.sent != before+1 {
+	if !n.sendUnderLease() || uc.sent != before+1 {
 		t.Fatalf("lease live: sent %d frames, want 1", uc.sent-before)
 	}
 	n.tr.Send([]byte("released output"), replayClient)
 	n.tr.Send([]byte("released output"), replayClient)
 	clk.ns += 2 * arbiter.DefaultLeaseDurationNs
-	if n.sendReleasedFrames() || uc.sent != before+1 || n.stats.ReleaseFramesUnsent != 2 {
+	if n.sendUnderLease() || uc.sent != before+1 || n.stats.ReleaseFramesUnsent != 2 {
 		t.Fatalf("lease run out: sent %d more, unsent %d; want 0 and 2", uc.sent-before-1, n.stats.ReleaseFramesUnsent)
+	}
+}
+
+// A replay's answer carries released outputs too, so its frames get the
+// same look at the lease right before they leave: a stop between the
+// request's check and the send drops them unsent, counted, and the
+// client asks again (seqbus chaos, etcd, pause-primary: a deposed
+// primary's frames reached the client after the new primary's).
+func TestReplayAnswerChecksTheLeaseBeforeItLeaves(t *testing.T) {
+	for _, stopped := range []bool{false, true} {
+		n, clk, _ := leasedPrimary(t)
+		n.Deliver(commandFrame(7, 1, 100), replayClient)
+		ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 2}, Seq: 1}
+		n.Deliver(ack.Append(nil), netip.MustParseAddrPort("10.0.0.3:1"))
+		uc := n.tr.Sockets().Unicast.(*nopEndpoint)
+		n.mu.Lock()
+		n.tr.Begin()
+		q := session.Request{Session: 7, From: 1, NowNs: clk.ns, Leading: true,
+			Released: n.ldr.Primary().Gate().Released(), Durable: n.j.Durable(), Epoch: n.tm.Epoch()}
+		a := n.replay.Request(q) // the lease held when the request was read...
+		if a.Action != session.Send || len(a.Outputs) == 0 {
+			n.tr.End()
+			n.mu.Unlock()
+			t.Fatalf("answer %+v: want outputs to send", a)
+		}
+		if stopped {
+			clk.ns += 2 * arbiter.DefaultLeaseDurationNs // ...and the process stopped past it
+		}
+		before, unsent := uc.sent, n.stats.ReleaseFramesUnsent
+		n.carryOut(a, replayClient)
+		n.tr.End()
+		sent, dropped := uc.sent-before, n.stats.ReleaseFramesUnsent-unsent
+		n.mu.Unlock()
+		if stopped && (sent != 0 || dropped == 0) {
+			t.Errorf("lease run out: sent %d frames, %d unsent; want none sent", sent, dropped)
+		}
+		if !stopped && (sent == 0 || dropped != 0) {
+			t.Errorf("lease live: sent %d frames, %d unsent; want the answer sent", sent, dropped)
+		}
 	}
 }

@@ -326,7 +326,7 @@ func (n *Node) release(now int64) {
 	// (seqbus chaos, pause-primary: a deposed primary's output arrived
 	// after the new primary's). What the pass queued before leaves first,
 	// so the queue then holds this release's OUTPUT frames only, and
-	// sendReleasedFrames checks the lease once more right before they
+	// sendUnderLease checks the lease once more right before they
 	// leave.
 	n.tr.Flush()
 	now = n.nowNs()
@@ -351,22 +351,23 @@ func (n *Node) release(now int64) {
 	}
 	n.leaderReady() // OutputsReleased, the first release after a promotion
 	n.stats.Released = rr.Released
-	if !n.sendReleasedFrames() {
+	if !n.sendUnderLease() {
 		return
 	}
 	n.mdAfterRelease(now)
 }
 
-// sendReleasedFrames sends the release's queued OUTPUT frames, after one
-// more look at the lease by the clock: a stop between the release's check
-// and here (encoding and sealing the frames takes microseconds) would
-// otherwise send them after the lease ran out. Only the instructions
-// between this clock read and the sendmmsg are left unchecked: no sender
-// can check past its own send, and a client's session drops a repeat of
-// an output it delivered. When the lease has run out the frames are
-// dropped unsent (the clients resend, as for outputs dropped at the gate)
-// and false is returned: nothing more of the release may leave.
-func (n *Node) sendReleasedFrames() bool {
+// sendUnderLease sends the queued frames of released outputs (a
+// release's, a replay's), after one more look at the lease by the clock:
+// a stop between the caller's check and here (encoding and sealing the
+// frames takes microseconds) would otherwise send them after the lease
+// ran out. Only the instructions between this clock read and the sendmmsg
+// are left unchecked: no sender can check past its own send, and the
+// client's epoch fence refuses what a deposed primary sends on resuming.
+// When the lease has run out the frames are dropped unsent (the clients
+// resend, as for outputs dropped at the gate) and false is returned:
+// nothing more of the release may leave.
+func (n *Node) sendUnderLease() bool {
 	if k := n.lease.Keeper(); k != nil && !n.cfg.Unsafe.NoFencing && !k.MayLead(n.nowNs()) {
 		n.stats.ReleaseFramesUnsent += uint64(n.tr.Discard())
 		return false

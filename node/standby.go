@@ -99,6 +99,12 @@ func (n *Node) learnPrimary(id uint32, now int64) bool {
 
 func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	switch f.Type {
+	case wire.TypeHeartbeat, wire.TypeHash, wire.TypeNeedSnapshot, wire.TypeSnapshotChunk:
+		if !n.acceptEpoch(f, now) { // the fence first (DATA's is below: it may be older history)
+			return
+		}
+	}
+	switch f.Type {
 	case wire.TypeData, wire.TypeRetransmit:
 		if n.tm.OlderHistory(f, n.fol.Standby().Primary()) {
 			// Records from before the current epoch, resent by our
@@ -113,9 +119,6 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		n.fol.Data(f, now)
 		n.applyEntries()
 	case wire.TypeHeartbeat:
-		if !n.acceptEpoch(f, now) {
-			return
-		}
 		n.fol.Heartbeat(f.Seq)
 		n.md.OnHeartbeat(f, now) // learns the primary's released MD seq
 		if f.Flags&wire.FlagLeaseReleased != 0 && n.lease.Keeper() != nil {
@@ -125,22 +128,13 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		}
 		n.mdSendReplies()
 	case wire.TypeHash:
-		if !n.acceptEpoch(f, now) {
-			return
-		}
 		h, _ := wire.DecodeHash(f)
 		if !n.fol.RemoteHash(h.Seq, h.Hash) {
 			n.hashMismatch(h.Seq)
 		}
 	case wire.TypeNeedSnapshot:
-		if !n.acceptEpoch(f, now) {
-			return
-		}
 		n.fol.NeedSnapshot(now)
 	case wire.TypeSnapshotChunk:
-		if !n.acceptEpoch(f, now) {
-			return
-		}
 		c, _ := wire.DecodeSnapshotChunk(f)
 		n.fol.Chunk(&c, now)
 	case wire.TypeNewEpoch:

@@ -33,7 +33,7 @@ const cmdCodeMax = 1646
 // with the market-data feed's, session replay's and the disk watch's
 // glue that later issues added. Lower it as node/ shrinks; put new
 // decisions in replica (or the core they belong to), not here.
-const nodeCodeMax = 1751
+const nodeCodeMax = 1749
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {
