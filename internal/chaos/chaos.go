@@ -646,7 +646,10 @@ func (r *run) waitExit(name string) error {
 }
 
 // afterPrimaryFault waits for a primary at a newer epoch than the one
-// the fault hit and says who leads.
+// the fault hit and says who leads, and when it was first seen leading:
+// a node may have been promoted while the fault lasted (a pause past the
+// lease), so that is when the run saw it, not when it was promoted (its
+// log's PROMOTED line says that).
 func (r *run) afterPrimaryFault(ctx context.Context, line string, epoch uint64) (string, error) {
 	t0 := time.Now()
 	id, st, err := r.WaitPrimary(ctx, 0, epoch+1, RecoverMax)
@@ -656,7 +659,7 @@ func (r *run) afterPrimaryFault(ctx context.Context, line string, epoch uint64) 
 		}
 		return line + "; no new primary", fmt.Errorf("no primary at an epoch above %d within %v", epoch, RecoverMax)
 	}
-	return fmt.Sprintf("%s; node%d leads epoch %d (%v after the fault ended)", line, id, st.Epoch, time.Since(t0).Round(time.Millisecond)), nil
+	return fmt.Sprintf("%s; node%d leads epoch %d (seen %v after the fault ended)", line, id, st.Epoch, time.Since(t0).Round(time.Millisecond)), nil
 }
 
 // finish stops everything, verifies the history and prints the summary

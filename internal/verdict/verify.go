@@ -137,9 +137,16 @@ type Result struct {
 	FirstStale *client.RecordLine `json:",omitempty"`
 	// StaleDelivered: stale outputs the client delivered to the
 	// application anyway. Its epoch fence (client.Core.Fence) refuses
-	// an output of an older epoch than one it has seen, so a stale
-	// output that arrived counts against the primaries (they fence by
-	// the lease) and one delivered against the client too.
+	// an output of an older epoch than one it has seen, and that fence
+	// is what guarantees it: a primary checks its lease by the clock
+	// right before its send syscall, but no sender can check past its
+	// own send, so one stopped (SIGSTOP, a descheduled VM) between that
+	// check and the sendmmsg sends those frames when it resumes, after
+	// its lease ran out. A stale output that arrived and was refused is
+	// reported, and is no failure when found in the final history (Lost
+	// and Conflicts count it otherwise); one delivered is a failure.
+	// The drill "pause" still counts every arrival: it holds acks
+	// waiting at the resume, the case a missing lease check would send.
 	StaleDelivered uint64
 }
 
@@ -158,13 +165,13 @@ func (r *Result) staleDelivered() string {
 	if r.Stale == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (delivered %d)", r.StaleDelivered)
+	return fmt.Sprintf(" (delivered %d, refused by the client's epoch fence %d)", r.StaleDelivered, r.Stale-r.StaleDelivered)
 }
 
-// OK is true when nothing was lost, duplicated, conflicting, mismatched or
-// stale.
+// OK is true when nothing was lost, duplicated, conflicting or
+// mismatched, and no stale output was delivered (StaleDelivered).
 func (r *Result) OK() bool {
-	return r.Lost == 0 && r.Duplicates == 0 && r.Conflicts == 0 && r.HashMismatches == 0 && r.Stale == 0 && r.SessionFaults == 0
+	return r.Lost == 0 && r.Duplicates == 0 && r.Conflicts == 0 && r.HashMismatches == 0 && r.StaleDelivered == 0 && r.SessionFaults == 0
 }
 
 func (r *Result) find(kind string, count *uint64, format string, args ...any) {
