@@ -176,6 +176,19 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 			m.Added = true // require its ack from now on
 		}
 	}
+	// A pending addition stays in every proposal until a grant resolves
+	// it, even once it lags or left: its proposal may have been lost with
+	// the witness's version unchanged, which no grant resolves, while it
+	// stays required here (the proposal may yet arrive). Left out, the
+	// set wanted could be the set in force: nothing proposed, and a dead
+	// addition waited for for good. Proposed again, the witness lists it
+	// (then it is removed as any lagging member) or a newer version
+	// refuses it (Confirm).
+	for _, id := range s.adding {
+		if !slices.Contains(desired, id) && len(desired) < arbiter.MaxInSyncMembers {
+			desired = append(desired, id)
+		}
+	}
 	slices.Sort(desired)
 	if !slices.Equal(desired, s.members) {
 		// A proposal outlives this call (in flight, in the Ready): its
