@@ -160,6 +160,19 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 	for _, id := range m.Lagging {
 		desired = slices.DeleteFunc(desired, func(x arbiter.NodeID) bool { return uint32(x) == id })
 	}
+	// A pending addition stays in every proposal until a grant resolves
+	// it, even once it lags or left: its proposal may have been lost with
+	// the witness's version unchanged, which no grant resolves, while it
+	// stays required here (the proposal may yet arrive). Left out, the
+	// set wanted could be the set in force: nothing proposed, and a dead
+	// addition waited for for good. Proposed again, the witness lists it
+	// (then it is removed as any lagging member) or a newer version
+	// refuses it (Confirm).
+	for _, id := range s.adding {
+		if !slices.Contains(desired, id) && len(desired) < arbiter.MaxInSyncMembers {
+			desired = append(desired, id)
+		}
+	}
 	released := max(g.Released(), cfg.Inherited)
 	for _, id := range cfg.Peers {
 		nid := arbiter.NodeID(id)
@@ -174,19 +187,6 @@ func (s *InSync) Maintain(g *gating.Gate, cfg MaintainConfig, nowNs int64) Maint
 		if !slices.Contains(s.adding, nid) && !slices.Contains(s.members, nid) {
 			s.adding = append(s.adding, nid)
 			m.Added = true // require its ack from now on
-		}
-	}
-	// A pending addition stays in every proposal until a grant resolves
-	// it, even once it lags or left: its proposal may have been lost with
-	// the witness's version unchanged, which no grant resolves, while it
-	// stays required here (the proposal may yet arrive). Left out, the
-	// set wanted could be the set in force: nothing proposed, and a dead
-	// addition waited for for good. Proposed again, the witness lists it
-	// (then it is removed as any lagging member) or a newer version
-	// refuses it (Confirm).
-	for _, id := range s.adding {
-		if !slices.Contains(desired, id) && len(desired) < arbiter.MaxInSyncMembers {
-			desired = append(desired, id)
 		}
 	}
 	slices.Sort(desired)
