@@ -26,7 +26,7 @@ func runVerify(args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: seqbus verify --record FILE [--record FILE ...] [--primary DIR] NODE_DIR...\n\n"+
 			"Checks what clients recorded (seqbus client --record) against the nodes' journals, read-only:\n"+
-			"lost, duplicates, conflicts, hash mismatches, stale. Exit 0 when all are 0, 1 otherwise,\n"+
+			"lost, duplicates, conflicts, hash mismatches, stale. Exit 0 when all are 0 (stale outputs\nthe client's epoch fence refused are reported only), 1 otherwise,\n"+
 			"2 when the input cannot be read (nothing was checked).\n\nflags:\n")
 		fs.PrintDefaults()
 	}
