@@ -185,8 +185,9 @@ func (c *Client) enqueue(req arbiter.Request) {
 	if c.hasQueued {
 		c.stats.replaced.Add(1)
 		// A replaced renew's proposal rides on the newer renew, so that
-		// replacing is not losing it.
-		if j.proposal.BaseVersion == 0 && req.Kind == arbiter.RequestRenew {
+		// replacing is not losing it, if that renew is of the epoch it
+		// was made under (arbiter.InSyncProposal.Take's rule).
+		if j.proposal.BaseVersion == 0 && req.Kind == arbiter.RequestRenew && c.queued.proposal.Epoch == req.Epoch {
 			j.proposal = c.queued.proposal
 		}
 	}

@@ -78,10 +78,33 @@ func TestTickQueuesAndDelivers(t *testing.T) {
 	if j.req.Kind != arbiter.RequestRenew || j.proposal.BaseVersion != 1 || j.proposal.N != 1 || j.proposal.Members[0] != 2 {
 		t.Fatalf("renew job %+v", j)
 	}
+	// A proposal of epoch 5 queued on its renew does not ride on a renew
+	// of epoch 6 that replaces it (a new term granted meanwhile): no
+	// arbiter may accept it under another epoch (replica.InSync.StartTerm
+	// forgot its additions).
+	if err := c.ProposeInSync(1, []arbiter.NodeID{2}); err != nil {
+		t.Fatal(err)
+	}
+	k.Hurry(0)
+	c.Tick(2*arbiter.DefaultRetryNs+5, nil)
+	c.mu.Lock()
+	queued := c.queued
+	c.mu.Unlock()
+	if queued.req.Epoch != 5 || queued.proposal.BaseVersion != 1 {
+		t.Fatalf("renew of epoch 5 queued %+v", queued)
+	}
+	putResult(c, grantReply(queued.req.ID, 6, second, 1, set()))
+	c.Tick(2*arbiter.DefaultRetryNs+6, nil) // delivers the grant of epoch 6
+	k.Hurry(0)
+	c.Tick(2*arbiter.DefaultRetryNs+7, nil)
+	j, _ = takeJob(c)
+	if k.Epoch() != 6 || j.req.Kind != arbiter.RequestRenew || j.req.Epoch != 6 || j.proposal.BaseVersion != 0 {
+		t.Fatalf("keeper epoch %d, renew job %+v: want a renew of epoch 6 without the epoch-5 proposal", k.Epoch(), j)
+	}
 	// After Close nothing is queued.
 	c.closed = true
 	k.Hurry(0)
-	c.Tick(2*arbiter.DefaultRetryNs+5, nil)
+	c.Tick(2*arbiter.DefaultRetryNs+8, nil)
 	if _, ok := takeJob(c); ok {
 		t.Fatal("queued after close")
 	}
