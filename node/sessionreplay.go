@@ -84,17 +84,19 @@ func (n *Node) carryOut(a session.Answer, to netip.AddrPort) {
 	case session.StartRecompute:
 		n.startRecompute(a.Job, to)
 	case session.Send:
-		// Released outputs, like a release's (sendUnderLease): queued
-		// alone, the lease checked by the clock right before they leave.
-		n.tr.Flush()
+		if a.End.Status != wire.ReplayRefused {
+			// Released outputs, like a release's: queued alone, and the
+			// lease checked by the clock right before they leave
+			// (sendUnderLease, deferred: after the frames below are
+			// queued). A refusal holds none and leaves with the pass.
+			n.tr.Flush()
+			defer n.sendUnderLease()
+		}
 		frames := n.replay.Frames(&a, n.origin())
 		for frame, ok := frames.Next(); ok; frame, ok = frames.Next() {
 			n.tr.Send(frame, to)
 		}
 		a.End.Origin = n.origin()
 		n.tr.Send(a.End.Append(n.frameBuf[:0]), to)
-		if a.End.Status != wire.ReplayRefused {
-			n.sendUnderLease()
-		}
 	}
 }
