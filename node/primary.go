@@ -93,11 +93,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	switch f.Type {
 	case wire.TypeCommand:
 		n.onCommands(f, from, now)
-	case wire.TypeAck:
-		if _, ok := n.cfg.Peers[f.Node]; !ok {
-			n.stats.DropUnknownNode++
-			return
-		}
+	case wire.TypeAck: // f.Node is a peer: onDatagram checked every non-COMMAND frame
 		v, leaving := n.ack(f, now)
 		switch v {
 		case replica.AckOlderEpoch:
@@ -122,21 +118,12 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, required, now)
 		}
 	case wire.TypeNak:
-		if _, ok := n.cfg.Peers[f.Node]; !ok {
-			n.stats.DropUnknownNode++
-			return
-		}
 		nak, _ := wire.DecodeNak(f)
 		n.ldr.Nak(&nak, now)
 		n.leaderReady()
 	case wire.TypeSnapshotRequest:
-		addr, ok := n.cfg.Peers[f.Node]
-		if !ok {
-			n.stats.DropUnknownNode++
-			return
-		}
 		req, _ := wire.DecodeSnapshotRequest(f)
-		n.serveSnapshot(&req, f.Node, addr)
+		n.serveSnapshot(&req, f.Node, n.cfg.Peers[f.Node])
 	default:
 		n.stats.DropUnexpected++
 	}
@@ -188,13 +175,18 @@ func (n *Node) standbyLeaving(id uint32, now int64) {
 	n.maintainInSync(now)
 }
 
-// journalFailed handles an append that failed: the node must not release
-// or acknowledge anything past what the journal holds, so it stops
-// releasing and sequencing for the rest of this process's life (logged
-// once; the lease lapses and a standby takes over).
+// journalFailed handles an append or a write that failed: the node must
+// not release or acknowledge anything past what the journal holds, so a
+// primary stops releasing and sequencing for the rest of this process's
+// life and gives its lease up (a standby takes over), and a standby's
+// acks stop and it will not be promoted. Logged once, counted every time.
 func (n *Node) journalFailed(err error) {
 	n.stats.JournalErrors++
 	if !n.st.Break() {
+		return
+	}
+	if !n.tm.Primary() {
+		n.cfg.Log.Error("standby journal append failed; acks stop, will not lead: restart the node once the disk is fixed", "err", err)
 		return
 	}
 	if errors.Is(err, journal.ErrStaleEpoch) {

@@ -34,12 +34,7 @@ func (n *Node) applyEntries() {
 func (n *Node) applyEntry(seq uint64, payload []byte, now int64) {
 	epoch := n.epochOf(seq)
 	if err := n.j.Append(epoch, seq, payload, now); err != nil {
-		// The ack follows the journal, so it stops here; this node must
-		// not be promoted either. Logged once.
-		n.stats.JournalErrors++
-		if n.st.Break() {
-			n.cfg.Log.Error("standby journal append failed; acks stop, will not lead: restart the node once the disk is fixed", "seq", seq, "err", err)
-		}
+		n.journalFailed(err)
 		return
 	}
 	n.eng().Apply(seq, payload, n.applyOut(seq)) // the session history and the market-data ring
@@ -215,10 +210,7 @@ func (n *Node) standbyAfterBatch(now int64) {
 // ack follows Durable, which counts only written records.
 func (n *Node) flushJournal() {
 	if err := n.j.Flush(); err != nil {
-		n.stats.JournalErrors++
-		if n.st.Break() {
-			n.cfg.Log.Error("standby journal write failed; acks stop, will not lead: restart the node once the disk is fixed", "err", err)
-		}
+		n.journalFailed(err)
 	}
 }
 
