@@ -93,17 +93,20 @@ func (a *agent) Pending() bool {
 	return n.commit.Pending() || n.recompute.done.Load() != nil
 }
 
-// startAgent starts the agent thread, and the fsync thread and status
-// writer it needs.
-func (n *Node) startAgent() error {
+// Start runs the node's agent thread, and the fsync thread and status
+// writer where the configuration needs them; a node that cannot start is
+// closed.
+func (n *Node) Start() error {
 	a, err := newAgent(n)
-	if err != nil {
-		return err
+	if err == nil {
+		n.agent = a // before the thread runs: its passes read it
+		if err = a.runner.Start(); err != nil {
+			a.runner.Close()
+			n.agent = nil
+		}
 	}
-	n.agent = a
-	if err := a.runner.Start(); err != nil {
-		a.runner.Close()
-		n.agent = nil
+	if err != nil {
+		n.Close()
 		return err
 	}
 	n.commit.Start() // none under fsync none: Flush makes records durable

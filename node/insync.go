@@ -9,14 +9,15 @@ import (
 // core decides: the gate's required acks change inside the core, and a
 // proposal comes back in its Ready (see release).
 
-// onWitnessSet records the set an arbiter's grant carries; a primary
-// requires it at once.
-func (n *Node) onWitnessSet(r *arbiter.Reply, now int64) {
+// onLeaseReply acts on a reply the keeper took: it records the in-sync
+// set a grant carries, which a primary requires at once; what the reply
+// decides of the lease is carried out by leaseChanged.
+func (n *Node) onLeaseReply(r arbiter.Reply, now int64) {
 	if !n.tm.Primary() {
-		n.isr.Confirm(r)
+		n.isr.Confirm(&r)
 		return
 	}
-	if !n.ldr.Primary().ConfirmInSync(r, now) {
+	if !n.ldr.Primary().ConfirmInSync(&r, now) {
 		return
 	}
 	n.stats.InSyncMembers = uint64(n.ldr.Primary().Required())

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/lease"
 	"github.com/seqbus/seqbus/replica"
 	"github.com/seqbus/seqbus/wire"
@@ -61,10 +60,6 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 	}
 }
 
-// onLeaseReply acts on a reply the keeper took (the in-sync set it
-// carries); what it decides is carried out by leaseChanged.
-func (n *Node) onLeaseReply(r arbiter.Reply, now int64) { n.onWitnessSet(&r, now) }
-
 // leaseChanged carries out, between batches, what the lease decides
 // (replica.PrimaryLease, replica.StandbyLease) as the term's role change
 // (replica.Roles.Lease).
@@ -110,14 +105,17 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 	// Drain: the window applies every contiguous message as it arrives,
 	// so what is left is to make what we applied durable before leading.
 	drainStart := n.nowNs()
-	if err := n.j.Flush(); err != nil {
-		n.tm.DrainFailed()
-		n.cfg.Log.Error("promotion: journal write failed; not leading", "err", err)
-		return
+	err := n.j.Flush()
+	if err == nil {
+		err = n.j.Sync()
 	}
-	if err := n.j.Sync(); err != nil {
+	if err != nil {
+		// A failed journal stays failed: what we applied never becomes
+		// durable here, so this node must never lead, and the lease it
+		// cannot lead under goes back at once for another standby's.
 		n.tm.DrainFailed()
-		n.cfg.Log.Error("promotion: journal sync failed; not leading", "err", err)
+		n.journalFailed(err)
+		n.giveUpLease("the journal failed at the promotion's drain")
 		return
 	}
 	drainNs := n.nowNs() - drainStart
@@ -127,6 +125,7 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 		n.cfg.Log.Error("promotion failed", "epoch", lead.Epoch, "err", err)
 		n.tm.LeadFailed()
 		n.becomeStandby()
+		n.giveUpLease("the promotion failed") // not held again until asked for again
 		return
 	}
 	n.ldr.Primary().SetLease(n.lease.Keeper().MayLead(now))
@@ -212,9 +211,13 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 		n.stepDown(&rd)
 	}
 	if err := n.reconcile(&rd, &ne, applied); err != nil {
+		// Each NEW_EPOCH repeat retries it; whatever it left behind, this
+		// node must never lead on it (logged once, counted every time).
 		n.tm.ResetFailed()
-		n.cfg.Log.Error("reconcile with the new primary failed", "err", err)
 		n.stats.JournalErrors++
+		if n.st.Break() {
+			n.cfg.Log.Error("reconcile with the new primary failed: this node will not lead; restart it once the disk is fixed", "err", err)
+		}
 		return
 	}
 	rd = n.tm.Reconciled()

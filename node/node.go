@@ -270,16 +270,6 @@ func (n *Node) replayed(epoch, seq uint64, payload []byte) {
 	}
 }
 
-// Start runs the node's agent thread (agent.go), and the fsync thread and
-// status writer where the configuration needs them.
-func (n *Node) Start() error {
-	if err := n.startAgent(); err != nil {
-		n.Close()
-		return err
-	}
-	return nil
-}
-
 // Close stops every goroutine, syncs and closes the journal, writes the
 // final status and closes the sockets. It is safe to call twice.
 func (n *Node) Close() error {

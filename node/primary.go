@@ -198,22 +198,26 @@ func (n *Node) journalFailed(err error) {
 	n.giveUpLease("the journal failed")
 }
 
-// giveUpLease releases the lease of a primary that will release nothing
-// more under it (its journal failed, or it is closing), so the arbiter
-// grants the next epoch to a standby at once instead of when the lease
-// runs out: a planned stop or a broken disk halts the market for a
-// promotion, not a lease. The keeper is told first and MayLead is false
-// from then on; the request leaves after (arbiter.Keeper.Release).
+// giveUpLease releases the lease of a node that will release nothing
+// more under it (a primary whose journal failed or that is closing; a
+// standby granted it that could not take over), so the arbiter grants the
+// next epoch to a standby at once instead of when the lease runs out: a
+// planned stop or a broken disk halts the market for a promotion, not a
+// lease. The keeper is told first and MayLead is false from then on; the
+// request leaves after (arbiter.Keeper.Release; nothing when the keeper
+// holds no lease).
 func (n *Node) giveUpLease(why string) {
-	if n.lease.Keeper() == nil || !n.tm.Primary() || n.cfg.Unsafe.NoFencing {
+	k, now := n.lease.Keeper(), n.nowNs()
+	// A standby that holds no grant has nothing to give (and its keeper's
+	// request under way is left alone).
+	if k == nil || n.cfg.Unsafe.NoFencing || (!n.tm.Primary() && !k.MayLead(now)) || !n.lease.Release(now) {
 		return
 	}
-	now := n.nowNs()
-	if n.lease.Release(now) {
-		n.stats.LeasesReleased++
-		n.cfg.Log.Info("lease given up: "+why, "epoch", n.tm.Epoch())
+	n.stats.LeasesReleased++
+	n.cfg.Log.Info("lease given up: "+why, "epoch", k.Epoch()) // Release keeps the view's epoch
+	if n.tm.Primary() {
 		// Tell the standbys, so one asks for the lease now rather than at
-		// its next retry (up to --retry later).
+		// its next retry (up to --retry later), and the clients.
 		n.ldr.LeaseReleased(now)
 		n.leaderReady()
 		n.tellClients(n.tm.Epoch())
