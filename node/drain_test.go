@@ -67,6 +67,9 @@ func TestStandbyWhoseDrainFailedGivesTheLeaseUp(t *testing.T) {
 	if !broken || jerrs != 1 || released != 1 {
 		t.Fatalf("broken %v, JournalErrors %d, LeasesReleased %d: want the journal broken, one error, one release", broken, jerrs, released)
 	}
+	if !n.Status().JournalFailed {
+		t.Fatal("status does not say the journal failed")
+	}
 }
 
 // A standby whose journal fails while it cuts its suffix at a new

@@ -216,7 +216,7 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 		n.tm.ResetFailed()
 		n.stats.JournalErrors++
 		if n.st.Break() {
-			n.cfg.Log.Error("reconcile with the new primary failed: this node will not lead; restart it once the disk is fixed", "err", err)
+			n.cfg.Log.Error("reconcile with the new primary failed (the journal cut at its fork, or the rebuild): this node will not lead; restart it once the disk is fixed", "err", err)
 		}
 		return
 	}

@@ -51,6 +51,7 @@ func (s *Status) SetSockets(tr *transport.Transport) {
 func (s *Status) SetStorage(c storage.Counters, snaps *snapshot.Store) {
 	s.Node.JournalsSetAside, s.Node.TornTailBytes, s.Node.HistoriesShort = c.JournalsSetAside, c.TornTailBytes, c.HistoriesShort
 	s.Node.HistoryDiscarded += c.HistoryDiscarded
+	s.JournalFailed = c.Broken
 	s.SnapshotsWriting = snaps.Waiting()
 	sc := snaps.Counters()
 	s.Node.Snapshots, s.Node.SnapshotsOnDemand, s.Node.SnapshotsInstalled = sc.Written, sc.OnDemand, sc.Installed

@@ -268,7 +268,12 @@ type Status struct {
 	// Refetching: the journal was set aside as corrupt and the node has
 	// not yet caught up with a primary; it will not ask to lead.
 	Refetching bool `json:"refetching,omitempty"`
-	Journal    struct {
+	// JournalFailed: a journal write, fsync or cut failed (the node's log
+	// says which; JournalErrors, SyncErrors count them): nothing more
+	// becomes durable, released or acknowledged, and the node will not
+	// lead again until it is restarted once its disk is fixed.
+	JournalFailed bool `json:"journal_failed,omitempty"`
+	Journal       struct {
 		FirstSeq uint64 `json:"first_seq"`
 		LastSeq  uint64 `json:"last_seq"`
 		// NextSegmentError: why the next segment could not be prepared

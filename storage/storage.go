@@ -74,6 +74,10 @@ type Counters struct {
 	// HistoriesShort: start-ups whose history ended below the durable
 	// seq the directory's last run reported (CheckDurableClaim).
 	JournalsSetAside, TornTailBytes, HistoryDiscarded, HistoriesShort uint64
+	// Broken: the journal failed (Break) for the rest of the process's
+	// life: nothing more becomes durable, released or acknowledged, and
+	// the node never asks to lead; it needs a restart.
+	Broken bool
 }
 
 // Storage is a node's journal, snapshots and the state machine rebuilt
@@ -189,7 +193,11 @@ func (s *Storage) Snapshots() *snapshot.Store { return s.snaps }
 func (s *Storage) Engine() engine.StateMachine { return s.eng }
 
 // Counters returns what the Storage counted.
-func (s *Storage) Counters() Counters { return s.c }
+func (s *Storage) Counters() Counters {
+	c := s.c
+	c.Broken = s.broken
+	return c
+}
 
 // HighestEpoch is the highest epoch the history holds: its newest
 // snapshot's or its journal's (a fence must refuse anything older).

@@ -314,8 +314,8 @@ func TestBroken(t *testing.T) {
 		t.Fatal("a refetch marker that could not be written left the storage unbroken")
 	}
 	s2 := open(t, config(journal.NewMemFS(), nil))
-	if !s2.Break() || s2.Break() || !s2.Broken() {
-		t.Fatal("Break: want true once, then false, and Broken after")
+	if !s2.Break() || s2.Break() || !s2.Broken() || !s2.Counters().Broken {
+		t.Fatal("Break: want true once, then false, and Broken after (in the counters too, for status)")
 	}
 }
 

@@ -71,6 +71,7 @@ var (
 	descJournalFirst   = desc("journal_first_seq", "Lowest seq the journal holds.")
 	descJournalLast    = desc("journal_last_seq", "Highest seq the journal holds.")
 	descRefetching     = desc("refetching", "1 while the node refetches its state and will not lead.")
+	descJournalFailed  = desc("journal_failed", "1 once the node's journal failed (a write, fsync or cut): it releases and acknowledges nothing more and will not lead until restarted.")
 	descDiskStalled    = desc("disk_stalled", "1 while the node's disk has made nothing durable for --disk-stall-after: the node will not lead.")
 	descDiskWaiting    = desc("disk_waiting_seconds", "How long written records have waited with the durable mark not moving (0: none waits).")
 	descUptime         = desc("uptime_seconds", "Time since the node started.")
@@ -90,7 +91,7 @@ var _ prometheus.Collector = NodeCollector{}
 func (NodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descEpoch, descLeaseHeld, descLeaseEpoch, descLeaseRemaining,
 		descApplied, descDurable, descReleased, descAcked, descStandbyAcked, descStandbyInSync, descInSyncSize,
-		descJournalFirst, descJournalLast, descRefetching, descDiskStalled, descDiskWaiting, descUptime, descCounter, descGauge, descSocketDrops, descLatency} {
+		descJournalFirst, descJournalLast, descRefetching, descJournalFailed, descDiskStalled, descDiskWaiting, descUptime, descCounter, descGauge, descSocketDrops, descLatency} {
 		ch <- d
 	}
 }
@@ -119,6 +120,7 @@ func (c NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descJournalFirst, float64(st.Journal.FirstSeq))
 	gauge(descJournalLast, float64(st.Journal.LastSeq))
 	gauge(descRefetching, b2f(st.Refetching))
+	gauge(descJournalFailed, b2f(st.JournalFailed))
 	gauge(descDiskStalled, b2f(st.Disk.Stalled))
 	gauge(descDiskWaiting, float64(st.Disk.WaitingNs)/1e9)
 	gauge(descUptime, float64(st.UptimeNs)/1e9)

@@ -266,6 +266,10 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 	if r, _ := s["refetching"].(bool); r {
 		fmt.Fprintln(w, "REFETCHING: history discarded (or journal set aside); will not lead until caught up")
 	}
+	if f, _ := s["journal_failed"].(bool); f {
+		fmt.Fprintf(w, "JOURNAL FAILED: a write, fsync or cut failed (JournalErrors %v, SyncErrors %v; the log says which): nothing more becomes durable, released or acknowledged, and it will not lead: restart the node once the disk is fixed\n",
+			get(sub(s, "node"), "JournalErrors"), get(sub(s, "node"), "SyncErrors"))
+	}
 	if d := sub(s, "disk"); d != nil && d["stalled"] == true {
 		fmt.Fprintf(w, "DISK STALLED: nothing written has become durable for %.0f ms (--disk-stall-after %.0f ms); will not lead until the disk catches up\n",
 			toF(get(d, "waiting_ns"))/1e6, toF(get(d, "stall_after_ns"))/1e6)
@@ -325,6 +329,8 @@ var clusterRows = []struct {
 	{"disk", func(s map[string]any) string {
 		if d := sub(s, "disk"); d == nil || s["role"] == "witness" {
 			return "-"
+		} else if s["journal_failed"] == true {
+			return "JOURNAL FAILED"
 		} else if d["stalled"] == true {
 			return fmt.Sprintf("STALLED %.0f ms", toF(get(d, "waiting_ns"))/1e6)
 		}

@@ -181,6 +181,17 @@ func TestRenderDiskStalled(t *testing.T) {
 	}
 }
 
+// TestRenderJournalFailed: a node whose journal failed says so, and that
+// it needs a restart, in its own view and in the cluster's disk row; a
+// healthy one does neither.
+func TestRenderJournalFailed(t *testing.T) {
+	f := renderWarning(t, `"journal_failed":true,"disk":{"stall_after_ns":1000000000},`, `"disk":{"stall_after_ns":1000000000},`,
+		"JOURNAL FAILED: a write, fsync or cut failed", "JOURNAL FAILED", "disk")
+	if len(f) != 3 || f[0] != "JOURNAL" || f[1] != "FAILED" || f[2] != "ok" {
+		t.Fatalf("disk row %q", f)
+	}
+}
+
 // renderWarning renders a primary whose status carries sick (JSON fields)
 // and checks its view has the line want; a standby whose status carries
 // healthy must have no absent in its view. It returns the fields of the
