@@ -62,10 +62,8 @@ type term struct {
 	lease        *lease.Client  // keeper and backend (nil for a static node)
 	isr          replica.InSync // kept across roles: a grant's set
 	lastStepDown stepDownRecord
-	// disk: whether the disk makes what was written durable, and
-	// nextSeg the journal's last word on its next segment (diskwatch.go).
-	disk    replica.DiskWatch
-	nextSeg spareWatch
+	// disk: whether the disk makes what was written durable (diskwatch.go).
+	disk replica.DiskWatch
 }
 
 // primaryState is the leading role's (nil or idle while a standby).

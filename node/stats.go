@@ -37,17 +37,12 @@ func (n *Node) statusLocked() status.Status {
 		UptimeNs:      n.nowNs(),
 	}
 	st.Node.Counters = n.replay.Counters()
-	st.SetStorage(n.st.Counters(), n.snaps)
+	st.SetStorage(n.st)
 	st.Fsync = n.commit.Counters()
 	st.Disk = status.DiskStatus{Stalled: n.disk.Stalled(), WaitingNs: n.disk.WaitedNs(st.UptimeNs), StallAfterNs: n.cfg.DiskStallNs}
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.SetInSync(&n.isr)
-	st.Journal.FirstSeq = n.j.First()
-	_, st.Journal.LastSeq = n.j.Last()
-	if n.nextSeg.err != nil {
-		st.Journal.NextSegmentError, st.Journal.RoomBytes = n.nextSeg.err.Error(), n.nextSeg.room
-	}
 	st.SetSockets(n.tr)
 	n.rel.lat.Rotate()
 	if n.tm.Primary() {

@@ -9,7 +9,6 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/replica"
-	"github.com/seqbus/seqbus/snapshot"
 	"github.com/seqbus/seqbus/storage"
 	"github.com/seqbus/seqbus/transport"
 )
@@ -45,13 +44,21 @@ func (s *Status) SetSockets(tr *transport.Transport) {
 	s.Node.DropNoMAC, s.Node.DropBadMAC, s.Node.DropUnknownKey, s.Node.DropReplay = tc.DropNoMAC, tc.DropBadMAC, tc.DropUnknownKey, tc.DropReplay
 }
 
-// SetStorage copies the history's counters (storage.Counters) and the
-// snapshot store's; HistoryDiscarded adds to the node's own count (its
-// reconciliations that discarded).
-func (s *Status) SetStorage(c storage.Counters, snaps *snapshot.Store) {
+// SetStorage copies the history's counters (storage.Counters), the
+// snapshot store's, the journal's range and its next segment's trouble
+// (storage.Storage.Spare); HistoryDiscarded adds to the node's own count
+// (its reconciliations that discarded).
+func (s *Status) SetStorage(st *storage.Storage) {
+	c, snaps, j := st.Counters(), st.Snapshots(), st.Journal()
 	s.Node.JournalsSetAside, s.Node.TornTailBytes, s.Node.HistoriesShort = c.JournalsSetAside, c.TornTailBytes, c.HistoriesShort
 	s.Node.HistoryDiscarded += c.HistoryDiscarded
+	s.Node.SpareSegmentFailures = c.SpareSegmentFailures
 	s.JournalFailed = c.Broken
+	s.Journal.FirstSeq = j.First()
+	_, s.Journal.LastSeq = j.Last()
+	if room, err := st.Spare(); err != nil {
+		s.Journal.NextSegmentError, s.Journal.RoomBytes = err.Error(), room
+	}
 	s.SnapshotsWriting = snaps.Waiting()
 	sc := snaps.Counters()
 	s.Node.Snapshots, s.Node.SnapshotsOnDemand, s.Node.SnapshotsInstalled = sc.Written, sc.OnDemand, sc.Installed

@@ -74,6 +74,9 @@ type Counters struct {
 	// HistoriesShort: start-ups whose history ended below the durable
 	// seq the directory's last run reported (CheckDurableClaim).
 	JournalsSetAside, TornTailBytes, HistoryDiscarded, HistoriesShort uint64
+	// SpareSegmentFailures: episodes in which the journal could not
+	// prepare its next segment ahead (WatchSpare).
+	SpareSegmentFailures uint64
 	// Broken: the journal failed (Break) for the rest of the process's
 	// life: nothing more becomes durable, released or acknowledged, and
 	// the node never asks to lead; it needs a restart.
@@ -98,6 +101,10 @@ type Storage struct {
 	// recorded).
 	refetching, broken bool
 	c                  Counters
+	// spareErr and spareRoom: what WatchSpare last heard of the journal's
+	// next segment (journal.SpareError).
+	spareErr  error
+	spareRoom int64
 }
 
 // Open opens and recovers the journal in cfg.Dir and the snapshot store
@@ -198,6 +205,32 @@ func (s *Storage) Counters() Counters {
 	c.Broken = s.broken
 	return c
 }
+
+// WatchSpare warns, once an episode, when the journal cannot prepare
+// its next segment ahead (journal.SpareError): the roll at the end of the
+// current one then creates it itself, and on a full disk that roll fails
+// the journal (a primary then gives its lease up). The warning comes a
+// segment of records early: time to free space before anything stops. A
+// warning, not an error: nothing has failed yet (seqbus chaos counts a
+// journal's ERROR lines as its failures). The runtime calls it at every
+// tick; Spare reports the last word.
+func (s *Storage) WatchSpare(nowNs int64) {
+	room, err := s.j.SpareError(nowNs)
+	switch was := s.spareErr; {
+	case err != nil && was == nil:
+		s.c.SpareSegmentFailures++
+		s.log.Warn("JOURNAL CANNOT PREPARE ITS NEXT SEGMENT: free disk space; the journal fails when its current segment fills (a primary then gives its lease up)",
+			"room_bytes", room, "err", err)
+	case err == nil && was != nil:
+		s.log.Info("journal's next segment prepared again", "room_bytes", room)
+	}
+	s.spareErr, s.spareRoom = err, room
+}
+
+// Spare is what WatchSpare last heard: the bytes of records the current
+// segment still takes, and why the next segment could not be prepared
+// (nil while it can).
+func (s *Storage) Spare() (roomBytes int64, err error) { return s.spareRoom, s.spareErr }
 
 // HighestEpoch is the highest epoch the history holds: its newest
 // snapshot's or its journal's (a fence must refuse anything older).
