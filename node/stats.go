@@ -71,19 +71,6 @@ func (n *Node) finishStatus(st *status.Status) {
 	st.WriteIntervalNs = status.IntervalNs
 }
 
-// publishStatus copies the status under the lock (values only: cheap)
-// and completes, marshals and writes it outside (the drivers' and tests'
-// way; the agent publishes to its status.Publisher instead).
-func (n *Node) publishStatus() {
-	if n.cfg.StatusFile == "" {
-		return
-	}
-	n.mu.Lock()
-	st := n.statusLocked()
-	n.mu.Unlock()
-	n.writeStatus(&st)
-}
-
 // writeStatus completes st (finishStatus), marshals it and rewrites
 // StatusFile atomically through n.statusWrite (nil:
 // status.WriteFileAtomic). It takes no lock of the node's.

@@ -18,6 +18,19 @@ import (
 	"github.com/seqbus/seqbus/status"
 )
 
+// publishStatus copies the status under the lock (values only: cheap)
+// and completes, marshals and writes it outside, as the agent's status
+// writer does with the copy it is handed (tests without an agent).
+func (n *Node) publishStatus() {
+	if n.cfg.StatusFile == "" {
+		return
+	}
+	n.mu.Lock()
+	st := n.statusLocked()
+	n.mu.Unlock()
+	n.writeStatus(&st)
+}
+
 // TestStatusFileIsTruthful: status.json carries the state hash as hex
 // text (a JSON number above 2^53 is rounded by jq), says when and by which
 // process it was written, names socket drops, and on the primary shows each
