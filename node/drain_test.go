@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/seqbus/seqbus/arbiter"
-	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
@@ -38,10 +37,7 @@ func TestStandbyWhoseDrainFailedGivesTheLeaseUp(t *testing.T) {
 	from, o := cfg.Peers[2], wire.Origin{Stream: 9, Node: 2, Epoch: 1}
 	ne := wire.NewEpoch{Origin: o}
 	n.Deliver(ne.Append(nil), from)
-	b := wire.NewBatch(0)
-	b.Reset(wire.TypeData, o, 1)
-	b.Add(engine.AppendRequest(nil, 5, 1, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 10, Qty: 1}))
-	n.Deliver(bytes.Clone(b.Bytes()), from)
+	n.Deliver(buyData(o, 1), from)
 	if st := n.Status(); st.Applied != 1 || st.Durable != 0 {
 		t.Fatalf("applied %d durable %d, want 1 and 0", st.Applied, st.Durable)
 	}
@@ -88,11 +84,8 @@ func TestFailedReconcileBreaksTheJournal(t *testing.T) {
 	o := wire.Origin{Stream: 9, Node: 1, Epoch: 1}
 	ne := wire.NewEpoch{Origin: o}
 	n.Deliver(ne.Append(nil), from)
-	b := wire.NewBatch(0)
 	for seq := uint64(1); seq <= 3; seq++ {
-		b.Reset(wire.TypeData, o, seq)
-		b.Add(engine.AppendRequest(nil, 5, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 10, Qty: 1}))
-		n.Deliver(bytes.Clone(b.Bytes()), from)
+		n.Deliver(buyData(o, seq), from)
 	}
 	if st := n.Status(); st.Applied != 3 {
 		t.Fatalf("applied %d, want 3", st.Applied)

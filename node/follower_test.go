@@ -24,12 +24,7 @@ func TestStandbyWindowFarEdge(t *testing.T) {
 	defer n.Close()
 	from := netip.MustParseAddrPort("10.0.0.2:1")
 	o := wire.Origin{Stream: 9, Node: 1, Epoch: 1}
-	b := wire.NewBatch(0)
-	data := func(seq uint64) []byte {
-		b.Reset(wire.TypeData, o, seq)
-		b.Add(engine.AppendRequest(nil, 5, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 10, Qty: 1}))
-		return bytes.Clone(b.Bytes())
-	}
+	data := func(seq uint64) []byte { return buyData(o, seq) }
 	ne := wire.NewEpoch{Origin: o}
 	n.Deliver(ne.Append(nil), from) // follow epoch 1
 	n.Deliver(data(1+uint64(n.cfg.FollowerConfig().Window.MaxPending)), from)
@@ -100,4 +95,13 @@ func TestStandbyPassDoesNotAllocate(t *testing.T) {
 	if st := n.Status(); st.Applied != uint64(i) {
 		t.Fatalf("applied %d, want %d", st.Applied, i)
 	}
+}
+
+// buyData is a DATA frame of o's holding one command at seq: session 5's
+// buy of 1 at 10 (what a standby test feeds as its primary's stream).
+func buyData(o wire.Origin, seq uint64) []byte {
+	b := wire.NewBatch(0)
+	b.Reset(wire.TypeData, o, seq)
+	b.Add(engine.AppendRequest(nil, 5, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Buy, Type: engine.Limit, Price: 10, Qty: 1}))
+	return bytes.Clone(b.Bytes())
 }

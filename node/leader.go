@@ -112,10 +112,10 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 	if err != nil {
 		// A failed journal stays failed: what we applied never becomes
 		// durable here, so this node must never lead, and the lease it
-		// cannot lead under goes back at once for another standby's.
+		// cannot lead under goes back at once (journalFailed) for another
+		// standby's.
 		n.tm.DrainFailed()
 		n.journalFailed(err)
-		n.giveUpLease("the journal failed at the promotion's drain")
 		return
 	}
 	drainNs := n.nowNs() - drainStart

@@ -175,27 +175,29 @@ func (n *Node) standbyLeaving(id uint32, now int64) {
 	n.maintainInSync(now)
 }
 
-// journalFailed handles an append or a write that failed: the node must
-// not release or acknowledge anything past what the journal holds, so a
-// primary stops releasing and sequencing for the rest of this process's
-// life and gives its lease up (a standby takes over), and a standby's
-// acks stop and it will not be promoted. Logged once, counted every time.
+// journalFailed handles an append, a write or a promotion's drain that
+// failed: the node must not release or acknowledge anything past what the
+// journal holds, so a primary stops releasing and sequencing for the rest
+// of this process's life, a standby's acks stop and it will not be
+// promoted, and either gives up a lease it holds (a standby takes over).
+// Logged once, counted every time.
 func (n *Node) journalFailed(err error) {
 	n.stats.JournalErrors++
 	if !n.st.Break() {
 		return
 	}
-	if !n.tm.Primary() {
+	switch {
+	case !n.tm.Primary():
 		n.cfg.Log.Error("standby journal append failed; acks stop, will not lead: restart the node once the disk is fixed", "err", err)
-		return
-	}
-	if errors.Is(err, journal.ErrStaleEpoch) {
+	case errors.Is(err, journal.ErrStaleEpoch):
 		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.tm.Epoch(), "err", err)
-	} else {
+	default:
 		n.cfg.Log.Error("journal append failed: this process releases and sequences nothing more and gives up its lease; restart the node once the disk is fixed", "err", err)
 	}
-	n.ldr.JournalFailed()
-	n.giveUpLease("the journal failed")
+	if n.tm.Primary() {
+		n.ldr.JournalFailed()
+	}
+	n.giveUpLease("the journal failed") // a standby's, only a grant it holds (a promotion's drain)
 }
 
 // giveUpLease releases the lease of a node that will release nothing
