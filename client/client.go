@@ -152,6 +152,9 @@ func Dial(opts Options) (*Client, error) {
 	if opts.Core.Session == 0 {
 		return nil, errors.New("client: session 0 is reserved for market data")
 	}
+	if opts.Core.MaxInFlight < 0 || opts.Core.MaxInFlight > MaxInFlightMax {
+		return nil, ErrBadMaxInFlight
+	}
 	var err error
 	if opts.DatagramBytes, err = datagramBytes(opts.DatagramBytes); err != nil {
 		return nil, err

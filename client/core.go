@@ -26,6 +26,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/seqbus/seqbus/engine"
 )
@@ -35,6 +36,10 @@ const (
 	// DefaultMaxInFlight bounds unanswered commands; it must not exceed the
 	// engine's dedup window, or a resend could be too old to dedupe.
 	DefaultMaxInFlight = 1024
+	// MaxInFlightMax bounds Config.MaxInFlight: a slot each, about 1 KB
+	// (64 MB at the bound), and the matching engine's largest dedup
+	// window.
+	MaxInFlightMax = 1 << 16
 	// DefaultResendAfterNs: resend a command unanswered for 250 ms, a
 	// quarter of the lease: within a failover the new primary answers the
 	// resend (from its dedup table if the original was applied).
@@ -46,9 +51,21 @@ const (
 // ErrWindowFull is returned by Next when MaxInFlight commands are unanswered.
 var ErrWindowFull = errors.New("client: too many commands in flight")
 
+// ErrBadMaxInFlight is returned by Dial for a Config.MaxInFlight above
+// MaxInFlightMax (or below 0).
+var ErrBadMaxInFlight = fmt.Errorf("client: max in flight not in 0..%d (0: %d)", MaxInFlightMax, DefaultMaxInFlight)
+
 // Config configures a Core.
 type Config struct {
-	Session       uint64
+	Session uint64
+	// MaxInFlight bounds the commands sent and not yet answered (0:
+	// DefaultMaxInFlight; at most MaxInFlightMax). It must not exceed
+	// the nodes' dedup window (the matching engine's: 1024 in seqbus
+	// node), or a command resent after a failover can be refused as too
+	// old although it was applied; a state machine without one (seqbus
+	// node --engine none) bounds it only by memory and the sockets'
+	// buffers. A larger window carries more commands per datagram and
+	// per pass flat out: docs/tuning.md.
 	MaxInFlight   int
 	ResendAfterNs int64
 	// FirstID is the first client order id (ids increase by one); a client

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -24,6 +25,31 @@ func TestDialDatagramBytesBounds(t *testing.T) {
 		if err == nil {
 			cl.Close()
 		}
+	}
+}
+
+// Dial refuses a window above MaxInFlightMax (or negative) before it
+// opens anything; inside the bounds the window is what Next enforces.
+func TestDialMaxInFlightBounds(t *testing.T) {
+	for _, tc := range []struct {
+		window int
+		ok     bool
+	}{{0, true}, {1, true}, {8192, true}, {MaxInFlightMax, true}, {-1, false}, {MaxInFlightMax + 1, false}} {
+		cl, err := Dial(Options{Core: Config{Session: 3, MaxInFlight: tc.window}, Primary: netip.MustParseAddrPort("127.0.0.1:9"), Poll: true})
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrBadMaxInFlight)) {
+			t.Fatalf("MaxInFlight %d: err %v, want ok %v", tc.window, err, tc.ok)
+		}
+		if err != nil {
+			continue
+		}
+		want := tc.window
+		if want == 0 {
+			want = DefaultMaxInFlight
+		}
+		if got := len(cl.core.slots); got != want {
+			t.Errorf("MaxInFlight %d: a window of %d slots, want %d", tc.window, got, want)
+		}
+		cl.Close()
 	}
 }
 

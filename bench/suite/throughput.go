@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
+	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 )
@@ -31,6 +33,11 @@ type ThroughputConfig struct {
 	// LevelLoad is how the load generator paces the runs at a fraction
 	// of the maximum (the flat-out runs send as the window allows).
 	LevelLoad LevelLoad
+	// ReplicatedInFlight is the load client's window in the --engine
+	// none runs (0: the client's default). The matching runs keep the
+	// client's default, the engine's dedup window; none has no dedup
+	// table to bound it.
+	ReplicatedInFlight int
 }
 
 // LevelLoad is the load generator's pacing in the fixed-rate runs.
@@ -43,6 +50,24 @@ type LevelLoad struct {
 	Nice       int
 }
 
+// Check validates the settings a user gives (Count, LatencySeconds,
+// LevelLoad, ReplicatedInFlight) before anything starts.
+func (c *ThroughputConfig) Check() error {
+	switch {
+	case c.Count < 1000 || c.Count > stagetrace.RowsMax/2:
+		return fmt.Errorf("--count: want 1000..%d, got %d", stagetrace.RowsMax/2, c.Count)
+	case !(c.LatencySeconds > 0 && c.LatencySeconds <= 600):
+		return fmt.Errorf("--latency-seconds: want 0 < s <= 600, got %v", c.LatencySeconds)
+	case c.LevelLoad.Nice < -20 || c.LevelLoad.Nice > 19:
+		return fmt.Errorf("--generator-nice: want -20..19, got %d", c.LevelLoad.Nice)
+	case c.LevelLoad.CoalesceNs < 0 || c.LevelLoad.CoalesceNs > client.CoalesceNsMax:
+		return fmt.Errorf("--generator-coalesce: want 0..%v, got %v", time.Duration(client.CoalesceNsMax), time.Duration(c.LevelLoad.CoalesceNs))
+	case c.ReplicatedInFlight < 0 || c.ReplicatedInFlight > client.MaxInFlightMax:
+		return fmt.Errorf("--replicated-in-flight: want 0..%d (0: the client's %d), got %d", client.MaxInFlightMax, client.DefaultMaxInFlight, c.ReplicatedInFlight)
+	}
+	return nil
+}
+
 // RunThroughput runs the cells in order and returns their reports; it
 // stops at the first error (ctx's included).
 func RunThroughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRun, error) {
@@ -50,10 +75,14 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRun, 
 	b := cfg.Base
 	for _, size := range cfg.Sizes {
 		for _, fsync := range cfg.Fsyncs {
-			run := ThroughputRun{Size: size, Fsync: fsync, FsyncInlineNs: b.FsyncInlineNs, Idle: b.Idle, Layout: b.Layout.String()}
+			run := ThroughputRun{Size: size, Fsync: fsync, FsyncInlineNs: b.FsyncInlineNs, Idle: b.Idle, Layout: b.Layout.String(),
+				ReplicatedInFlight: cfg.ReplicatedInFlight}
 			for _, eng := range []string{"matching", "none"} {
 				base := b
 				base.Size, base.Fsync, base.Engine = size, fsync, eng
+				if eng == "none" {
+					base.MaxInFlight = cfg.ReplicatedInFlight
+				}
 				if err := throughputEngine(ctx, cfg.Out, cfg.Bin, &run, base, cfg.LevelLoad, cfg.Count, cfg.LatencySeconds, b.Out); err != nil {
 					return nil, err
 				}
@@ -76,8 +105,10 @@ type ThroughputRun struct {
 	// with the matching engine (released through the gate).
 	MaxReleasedPerSec float64 `json:"max_released_per_second"`
 	// MaxReplicatedPerSec: commands per second the in-sync standbys
-	// acknowledged, flat out, with the no-op state machine (--engine none).
+	// acknowledged, flat out, with the no-op state machine (--engine
+	// none), the client's window ReplicatedInFlight (0: its default).
 	MaxReplicatedPerSec float64               `json:"max_replicated_per_second"`
+	ReplicatedInFlight  int                   `json:"replicated_in_flight,omitempty"`
 	Processes           []cluster.ProcessInfo `json:"processes"`            // the flat-out matching run
 	ProcessesReplicated []cluster.ProcessInfo `json:"processes_replicated"` // the flat-out engine-none run
 	Levels              []ThroughputLevel     `json:"levels"`
@@ -115,7 +146,11 @@ func throughputEngine(ctx context.Context, w io.Writer, bin string, run *Through
 		run.MaxReplicatedPerSec, run.ProcessesReplicated = res.ReplicatedPerSec, res.Processes
 		maxRate = res.ReplicatedPerSec
 	}
-	fmt.Fprintf(w, "\nsize %s B, fsync %s, engine %s: flat out %.0f answered/s, %.0f replicated/s\n", SizeName(size), fsyncText(fsync, base.FsyncInlineNs), eng, res.AchievedPerSec, res.ReplicatedPerSec)
+	window := base.MaxInFlight
+	if window == 0 {
+		window = client.DefaultMaxInFlight
+	}
+	fmt.Fprintf(w, "\nsize %s B, fsync %s, engine %s: flat out %.0f answered/s, %.0f replicated/s (client window %d)\n", SizeName(size), fsyncText(fsync, base.FsyncInlineNs), eng, res.AchievedPerSec, res.ReplicatedPerSec, window)
 	WriteProcesses(w, res.Processes)
 	fmt.Fprintf(w, "  %-8s %10s %10s | %-32s | %-21s | %s\n", "load", "rate/s", "achieved", "end-to-end p50 / p99 / p99.9 µs", "intended->sent p99 µs",
 		"CPU, % of a core")

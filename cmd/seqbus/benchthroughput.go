@@ -10,7 +10,6 @@ import (
 	"github.com/seqbus/seqbus/bench/suite"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/cluster"
-	"github.com/seqbus/seqbus/internal/stagetrace"
 )
 
 func benchThroughput(ctx context.Context, args []string) error {
@@ -20,6 +19,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 	latSeconds := fs.Float64("latency-seconds", 3, "length of each run at 25%, 50% and 90% of the maximum")
 	coalesce := fs.Duration("generator-coalesce", 100*time.Microsecond, "in the runs at 25/50/90 %, the load generator sends in bursts this far apart at most (seqbus client --coalesce; latency still runs from each intended time; 0: each command at its time, spinning a core between; at most 10ms)")
 	nice := fs.Int("generator-nice", 0, "in the runs at 25/50/90 %, the nice value of the load generator's thread (seqbus client --nice; 0: leave it; below 0 needs root, else it runs at 0 and says so)")
+	inFlight := fs.Int("replicated-in-flight", 8192, fmt.Sprintf("the load client's --max-in-flight in the --engine none runs (0..%d; 0: the client default): none keeps no dedup table to bound it; the matching runs keep %d, the engine's dedup window (docs/tuning.md)", client.MaxInFlightMax, client.DefaultMaxInFlight))
 	park := fs.Bool("generator-park", true, "in the runs at 25/50/90 %, the load generator parks on its socket between sends (seqbus client --park)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchUsage(err)
@@ -28,15 +28,12 @@ func benchThroughput(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case *count < 1000 || *count > stagetrace.RowsMax/2:
-		return usagef("--count: want 1000..%d, got %d", stagetrace.RowsMax/2, *count)
-	case !(*latSeconds > 0 && *latSeconds <= 600):
-		return usagef("--latency-seconds: want 0 < s <= 600, got %v", *latSeconds)
-	case *nice < -20 || *nice > 19:
-		return usagef("--generator-nice: want -20..19, got %d", *nice)
-	case *coalesce < 0 || int64(*coalesce) > client.CoalesceNsMax:
-		return usagef("--generator-coalesce: want 0..%v, got %v", time.Duration(client.CoalesceNsMax), *coalesce)
+	cfg := suite.ThroughputConfig{Sizes: p.sizes, Fsyncs: p.fsyncs, Count: *count, LatencySeconds: *latSeconds, Out: os.Stdout,
+		Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out,
+			DatagramBytes: *bf.datagramBytes, FsyncInlineNs: int64(*bf.fsyncInline)},
+		LevelLoad: suite.LevelLoad{CoalesceNs: int64(*coalesce), Park: *park, Nice: *nice}, ReplicatedInFlight: *inFlight}
+	if err := cfg.Check(); err != nil {
+		return asUsage(err)
 	}
 	if err := os.MkdirAll(*bf.out, 0o755); err != nil {
 		return err
@@ -46,16 +43,14 @@ func benchThroughput(ctx context.Context, args []string) error {
 		return err
 	}
 	niceLevel, niceNote := suite.ProbeGeneratorNice(*nice)
+	cfg.Bin, cfg.LevelLoad.Nice = bin, niceLevel
 	if niceNote != "" {
 		fmt.Println(niceNote)
 	}
 	machine := suite.NewMachine()
 	fmt.Printf("seqbus bench throughput on %s\nidle %s; layout %s; %d standby(s); every role a separate process; datagrams of %d bytes\n", machine.Text(), *bf.idle, p.layout, p.standbys, *bf.datagramBytes)
 	fmt.Printf("generator at 25/50/90 %%: bursts at most %v apart, park %v, nice %d (latency from each intended send time)\n", *coalesce, *park, niceLevel)
-	runs, err := suite.RunThroughput(ctx, suite.ThroughputConfig{Bin: bin, Sizes: p.sizes, Fsyncs: p.fsyncs, Count: *count, LatencySeconds: *latSeconds,
-		Out: os.Stdout, Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out,
-			DatagramBytes: *bf.datagramBytes, FsyncInlineNs: int64(*bf.fsyncInline)},
-		LevelLoad: suite.LevelLoad{CoalesceNs: int64(*coalesce), Park: *park, Nice: niceLevel}})
+	runs, err := suite.RunThroughput(ctx, cfg)
 	if err != nil {
 		return err
 	}

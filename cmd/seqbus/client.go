@@ -29,7 +29,7 @@ type clientFlags struct {
 	rate                                                                    *float64
 	instruments, stream                                                     *uint
 	drain, spin, coalesce                                                   *time.Duration
-	nice, size, traceStages, datagramBytes                                  *int
+	nice, size, traceStages, datagramBytes, maxInFlight                     *int
 	nodes                                                                   peerFlags
 	traceWindow                                                             *string
 	park                                                                    *bool
@@ -61,6 +61,7 @@ func defineClientFlags(fs *flag.FlagSet) *clientFlags {
 	f.traceWindow = fs.String("trace-window", "", traceWindowUsage)
 	f.datagramBytes = fs.Int("datagram-bytes", wire.DefaultDatagramLen, datagramBytesUsage)
 	f.record = fs.String("record", "", "write every output received to this file, one JSON line each (for seqbus verify)")
+	f.maxInFlight = fs.Int("max-in-flight", client.DefaultMaxInFlight, fmt.Sprintf("commands sent and not yet answered, at most (1..%d): at most the nodes' dedup window (1024 with the matching engine), or a command resent after a failover may be refused as too old although it was applied; --engine none nodes keep none, and a larger window carries more commands a datagram flat out (docs/tuning.md)", client.MaxInFlightMax))
 	return f
 }
 
@@ -70,7 +71,7 @@ func (f *clientFlags) check() error {
 		checkPositive("count", *f.count), checkRange("instruments", *f.instruments, 1, 1<<32-1), checkPositive("drain", *f.drain),
 		checkIdle("idle", *f.idle), checkDest("witness", *f.witnessAddr, true), checkStream(*f.stream),
 		checkFollow(*f.witnessAddr, *f.arbiterURL, f.nodes), checkRange("spin", *f.spin, 0, time.Duration(client.SpinNsMax)), checkRange("nice", *f.nice, -20, 19),
-		checkRange("coalesce", *f.coalesce, 0, time.Duration(client.CoalesceNsMax)),
+		checkRange("coalesce", *f.coalesce, 0, time.Duration(client.CoalesceNsMax)), checkRange("max-in-flight", *f.maxInFlight, 1, client.MaxInFlightMax),
 		asUsage(second(traceStagesFlag(*f.traceStages))), asUsage(prefixed("size", checkLoadSize(*f.size))),
 		asUsage(traceWindowFlag(*f.traceWindow, *f.traceStages)), checkDatagramBytes(*f.datagramBytes),
 		flagcheck.OutputFile("json", *f.out), flagcheck.OutputFile("record", *f.record), flagcheck.TraceFile(*f.traceStages, *f.traceFile),
@@ -92,7 +93,7 @@ func runClient(args []string) error {
 	// Poll: the load's generator (internal/pace) reads the answers between
 	// sends on its own thread, so latency counts from the intended send
 	// time of a generator that keeps time.
-	opts := client.Options{Core: client.Config{Session: *f.session}, Primary: addr, Idle: idl, Nodes: f.nodes, Stream: uint16(*f.stream), Poll: true,
+	opts := client.Options{Core: client.Config{Session: *f.session, MaxInFlight: *f.maxInFlight}, Primary: addr, Idle: idl, Nodes: f.nodes, Stream: uint16(*f.stream), Poll: true,
 		DatagramBytes: *f.datagramBytes}
 	if opts.Key, err = loadKey(*f.keyFile); err != nil {
 		return asUsage(err)

@@ -252,7 +252,7 @@ func TestBenchCommands(t *testing.T) {
 		}
 	}
 	text = run("bench", "throughput", "--sizes", "32", "--count", "2000", "--latency-seconds", "0.3", "--out", filepath.Join(out, "tp"))
-	for _, want := range []string{"engine matching: flat out", "engine none: flat out", "50%"} {
+	for _, want := range []string{"engine matching: flat out", "engine none: flat out", "50%", "(client window 1024)", "(client window 8192)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("bench throughput output lacks %q:\n%s", want, text)
 		}
@@ -358,6 +358,7 @@ func checkThroughputSummary(t *testing.T, path string) {
 		Runs          []struct {
 			Released   float64           `json:"max_released_per_second"`
 			Replicated float64           `json:"max_replicated_per_second"`
+			InFlight   int               `json:"replicated_in_flight"`
 			Processes  []json.RawMessage `json:"processes"`
 			Levels     []struct {
 				Percent  int                `json:"percent"`
@@ -379,7 +380,7 @@ func checkThroughputSummary(t *testing.T, path string) {
 		t.Errorf("summary says datagram_bytes %d, want the default %d", sum.DatagramBytes, wire.DefaultDatagramLen)
 	}
 	r := sum.Runs[0]
-	if r.Released <= 0 || r.Replicated <= 0 || len(r.Processes) < 3 || len(r.Levels) != 6 {
+	if r.Released <= 0 || r.Replicated <= 0 || len(r.Processes) < 3 || len(r.Levels) != 6 || r.InFlight != 8192 {
 		t.Fatalf("throughput summary: %s", b)
 	}
 }

@@ -67,7 +67,7 @@ var mayImport = map[string][]string{
 	"internal/flagcheck":   {"bus"},
 	"internal/loadclient":  {"bus", "client", "internal/cluster", "internal/stagetrace"},
 	"internal/serve":       {"bus", "internal/metrics", "internal/nodetrace", "internal/stagetrace", "node", "nodeconfig", "witness"},
-	"bench/suite":          {"bench", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
+	"bench/suite":          {"bench", "client", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 
 // imports returns, per package directory under root, the module packages

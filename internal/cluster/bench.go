@@ -176,6 +176,10 @@ type BenchConfig struct {
 	// DatagramBytes is every node's and the load client's datagram size
 	// (seqbus node and client --datagram-bytes; 0: their default).
 	DatagramBytes int
+	// MaxInFlight is the load client's window (seqbus client
+	// --max-in-flight; 0: its default, the matching engine's dedup
+	// window).
+	MaxInFlight int
 }
 
 // ProcessInfo is one process of a run, as summary.json reports it.
@@ -512,6 +516,9 @@ func LoadArgs(cfg BenchConfig) []string {
 	}
 	if cfg.GeneratorCoalesceNs > 0 {
 		args = append(args, "--coalesce", time.Duration(cfg.GeneratorCoalesceNs).String())
+	}
+	if cfg.MaxInFlight > 0 {
+		args = append(args, "--max-in-flight", strconv.Itoa(cfg.MaxInFlight))
 	}
 	return append(args, datagramArgs(cfg)...)
 }

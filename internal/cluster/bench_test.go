@@ -22,3 +22,15 @@ func TestBenchDatagramArgs(t *testing.T) {
 		t.Fatalf("default run passes a datagram size: %q", args)
 	}
 }
+
+// A run's client window reaches the load client's flags; the default
+// (0) adds none, so the client keeps its own (the engine's dedup window).
+func TestBenchMaxInFlightArgs(t *testing.T) {
+	args := LoadArgs(BenchConfig{MaxInFlight: 8192})
+	if i := slices.Index(args, "--max-in-flight"); i < 0 || i+1 >= len(args) || args[i+1] != "8192" {
+		t.Fatalf("load args %q lack --max-in-flight 8192", args)
+	}
+	if args := LoadArgs(BenchConfig{}); slices.Contains(args, "--max-in-flight") {
+		t.Fatalf("default run passes a window: %q", args)
+	}
+}
