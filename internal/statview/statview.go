@@ -295,7 +295,11 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 		if m == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%s: %s\n", k, nonZero(m))
+		text := nonZero(m)
+		if text == "" {
+			text = "all zero" // a group whose counters never moved, not a missing line
+		}
+		fmt.Fprintf(w, "%s: %s\n", k, text)
 	}
 }
 

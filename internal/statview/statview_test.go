@@ -19,6 +19,7 @@ func statusAt(id int, role string, at time.Time) string {
 "multicast":{"Drops":[0,0,3,0,0,0,0,0]},
 "node":{"NaksSent":4,"StepDowns":1},
 "fsync":{"Inline":7,"Thread":1,"AvgNs":2100},
+"gate":{"Held":0,"Dropped":0},
 "written_at":%q,"pid":0,"write_interval_ns":100000000}`, id, role, at.UTC().Format(time.RFC3339Nano))
 }
 
@@ -49,7 +50,7 @@ func TestRenderOne(t *testing.T) {
 		t.Fatalf("not STALE:\n%s", text)
 	}
 	for _, want := range []string{"unicast socket drops: bad_header=9806", "multicast socket drops: bad_header=3",
-		"acked by standby 2:9 3:4 (not in sync) 4:9 (leaving) 5:8 (gone: port unreachable)", "state hash ffffffffffffff01", "node: NaksSent=4 StepDowns=1", "fsync: AvgNs=2100 Inline=7 Thread=1"} {
+		"acked by standby 2:9 3:4 (not in sync) 4:9 (leaving) 5:8 (gone: port unreachable)", "state hash ffffffffffffff01", "node: NaksSent=4 StepDowns=1", "fsync: AvgNs=2100 Inline=7 Thread=1", "gate: all zero\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("lacks %q:\n%s", want, text)
 		}
