@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -144,4 +145,64 @@ func TestNextPayload(t *testing.T) {
 	if _, _, err := c.NextPayload(make([]byte, MaxCommandLen), 1, 2); err != ErrTooLong {
 		t.Fatalf("oversized body: %v", err)
 	}
+}
+
+// TestPropertyResendWhereMatchesAFullScan: the resend scan that stops at
+// the first command never resent and not yet due resends exactly what a
+// scan of every command in flight would: the oldest `limit` of those sent
+// at least `age` ago, in id order, whatever the answers, resends and ages
+// before.
+func TestPropertyResendWhereMatchesAFullScan(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		window := rapid.IntRange(1, 64).Draw(t, "window")
+		c := NewCore(Config{Session: 1, MaxInFlight: window, ResendAfterNs: 1})
+		type model struct{ sentNs int64 }
+		live := map[uint64]*model{}
+		now := int64(0)
+		for step := rapid.IntRange(1, 300).Draw(t, "steps"); step > 0; step-- {
+			now += rapid.Int64Range(0, 20).Draw(t, "dt")
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				if id, _, err := c.Next(&order, now, now); err == nil {
+					live[id] = &model{sentNs: now}
+				}
+			case 1:
+				if len(live) == 0 {
+					continue
+				}
+				ids := make([]uint64, 0, len(live))
+				for id := range live {
+					ids = append(ids, id)
+				}
+				slices.Sort(ids)
+				id := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "answer")]
+				if _, ok := c.OnOutput(&engine.Output{Kind: engine.KindAck, ClientOrderID: id}, now); !ok {
+					t.Fatalf("answer to live id %d not matched", id)
+				}
+				delete(live, id)
+			case 2:
+				age := rapid.Int64Range(0, 60).Draw(t, "age")
+				limit := rapid.IntRange(1, window+1).Draw(t, "limit")
+				var want []uint64
+				for id, m := range live {
+					if now-m.sentNs >= age {
+						want = append(want, id)
+					}
+				}
+				slices.Sort(want)
+				want = want[:min(len(want), limit)]
+				var got []uint64
+				n := c.resendWhere(now, age, limit, func(cmd []byte) {
+					h, _ := engine.ParseCommand(cmd)
+					got = append(got, h.ClientOrderID)
+				})
+				if n != len(got) || !slices.Equal(got, want) {
+					t.Fatalf("at %d, age %d, limit %d: resent %v (n %d), a full scan resends %v", now, age, limit, got, n, want)
+				}
+				for _, id := range got {
+					live[id].sentNs = now
+				}
+			}
+		}
+	})
 }

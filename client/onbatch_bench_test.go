@@ -33,3 +33,20 @@ func BenchmarkOnBatchAnswer(b *testing.B) {
 		b.Fatalf("answered %d, stale %d", st.Answered, st.StaleEpoch)
 	}
 }
+
+// BenchmarkPollFullWindow: the resend timer's pass (every 2 ms in poll
+// mode) over a full window of 8,192 commands none of which is due, as in
+// a flat-out run: what the scan costs when it finds nothing to resend.
+func BenchmarkPollFullWindow(b *testing.B) {
+	c := NewCore(Config{Session: 9, MaxInFlight: 8192, ResendAfterNs: 250_000_000})
+	for i := range 8192 {
+		if _, _, err := c.Next(&order, int64(i), int64(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	resend := func([]byte) { b.Fatal("resent a command that is not due") }
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Poll(10_000, resend)
+	}
+}
