@@ -205,7 +205,17 @@ func socketDrops(sock map[string]any) map[string]any {
 func nonZero(m map[string]any) string {
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if v := m[name]; toF(v) != 0 {
+		v := m[name]
+		switch {
+		case toF(v) == 0:
+		case strings.HasSuffix(name, "Ns"):
+			// A duration in ns, also in a unit a reader takes in.
+			d := time.Duration(toF(v))
+			if d >= time.Microsecond {
+				d = d.Round(time.Microsecond)
+			}
+			parts = append(parts, fmt.Sprintf("%s=%v (%v)", name, v, d))
+		default:
 			parts = append(parts, fmt.Sprintf("%s=%v", name, v))
 		}
 	}

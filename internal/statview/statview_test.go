@@ -50,7 +50,7 @@ func TestRenderOne(t *testing.T) {
 		t.Fatalf("not STALE:\n%s", text)
 	}
 	for _, want := range []string{"unicast socket drops: bad_header=9806", "multicast socket drops: bad_header=3",
-		"acked by standby 2:9 3:4 (not in sync) 4:9 (leaving) 5:8 (gone: port unreachable)", "state hash ffffffffffffff01", "node: NaksSent=4 StepDowns=1", "fsync: AvgNs=2100 Inline=7 Thread=1", "gate: all zero\n"} {
+		"acked by standby 2:9 3:4 (not in sync) 4:9 (leaving) 5:8 (gone: port unreachable)", "state hash ffffffffffffff01", "node: NaksSent=4 StepDowns=1", "fsync: AvgNs=2100 (2µs) Inline=7 Thread=1", "gate: all zero\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("lacks %q:\n%s", want, text)
 		}
