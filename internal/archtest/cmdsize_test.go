@@ -22,10 +22,11 @@ import (
 // layout aliases gone, 1,687 (2026-12-05, `seqbus sim --moments` in);
 // 1,686 on 2026-12-06; 1,682 with the output-file checks in flagcheck;
 // 1,681 with `seqbus witness override` in and stat's refresh loop in
-// statview.
+// statview; 1,642 on 2026-12-07 (bench throughput's checks in
+// bench/suite).
 // Lower the cap as the layer shrinks; do not raise it to fit new logic:
 // put the logic in a library and call it.
-const cmdCodeMax = 1646
+const cmdCodeMax = 1642
 
 // nodeCodeMax caps the node runtime the same way: issue 17 wants node/
 // to be the runtime that feeds the replica core and carries out its
