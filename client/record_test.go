@@ -22,7 +22,7 @@ import (
 
 // outputFrame builds an OUTPUT frame from node at epoch whose first output
 // is at seq.
-func outputFrame(t *testing.T, node uint32, epoch, seq uint64, outs ...engine.Output) []byte {
+func outputFrame(t testing.TB, node uint32, epoch, seq uint64, outs ...engine.Output) []byte {
 	t.Helper()
 	b := wire.NewBatch(0)
 	b.Reset(wire.TypeOutput, wire.Origin{Stream: 1, Node: node, Epoch: epoch}, seq)
