@@ -525,9 +525,7 @@ func (c *fcluster) verify(primary *member, lc *loadClient, md *mdObserver) *find
 	var perr, serr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		cfg := engine.DefaultConfig()
-		cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
-		h.Primary, perr = harness.ReadJournal(primary.dir, harness.JournalOptions{Replay: true, Engine: cfg, Session: loadSession})
+		h.Primary, perr = harness.ReadJournal(primary.dir, harness.JournalOptions{Replay: true, Engine: engine.NodeConfig(), Session: loadSession})
 	})
 	wg.Go(func() { h.Standby, serr = harness.ReadJournal(standby.dir, harness.JournalOptions{}) })
 	wg.Wait()

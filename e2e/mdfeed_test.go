@@ -138,9 +138,7 @@ func TestFailoverMarketDataNoHoleUnderLoss(t *testing.T) {
 // seq i+1.
 func mdHistory(t *testing.T, dir string) *harness.Journal {
 	t.Helper()
-	cfg := engine.DefaultConfig()
-	cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
-	j, err := harness.ReadJournal(dir, harness.JournalOptions{Replay: true, Engine: cfg, Session: loadSession})
+	j, err := harness.ReadJournal(dir, harness.JournalOptions{Replay: true, Engine: engine.NodeConfig(), Session: loadSession})
 	if err != nil {
 		t.Fatal(err)
 	}

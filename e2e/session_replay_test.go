@@ -17,9 +17,7 @@ import (
 // OutSeq-1).
 func sessionHistory(t *testing.T, dir string) []engine.Output {
 	t.Helper()
-	cfg := engine.DefaultConfig()
-	cfg.DedupWindow = 1024 // cmd/seqbus engineConfig
-	eng, err := engine.New(cfg)
+	eng, err := engine.New(engine.NodeConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,22 @@ func DefaultConfig() Config {
 	}
 }
 
+// NodeDedupWindow is the dedup window every seqbus node runs the engine
+// with: a client may keep this many commands in flight (the client's
+// default window) and still resend any of them safely after a failover.
+const NodeDedupWindow = 1024
+
+// NodeConfig is the configuration every seqbus node runs (`seqbus node
+// --engine matching`), and so every tool that replays a node's journal
+// (verify, the demo's and drills' checks, the tests' replays): all
+// replicas of one state machine must use the same one. It is
+// DefaultConfig with a dedup window of NodeDedupWindow.
+func NodeConfig() Config {
+	cfg := DefaultConfig()
+	cfg.DedupWindow = NodeDedupWindow
+	return cfg
+}
+
 func (c *Config) validate() error {
 	switch {
 	case c.MaxInstruments == 0 || c.MaxInstruments > maxMaxInstruments,

@@ -64,9 +64,7 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 func newEngine() (engine.StateMachine, error) {
-	cfg := engine.DefaultConfig()
-	cfg.DedupWindow = 1024
-	return engine.New(cfg)
+	return engine.New(engine.NodeConfig())
 }
 
 type cluster struct {

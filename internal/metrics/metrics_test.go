@@ -95,9 +95,7 @@ func TestNodeMetricsScrape(t *testing.T) {
 		Role: nodeconfig.RolePrimary, Epoch: 1,
 		Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
 		NewStateMachine: func() (engine.StateMachine, error) {
-			cfg := engine.DefaultConfig()
-			cfg.DedupWindow = 1024
-			return engine.New(cfg)
+			return engine.New(engine.NodeConfig())
 		},
 	})
 	if err != nil {

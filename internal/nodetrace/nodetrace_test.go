@@ -45,9 +45,7 @@ func startPair(t *testing.T) (nodes [3]*node.Node, tracers [3]*Tracer, primary n
 			Peers:   map[uint32]netip.AddrPort{3 - id: addrs[3-id]},
 			Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 20},
 			NewStateMachine: func() (engine.StateMachine, error) {
-				c := engine.DefaultConfig()
-				c.DedupWindow = 1024
-				return engine.New(c)
+				return engine.New(engine.NodeConfig())
 			},
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Idle: bus.Idle{Kind: bus.IdleBlock}, Observer: tr,
 		}
