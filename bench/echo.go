@@ -54,6 +54,8 @@ type EchoConfig struct {
 	RelayTo      netip.AddrPort
 	MaxDuration  time.Duration
 	DatagramSize int
+	// BusyPollUs, when > 0, sets SO_BUSY_POLL on the hop's socket.
+	BusyPollUs int
 }
 
 // EchoMain is `seqbus bench-echo`: a floor hop in its own process. It binds,
@@ -65,10 +67,11 @@ func EchoMain(args []string) error {
 	idle := fs.String("idle", "block", "idle strategy: "+strings.Join(FloorIdles, ", "))
 	relay := fs.String("relay-to", "", "4-hop middle: forward the client's datagrams here and this address's back to the client")
 	maxDur := fs.Duration("max-duration", EchoDurationMaxDefault, "exit after this long whatever happens")
+	busyPoll := fs.Int("busy-poll-us", 0, "SO_BUSY_POLL on the hop's socket, in µs (0: off)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := EchoConfig{Idle: *idle, MaxDuration: *maxDur}
+	cfg := EchoConfig{Idle: *idle, MaxDuration: *maxDur, BusyPollUs: *busyPoll}
 	var err error
 	if cfg.Listen, err = netip.ParseAddrPort(*listen); err != nil {
 		return fmt.Errorf("--listen: %v", err)
@@ -100,7 +103,7 @@ func ServeEcho(ctx context.Context, cfg EchoConfig, ready func(netip.AddrPort)) 
 	}
 	// 4 MB: a hop descheduled for a while (2 cores, other processes)
 	// queues the pings instead of dropping them.
-	u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: cfg.Listen, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20, SendBufferBytes: 1 << 20}})
+	u, err := bus.ListenUnicast(bus.UnicastConfig{Addr: cfg.Listen, Tuning: bus.Tuning{RecvBufferBytes: 4 << 20, SendBufferBytes: 1 << 20, BusyPollUs: cfg.BusyPollUs}})
 	if err != nil {
 		return err
 	}

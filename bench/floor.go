@@ -63,6 +63,10 @@ type FloorConfig struct {
 	// processes are pinned from their first instruction (internal/cluster,
 	// as taskset would); empty means no pinning.
 	CPUs map[string]string
+	// BusyPollUs, when > 0, sets SO_BUSY_POLL on every socket of the run:
+	// the client's and each hop's (bus.Tuning.BusyPollUs; raising it
+	// needs CAP_NET_ADMIN, and loopback has no NAPI queue to poll).
+	BusyPollUs int
 }
 
 // ProcessInfo is one process (or, for the client, the thread) of a run.
@@ -103,6 +107,8 @@ func (c FloorConfig) withDefaults() (FloorConfig, error) {
 		return c, fmt.Errorf("%w: count %d + warmup %d not in 1..%d", ErrConfig, c.Count, c.Warmup, PingPongCountMax)
 	case !(c.Rate >= 0 && c.Rate <= RatePerSecondMax):
 		return c, fmt.Errorf("%w: rate %v/s not in 0..%d", ErrConfig, c.Rate, RatePerSecondMax)
+	case c.BusyPollUs < 0:
+		return c, fmt.Errorf("%w: busy poll %d µs, want 0 or more", ErrConfig, c.BusyPollUs)
 	}
 	for role, list := range c.CPUs {
 		if role != "client" && role != "echo" && role != "relay" {
@@ -152,7 +158,7 @@ func RunFloor(ctx context.Context, cfg FloorConfig) (*FloorResult, error) {
 			return nil, err
 		}
 	}
-	u, err := listenFloorClient()
+	u, err := listenFloorClient(cfg.BusyPollUs)
 	if err != nil {
 		return nil, err
 	}
@@ -296,10 +302,10 @@ func (c *floorClient) poll(int64) int {
 const floorClientRecvBufferBytes = 4 << 20
 
 // listenFloorClient opens the floor client's socket on 127.0.0.1 (an
-// ephemeral port) with its receive buffer. The floor and its tests use it,
+// ephemeral port) with its receive buffer and SO_BUSY_POLL (0: off). The floor and its tests use it,
 // so a test measures the socket the floor runs.
-func listenFloorClient() (*bus.UDP, error) {
-	return bus.ListenUnicast(bus.UnicastConfig{Tuning: bus.Tuning{RecvBufferBytes: floorClientRecvBufferBytes}})
+func listenFloorClient(busyPollUs int) (*bus.UDP, error) {
+	return bus.ListenUnicast(bus.UnicastConfig{Tuning: bus.Tuning{RecvBufferBytes: floorClientRecvBufferBytes, BusyPollUs: busyPollUs}})
 }
 
 func (c *floorClient) send(seq uint64) error {
@@ -403,7 +409,7 @@ type hopProc struct {
 }
 
 func (p *hopProcs) start(ctx context.Context, cfg FloorConfig, role string, relayTo netip.AddrPort, bound time.Duration) (netip.AddrPort, error) {
-	args := []string{"bench-echo", "--listen", "127.0.0.1:0", "--idle", cfg.Idle, "--max-duration", bound.String()}
+	args := []string{"bench-echo", "--listen", "127.0.0.1:0", "--idle", cfg.Idle, "--max-duration", bound.String(), "--busy-poll-us", strconv.Itoa(cfg.BusyPollUs)}
 	if relayTo.IsValid() {
 		args = append(args, "--relay-to", relayTo.String())
 	}

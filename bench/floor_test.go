@@ -204,7 +204,7 @@ func TestFloorClientZeroAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := listenFloorClient()
+	u, err := listenFloorClient(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestFloorClientParks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := listenFloorClient()
+	u, err := listenFloorClient(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestFloorClientSocketHoldsARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := listenFloorClient()
+	u, err := listenFloorClient(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ type FloorConfig struct {
 	Idles             []string
 	Dir               string    // where the .hgrm files go
 	Out               io.Writer // a line per strategy
+	BusyPollUs        int       // SO_BUSY_POLL on every socket (0: off)
 }
 
 // FloorResult is what RunFloorSuite measured: the comparison table (the
@@ -41,7 +42,7 @@ func RunFloorSuite(ctx context.Context, cfg FloorConfig) (*FloorResult, error) {
 	var series []bench.Named
 	out := &FloorResult{}
 	for _, name := range cfg.Idles {
-		res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: cfg.Bin, Hops: cfg.Hops, Idle: name, Size: cfg.Size, Rate: cfg.Rate, Count: cfg.Count, Warmup: FloorWarmup})
+		res, err := bench.RunFloor(ctx, bench.FloorConfig{Binary: cfg.Bin, Hops: cfg.Hops, Idle: name, Size: cfg.Size, Rate: cfg.Rate, Count: cfg.Count, Warmup: FloorWarmup, BusyPollUs: cfg.BusyPollUs})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
