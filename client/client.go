@@ -989,14 +989,24 @@ func (cfg *LoadConfig) defaults() ([]byte, error) {
 	return loadBody(cfg.Size)
 }
 
+// CheckLoadSize says whether a load can send commands of size bytes
+// (LoadConfig.Size): 0 (real new orders), or an opaque command longer
+// than the engine's header and at most MaxCommandLen.
+func CheckLoadSize(size int) error {
+	if size != 0 && (size <= engine.CommandHeaderLen || size > MaxCommandLen) {
+		return fmt.Errorf("want 0 (real new orders) or %d..%d bytes, got %d", engine.CommandHeaderLen+1, MaxCommandLen, size)
+	}
+	return nil
+}
+
 // loadBody is the opaque command body of a load of size-byte commands
 // (nil for real orders: size 0).
 func loadBody(size int) ([]byte, error) {
 	if size == 0 {
 		return nil, nil
 	}
-	if size <= engine.CommandHeaderLen || size > MaxCommandLen {
-		return nil, fmt.Errorf("client: load size %d not in %d..%d", size, engine.CommandHeaderLen+1, MaxCommandLen)
+	if err := CheckLoadSize(size); err != nil {
+		return nil, fmt.Errorf("client: load size: %w", err)
 	}
 	body := make([]byte, size-engine.CommandHeaderLen)
 	body[0] = 0xEE // no op the engine knows: a reject after apply

@@ -8,15 +8,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/seqbus/seqbus/bench"
 	"github.com/seqbus/seqbus/bench/suite"
-	"github.com/seqbus/seqbus/bus"
 )
 
 func runBench(args []string) error {
@@ -58,87 +54,33 @@ Every command writes .hgrm files (HdrHistogram's percentile format) and a summar
 	return usagef("unknown bench subcommand %q (latency, throughput, floor, compare; see seqbus bench --help)", args[0])
 }
 
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("bad number %q in %q", f, s)
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-type benchCommon struct {
-	out      *string
-	idle     *string
-	busyPoll *time.Duration
-}
-
-func addCommon(fs *flag.FlagSet) benchCommon {
-	return benchCommon{
-		out:      fs.String("out", "bench-out", "directory for .hgrm files and summary.json"),
-		idle:     fs.String("idle", "block", "receive idle strategy of every loop: block, backoff, spin, yield"),
-		busyPoll: fs.Duration("busy-poll", 0, "SO_BUSY_POLL on every socket (loopback has no NAPI queue: expect no effect there)"),
-	}
-}
-
-func (c benchCommon) check() error {
-	return firstError(checkRequired("out", *c.out), checkIdle("idle", *c.idle), checkNonNegative("busy-poll", *c.busyPoll))
-}
-
-// checkFloorIdle: one of the floor's hop idle strategies.
-func checkFloorIdle(v string) error {
-	if slices.Contains(bench.FloorIdles, v) {
-		return nil
-	}
-	return fmt.Errorf("%q: want one of %s", v, strings.Join(bench.FloorIdles, ", "))
-}
-
-func (c benchCommon) setup() (bus.Idle, bus.Tuning, error) {
-	idle, err := parseIdle(*c.idle)
-	if err != nil {
-		return idle, bus.Tuning{}, err
-	}
-	if err := os.MkdirAll(*c.out, 0o755); err != nil {
-		return idle, bus.Tuning{}, err
-	}
-	return idle, bus.Tuning{BusyPollUs: int(*c.busyPoll / time.Microsecond)}, nil
-}
-
 func benchFloor(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench floor", flag.ContinueOnError)
-	size := fs.Int("size", 32, "message bytes")
-	count := fs.Int("count", 100_000, "round trips per strategy")
-	rate := fs.Float64("rate", 10_000, "pings per second on the generator's schedule (0: closed loop, back to back)")
-	idles := fs.String("idles", "block,yield,spin,backoff", "idle strategies of the hop processes: "+strings.Join(bench.FloorIdles, ", "))
-	hops := fs.Int("hops", 2, "2 (client→echo→client) or 4 (client→A→B→A→client)")
-	c := addCommon(fs)
+	s := &suite.FloorSettings{}
+	fs.IntVar(&s.Size, "size", 32, "message bytes")
+	fs.IntVar(&s.Count, "count", 100_000, "round trips per strategy")
+	fs.Float64Var(&s.Rate, "rate", 10_000, "pings per second on the generator's schedule (0: closed loop, back to back)")
+	fs.StringVar(&s.Idles, "idles", "block,yield,spin,backoff", "idle strategies of the hop processes: "+strings.Join(bench.FloorIdles, ", "))
+	fs.IntVar(&s.Hops, "hops", 2, "2 (client→echo→client) or 4 (client→A→B→A→client)")
+	fs.StringVar(&s.Out, "out", "bench-out", "directory for .hgrm files and summary.json")
+	fs.DurationVar(&s.BusyPoll, "busy-poll", 0, "SO_BUSY_POLL on every socket, the client's and each hop's (needs CAP_NET_ADMIN to raise; loopback has no NAPI queue: expect no effect there)")
 	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := firstError(
-		checkRange("size", *size, bench.MessageBytesMin, bench.MessageBytesMax), checkRange("count", *count, 1, bench.PingPongCountMax-suite.FloorWarmup),
-		checkRange("rate", *rate, 0, bench.RatePerSecondMax), checkEach("idles", *idles, checkFloorIdle), checkOneOf("hops", strconv.Itoa(*hops), "2", "4"),
-		c.check(),
-	); err != nil {
-		return err
-	}
-	if _, _, err := c.setup(); err != nil {
 		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	machine := bench.Machine()
-	fmt.Printf("seqbus bench floor on %s: %d-byte raw UDP ping-pong, %d hops in separate processes, %d round trips at %.0f/s\n", suite.MachineText(machine), *size, *hops, *count, *rate)
-	var names []string
-	for _, name := range strings.Split(*idles, ",") {
-		names = append(names, strings.TrimSpace(name))
+	cfg, err := s.Config(self, os.Stdout)
+	if err != nil {
+		return err
 	}
-	res, err := suite.RunFloorSuite(ctx, suite.FloorConfig{Bin: self, Hops: *hops, Size: *size, Count: *count, Rate: *rate, Idles: names, Dir: *c.out, Out: os.Stdout})
+	if err := os.MkdirAll(s.Out, 0o755); err != nil {
+		return err
+	}
+	machine := bench.Machine()
+	fmt.Printf("seqbus bench floor on %s: %d-byte raw UDP ping-pong, %d hops in separate processes, %d round trips at %.0f/s\n", suite.MachineText(machine), s.Size, s.Hops, s.Count, s.Rate)
+	res, err := suite.RunFloorSuite(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -146,7 +88,7 @@ func benchFloor(ctx context.Context, args []string) error {
 	if err := t.WriteText(os.Stdout); err != nil {
 		return err
 	}
-	return suite.WriteSummary(os.Stdout, *c.out, map[string]any{"command": "floor", "machine": machine, "hops": *hops, "table": t, "summaries": sums})
+	return suite.WriteSummary(os.Stdout, s.Out, map[string]any{"command": "floor", "machine": machine, "hops": s.Hops, "busy_poll_us": cfg.BusyPollUs, "table": t, "summaries": sums})
 }
 
 func benchCompare(args []string) error {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/seqbus/seqbus/bench/suite"
 	"github.com/seqbus/seqbus/client"
-	"github.com/seqbus/seqbus/internal/cluster"
 )
 
 func benchThroughput(ctx context.Context, args []string) error {
@@ -24,18 +23,16 @@ func benchThroughput(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return benchUsage(err)
 	}
-	p, err := bf.check()
+	p, err := bf.Check()
 	if err != nil {
 		return err
 	}
-	cfg := suite.ThroughputConfig{Sizes: p.sizes, Fsyncs: p.fsyncs, Count: *count, LatencySeconds: *latSeconds, Out: os.Stdout,
-		Base: cluster.BenchConfig{Idle: *bf.idle, Standbys: p.standbys, Layout: p.layout, Keep: *bf.keep, Out: *bf.out,
-			DatagramBytes: *bf.datagramBytes, FsyncInlineNs: int64(*bf.fsyncInline)},
+	cfg := suite.ThroughputConfig{Sizes: p.Sizes, Fsyncs: p.Fsyncs, Count: *count, LatencySeconds: *latSeconds, Out: os.Stdout, Base: bf.Base(p),
 		LevelLoad: suite.LevelLoad{CoalesceNs: int64(*coalesce), Park: *park, Nice: *nice}, ReplicatedInFlight: *inFlight}
 	if err := cfg.Check(); err != nil {
 		return asUsage(err)
 	}
-	if err := os.MkdirAll(*bf.out, 0o755); err != nil {
+	if err := os.MkdirAll(bf.Out, 0o755); err != nil {
 		return err
 	}
 	bin, err := os.Executable()
@@ -48,7 +45,7 @@ func benchThroughput(ctx context.Context, args []string) error {
 		fmt.Println(niceNote)
 	}
 	machine := suite.NewMachine()
-	fmt.Printf("seqbus bench throughput on %s\nidle %s; layout %s; %d standby(s); every role a separate process; datagrams of %d bytes\n", machine.Text(), *bf.idle, p.layout, p.standbys, *bf.datagramBytes)
+	fmt.Printf("seqbus bench throughput on %s\nidle %s; layout %s; %d standby(s); every role a separate process; datagrams of %d bytes\n", machine.Text(), bf.Idle, p.Layout, p.Standbys, bf.DatagramBytes)
 	fmt.Printf("generator at 25/50/90 %%: bursts at most %v apart, park %v, nice %d (latency from each intended send time)\n", *coalesce, *park, niceLevel)
 	runs, err := suite.RunThroughput(ctx, cfg)
 	if err != nil {
@@ -56,6 +53,6 @@ func benchThroughput(ctx context.Context, args []string) error {
 	}
 	machine.Finish()
 	machine.WriteConditions(os.Stdout)
-	return suite.WriteSummary(os.Stdout, *bf.out, map[string]any{"command": "throughput", "args": args, "machine": machine, "idle": *bf.idle,
-		"layout": p.layout.String(), "datagram_bytes": *bf.datagramBytes, "level_generator": map[string]any{"coalesce_ns": int64(*coalesce), "park": *park, "nice": niceLevel}, "runs": runs})
+	return suite.WriteSummary(os.Stdout, bf.Out, map[string]any{"command": "throughput", "args": args, "machine": machine, "idle": bf.Idle,
+		"layout": p.Layout.String(), "datagram_bytes": bf.DatagramBytes, "level_generator": map[string]any{"coalesce_ns": int64(*coalesce), "park": *park, "nice": niceLevel}, "runs": runs})
 }

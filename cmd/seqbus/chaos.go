@@ -10,12 +10,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/chaos"
 )
 
 // runChaos parses the flags and runs internal/chaos on this binary.
 func runChaos(args []string) error {
-	cfg := chaos.Config{Engine: engineConfig(), Out: os.Stdout, Args: append([]string{"chaos"}, args...)}
+	cfg := chaos.Config{Engine: engine.NodeConfig(), Out: os.Stdout, Args: append([]string{"chaos"}, args...)}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "nodes in the cluster, 2..5")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the client's load runs; the faults stop 3 s before its end")

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/demo"
 )
@@ -45,7 +46,7 @@ func runDemo(args []string) error {
 	if cfg.Bin, err = os.Executable(); err != nil {
 		return err
 	}
-	cfg.Engine, cfg.Out = engineConfig(), os.Stdout
+	cfg.Engine, cfg.Out = engine.NodeConfig(), os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := demo.Run(ctx, cfg); errors.Is(err, demo.ErrInterrupted) {

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/drill"
 )
 
@@ -47,7 +48,7 @@ func runDrill(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return runDrills(ctx, run, drill.Config{Bin: bin, Rate: *rate, Keep: *keep, Engine: engineConfig(), Out: os.Stdout})
+	return runDrills(ctx, run, drill.Config{Bin: bin, Rate: *rate, Keep: *keep, Engine: engine.NodeConfig(), Out: os.Stdout})
 }
 
 // runDrills runs each scenario in turn and prints a failed drill's error.

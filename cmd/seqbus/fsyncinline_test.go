@@ -26,10 +26,7 @@ func TestNodeFsyncInlineFlag(t *testing.T) {
 		if err := fs.Parse(append([]string{"--id", "1", "--dir", t.TempDir()}, tc.args...)); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.check(); err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		cfg, err := f.config()
+		cfg, _, err := f.Config()
 		if err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
@@ -49,10 +46,7 @@ func TestIdleDefaults(t *testing.T) {
 	if err := fs.Parse([]string{"--id", "1", "--dir", t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.check(); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := f.config()
+	cfg, _, err := f.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +55,7 @@ func TestIdleDefaults(t *testing.T) {
 	}
 	bfs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	bf := addBenchFlags(bfs, "none")
-	if got, want := *bf.idle, bus.AgentIdleDefault.Kind.String(); got != want {
+	if got, want := bf.Idle, bus.AgentIdleDefault.Kind.String(); got != want {
 		t.Fatalf("bench --idle default %q, want %q (bus.AgentIdleDefault)", got, want)
 	}
 }

@@ -3,14 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 
-	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/internal/flagcheck"
-	"github.com/seqbus/seqbus/nodeconfig"
-	"github.com/seqbus/seqbus/wire"
 )
 
 // Every command checks every flag right after parsing them, before it
@@ -85,44 +81,6 @@ func errorLine(command string, err error) string {
 	return strings.ReplaceAll(msg, "\n", "; ")
 }
 
-// checkStream: a stream id.
-func checkStream(v uint) error { return checkRange("stream", v, 1, 1<<16-1) }
-
-// checkCPU: -1 (no pinning) or a CPU of this machine.
-func checkCPU(v int) error { return checkRange("cpu", v, -1, runtime.NumCPU()-1) }
-
-// checkIdle and checkFsync name the flag in the parsers' errors.
-func checkIdle(name, v string) error {
-	if _, err := parseIdle(v); err != nil {
-		return usagef("--%s: %v", name, err)
-	}
-	return nil
-}
-
-func checkFsync(name, v string) error {
-	if _, err := parseFsync(v); err != nil {
-		return usagef("--%s: %v", name, err)
-	}
-	return nil
-}
-
-// checkNodeConfig runs nodeconfig.Config.Validate (the library's own checks,
-// the interface among them) and words its error as a flag error.
-func checkNodeConfig(cfg nodeconfig.Config) error {
-	err := cfg.Validate()
-	if err == nil {
-		return nil
-	}
-	if errors.As(err, new(*bus.InterfaceError)) {
-		return flagcheck.Interface("iface", cfg.Interface)
-	}
-	if me := (*bus.MTUError)(nil); errors.As(err, &me) {
-		return usagef("--datagram-bytes %d does not fit --iface %s: its MTU is %d, and a datagram takes %d more for the IPv4 and UDP headers (at most %d; or raise the MTU)",
-			me.DatagramBytes, me.Name, me.MTU, bus.IPv4UDPHeaderBytes, me.MTU-bus.IPv4UDPHeaderBytes)
-	}
-	return usagef("%s", strings.TrimPrefix(err.Error(), "node: "))
-}
-
 // datagramBytesUsage is --datagram-bytes's help, the same for every
 // command that has it.
 const datagramBytesUsage = "largest datagram sent, and the receive buffers' size, in bytes: every node and client of a stream must use the same (1472 never fragments on standard Ethernet; 8972 for a 9000-byte MTU; at most 65507; a node refuses one its --iface's MTU cannot carry; see docs/tuning.md)"
@@ -131,42 +89,7 @@ const datagramBytesUsage = "largest datagram sent, and the receive buffers' size
 // picks the size that fits the interface.
 const nodeDatagramBytesUsage = "largest datagram sent, and the receive buffers' size, in bytes: every node and client of a stream must use the same (0: 1472, which never fragments on standard Ethernet, or less to fit --iface's MTU; 8972 for a 9000-byte MTU; at most 65507; a size given here that the --iface's MTU cannot carry is refused; see docs/tuning.md)"
 
-// checkNodeDatagramBytes: 0 (fit the interface) or a size
-// checkDatagramBytes takes.
-func checkNodeDatagramBytes(v int) error {
-	if v == 0 {
-		return nil
-	}
-	return checkDatagramBytes(v)
-}
-
-// checkDatagramBytes: --datagram-bytes is wire.MinDatagramLen up to the
-// largest UDP payload.
-func checkDatagramBytes(v int) error {
-	return checkRange("datagram-bytes", v, wire.MinDatagramLen, wire.MaxFrameLen)
-}
-
-// checkSessionHistory: --session-history is 0 (off) up to
-// nodeconfig.MaxSessionHistory outputs.
-func checkSessionHistory(v int) error {
-	return checkRange("session-history", v, 0, nodeconfig.MaxSessionHistory)
-}
-
-// sessionHistoryConfig maps the flag to nodeconfig.Config.SessionHistory, where
-// 0 means the default and a negative value none.
-func sessionHistoryConfig(v int) int {
-	if v == 0 {
-		return -1
-	}
-	return v
-}
-
-// checkMDRing: the market-data ring's bounds (node.MinMDRingUpdates..
-// node.MaxMDRingUpdates updates).
-func checkMDRing(v int) error {
-	return checkRange("md-ring", v, nodeconfig.MinMDRingUpdates, nodeconfig.MaxMDRingUpdates)
-}
-
 const segmentBytesUsage = "journal segment size in bytes (64 KiB..1 GiB): each segment file is preallocated whole when the journal rolls to it, so a full disk stops the node at a roll, never inside a segment (docs/operating.md)"
 
 const fsyncInlineUsage = "under --fsync group or always, fsync on the node's agent thread, with no hand-off to the fsync thread, while fsyncs average at most this (a fast disk: tmpfs, battery-backed NVMe); slower fsyncs stay on the fsync thread (0: always on the thread; see docs/tuning.md)"
+const traceWindowUsage = "FROM-TO: client order ids of the measured commands (seqbus bench); the trace also reports the allocations and socket calls between the process's first handling of FROM and its last of TO"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/journalview"
 	"github.com/seqbus/seqbus/internal/verdict"
 )
@@ -57,7 +58,7 @@ func runVerify(args []string) error {
 			return usagef("%v", err) // a mistyped path is no empty history
 		}
 	}
-	res, err := verdict.Verify(verdict.Options{Records: records, Nodes: dirs, Primary: *primary, Engine: engineConfig()})
+	res, err := verdict.Verify(verdict.Options{Records: records, Nodes: dirs, Primary: *primary, Engine: engine.NodeConfig()})
 	if err != nil {
 		// Nothing was checked: not the verdict's exit 1.
 		return asUsage(err)

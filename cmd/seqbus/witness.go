@@ -3,9 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log/slog"
-	"net/netip"
-	"os"
 	"time"
 
 	"github.com/seqbus/seqbus/arbiter"
@@ -19,48 +16,22 @@ func runWitness(args []string) error {
 		return runWitnessOverride(args[1:])
 	}
 	fs := flag.NewFlagSet("witness", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:7000", "UDP address to serve the lease protocol on")
-	dir := fs.String("dir", "", "state directory (the highest epoch is persisted here)")
-	lease := fs.Duration("lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the nodes)")
-	keyFile := fs.String("key", "", "master key file (seqbus keygen): authenticate the lease protocol")
-	nodesFlag := fs.String("nodes", "", "with --key: the node ids it serves, e.g. 1,2")
-	stream := fs.Uint("stream", 1, "stream id (with --key: the keys are per stream)")
-	metricsAddrFlag := fs.String("metrics-addr", "", flagcheck.MetricsAddrUsage)
+	s := &serve.WitnessSettings{}
+	fs.StringVar(&s.Listen, "listen", "127.0.0.1:7000", "UDP address to serve the lease protocol on")
+	fs.StringVar(&s.Dir, "dir", "", "state directory (the highest epoch is persisted here)")
+	fs.DurationVar(&s.Lease, "lease", time.Duration(arbiter.DefaultLeaseDurationNs), "lease duration (must match the nodes)")
+	fs.StringVar(&s.KeyFile, "key", "", "master key file (seqbus keygen): authenticate the lease protocol")
+	fs.StringVar(&s.Nodes, "nodes", "", "with --key: the node ids it serves, e.g. 1,2")
+	fs.UintVar(&s.Stream, "stream", 1, "stream id (with --key: the keys are per stream)")
+	fs.StringVar(&s.MetricsAddr, "metrics-addr", "", flagcheck.MetricsAddrUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := firstError(
-		checkAddr("listen", *listen, false), checkRequired("dir", *dir), checkPositive("lease", *lease),
-		checkStream(*stream), checkNodes(*nodesFlag),
-	); err != nil {
-		return err
-	}
-	metricsAddr, err := flagcheck.MetricsAddr(*metricsAddrFlag)
+	cfg, addr, metricsAddr, err := s.Config()
 	if err != nil {
 		return err
 	}
-	addr, _ := netip.ParseAddrPort(*listen) // checked above
-	cfg := witness.DefaultConfig()
-	cfg.Arbiter.LeaseDurationNs, cfg.Stream = int64(*lease), uint16(*stream)
-	if cfg.Key, err = loadKey(*keyFile); err != nil {
-		return asUsage(err)
-	}
-	if cfg.Key != nil {
-		if *nodesFlag == "" {
-			return usagef("--key needs --nodes (the node ids it holds keys for)")
-		}
-		cfg.Nodes, _ = parseIDs(*nodesFlag) // checked above
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
-	return serve.Witness(cfg, addr, *dir, metricsAddr, *lease, waitSignal)
-}
-
-// checkNodes: --nodes, when given, is a list of node ids.
-func checkNodes(v string) error {
-	if _, err := parseIDs(v); err != nil {
-		return usagef("--nodes: %v (want ids 1..4294967295, e.g. 1,2)", err)
-	}
-	return nil
+	return serve.Witness(cfg, addr, s.Dir, metricsAddr, s.Lease, waitSignal)
 }
 
 // runWitnessOverride is `seqbus witness override`: the operator's way out
@@ -76,7 +47,7 @@ func runWitnessOverride(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	ids, err := parseIDs(*allow)
+	ids, err := flagcheck.NodeIDs(*allow)
 	if err := firstError(checkRequired("dir", *dir), asUsage(prefixed("allow", err)), flagcheck.Either("allow", *allow != "", "epoch", *epoch != 0),
 		flagcheck.Confirmed("accept-loss", *accept || *dry, "output only the lost primary released is lost")); err != nil {
 		return err

@@ -64,10 +64,10 @@ var mayImport = map[string][]string{
 	"internal/chaos":       {"arbiter", "auth", "client", "engine", "internal/cluster", "internal/flagcheck", "internal/verdict", "journal"},
 	"internal/statview":    {},
 	"internal/journalview": {"engine", "journal"},
-	"internal/flagcheck":   {"bus"},
-	"internal/loadclient":  {"bus", "client", "internal/cluster", "internal/stagetrace"},
-	"internal/serve":       {"bus", "internal/metrics", "internal/nodetrace", "internal/stagetrace", "node", "nodeconfig", "witness"},
-	"bench/suite":          {"bench", "client", "internal/cluster", "internal/monotime", "internal/pace", "internal/stagetrace"},
+	"internal/flagcheck":   {"auth", "bus", "internal/stagetrace", "journal", "wire"},
+	"internal/loadclient":  {"bus", "client", "etcdarb", "internal/cluster", "internal/flagcheck", "internal/stagetrace"},
+	"internal/serve":       {"arbiter", "bus", "engine", "etcdarb", "internal/flagcheck", "internal/metrics", "internal/nodetrace", "internal/stagetrace", "journal", "node", "nodeconfig", "witness"},
+	"bench/suite":          {"bench", "client", "internal/cluster", "internal/flagcheck", "internal/monotime", "internal/pace", "internal/stagetrace"},
 }
 
 // imports returns, per package directory under root, the module packages

@@ -1,0 +1,51 @@
+package serve
+
+import (
+	"log/slog"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/seqbus/seqbus/internal/flagcheck"
+	"github.com/seqbus/seqbus/witness"
+)
+
+// WitnessSettings are `seqbus witness`'s settings as its flags give
+// them, one field a flag (named after it).
+type WitnessSettings struct {
+	Listen, Dir, KeyFile, Nodes, MetricsAddr string
+	Lease                                    time.Duration
+	Stream                                   uint
+}
+
+// Config checks the settings and builds the witness's Config, the
+// address it serves on and the metrics address ("" for none). Every
+// error is a flagcheck.UsageError that names its flag.
+func (s *WitnessSettings) Config() (cfg witness.Config, addr netip.AddrPort, metricsAddr string, err error) {
+	ids, idsErr := flagcheck.NodeIDs(s.Nodes)
+	if idsErr != nil {
+		idsErr = flagcheck.Usagef("--nodes: %v (want ids 1..4294967295, e.g. 1,2)", idsErr)
+	}
+	err = flagcheck.First(flagcheck.Addr("listen", s.Listen, false), flagcheck.Required("dir", s.Dir), flagcheck.Positive("lease", s.Lease),
+		flagcheck.Stream(s.Stream), idsErr)
+	if err != nil {
+		return cfg, addr, "", err
+	}
+	if metricsAddr, err = flagcheck.MetricsAddr(s.MetricsAddr); err != nil {
+		return cfg, addr, "", err
+	}
+	addr, _ = netip.ParseAddrPort(s.Listen) // checked
+	cfg = witness.DefaultConfig()
+	cfg.Arbiter.LeaseDurationNs, cfg.Stream = int64(s.Lease), uint16(s.Stream)
+	if cfg.Key, err = flagcheck.LoadKey(s.KeyFile); err != nil {
+		return cfg, addr, "", err
+	}
+	if cfg.Key != nil {
+		if len(ids) == 0 {
+			return cfg, addr, "", flagcheck.Usagef("--key needs --nodes (the node ids it holds keys for)")
+		}
+		cfg.Nodes = ids
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
+	return cfg, addr, metricsAddr, nil
+}
