@@ -31,10 +31,7 @@ func parseDemoFlags(args []string) (demo.Config, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return f, err
 	}
-	if _, err := parseFsync(f.Fsync); err != nil {
-		return f, usagef("--fsync: %v", err)
-	}
-	return f, checkDemoFlags(f.Rate, f.Duration, f.KillAfter)
+	return f, f.Check()
 }
 
 // runDemo runs internal/demo on this binary, printing to stdout.
@@ -54,19 +51,4 @@ func runDemo(args []string) error {
 	} else {
 		return err
 	}
-}
-
-// checkDemoFlags: the load must have a rate, a duration and at least one
-// command, and the kill must fall inside the load.
-func checkDemoFlags(rate float64, duration, killAfter time.Duration) error {
-	if err := firstError(checkRate("rate", rate), checkPositive("duration", duration), checkNonNegative("kill-after", killAfter)); err != nil {
-		return err
-	}
-	if rate*duration.Seconds() < 1 {
-		return usagef("--rate %v for --duration %v is less than one command", rate, duration)
-	}
-	if killAfter >= duration {
-		return usagef("--kill-after must be < --duration (%v), got %v (0: never kill)", duration, killAfter)
-	}
-	return nil
 }

@@ -48,30 +48,5 @@ func runDrill(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return runDrills(ctx, run, drill.Config{Bin: bin, Rate: *rate, Keep: *keep, Engine: engine.NodeConfig(), Out: os.Stdout})
-}
-
-// runDrills runs each scenario in turn and prints a failed drill's error.
-func runDrills(ctx context.Context, run []drill.Scenario, cfg drill.Config) error {
-	var failed []string
-	for i, s := range run {
-		if i > 0 {
-			fmt.Println()
-		}
-		ok, err := drill.Run(ctx, s, cfg)
-		if ctx.Err() != nil {
-			fmt.Println("\ninterrupted: every process stopped")
-			return ctx.Err()
-		}
-		if err != nil {
-			fmt.Printf("  verdict: DRILL FAILED: %v\n", err)
-		}
-		if err != nil || !ok {
-			failed = append(failed, s.Name)
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("drills that did not reach their expected verdict: %v", failed)
-	}
-	return nil
+	return drill.RunAll(ctx, run, drill.Config{Bin: bin, Rate: *rate, Keep: *keep, Engine: engine.NodeConfig(), Out: os.Stdout})
 }

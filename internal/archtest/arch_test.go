@@ -59,7 +59,7 @@ var mayImport = map[string][]string{
 
 	// Under the command layer: what `seqbus demo`, `drill`, `stat` and
 	// `bench latency|throughput` run (cmd/seqbus keeps flags and printing).
-	"internal/demo":        {"auth", "client", "engine", "internal/cluster", "internal/verdict"},
+	"internal/demo":        {"auth", "client", "engine", "internal/cluster", "internal/flagcheck", "internal/verdict"},
 	"internal/drill":       {"client", "engine", "internal/cluster", "internal/verdict"},
 	"internal/chaos":       {"arbiter", "auth", "client", "engine", "internal/cluster", "internal/flagcheck", "internal/verdict", "journal"},
 	"internal/statview":    {},

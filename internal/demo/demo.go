@@ -8,6 +8,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/seqbus/seqbus/client"
 	"github.com/seqbus/seqbus/engine"
 	"github.com/seqbus/seqbus/internal/cluster"
+	"github.com/seqbus/seqbus/internal/flagcheck"
 	"github.com/seqbus/seqbus/internal/verdict"
 )
 
@@ -72,6 +74,24 @@ type Config struct {
 	Engine engine.Config
 	// Out receives the progress, the summary and the verdict.
 	Out io.Writer
+}
+
+// Check checks the settings `seqbus demo`'s flags give (every error a
+// flagcheck.UsageError naming its flag): the load must have a rate, a
+// duration and at least one command, the kill must fall inside the
+// load, and the fsync policy must be one.
+func (cfg *Config) Check() error {
+	err := flagcheck.First(flagcheck.Rate("rate", cfg.Rate, client.RateMax), flagcheck.Positive("duration", cfg.Duration),
+		flagcheck.NonNegative("kill-after", cfg.KillAfter), flagcheck.Fsync("fsync", cmp.Or(cfg.Fsync, "group")))
+	switch {
+	case err != nil:
+		return err
+	case cfg.Rate*cfg.Duration.Seconds() < 1:
+		return flagcheck.Usagef("--rate %v for --duration %v is less than one command", cfg.Rate, cfg.Duration)
+	case cfg.KillAfter >= cfg.Duration:
+		return flagcheck.Usagef("--kill-after must be < --duration (%v), got %v (0: never kill)", cfg.Duration, cfg.KillAfter)
+	}
+	return nil
 }
 
 // ErrInterrupted is Run's error when ctx ended it (after it printed the

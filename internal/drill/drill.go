@@ -86,6 +86,37 @@ type Config struct {
 	Out io.Writer
 }
 
+// ErrInterrupted is RunAll's error when ctx ended it.
+var ErrInterrupted = errors.New("interrupted")
+
+// RunAll runs each scenario in turn, printing to cfg.Out, a failed
+// drill's error after its timeline. Its error names every drill that did
+// not reach its expected verdict; ErrInterrupted (wrapping ctx's error)
+// when ctx ended it, once every process stopped.
+func RunAll(ctx context.Context, run []Scenario, cfg Config) error {
+	var failed []string
+	for i, s := range run {
+		if i > 0 {
+			fmt.Fprintln(cfg.Out)
+		}
+		ok, err := Run(ctx, s, cfg)
+		if ctx.Err() != nil {
+			fmt.Fprintln(cfg.Out, "\ninterrupted: every process stopped")
+			return fmt.Errorf("%w: %w", ErrInterrupted, ctx.Err())
+		}
+		if err != nil {
+			fmt.Fprintf(cfg.Out, "  verdict: DRILL FAILED: %v\n", err)
+		}
+		if err != nil || !ok {
+			failed = append(failed, s.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("drills that did not reach their expected verdict: %v", failed)
+	}
+	return nil
+}
+
 // Run runs one drill and reports whether it reached the verdict
 // expected of it: no anomaly for a safe drill, its anomaly detected for an
 // unsafe one. The error is the drill's own failure (a process that did
