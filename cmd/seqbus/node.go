@@ -8,21 +8,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/seqbus/seqbus/nodeconfig"
-
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/internal/flagcheck"
 	"github.com/seqbus/seqbus/internal/serve"
 	"github.com/seqbus/seqbus/journal"
+	"github.com/seqbus/seqbus/nodeconfig"
 )
 
 // peerFlags collects repeated --peer id=host:port flags.
 type peerFlags = flagcheck.Peers
-
-func parseIdle(s string) (bus.Idle, error) { return bus.ParseIdle(s) }
-
-func parseFsync(s string) (journal.SyncPolicy, error) { return journal.ParseSyncPolicy(s) }
 
 func runNode(args []string) error { return runNodeWith("node", args, false) }
 

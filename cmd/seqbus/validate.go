@@ -30,24 +30,11 @@ func usagef(format string, args ...any) error { return flagcheck.Usagef(format, 
 func asUsage(err error) error                 { return flagcheck.AsUsage(err) }
 func isUsage(err error) bool                  { return flagcheck.IsUsage(err) }
 func firstError(errs ...error) error          { return flagcheck.First(errs...) }
-func second[T any](v T, err error) error      { return flagcheck.Second(v, err) }
 func prefixed(name string, err error) error   { return flagcheck.Prefixed(name, err) }
 
 func checkPositive[T flagcheck.Number](name string, v T) error { return flagcheck.Positive(name, v) }
-func checkNonNegative[T flagcheck.Number](name string, v T) error {
-	return flagcheck.NonNegative(name, v)
-}
-func checkRange[T flagcheck.Number](name string, v, lo, hi T) error {
-	return flagcheck.Range(name, v, lo, hi)
-}
-func checkRate(name string, v float64) error             { return flagcheck.Rate(name, v, client.RateMax) }
-func checkRequired(name, v string) error                 { return flagcheck.Required(name, v) }
-func checkOneOf(name, v string, allowed ...string) error { return flagcheck.OneOf(name, v, allowed...) }
-func checkEach(name, list string, check func(string) error) error {
-	return flagcheck.Each(name, list, check)
-}
-func checkAddr(name, v string, optional bool) error { return flagcheck.Addr(name, v, optional) }
-func checkDest(name, v string, optional bool) error { return flagcheck.Dest(name, v, optional) }
+func checkRate(name string, v float64) error                   { return flagcheck.Rate(name, v, client.RateMax) }
+func checkRequired(name, v string) error                       { return flagcheck.Required(name, v) }
 
 // errInterrupted is returned by a command stopped by SIGINT or SIGTERM
 // after it printed what it had so far.

@@ -29,10 +29,11 @@ import (
 // suite.Settings, LatencySettings and FloorSettings; the shared checks
 // in flagcheck), so the layer keeps the flag definitions and printing;
 // 1,063 with the demo's checks in demo.Config.Check and the drills'
-// loop in drill.RunAll.
+// loop in drill.RunAll; 1,048 without the wrappers nothing called any
+// more.
 // Lower the cap as the layer shrinks; do not raise it to fit new logic:
 // put the logic in a library and call it.
-const cmdCodeMax = 1063
+const cmdCodeMax = 1048
 
 // nodeCodeMax caps the node runtime the same way: issue 17 wants node/
 // to be the runtime that feeds the replica core and carries out its
