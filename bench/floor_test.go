@@ -228,3 +228,25 @@ func TestFloorClientZeroAllocs(t *testing.T) {
 		t.Fatalf("send+poll: %v allocs per round trip, want 0", allocs)
 	}
 }
+
+// The floor client's socket carries --busy-poll: granted (root, or a
+// raised net.core.busy_read) or refused with the reason, never dropped
+// on the way as it once was.
+func TestFloorClientBusyPoll(t *testing.T) {
+	u, err := listenFloorClient(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if r := u.Report(); (r.BusyPollErr == nil) != (r.BusyPollUs == 50) {
+		t.Fatalf("SO_BUSY_POLL: granted %d µs, refused with %v; want 50 or a refusal", r.BusyPollUs, r.BusyPollErr)
+	}
+	u0, err := listenFloorClient(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u0.Close()
+	if r := u0.Report(); r.BusyPollUs != 0 || r.BusyPollErr != nil {
+		t.Fatalf("no --busy-poll: granted %d µs, error %v; want none asked", r.BusyPollUs, r.BusyPollErr)
+	}
+}
