@@ -25,7 +25,7 @@ func runChaos(args []string) error {
 	fs.Float64Var(&cfg.Rate, "rate", 2_000, "client commands per second")
 	fs.StringVar(&cfg.Fsync, "fsync", "group", "the nodes' journal fsync policy: none, group, always")
 	faults := fs.String("faults", "process", "faults to draw from, comma-separated: "+strings.Join(chaos.AllFaults, ", ")+
-		"; or process (the first eight, kill-etcd for kill-witness with --arbiter etcd), network (root and nftables, in a network namespace of the run's own), disk (root, on ext4 filesystems of the run's own), all")
+		"; or process (the first nine, kill-etcd for kill-witness with --arbiter etcd), network (root and nftables, in a network namespace of the run's own), disk (root, on ext4 filesystems of the run's own), all")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's directory (logs, journals)")
 	fs.StringVar(&cfg.Arbiter, "arbiter", "witness", "the lease's arbiter: witness, or etcd (a 3-member etcd cluster started by the run; kill-etcd in kill-witness's place)")
 	if err := parseFlags(fs, args); err != nil {

@@ -542,6 +542,8 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 		return r.afterPrimaryFault(ctx, fmt.Sprintf("%s: SIGSTOP node%d (primary, epoch %d) for %v", st.fault, p, ps.Epoch, st.hold.Round(time.Millisecond)), ps.Epoch)
 	case KillStandby, StopStandby, PauseStandby:
 		return r.standbyFault(ctx, st, r.standby(p, st.standby))
+	case KillAll:
+		return r.killAll(ctx, st, ps.Epoch)
 	case KillEtcd:
 		m := st.standby % cluster.EtcdMembers
 		if err := r.etcd.Kill(m); err != nil {
@@ -564,6 +566,28 @@ func (r *run) fault(ctx context.Context, st step) (string, error) {
 		return r.diskFault(ctx, st, p, ps.Epoch)
 	}
 	return st.fault, fmt.Errorf("unknown fault %q", st.fault)
+}
+
+// killAll SIGKILLs every node, one right after another, waits for them
+// all to be gone, and restarts them st.hold later: a newer epoch must
+// lead from what the journals hold.
+func (r *run) killAll(ctx context.Context, st step, epoch uint64) (string, error) {
+	ids := r.IDs()
+	for _, id := range ids {
+		r.Kill(id)
+	}
+	for _, id := range ids {
+		if err := r.waitExit(cluster.NodeName(id)); err != nil {
+			return st.fault, err
+		}
+	}
+	sleep(ctx, st.hold)
+	for _, id := range ids {
+		if err := r.startNode(id); err != nil {
+			return st.fault, err
+		}
+	}
+	return r.afterPrimaryFault(ctx, fmt.Sprintf("%s: SIGKILL all %d nodes (the primary's epoch %d), restarted %v later", st.fault, len(ids), epoch, st.hold.Round(time.Millisecond)), epoch)
 }
 
 // pauseFor stops node id (SIGSTOP) for hold, then continues it.

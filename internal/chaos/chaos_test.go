@@ -30,7 +30,7 @@ func TestParseFaults(t *testing.T) {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	etcd, err := ParseFaults("process,network", ArbiterEtcd)
-	want := []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, StopStandby, PausePrimary, PauseStandby, KillEtcd, IsolatePrimary, IsolateStandby, Loss}
+	want := []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, StopStandby, PausePrimary, PauseStandby, KillEtcd, KillAll, IsolatePrimary, IsolateStandby, Loss}
 	if err != nil || !slices.Equal(etcd, want) {
 		t.Fatalf("process,network with etcd: %v %v, want %v", etcd, err, want)
 	}
@@ -218,6 +218,7 @@ var holds = map[string][2]time.Duration{
 	PausePrimary:    {1200 * time.Millisecond, 2 * time.Second},
 	PauseStandby:    {50 * time.Millisecond, 1500 * time.Millisecond},
 	KillWitness:     {0, 1500 * time.Millisecond},
+	KillAll:         {0, time.Second},
 	KillEtcd:        {0, 3 * time.Second},
 	IsolatePrimary:  {1200 * time.Millisecond, 2500 * time.Millisecond},
 	IsolateStandby:  {200 * time.Millisecond, 3 * time.Second},

@@ -34,6 +34,11 @@ const (
 	PausePrimary = "pause-primary"
 	// PauseStandby: SIGSTOP a standby 50 ms..1.5 s, then SIGCONT.
 	PauseStandby = "pause-standby"
+	// KillAll: SIGKILL every node at once (a power cut of the nodes'
+	// rack, a bad deploy); restart them all 0..1 s later. Nothing a
+	// client saw may be lost, and a node must lead again from the
+	// journals alone.
+	KillAll = "kill-all"
 	// KillWitness: SIGKILL the witness; restart it 0..1.5 s later from
 	// its directory.
 	KillWitness = "kill-witness"
@@ -45,7 +50,7 @@ const (
 
 // ProcessFaults are the faults a run draws from by default: they need
 // nothing but the processes (no root).
-var ProcessFaults = []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, StopStandby, PausePrimary, PauseStandby, KillWitness}
+var ProcessFaults = []string{KillPrimary, RestartPrimary, StopPrimary, KillStandby, StopStandby, PausePrimary, PauseStandby, KillWitness, KillAll}
 
 // AllFaults are every fault, the network ones (network.go) and the
 // etcd one included.
@@ -156,7 +161,7 @@ func (s *schedule) between(lo, hi time.Duration) time.Duration {
 func (s *schedule) next() step {
 	st := step{fault: s.faults[s.rng.IntN(len(s.faults))], calm: s.between(300*time.Millisecond, 1500*time.Millisecond), standby: s.rng.IntN(1 << 16)}
 	switch st.fault {
-	case KillPrimary, StopPrimary:
+	case KillPrimary, StopPrimary, KillAll:
 		st.hold = s.between(0, time.Second)
 	case KillStandby, StopStandby:
 		st.hold = s.between(0, 2*time.Second)
