@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,13 +19,7 @@ import (
 func TestWholeClusterKilled(t *testing.T) {
 	begin := time.Now()
 	c := newFailoverCluster(t, failoverOptions{})
-	c.startAll()
-	first, _ := c.waitLeader(10*time.Second, 0, 1)
-	md := c.observeMarketData()
-	lc := c.dialClient(first)
-	lc.start(failoverRate, failoverCount)
-	lc.waitAnswered(t, failoverWarmup, 30*time.Second)
-	old, ost := c.waitLeader(10*time.Second, 0, 1)
+	lc, md, old, ost := c.warmLoad()
 	for _, m := range c.nodes {
 		signal(t, m.p, syscall.SIGKILL)
 	}
@@ -51,4 +47,33 @@ func TestWholeClusterKilled(t *testing.T) {
 		t.Errorf("no answer after the restart (answered %d at the kill, %d at the end)", answeredAtKill, lc.answered())
 	}
 	requireClean(t, f)
+}
+
+// warmLoad starts the witness and the nodes, a market-data observer and
+// the failover load, waits for the load's warm-up answers and returns
+// who leads after them.
+func (c *fcluster) warmLoad() (*loadClient, *mdObserver, *member, status) {
+	c.t.Helper()
+	c.startAll()
+	first, _ := c.waitLeader(10*time.Second, 0, 1)
+	md := c.observeMarketData()
+	lc := c.dialClient(first)
+	lc.start(failoverRate, failoverCount)
+	lc.waitAnswered(c.t, failoverWarmup, 30*time.Second)
+	p, st := c.waitLeader(10*time.Second, 0, 1)
+	return lc, md, p, st
+}
+
+// overrideAllow is the operator's way out of the in-sync rule's dead
+// end: stop the witness, name node id with seqbus witness override
+// --allow, start the witness again.
+func (c *fcluster) overrideAllow(id uint32) {
+	c.t.Helper()
+	c.wit.p.stop(c.t)
+	o := startProc(c.t, c.wit.host, "witness-override", "witness", "override", "--dir", c.wit.dir,
+		"--allow", strconv.Itoa(int(id)), "--accept-loss")
+	if err := o.wait(c.t, 20*time.Second); err != nil || !strings.Contains(o.log(), "written to") {
+		c.t.Fatalf("override: %v\n%s", err, o.log())
+	}
+	c.startWitness()
 }

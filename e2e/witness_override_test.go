@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +36,7 @@ func TestWitnessOverrideAfterLostPrimary(t *testing.T) {
 	if s, ok := readStatus(sb.dir); !ok || s.Role == "primary" {
 		t.Fatalf("node %d leads before the override: %+v", sb.id, s)
 	}
-	c.wit.p.stop(t)
-	o := startProc(t, c.wit.host, "witness-override", "witness", "override", "--dir", c.wit.dir,
-		"--allow", strconv.Itoa(int(sb.id)), "--accept-loss")
-	if err := o.wait(t, 20*time.Second); err != nil || !strings.Contains(o.log(), "written to") {
-		t.Fatalf("override: %v\n%s", err, o.log())
-	}
-	c.startWitness()
+	c.overrideAllow(sb.id)
 	leader, st := c.waitLeader(20*time.Second, p.id, pst.Epoch+1)
 	if leader != sb {
 		t.Fatalf("node %d leads, want node %d", leader.id, sb.id)

@@ -3,12 +3,14 @@ package journal
 import (
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// The journal directory's two durable flags a node keeps beside its
-// journal: the refetch marker, and the sets of files put aside as corrupt.
+// The journal directory's durable flags a node keeps beside its journal:
+// the refetch marker, the new-directory and joined markers, and the sets
+// of files put aside as corrupt.
 // They are functions over the FS seam, so the simulator's MemFS crashes
 // them like any journal file; what to do about a failure (stop leading,
 // log, count) is the caller's decision.
@@ -26,12 +28,32 @@ const RefetchMarker = "REFETCHING"
 // running process holds stays the one the next process meets.
 const LockFileName = "node.lock"
 
+// NewDirMarker is the name of the file that, present in a journal
+// directory, says the directory was empty when its node first opened it
+// and the node has since neither led nor caught up with a primary: it
+// holds nothing anybody relies on. Its absence, once JoinedMarker is
+// written, is what lets the node lead an epoch above the first (package
+// storage: a directory replaced or wiped while its node was in the
+// in-sync set must not lead with an empty history).
+const NewDirMarker = "NEW-DIRECTORY"
+
+// JoinedMarker is the name of the file that says the directory's node
+// led, or caught up with a primary, at least once: a directory holding it
+// is never taken for a new one, even with no record in it.
+const JoinedMarker = "JOINED"
+
 // SetRefetchMarker creates (on) or removes (off) the refetch marker in dir
+// durably (SetMarker).
+func SetRefetchMarker(fsys FS, dir string, on bool) error {
+	return SetMarker(fsys, dir, RefetchMarker, on)
+}
+
+// SetMarker creates (on) or removes (off) the marker file name in dir
 // durably: the file is created and fsynced, or removed (a missing one is
 // not an error), and then the directory is synced. An error means the
 // marker's state on disk is unknown.
-func SetRefetchMarker(fsys FS, dir string, on bool) error {
-	path := dir + "/" + RefetchMarker
+func SetMarker(fsys FS, dir, name string, on bool) error {
+	path := dir + "/" + name
 	var err error
 	if on {
 		var f File
@@ -55,18 +77,30 @@ func SetRefetchMarker(fsys FS, dir string, on bool) error {
 // directory that cannot be read has none.
 func HasRefetchMarker(fsys FS, dir string) bool {
 	names, err := fsys.ReadDir(dir)
-	if err != nil {
-		return false
-	}
+	return err == nil && slices.Contains(names, RefetchMarker)
+}
+
+// HoldsHistory reports whether the names of a journal directory's files
+// show any history: a segment, a snapshot, a set put aside or the refetch
+// marker (a node lock, the spare segment, a status file or anything else
+// are not history).
+func HoldsHistory(names []string) bool {
 	for _, name := range names {
-		if name == RefetchMarker {
+		if _, ok := parseSegmentName(name); ok {
+			return true
+		}
+		if _, ok := parseSnapshotName(name); ok {
+			return true
+		}
+		if name == RefetchMarker || strings.Contains(name, AsideMarker) {
 			return true
 		}
 	}
 	return false
 }
 
-// SetAside renames every file in dir but the refetch marker, the spare
+// SetAside renames every file in dir but the markers (refetch, new
+// directory, joined), the spare
 // segment (SpareSegmentName: no record, reused) and the files already set
 // aside with the suffix AsideMarker+"<nowUnix>" (kept for an operator's
 // post-mortem; Open ignores them, so it then finds an empty journal),
@@ -82,7 +116,8 @@ func SetAside(fsys FS, dir string, nowUnix int64) (int, error) {
 	suffix := AsideMarker + strconv.FormatInt(nowUnix, 10)
 	moved := 0
 	for _, name := range names {
-		if strings.Contains(name, AsideMarker) || name == RefetchMarker || name == SpareSegmentName || name == LockFileName {
+		if strings.Contains(name, AsideMarker) || name == RefetchMarker || name == NewDirMarker || name == JoinedMarker ||
+			name == SpareSegmentName || name == LockFileName {
 			continue
 		}
 		from := dir + "/" + name

@@ -45,16 +45,31 @@ func leasedPrimaryWith(t *testing.T, edit func(*nodeconfig.Config)) (*Node, *ste
 
 // handStandbyConfig is node 1 of two (node 2 its peer), a standby on a
 // memory disk and no network, driven by hand on clk, its lease from
-// newArbiter's backend.
+// newArbiter's backend. Its directory has joined a history already
+// (journal.JoinedMarker), as a node restarted on its disk: the scripted
+// arbiters grant terms after the first, which a new directory declines
+// (TestNewDirectoryDeclinesALaterTerm).
 func handStandbyConfig(clk *stepClock, newArbiter func(*arbiter.Keeper) (arbiter.Backend, error)) nodeconfig.Config {
 	return nodeconfig.Config{
-		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: clk,
+		ID: 1, Stream: 9, Dir: "/j", FS: joinedFS("/j"), Network: nopNetwork{}, Clock: clk,
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
 		Peers:           map[uint32]netip.AddrPort{2: netip.MustParseAddrPort("10.0.0.3:1")},
 		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Role: nodeconfig.RoleStandby, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 1 << 16},
 		PublisherCapacity: 256, MaxSessions: 4, NewArbiter: newArbiter,
 	}
+}
+
+// joinedFS is a memory disk whose directory dir has joined a history.
+func joinedFS(dir string) *journal.MemFS {
+	fs := journal.NewMemFS()
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		panic(err)
+	}
+	if err := journal.SetMarker(fs, dir, journal.JoinedMarker, true); err != nil {
+		panic(err)
+	}
+	return fs
 }
 
 // The lease query on a command's path changes nothing (issue 17 item 1):

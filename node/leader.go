@@ -95,6 +95,10 @@ func (n *Node) leaseChanged(now int64) {
 // the new gate releases them once the standbys acknowledge them under
 // the new epoch and they are durable, exactly as for any output.
 func (n *Node) promote(rd *replica.RolesReady, now int64) {
+	if !replica.MayLeadTerm(n.st.NewDirectory(), n.isr.Version()) {
+		n.declineLead(rd.Epoch)
+		return
+	}
 	prev := n.ldr
 	if rd.NewTerm {
 		n.stats.NewTerms++
@@ -147,6 +151,34 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 	if prev != nil {
 		n.spare = prev.Memory() // the previous term's, for the next
 	}
+}
+
+// declineLead gives back a lease replica.MayLeadTerm refuses: granted to
+// a node whose directory is new for a term after the arbiter's first. It
+// never led nor caught up, and held back its acks until it would have,
+// so the arbiter took it for a member (or the last holder) only because
+// its directory was replaced or wiped since. Leading would start the history over and un-happen
+// everything released before. It does not ask again until it has caught
+// up with a primary (the refetch state); the arbiter then refuses the
+// nodes that hold the history until an operator names one (seqbus
+// witness override): the market halts rather than lose it.
+func (n *Node) declineLead(epoch uint64) {
+	n.tm.DrainFailed()
+	n.stats.LeadsDeclinedNewDirectory++
+	n.cfg.Log.Error("NOT LEADING: granted the lease after other terms, but this node's directory is new (replaced or wiped?): "+
+		"leading would discard the history clients saw; giving the lease back. Start the node that holds the history; "+
+		"if the witness then refuses it, name it: seqbus witness override --allow ID (docs/witness.md)", "epoch", epoch, "dir", n.cfg.Dir)
+	n.st.SetRefetching(true)
+	n.giveUpLease("its directory is new")
+}
+
+// joined records that this node leads or caught up with a primary
+// (storage.Storage.Joined): its directory holds the history from now
+// on, so its acks go.
+func (n *Node) joined() error {
+	err := n.st.Joined() // a no-op once joined; logs either way
+	n.fol.HoldAcks(n.st.NewDirectory())
+	return err
 }
 
 // stepDown carries out replica.Roles' step-down: nothing more is

@@ -231,6 +231,7 @@ func (n *Node) recover() error {
 	}
 	n.tm.Recovered()
 	n.cfg.Log.Info("recovered", "applied", n.eng().AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", n.j.First())
+	n.fol.HoldAcks(st.NewDirectory())
 	return nil
 }
 

@@ -16,6 +16,9 @@ import (
 // becomePrimary makes this node lead at epoch: it sequences from applied+1
 // and releases through the gate.
 func (n *Node) becomePrimary(epoch uint64) error {
+	if err := n.joined(); err != nil {
+		return err
+	}
 	n.finishSnapshotWrite() // a promoted standby's last one, still valid
 	if err := n.tm.BecomePrimary(epoch); err != nil {
 		return fmt.Errorf("node: cannot lead: %w", err)

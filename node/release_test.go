@@ -42,7 +42,7 @@ func TestClosingPrimaryGivesItsLeaseUp(t *testing.T) {
 // under which nothing could ever be released: the market halted until an
 // operator restarted it).
 func TestPrimaryWhoseSyncFailedGivesItsLeaseUp(t *testing.T) {
-	fs := journal.NewMemFS()
+	fs := joinedFS("/j")
 	n, clk, arb := leasedPrimaryWith(t, func(c *nodeconfig.Config) {
 		c.FS = fs
 		c.Journal.Policy = journal.SyncGroup

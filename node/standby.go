@@ -178,9 +178,7 @@ func (n *Node) followerReady() {
 		n.sendSnapshotRequest(&rd.Request)
 	}
 	if rd.HasAck {
-		a := wire.Ack{Origin: n.origin(), Seq: rd.Ack}
-		n.frameBuf = a.Append(n.frameBuf[:0])
-		n.tr.Send(n.frameBuf, n.primaryAddr)
+		n.sendAck(wire.Ack{Origin: n.origin(), Seq: rd.Ack}, n.primaryAddr, 1)
 		n.stats.AcksSent++
 	}
 	n.fol.Advance()
@@ -193,7 +191,11 @@ func (n *Node) followerReady() {
 func (n *Node) standbyAfterBatch(now int64) {
 	n.snaps.Poll()
 	n.snapshotsWritten()
-	if n.st.Refetching() && n.fol.Standby().Primary() != 0 && n.fol.Highest() > 0 && n.fol.Applied() >= n.fol.Highest() && !n.fol.Fetching() {
+	caughtUp := n.fol.Standby().Primary() != 0 && n.fol.CaughtUp()
+	if caughtUp {
+		_ = n.joined() // an error is logged and breaks the storage: no ack, no lead
+	}
+	if n.st.Refetching() && caughtUp {
 		n.st.SetRefetching(false)
 		n.stats.RefetchesDone++
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.fol.Applied())
@@ -233,9 +235,7 @@ func (n *Node) sayLeaving() {
 		return
 	}
 	a := wire.Ack{Origin: n.origin(), Seq: n.fol.Standby().AckSent(), Leaving: true}
-	n.frameBuf = a.Append(n.frameBuf[:0])
-	n.tr.Send(n.frameBuf, n.primaryAddr)
-	n.tr.Send(n.frameBuf, n.primaryAddr)
+	n.sendAck(a, n.primaryAddr, 2)
 	n.tr.Flush()
 	n.stats.LeavingSent++
 	n.cfg.Log.Info("stopping: told the primary, which stops waiting for this standby's acks", "primary", n.fol.Standby().Primary(), "acked", a.Seq)
@@ -250,7 +250,13 @@ func (n *Node) askForNewEpoch(id uint32, now int64) {
 	if !ok || !n.fol.Standby().AskNewEpoch(now) {
 		return
 	}
-	a := wire.Ack{Origin: n.origin(), Seq: n.fol.Window().Ack()}
+	n.sendAck(wire.Ack{Origin: n.origin(), Seq: n.fol.Window().Ack()}, addr, 1)
+}
+
+// sendAck queues ACK a to addr, times times (the pass sends it).
+func (n *Node) sendAck(a wire.Ack, addr netip.AddrPort, times int) {
 	n.frameBuf = a.Append(n.frameBuf[:0])
-	n.tr.Send(n.frameBuf, addr)
+	for range times {
+		n.tr.Send(n.frameBuf, addr)
+	}
 }

@@ -32,6 +32,7 @@ func (n *Node) statusLocked() status.Status {
 		Durable:       n.j.Durable(),
 		StateHash:     status.Hash64(n.eng().StateHash()),
 		Refetching:    n.st.Refetching(),
+		NewDirectory:  n.st.NewDirectory(),
 		DatagramBytes: n.cfg.DatagramBytes,
 		Node:          n.stats,
 		UptimeNs:      n.nowNs(),

@@ -44,7 +44,12 @@ type Follower struct {
 	// addressed: the runtime knows where the primary is (NAKs, acks and
 	// snapshot requests can be sent).
 	addressed bool
-	durable   uint64
+	// heard: the primary followed since the last Reset or PrimaryChanged
+	// said how far its history reaches (a HEARTBEAT, or DATA).
+	heard bool
+	// holdAcks: no ack goes (HoldAcks).
+	holdAcks bool
+	durable  uint64
 	// sink collects the snapshot being fetched; sinking says a transfer
 	// from offset 0 started it.
 	sink    []byte
@@ -128,7 +133,7 @@ func (f *Follower) Reset(applied uint64) error {
 	}
 	f.win = w
 	f.msgs = wire.Messages{}
-	f.catchingUp = false
+	f.catchingUp, f.heard = false, false
 	f.st.Reset()
 	f.hashes.Reset()
 	return nil
@@ -182,6 +187,7 @@ func (f *Follower) Data(fr *wire.Frame, nowNs int64) {
 	}
 	f.msgs = fr.Messages()
 	f.nowNs = nowNs
+	f.heard = true
 }
 
 // Next returns the next entry to append and apply, in seq order with no
@@ -227,7 +233,26 @@ func (f *Follower) RemoteHash(seq, hash uint64) bool { return f.hashes.Remote(se
 func (f *Follower) ResetHashes() { f.hashes.Reset() }
 
 // Heartbeat notes the primary's last seq, so a tail gap is NAKed.
-func (f *Follower) Heartbeat(lastSeq uint64) { f.win.ObserveHighest(lastSeq) }
+func (f *Follower) Heartbeat(lastSeq uint64) {
+	f.win.ObserveHighest(lastSeq)
+	f.heard = true
+}
+
+// CaughtUp reports whether this follower holds everything its primary
+// said exists: the primary told how far its history reaches since the
+// last Reset or PrimaryChanged, every seq up to there is applied, and no
+// snapshot fetch is under way. With an empty history (a heartbeat of seq
+// 0) a follower with nothing applied has caught up.
+func (f *Follower) CaughtUp() bool {
+	return f.heard && !f.fetch.Active() && f.win.Applied() >= f.win.Highest()
+}
+
+// HoldAcks stops (hold) or lets go (not hold) the acks: a held follower
+// sends none, and once let go sends the ack its state calls for at the
+// next EndBatch, Tick or DurableAck. A node whose directory is new holds
+// them until it has caught up, so it never joins the in-sync set before
+// its directory holds the history (storage.Storage.NewDirectory).
+func (f *Follower) HoldAcks(hold bool) { f.holdAcks = hold }
 
 // NeedSnapshot: the primary no longer holds what we miss: fetch.
 func (f *Follower) NeedSnapshot(nowNs int64) { f.startFetch(nowNs) }
@@ -235,6 +260,7 @@ func (f *Follower) NeedSnapshot(nowNs int64) { f.startFetch(nowNs) }
 // PrimaryChanged: a new primary leads; a fetch under way restarts from
 // zero from it (it may hold another snapshot, or none at our offset).
 func (f *Follower) PrimaryChanged(nowNs int64) {
+	f.heard = false
 	if !f.fetch.Active() {
 		return
 	}
@@ -363,7 +389,7 @@ func (f *Follower) nakGaps(nowNs int64) {
 // maybeAck adds ACK(min(applied, durable)) when it moved, or every
 // AckIntervalNs when periodic is set (liveness for the primary).
 func (f *Follower) maybeAck(nowNs int64, periodic bool) {
-	if !f.addressed {
+	if !f.addressed || f.holdAcks {
 		return
 	}
 	ack := Ack(f.win.Ack(), f.durable) // durable before ack

@@ -110,6 +110,11 @@ func (h *fharness) run(w *strings.Builder, line string) {
 		h.f.NeedSnapshot(h.nowNs)
 	case "primary-changed":
 		h.f.PrimaryChanged(h.nowNs)
+	case "hold-acks":
+		h.f.HoldAcks(fields[1] == "on")
+	case "caught-up":
+		fmt.Fprintf(w, "caught-up=%v\n", h.f.CaughtUp())
+		return
 	case "snapshot":
 		// What the primary serves: size bytes, its state at seq.
 		h.snapS = h.u64(a, "seq", 0)

@@ -120,6 +120,23 @@ func MayRelease(k Lease, held bool, nowNs int64) bool {
 	return held && k.MayLead(nowNs)
 }
 
+// FirstTermInSyncVersion is the in-sync version of an arbiter's first
+// term: every grant and every change of the set raises the version from
+// 0 (a new witness or etcd prefix; an operator's seqbus witness override
+// --epoch, which starts the history over, also leaves 0).
+const FirstTermInSyncVersion = 1
+
+// MayLeadTerm is whether a node granted the lease with the in-sync set
+// at inSyncVersion may lead: always, unless its directory is new (it has
+// never led nor caught up with a primary, and acknowledged nothing:
+// storage.Storage.NewDirectory) and the term is not the arbiter's first.
+// Such a grant can only mean its directory was replaced or wiped while
+// it was an in-sync member (or the last holder): leading would start the
+// history over and un-happen everything released before, so it declines.
+func MayLeadTerm(newDirectory bool, inSyncVersion uint64) bool {
+	return !newDirectory || inSyncVersion == FirstTermInSyncVersion
+}
+
 // WantLead is whether a node asks the arbiter for the lease: only with
 // its whole state at hand and a disk that works. A node whose journal
 // failed, or whose disk has stalled (DiskWatch), must not hold the lease;

@@ -149,6 +149,9 @@ type Stats struct {
 	// RefetchesDone: times a node that set its journal aside caught up
 	// with a live primary and may lead again.
 	RefetchesDone uint64
+	// LeadsDeclinedNewDirectory: leases above the first epoch a node
+	// with a new directory was granted and gave back (NewDirectory).
+	LeadsDeclinedNewDirectory uint64
 	// GroupMembershipErrors: leaving the replication group on promotion,
 	// or rejoining it on step-down, failed (logged).
 	GroupMembershipErrors uint64
@@ -268,6 +271,11 @@ type Status struct {
 	// Refetching: the journal was set aside as corrupt and the node has
 	// not yet caught up with a primary; it will not ask to lead.
 	Refetching bool `json:"refetching,omitempty"`
+	// NewDirectory: the node's directory was empty when it started and
+	// the node has neither led nor caught up with a primary since
+	// (storage.Storage.NewDirectory): it acknowledges nothing yet, and
+	// leads only a new cluster's first epoch.
+	NewDirectory bool `json:"new_directory,omitempty"`
 	// JournalFailed: a journal write, fsync or cut failed (the node's log
 	// says which; JournalErrors, SyncErrors count them): nothing more
 	// becomes durable, released or acknowledged, and the node will not

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/seqbus/seqbus/engine"
@@ -100,7 +101,11 @@ type Storage struct {
 	// the history (a write failed, or the refetch state could not be
 	// recorded).
 	refetching, broken bool
-	c                  Counters
+	// newDir: the directory was empty when this node first opened it,
+	// and the node has neither led nor caught up since
+	// (journal.NewDirMarker; NewDirectory).
+	newDir bool
+	c      Counters
 	// spareErr and spareRoom: what WatchSpare last heard of the journal's
 	// next segment (journal.SpareError).
 	spareErr  error
@@ -159,6 +164,9 @@ func (s *Storage) Close() error {
 // open is Open's work once the directory is locked.
 func (s *Storage) open() error {
 	cfg := s.cfg
+	if err := s.noteNewDirectory(); err != nil {
+		return err
+	}
 	j, rec, err := journal.Open(cfg.FS, cfg.Dir, cfg.Journal)
 	if errors.Is(err, journal.ErrCorrupt) && cfg.SetAsideCorrupt {
 		aside, merr := journal.SetAside(cfg.FS, cfg.Dir, time.Now().Unix())
@@ -284,6 +292,70 @@ func (s *Storage) CheckDurableClaim(claimed uint64, source string) error {
 	if !s.refetching {
 		s.SetRefetching(true)
 	}
+	return nil
+}
+
+// noteNewDirectory reads whether the directory is new (NewDirectory): a
+// directory with the joined marker is not, one with the new-directory
+// marker is, one with history but neither marker (from before the
+// markers) is not, and an empty one is, durably marked so before anything
+// is written to it: a crash before the node joins leaves it new.
+func (s *Storage) noteNewDirectory() error {
+	fsys, dir := s.cfg.FS, s.cfg.Dir
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("journal directory %s: %w", dir, err)
+	}
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("journal directory %s: %w", dir, err)
+	}
+	switch {
+	case slices.Contains(names, journal.JoinedMarker):
+	case slices.Contains(names, journal.NewDirMarker):
+		s.newDir = true
+	case journal.HoldsHistory(names):
+	default:
+		if err := journal.SetMarker(fsys, dir, journal.NewDirMarker, true); err != nil {
+			return fmt.Errorf("journal directory %s: marking it new: %w", dir, err)
+		}
+		s.newDir = true
+	}
+	if s.newDir {
+		s.log.Info("new directory: acknowledging nothing until caught up with a primary; leads only a new cluster's first term", "dir", dir)
+	}
+	return nil
+}
+
+// NewDirectory reports whether the directory was empty when this node
+// first opened it and the node has neither led nor caught up with a
+// primary since: nothing in it is anything a client saw, and nobody
+// relies on it. Such a node may lead only a cluster's first epoch: an
+// arbiter granting it a later one means its directory was replaced or
+// wiped while it was in the in-sync set, and leading would start the
+// history over (the node declines the lease). It acknowledges nothing
+// until it has joined, so it never enters the in-sync set new.
+func (s *Storage) NewDirectory() bool { return s.newDir }
+
+// Joined records, durably, that the node led or caught up with a
+// primary: the directory is no longer new. It writes the joined marker,
+// then removes the new-directory marker (a crash between leaves both:
+// joined). An error breaks the Storage: the node cannot say what its
+// directory holds.
+func (s *Storage) Joined() error {
+	if !s.newDir {
+		return nil
+	}
+	err := journal.SetMarker(s.cfg.FS, s.cfg.Dir, journal.JoinedMarker, true)
+	if err == nil {
+		err = journal.SetMarker(s.cfg.FS, s.cfg.Dir, journal.NewDirMarker, false)
+	}
+	if err != nil {
+		s.broken = true
+		s.log.Error("cannot record that the directory joined the history; this node will not lead", "err", err)
+		return fmt.Errorf("recording that the directory joined the history: %w", err)
+	}
+	s.newDir = false
+	s.log.Info("directory joined the history: acknowledging", "applied", s.eng.AppliedSeq())
 	return nil
 }
 

@@ -478,3 +478,69 @@ func TestOpenLocksDirectory(t *testing.T) {
 		t.Fatal("a lock taken on a simulated FS")
 	}
 }
+
+// A directory that is empty when its node first opens it is new, and
+// stays new across crashes and restarts until the node joins a history
+// (led or caught up: Joined); then it is never new again, even with no
+// record in it. A directory with history but no marker (from before the
+// markers) is not new; both markers at once (a crash inside Joined) is
+// joined.
+func TestNewDirectory(t *testing.T) {
+	reopen := func(t *testing.T, fs *journal.MemFS) *Storage {
+		t.Helper()
+		fs.Crash(1) // what was not durable is gone
+		return open(t, config(fs, nil))
+	}
+	t.Run("new until joined", func(t *testing.T) {
+		fs := journal.NewMemFS()
+		s := open(t, config(fs, nil))
+		if !s.NewDirectory() {
+			t.Fatal("an empty directory is not new")
+		}
+		s.Close()
+		s = reopen(t, fs)
+		if !s.NewDirectory() {
+			t.Fatal("a new directory reopened after a crash is not new")
+		}
+		if err := s.Joined(); err != nil || s.NewDirectory() {
+			t.Fatalf("Joined: %v, new %v", err, s.NewDirectory())
+		}
+		if err := s.Joined(); err != nil {
+			t.Fatalf("Joined again: %v", err)
+		}
+		s.Close()
+		if s = reopen(t, fs); s.NewDirectory() {
+			t.Fatal("a joined directory with no record is new after a crash")
+		}
+	})
+	t.Run("history without markers", func(t *testing.T) {
+		fs := journal.NewMemFS()
+		s := open(t, config(fs, nil))
+		write(t, s, 1, 5)
+		s.Close()
+		if err := journal.SetMarker(fs, dir, journal.NewDirMarker, false); err != nil {
+			t.Fatal(err)
+		}
+		if s = reopen(t, fs); s.NewDirectory() {
+			t.Fatal("a directory with records and no marker is new")
+		}
+	})
+	t.Run("both markers", func(t *testing.T) {
+		fs := journal.NewMemFS()
+		open(t, config(fs, nil)).Close()
+		if err := journal.SetMarker(fs, dir, journal.JoinedMarker, true); err != nil {
+			t.Fatal(err)
+		}
+		if s := reopen(t, fs); s.NewDirectory() {
+			t.Fatal("a directory with both markers is new")
+		}
+	})
+	t.Run("joined fails", func(t *testing.T) {
+		fs := journal.NewMemFS()
+		s := open(t, config(fs, nil))
+		fs.SetSyncError(errors.New("disk gone"))
+		if err := s.Joined(); err == nil || !s.NewDirectory() || !s.Broken() {
+			t.Fatalf("Joined on a failing disk: %v, new %v, broken %v; want an error, still new, broken", err, s.NewDirectory(), s.Broken())
+		}
+	})
+}
