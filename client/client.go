@@ -129,7 +129,8 @@ type Client struct {
 	qbuf       []byte
 	rbuf       []byte // the replay request
 	qid        uint64
-	// Failovers counts primary changes seen through the witness.
+	// Failovers counts primary changes seen through the witness, or
+	// given by SetPrimary (an etcd follower).
 	failovers uint64
 	mac       *auth.MAC // nil without Options.Key
 	sealBuf   []byte
@@ -284,10 +285,14 @@ func (c *Client) Close() error {
 
 // SetPrimary points the client at a new primary and resends everything in
 // flight there (same ids: the engine's dedup table answers those already
-// applied with their original result).
+// applied with their original result). A move from one primary to
+// another counts as a failover (Failovers), as one the witness reports.
 func (c *Client) SetPrimary(addr netip.AddrPort) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.primary.IsValid() && addr != c.primary {
+		c.failovers++
+	}
 	c.primary = addr
 	return c.switchedLocked(c.nowNs())
 }
@@ -578,7 +583,8 @@ func (c *Client) Primary() netip.AddrPort {
 	return c.primary
 }
 
-// Failovers counts primary changes learnt from the witness.
+// Failovers counts primary changes learnt from the witness or given by
+// SetPrimary (a caller that follows another arbiter, e.g. etcd).
 func (c *Client) Failovers() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -57,6 +57,9 @@ type Client struct {
 	// notInSync: the last reply refused the lease by the in-sync rule
 	// (noteRefusal), logged once an episode.
 	notInSync bool
+	// leaseDiffers: a grant's lease was not this node's --lease (logged
+	// once).
+	leaseDiffers bool
 }
 
 // New builds the link and its backend, or returns nil for a static node.
@@ -136,6 +139,7 @@ func (c *Client) noteRefusal(r *arbiter.Reply) {
 	if r.Kind != arbiter.ReplyGrant && r.Kind != arbiter.ReplyDeny {
 		return
 	}
+	c.noteLeaseDuration(r)
 	refused := r.Kind == arbiter.ReplyDeny && r.Holder == arbiter.NodeNone && r.RemainingNs == 0 &&
 		!r.Members.Contains(arbiter.NodeID(c.cfg.Node))
 	if refused && !c.notInSync {
@@ -144,6 +148,23 @@ func (c *Client) noteRefusal(r *arbiter.Reply) {
 			"in_sync", r.Members.Slice(), "epoch", r.Epoch)
 	}
 	c.notInSync = refused
+}
+
+// noteLeaseDuration warns, once, of a grant for another lease than this
+// node's --lease: they must match. The keeper times its view by the
+// shorter of the two, so it stays safe, but a node whose --renew is
+// longer than the arbiter's lease loses the lease before each renewal
+// and is granted a new term every time: a failover a second, with no
+// fault.
+func (c *Client) noteLeaseDuration(r *arbiter.Reply) {
+	if r.Kind != arbiter.ReplyGrant || r.DurationNs == 0 || r.DurationNs == c.cfg.Lease.LeaseDurationNs || c.leaseDiffers {
+		return
+	}
+	c.leaseDiffers = true
+	c.cfg.Log.Warn("the arbiter grants another lease than this node's --lease: they must match (witness --lease, node --lease); "+
+		"with a --renew past the arbiter's lease every renewal comes too late and each costs a new term",
+		"arbiter_lease", time.Duration(r.DurationNs), "node_lease", time.Duration(c.cfg.Lease.LeaseDurationNs),
+		"node_renew", time.Duration(c.cfg.Lease.RenewIntervalNs))
 }
 
 func (c *Client) replied(nowNs int64) {

@@ -180,3 +180,24 @@ func TestNotInSyncRefusalLoggedOnce(t *testing.T) {
 		t.Fatalf("a refusal after a grant logged %d times in all, want 2:\n%s", n, logs.String())
 	}
 }
+
+// A grant for another lease than the node's --lease is warned of once:
+// the keeper stays safe (it times its view by the shorter), but a renew
+// interval past the arbiter's lease costs a new term at every renewal.
+func TestLeaseMismatchWarnedOnce(t *testing.T) {
+	h := newHarness(t)
+	var logs bytes.Buffer
+	h.c.cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	own := h.c.cfg.Lease.LeaseDurationNs
+	h.c.noteRefusal(&arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 1, DurationNs: own})
+	const msg = "grants another lease than this node's --lease"
+	if strings.Contains(logs.String(), msg) {
+		t.Fatalf("a grant of the node's own lease warned:\n%s", logs.String())
+	}
+	for range 3 {
+		h.c.noteRefusal(&arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 2, DurationNs: own / 3})
+	}
+	if n := strings.Count(logs.String(), msg); n != 1 {
+		t.Fatalf("three grants of a third of the node's lease warned %d times, want once:\n%s", n, logs.String())
+	}
+}

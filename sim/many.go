@@ -202,7 +202,17 @@ func ParseMutation(s string) (Mutation, error) {
 			return m, nil
 		}
 	}
-	return MutNone, fmt.Errorf("sim: unknown mutation %q", s)
+	return MutNone, fmt.Errorf("sim: unknown mutation %q (%s)", s, MutationNames())
+}
+
+// MutationNames lists the names ParseMutation takes, "none" first,
+// comma-separated.
+func MutationNames() string {
+	names := []string{MutNone.String()}
+	for _, m := range Mutations {
+		names = append(names, m.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 // ReadRegressions parses a regressions file: one seed per line as

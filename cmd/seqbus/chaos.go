@@ -19,7 +19,7 @@ func runChaos(args []string) error {
 	cfg := chaos.Config{Engine: engine.NodeConfig(), Out: os.Stdout, Args: append([]string{"chaos"}, args...)}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "nodes in the cluster, 2..5")
-	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the client's load runs; the faults stop 3 s before its end")
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long the client's load runs; no fault starts in its last 3 s")
 	fs.IntVar(&cfg.Rounds, "rounds", 0, "inject at most this many faults (0: as many as fit)")
 	fs.Uint64Var(&cfg.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "draws the faults and their delays (printed, to run the same schedule again)")
 	fs.Float64Var(&cfg.Rate, "rate", 2_000, "client commands per second")

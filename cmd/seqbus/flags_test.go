@@ -117,6 +117,8 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		{node("--group", "127.0.0.1:7100"), []string{"--group must be an IPv4 multicast group"}},
 		{node("--market-data", "10.0.0.1:1"), []string{"--market-data must be an IPv4 multicast group"}},
 		{node("--listen", "nowhere"), []string{"--listen must be ip:port"}},
+		{node("--listen", "127.0.0.1:0"), []string{"--listen 127.0.0.1:0: port 0"}},
+		{node("--listen", "239.1.2.3:7000"), []string{"--listen 239.1.2.3:7000: a multicast group"}},
 		{node("--role", "leader"), []string{"--role", `"leader"`}},
 		{node("--epoch", "0"), []string{"--epoch must be > 0"}},
 		{node("--stream", "0"), []string{"--stream must be 1..65535"}},
@@ -143,6 +145,8 @@ func TestBadFlagsRefusedBeforeAnything(t *testing.T) {
 		// witness
 		{[]string{"witness"}, []string{"--dir is required"}},
 		{[]string{"witness", "--dir", dirArg, "--listen", "x"}, []string{"--listen must be ip:port"}},
+		{[]string{"witness", "--dir", dirArg, "--listen", "239.1.2.3:7000"}, []string{"--listen 239.1.2.3:7000: a multicast group"}},
+		{[]string{"witness", "--dir", dirArg, "--listen", "127.0.0.1:0"}, []string{"--listen 127.0.0.1:0: port 0"}},
 		{[]string{"witness", "--dir", dirArg, "--lease", "0s"}, []string{"--lease must be > 0, got 0s"}},
 		{[]string{"witness", "--dir", dirArg, "--nodes", "1,1"}, []string{"--nodes: node id 1 given twice"}},
 		{[]string{"witness", "--dir", dirArg, "--nodes", "0,1"}, []string{"--nodes", "bad node id 0"}},

@@ -23,7 +23,7 @@ func runSim(args []string) error {
 	seeds := fs.Int("seeds", 1000, "how many seeds to run")
 	from := fs.Uint64("from", 1, "first seed")
 	workers := fs.Int("workers", runtime.NumCPU(), fmt.Sprintf("seeds run in parallel, 1..%d (results do not depend on it)", sim.SoakWorkersMax))
-	mutation := fs.String("mutation", "none", "run with a safety mechanism off, to see the checker catch it: none, no-fencing, no-gating, lease-from-reply, no-quarantine")
+	mutation := fs.String("mutation", "none", "run with a safety mechanism off, to see the checker catch it: "+sim.MutationNames())
 	nodes := fs.Int("nodes", sim.DefaultNodes, fmt.Sprintf("nodes in the simulated cluster, 2..%d (2: a primary and one standby)", sim.MaxNodes))
 	keyed := fs.Bool("keyed", false, "one master key on every node, the witness and the clients: a MAC on every frame (a failing seed replays with -keyed)")
 	inlineSync := fs.Bool("inline-sync", false, "every node fsyncs on its agent as it appends (seqbus node --fsync-inline on a fast disk), not at the group committer's step (a failing seed replays with -inline-sync)")

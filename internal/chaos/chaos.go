@@ -15,6 +15,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -732,6 +733,17 @@ func (r *run) faults() int {
 	return n
 }
 
+// replayCommand is the command line that draws the same schedule under
+// the same load: every setting that shapes the run.
+func (c Config) replayCommand() string {
+	cmd := fmt.Sprintf("seqbus chaos --seed %d --nodes %d --arbiter %s --faults %s --duration %v --rate %v --fsync %s",
+		c.Seed, c.Nodes, c.arbiter(), strings.Join(c.Faults, ","), c.Duration, c.Rate, cmp.Or(c.Fsync, "group"))
+	if c.Rounds > 0 {
+		cmd += fmt.Sprintf(" --rounds %d", c.Rounds)
+	}
+	return cmd
+}
+
 func (r *run) printSummary(rep client.LoadReport, res *verdict.Result, final uint32) {
 	st := rep.Stats
 	var per []string
@@ -740,8 +752,7 @@ func (r *run) printSummary(rep client.LoadReport, res *verdict.Result, final uin
 			per = append(per, fmt.Sprintf("%s %d", f, c))
 		}
 	}
-	fmt.Fprintf(r.out, "\nsummary\n  faults %d (%s); replay with: seqbus chaos --seed %d --nodes %d --arbiter %s --faults %s\n",
-		r.faults(), strings.Join(per, ", "), r.cfg.Seed, r.cfg.Nodes, r.cfg.arbiter(), strings.Join(r.cfg.Faults, ","))
+	fmt.Fprintf(r.out, "\nsummary\n  faults %d (%s); replay with: %s\n", r.faults(), strings.Join(per, ", "), r.cfg.replayCommand())
 	fmt.Fprintf(r.out, "  commands sent %d, answered %d (acks %d, rejects %d), resent %d, answered as duplicates %d\n  refused by the client's epoch fence: %d frames of a deposed primary, %d outputs in them (the rest: its replay answers)\n",
 		rep.Sent, st.Answered, st.Acks, st.Rejects, st.Resent, st.Duplicates, st.StaleEpoch, st.StaleOutputs)
 	fmt.Fprintf(r.out, "  lost (received but not in node%d's history): %d\n", final, res.Lost)

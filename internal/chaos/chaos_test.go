@@ -392,3 +392,13 @@ func TestThrottle(t *testing.T) {
 		t.Fatalf("the guard left the group behind: %v", err)
 	}
 }
+
+// The summary's replay line names every setting that shapes the run, so
+// running it draws the same schedule under the same load.
+func TestReplayCommand(t *testing.T) {
+	c := Config{Seed: 42, Nodes: 3, Faults: []string{KillPrimary, KillAll}, Duration: 20 * time.Second, Rate: 1500, Rounds: 2}
+	want := "seqbus chaos --seed 42 --nodes 3 --arbiter witness --faults kill-primary,kill-all --duration 20s --rate 1500 --fsync group --rounds 2"
+	if got := c.replayCommand(); got != want {
+		t.Fatalf("replay command\n%s\nwant\n%s", got, want)
+	}
+}

@@ -25,6 +25,7 @@ func TestConfigCheck(t *testing.T) {
 		{"--kill-after must be < --duration", func(c *Config) { c.KillAfter = c.Duration }},
 		{"less than one command", func(c *Config) { c.Rate, c.Duration, c.KillAfter = 0.5, time.Second, 0 }},
 		{"--fsync", func(c *Config) { c.Fsync = "sometimes" }},
+		{"--record", func(c *Config) { c.Record = "/nonexistent-seqbus-dir/r.jsonl" }},
 	} {
 		c := good()
 		tc.set(&c)

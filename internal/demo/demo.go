@@ -79,10 +79,12 @@ type Config struct {
 // Check checks the settings `seqbus demo`'s flags give (every error a
 // flagcheck.UsageError naming its flag): the load must have a rate, a
 // duration and at least one command, the kill must fall inside the
-// load, and the fsync policy must be one.
+// load, the fsync policy must be one, and a --record file must be one
+// this process can create.
 func (cfg *Config) Check() error {
 	err := flagcheck.First(flagcheck.Rate("rate", cfg.Rate, client.RateMax), flagcheck.Positive("duration", cfg.Duration),
-		flagcheck.NonNegative("kill-after", cfg.KillAfter), flagcheck.Fsync("fsync", cmp.Or(cfg.Fsync, "group")))
+		flagcheck.NonNegative("kill-after", cfg.KillAfter), flagcheck.Fsync("fsync", cmp.Or(cfg.Fsync, "group")),
+		flagcheck.OutputFile("record", cfg.Record))
 	switch {
 	case err != nil:
 		return err

@@ -176,6 +176,24 @@ func Addr(name, v string, optional bool) error {
 	return nil
 }
 
+// Listen: --name is the ip:port a server binds that others are told to
+// send to (a node's, the witness's). Port 0 is refused (the kernel would
+// pick one nobody was told), and so is a multicast group (binding one
+// receives on every interface, and nothing is sent to a server there);
+// 0.0.0.0 or :: (every interface) is allowed.
+func Listen(name, v string) error {
+	a, err := netip.ParseAddrPort(v)
+	switch {
+	case err != nil:
+		return Usagef("--%s must be ip:port, got %q", name, v)
+	case a.Port() == 0:
+		return Usagef("--%s %s: port 0 would be a port nobody is told: give the port the others send to", name, v)
+	case a.Addr().IsMulticast():
+		return Usagef("--%s %s: a multicast group is not an address to listen on: give this host's unicast address (or 0.0.0.0)", name, v)
+	}
+	return nil
+}
+
 // Dest: --name is an address this process sends to: ip:port of a host
 // (empty is allowed when optional). Port 0, 0.0.0.0 or :: (which Linux
 // takes for this host) and a multicast group are refused: a datagram

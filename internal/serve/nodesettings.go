@@ -51,7 +51,7 @@ type NodeSettings struct {
 // does).
 func (s *NodeSettings) Check() error {
 	return flagcheck.First(
-		flagcheck.NodeID("id", s.ID), flagcheck.Required("dir", s.Dir), flagcheck.Addr("listen", s.Listen, false),
+		flagcheck.NodeID("id", s.ID), flagcheck.Required("dir", s.Dir), flagcheck.Listen("listen", s.Listen),
 		flagcheck.Group("group", s.Group, false), flagcheck.Group("market-data", s.MarketData, true), flagcheck.Interface("iface", s.Iface),
 		flagcheck.Range("ttl", s.TTL, 0, 255), flagcheck.Stream(s.Stream), flagcheck.OneOf("role", s.Role, "standby", "primary"),
 		flagcheck.Positive("epoch", s.Epoch), flagcheck.Fsync("fsync", s.Fsync), flagcheck.Idle("idle", s.Idle),

@@ -26,7 +26,7 @@ func (s *WitnessSettings) Config() (cfg witness.Config, addr netip.AddrPort, met
 	if idsErr != nil {
 		idsErr = flagcheck.Usagef("--nodes: %v (want ids 1..4294967295, e.g. 1,2)", idsErr)
 	}
-	err = flagcheck.First(flagcheck.Addr("listen", s.Listen, false), flagcheck.Required("dir", s.Dir), flagcheck.Positive("lease", s.Lease),
+	err = flagcheck.First(flagcheck.Listen("listen", s.Listen), flagcheck.Required("dir", s.Dir), flagcheck.Positive("lease", s.Lease),
 		flagcheck.Stream(s.Stream), idsErr)
 	if err != nil {
 		return cfg, addr, "", err
