@@ -46,7 +46,7 @@ func ApplyFile(fs *flag.FlagSet, path string, skip map[string]bool) error {
 			continue
 		}
 		if err := fs.Set(name, strings.Trim(value, `"`)); err != nil {
-			return fmt.Errorf("%s:%d: %s: %w", path, line, name, err)
+			return fmt.Errorf("%s:%d: %s = %s: %w", path, line, name, value, err)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -42,8 +42,8 @@ func TestApplyFile(t *testing.T) {
 		"id 1\n":            ":1: want `name = value`",
 		"x = 1\n":           `:1: unknown setting "x" for ` + "`seqbus node`",
 		"\nconfig = a\n":    ":2: a config file cannot include another",
-		"id = minus one\n":  ":1: id: ",
-		"dir = a\nid = -\n": ":2: id: ",
+		"id = minus one\n":  ":1: id = minus one: parse error",
+		"dir = a\nid = -\n": ":2: id = -: parse error",
 	} {
 		fs := flag.NewFlagSet("node", flag.ContinueOnError)
 		fs.Uint("id", 0, "")

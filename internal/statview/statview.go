@@ -157,7 +157,7 @@ func (st loadedStatus) processGone() (int, bool) {
 }
 
 func get(m map[string]any, k string) any {
-	if v, ok := m[k]; ok {
+	if v, ok := m[k]; ok && v != nil { // null (an empty set) prints as "-", not Go's <nil>
 		return v
 	}
 	return "-"

@@ -266,3 +266,19 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("missing: %v", err)
 	}
 }
+
+// TestRenderNewDirectory: a node whose directory is new says it
+// acknowledges nothing yet; an empty in-sync set (JSON null) never
+// prints as Go's <nil>.
+func TestRenderNewDirectory(t *testing.T) {
+	renderWarning(t, `"new_directory":true,"in_sync":{"members":null},`, `"in_sync":{"members":null},`,
+		"NEW DIRECTORY: has not caught up with a primary yet", "NEW DIRECTORY", "role")
+	now := time.Now()
+	body := strings.Replace(statusAt(1, "standby", now), `"primary":1,`, `"primary":1,"in_sync":{"members":null},`, 1)
+	for _, dirs := range [][]string{{writeStatus(t, "node1", body)}, {writeStatus(t, "node1", body), writeStatus(t, "node2", body)}} {
+		var buf bytes.Buffer
+		if err := Render(&buf, dirs, now); err != nil || strings.Contains(buf.String(), "<nil>") {
+			t.Fatalf("%v\n%s", err, buf.String())
+		}
+	}
+}
