@@ -95,7 +95,7 @@ func (n *Node) leaseChanged(now int64) {
 // the new gate releases them once the standbys acknowledge them under
 // the new epoch and they are durable, exactly as for any output.
 func (n *Node) promote(rd *replica.RolesReady, now int64) {
-	if !replica.MayLeadTerm(n.st.NewDirectory(), n.isr.Version()) {
+	if !replica.MayLeadTerm(n.st.NewDirectory(), n.isr.Version(), len(n.isr.Members())) {
 		n.declineLead(rd.Epoch)
 		return
 	}
@@ -154,11 +154,12 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 }
 
 // declineLead gives back a lease replica.MayLeadTerm refuses: granted to
-// a node whose directory is new for a term after the arbiter's first. It
-// never led nor caught up, and held back its acks until it would have,
-// so the arbiter took it for a member (or the last holder) only because
-// its directory was replaced or wiped since. Leading would start the history over and un-happen
-// everything released before. It does not ask again until it has caught
+// a node whose directory is new for a term another node may hold a
+// history for. It never led nor caught up, and held back its acks until
+// it would have, so the arbiter took it for a member (or the holder of a
+// term that added one) only because its directory was replaced or wiped
+// since. Leading would start the history over and un-happen everything
+// released before. It does not ask again until it has caught
 // up with a primary (the refetch state); the arbiter then refuses the
 // nodes that hold the history until an operator names one (seqbus
 // witness override): the market halts rather than lose it.

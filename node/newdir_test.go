@@ -10,10 +10,11 @@ import (
 
 // A node whose directory is new (storage.Storage.NewDirectory: empty when
 // it started, never led nor caught up since) leads an arbiter's first
-// term, but gives back a later one: the arbiter can take it for an
-// in-sync member or the last holder only because its directory was
-// replaced or wiped since, and leading would start the history over and
-// un-happen everything released (a wiped standby promoted while the
+// term, but gives back one another node may hold a history for (here a
+// later one with a member: replica.MayLeadTerm has the whole rule): the
+// arbiter can take it for an in-sync member only because its directory
+// was replaced or wiped since, and leading would start the history over
+// and un-happen everything released (a wiped standby promoted while the
 // primary was down did so before). It asks for the lease no more until
 // it has caught up (refetching), and it sends no ack while new. The
 // scripted arbiter's in-sync version is its epoch: epoch 1 is a first

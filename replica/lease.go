@@ -127,14 +127,22 @@ func MayRelease(k Lease, held bool, nowNs int64) bool {
 const FirstTermInSyncVersion = 1
 
 // MayLeadTerm is whether a node granted the lease with the in-sync set
-// at inSyncVersion may lead: always, unless its directory is new (it has
-// never led nor caught up with a primary, and acknowledged nothing:
-// storage.Storage.NewDirectory) and the term is not the arbiter's first.
-// Such a grant can only mean its directory was replaced or wiped while
-// it was an in-sync member (or the last holder): leading would start the
-// history over and un-happen everything released before, so it declines.
-func MayLeadTerm(newDirectory bool, inSyncVersion uint64) bool {
-	return !newDirectory || inSyncVersion == FirstTermInSyncVersion
+// at inSyncVersion, of members members, may lead: always, unless its
+// directory is new (it has never led nor caught up with a primary, and
+// acknowledged nothing: storage.Storage.NewDirectory) and some node may
+// hold a history. None can in the arbiter's first term, nor in the
+// second when the set is still empty: the first term's holder granted
+// again before it ever added a standby (a grant lost for a whole lease,
+// a holder that failed before its first pass; the simulator found a
+// new cluster halted for good by a witness crash right after its first
+// grant). A new node any other term is granted was taken for a member,
+// or the holder of a term that added one, only because its directory
+// was replaced or wiped since: leading would start the history over and
+// un-happen everything released before, so it declines. (A first holder
+// that ran alone, released and then lost its directory took the only
+// copy with it: its second term starts over, as it did before the rule.)
+func MayLeadTerm(newDirectory bool, inSyncVersion uint64, members int) bool {
+	return !newDirectory || inSyncVersion == FirstTermInSyncVersion || (inSyncVersion == FirstTermInSyncVersion+1 && members == 0)
 }
 
 // WantLead is whether a node asks the arbiter for the lease: only with

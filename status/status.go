@@ -274,7 +274,8 @@ type Status struct {
 	// NewDirectory: the node's directory was empty when it started and
 	// the node has neither led nor caught up with a primary since
 	// (storage.Storage.NewDirectory): it acknowledges nothing yet, and
-	// leads only a new cluster's first epoch.
+	// leads only a term no other node can hold a history for
+	// (replica.MayLeadTerm).
 	NewDirectory bool `json:"new_directory,omitempty"`
 	// JournalFailed: a journal write, fsync or cut failed (the node's log
 	// says which; JournalErrors, SyncErrors count them): nothing more

@@ -321,7 +321,7 @@ func (s *Storage) noteNewDirectory() error {
 		s.newDir = true
 	}
 	if s.newDir {
-		s.log.Info("new directory: acknowledging nothing until caught up with a primary; leads only a new cluster's first term", "dir", dir)
+		s.log.Info("new directory: acknowledging nothing until caught up with a primary; leads only a term no other node can hold a history for", "dir", dir)
 	}
 	return nil
 }
@@ -329,11 +329,12 @@ func (s *Storage) noteNewDirectory() error {
 // NewDirectory reports whether the directory was empty when this node
 // first opened it and the node has neither led nor caught up with a
 // primary since: nothing in it is anything a client saw, and nobody
-// relies on it. Such a node may lead only a cluster's first epoch: an
-// arbiter granting it a later one means its directory was replaced or
-// wiped while it was in the in-sync set, and leading would start the
-// history over (the node declines the lease). It acknowledges nothing
-// until it has joined, so it never enters the in-sync set new.
+// relies on it. Such a node may lead only a term no other node can hold
+// a history for (replica.MayLeadTerm): an arbiter granting it another
+// means its directory was replaced or wiped while it was in the in-sync
+// set, and leading would start the history over (the node declines the
+// lease). It acknowledges nothing until it has joined, so it never
+// enters the in-sync set new.
 func (s *Storage) NewDirectory() bool { return s.newDir }
 
 // Joined records, durably, that the node led or caught up with a

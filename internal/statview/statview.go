@@ -274,7 +274,7 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 	fmt.Fprintf(w, "applied %v  durable %v  released %v  acked %s  state hash %s\n",
 		get(s, "applied"), get(s, "durable"), get(s, "released"), acked, stateHash(s))
 	if nd, _ := s["new_directory"].(bool); nd {
-		fmt.Fprintln(w, "NEW DIRECTORY: has not caught up with a primary yet; acknowledges nothing, and leads only a new cluster's first epoch")
+		fmt.Fprintln(w, "NEW DIRECTORY: has not caught up with a primary yet; acknowledges nothing, and leads only a term no other node can hold a history for")
 	}
 	if r, _ := s["refetching"].(bool); r {
 		fmt.Fprintln(w, "REFETCHING: history discarded (or journal set aside); will not lead until caught up")
