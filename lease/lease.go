@@ -55,7 +55,7 @@ type Client struct {
 	udp     *witness.Backend // the UDP witness (nil otherwise)
 	deliver func(arbiter.Reply)
 	// notInSync: the last reply refused the lease by the in-sync rule
-	// (noteRefusal), logged once an episode.
+	// (noteReply), logged once an episode.
 	notInSync bool
 	// leaseDiffers: a grant's lease was not this node's --lease (logged
 	// once).
@@ -126,16 +126,17 @@ func (c *Client) Tick(nowNs int64, wantLead bool) (wentSilent bool) {
 func (c *Client) delivered(r arbiter.Reply) {
 	now := c.cfg.NowNs()
 	c.replied(now)
-	c.noteRefusal(&r)
+	c.noteReply(&r)
 	c.cfg.OnReply(r, now)
 }
 
-// noteRefusal logs, once an episode, a refusal only the in-sync rule
-// explains: nobody holds the lease, no restart quarantine is left, and
+// noteReply logs what a reply says that the node's operator must hear:
+// a grant of another lease than --lease (noteLeaseDuration), and, once
+// an episode, a refusal only the in-sync rule explains: nobody holds the lease, no restart quarantine is left, and
 // this node is not in the set the reply carries. Without it a standby
 // that never leads says nothing of why. A grant, or a refusal for
 // another reason, ends the episode.
-func (c *Client) noteRefusal(r *arbiter.Reply) {
+func (c *Client) noteReply(r *arbiter.Reply) {
 	if r.Kind != arbiter.ReplyGrant && r.Kind != arbiter.ReplyDeny {
 		return
 	}
@@ -185,7 +186,7 @@ func (c *Client) OnDatagram(pkt []byte, from netip.AddrPort, nowNs int64) (arbit
 		return arbiter.Reply{}, err
 	}
 	c.replied(nowNs)
-	c.noteRefusal(&r)
+	c.noteReply(&r)
 	if used && r.Granted() && c.cfg.RestampOnReply {
 		c.link.Keeper().UnsafeRestamp(nowNs) // UNSAFE (mutation test)
 	}

@@ -175,7 +175,7 @@ func TestNotInSyncRefusalLoggedOnce(t *testing.T) {
 	if !h.c.Keeper().MayLead(h.now) || h.c.notInSync {
 		t.Fatalf("after the override: may lead %v, still refused %v", h.c.Keeper().MayLead(h.now), h.c.notInSync)
 	}
-	h.c.noteRefusal(&arbiter.Reply{Kind: arbiter.ReplyDeny, Epoch: 6})
+	h.c.noteReply(&arbiter.Reply{Kind: arbiter.ReplyDeny, Epoch: 6})
 	if n := strings.Count(logs.String(), msg); n != 2 {
 		t.Fatalf("a refusal after a grant logged %d times in all, want 2:\n%s", n, logs.String())
 	}
@@ -189,13 +189,13 @@ func TestLeaseMismatchWarnedOnce(t *testing.T) {
 	var logs bytes.Buffer
 	h.c.cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	own := h.c.cfg.Lease.LeaseDurationNs
-	h.c.noteRefusal(&arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 1, DurationNs: own})
+	h.c.noteReply(&arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 1, DurationNs: own})
 	const msg = "grants another lease than this node's --lease"
 	if strings.Contains(logs.String(), msg) {
 		t.Fatalf("a grant of the node's own lease warned:\n%s", logs.String())
 	}
 	for range 3 {
-		h.c.noteRefusal(&arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 2, DurationNs: own / 3})
+		h.c.noteReply(&arbiter.Reply{Kind: arbiter.ReplyGrant, Epoch: 2, DurationNs: own / 3})
 	}
 	if n := strings.Count(logs.String(), msg); n != 1 {
 		t.Fatalf("three grants of a third of the node's lease warned %d times, want once:\n%s", n, logs.String())

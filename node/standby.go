@@ -191,11 +191,13 @@ func (n *Node) followerReady() {
 func (n *Node) standbyAfterBatch(now int64) {
 	n.snaps.Poll()
 	n.snapshotsWritten()
-	caughtUp := n.fol.Standby().Primary() != 0 && n.fol.CaughtUp()
-	if caughtUp {
+	// Only a new or refetching node asks whether it caught up: a steady
+	// standby's batch does none of it.
+	caughtUp := (n.st.NewDirectory() || n.st.Refetching()) && n.fol.Standby().Primary() != 0 && n.fol.CaughtUp()
+	if caughtUp && n.st.NewDirectory() {
 		_ = n.joined() // an error is logged and breaks the storage: no ack, no lead
 	}
-	if n.st.Refetching() && caughtUp {
+	if caughtUp && n.st.Refetching() {
 		n.st.SetRefetching(false)
 		n.stats.RefetchesDone++
 		n.cfg.Log.Info("caught up after discarding the history: may lead again", "applied", n.fol.Applied())
