@@ -191,6 +191,13 @@ type Arbiter struct {
 	quarantineUntilNs int64
 	// lastNowNs is the latest time seen, for clamping.
 	lastNowNs int64
+	// undo is the last holder before the latest new term, kept from that
+	// grant until its holder declines it (Decline) or renews it, or the
+	// arbiter restores: the grant Decline may undo.
+	undo struct {
+		ok         bool
+		lastHolder NodeID
+	}
 }
 
 // NewArbiter returns an arbiter with no lease and epoch 0, granting leases
@@ -233,6 +240,7 @@ func (a *Arbiter) Restore(state PersistentState, nowNs int64) error {
 	a.holder = NodeNone
 	a.expiresAtNs = 0
 	a.termRequestID = 0
+	a.undo.ok = false
 	a.quarantined = true
 	a.quarantineUntilNs = addSaturating(nowNs, a.leaseDurationNs)
 	return nil
@@ -297,6 +305,7 @@ func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Dec
 	if a.epochHighest == math.MaxUint64 {
 		return a.deny(ReasonEpochExhausted, nowNs)
 	}
+	a.undo.ok, a.undo.lastHolder = a.hadHolder && a.lastHolder != node, a.lastHolder
 	prevHolder, prevExpiresAtNs := NodeNone, int64(0)
 	if a.hadHolder && a.expiresAtNs > 0 {
 		prevHolder, prevExpiresAtNs = a.lastHolder, a.expiresAtNs
@@ -384,6 +393,30 @@ func (a *Arbiter) Release(node NodeID, epoch uint64, nowNs int64) bool {
 	return true
 }
 
+// Decline undoes the grant of epoch to node, which refused to lead
+// under it (a Declined release: its directory is new, replica.MayLeadTerm):
+// the last holder is again the one before that grant, who still has
+// everything released (node released nothing under epoch, and nothing
+// was granted since), so it may take the lease back without an
+// operator. The lease itself ends by Release, which the caller calls
+// first. The in-sync set is unchanged: node left it with the grant and
+// does not come back (it holds nothing). Decline reports whether the
+// grant was undone; a decline of anything but the latest term, by anyone
+// but its holder, after the holder renewed it (it may have led: a node
+// declines on the pass the grant arrives, before any renew), after a
+// restart (the grant's predecessor is not kept on disk), of a term that
+// followed the same node's, or of the first term changes nothing. Nothing is persisted: after a restart the record names node,
+// which only makes the arbiter stricter.
+func (a *Arbiter) Decline(node NodeID, epoch uint64, nowNs int64) bool {
+	a.observe(nowNs)
+	if node == NodeNone || !a.undo.ok || a.lastHolder != node || epoch != a.epochHighest {
+		return false
+	}
+	a.lastHolder = a.undo.lastHolder
+	a.undo.ok = false
+	return true
+}
+
 // RenewWithInSync is Renew carrying the holder's proposal for the in-sync
 // set: members (any order) replaces the set if baseVersion is the current
 // version (compare-and-set), and then the version grows by one and the
@@ -438,6 +471,7 @@ func (a *Arbiter) Query(nowNs int64) Status {
 // insurance for the invariant every node's view depends on.
 func (a *Arbiter) extend(nowNs int64) Decision {
 	a.expiresAtNs = max(a.expiresAtNs, addSaturating(nowNs, a.leaseDurationNs))
+	a.undo.ok = false // a holder that renews may lead: its grant is no longer undone
 	return a.granted(nowNs)
 }
 

@@ -153,7 +153,11 @@ type Backend interface {
 	// blocking: the arbiter ends the lease when it arrives. It gets no
 	// reply; a release that is lost or fails costs only the wait for the
 	// lease to run out. Close finishes a release under way first, within
-	// the backend's own request timeout.
+	// the backend's own request timeout. A Declined release (Link.Release)
+	// also undoes the grant where the arbiter's rules allow it
+	// (Arbiter.Decline); a backend that cannot undo it ends the lease as
+	// for any release, which is safe: the previous holder then waits for
+	// an operator (seqbus witness override).
 	Release(req Request)
 	// Close releases the backend's resources; a lease not released is
 	// left to expire.

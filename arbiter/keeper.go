@@ -55,6 +55,10 @@ type Request struct {
 	// SentAtNs is the nowNs given to Tick, read BEFORE sending: the lease
 	// is timed from here, never from when the reply arrives.
 	SentAtNs int64
+	// Declined marks a RequestRelease of a grant the node never led under
+	// (its directory is new: Link.Release): the arbiter may undo the grant
+	// (Arbiter.Decline).
+	Declined bool
 }
 
 type outstandingRequest struct {

@@ -131,12 +131,14 @@ func (l *Link) Lease(nowNs int64) (held bool, remainingNs int64, epoch uint64) {
 
 // Release gives the lease up (Keeper.Release) and sends the release
 // through the backend when the arbiter may still count this node as
-// holder. The caller has stopped leading first. It reports whether a
-// release was sent.
-func (l *Link) Release(nowNs int64) bool {
+// holder. The caller has stopped leading first. declined marks a grant
+// the node never led under (Request.Declined): the arbiter may undo it. It
+// reports whether a release was sent.
+func (l *Link) Release(nowNs int64, declined bool) bool {
 	l.asking = false
 	req, ok := l.keeper.Release(nowNs)
 	if ok {
+		req.Declined = declined
 		l.backend.Release(req)
 	}
 	return ok

@@ -63,7 +63,12 @@ type Client struct {
 	// The worker's own state: the etcd lease and epoch it last held.
 	leaseID clientv3.LeaseID
 	epoch   uint64
-	failing bool
+	// undoHolder is the last holder before this worker's grant of epoch
+	// (NodeNone: none, or the grant may not be undone: the first term, a
+	// term after its own, one renewed since), which a declined release
+	// restores (arbiter.Arbiter.Decline's rule).
+	undoHolder arbiter.NodeID
+	failing    bool
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -384,7 +389,7 @@ func (c *Client) countError(ctx context.Context, err error) {
 // counters are updated by the worker and read by Stats from anywhere.
 type counters struct {
 	requests, replaced, acquires, renews, releases          atomic.Uint64
-	grants, grantsNewTerm, denies                           atomic.Uint64
+	grants, grantsNewTerm, denies, grantsUndone             atomic.Uint64
 	deniesHeld, deniesNotInSync, deniesLost                 atomic.Uint64
 	inSyncProposals, inSyncChanged, inSyncRefused           atomic.Uint64
 	errors, timeouts, corruptValues, resultsDropped, unused atomic.Uint64
@@ -400,6 +405,9 @@ type Stats struct {
 	// Grants (GrantsNewTerm of them created the leader key: a new epoch)
 	// and Denies are the replies delivered.
 	Grants, GrantsNewTerm, Denies uint64
+	// GrantsUndone: declined releases that put the previous last holder
+	// back (arbiter.Arbiter.Decline).
+	GrantsUndone uint64
 	// DeniesHeld: another node holds the lease. DeniesNotInSync: the lease
 	// is free but this node may not be promoted. DeniesLost: our etcd
 	// lease or leader key is gone (expired, or another term began).
@@ -424,7 +432,7 @@ func (c *Client) Stats() Stats {
 	return Stats{
 		Requests: s.requests.Load(), Replaced: s.replaced.Load(),
 		Acquires: s.acquires.Load(), Renews: s.renews.Load(), Releases: s.releases.Load(),
-		Grants: s.grants.Load(), GrantsNewTerm: s.grantsNewTerm.Load(), Denies: s.denies.Load(),
+		Grants: s.grants.Load(), GrantsNewTerm: s.grantsNewTerm.Load(), Denies: s.denies.Load(), GrantsUndone: s.grantsUndone.Load(),
 		DeniesHeld: s.deniesHeld.Load(), DeniesNotInSync: s.deniesNotInSync.Load(), DeniesLost: s.deniesLost.Load(),
 		InSyncProposals: s.inSyncProposals.Load(), InSyncChanged: s.inSyncChanged.Load(), InSyncRefused: s.inSyncRefused.Load(),
 		Errors: s.errors.Load(), Timeouts: s.timeouts.Load(), CorruptValues: s.corruptValues.Load(),

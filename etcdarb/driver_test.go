@@ -162,7 +162,13 @@ func (d *driven) kill() {
 // release is a graceful stop: the node stops leading, gives its lease up
 // (Keeper.Release, then Client.Release) and closes, which waits for the
 // release to reach etcd.
-func (d *driven) release() {
+func (d *driven) release() { d.giveBack(false) }
+
+// decline is release for a grant the node will not lead under (its
+// directory is new: the request marked Declined).
+func (d *driven) decline() { d.giveBack(true) }
+
+func (d *driven) giveBack(declined bool) {
 	d.mu.Lock()
 	d.paused = true
 	now := monoNs()
@@ -170,6 +176,7 @@ func (d *driven) release() {
 		d.closeInterval(now)
 	}
 	if req, ok := d.k.Release(now); ok {
+		req.Declined = declined
 		d.c.Release(req)
 	}
 	d.mu.Unlock()

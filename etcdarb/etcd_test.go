@@ -33,6 +33,35 @@ func TestEtcd(t *testing.T) {
 	t.Run("AcquireRace", func(t *testing.T) { testAcquireRace(t, eps, 100) })
 	t.Run("Release", func(t *testing.T) { testRelease(t, eps, 7, 2*second) })
 	t.Run("OperatorOverride", func(t *testing.T) { testOperatorOverride(t, eps, 8) })
+	t.Run("Decline", func(t *testing.T) { testDecline(t, eps, 9) })
+}
+
+// The two-node double fault of a replaced disk: node 1 led with node 2
+// in sync and stopped; node 2, its directory new, was granted the next
+// term as the only member and declines it. The grant is undone: node 2
+// (holding nothing) is refused from then on, and node 1, the last holder
+// again, leads at a higher epoch with no operator.
+func testDecline(t *testing.T, eps []string, stream uint16) {
+	a, b, first := leaderAndStandby(t, eps, stream, second)
+	a.release()
+	waitLeader(t, 3*time.Second, b)
+	granted, _ := b.lastGrant()
+	b.decline()
+	if st := b.c.Stats(); st.GrantsUndone != 1 || st.Errors != 0 {
+		t.Fatalf("declining node's stats: %+v", st)
+	}
+	b2 := startNode(t, eps, stream, 2, second, true)
+	waitFor(t, 5*time.Second, "node 2 refused as not in sync", func() bool { return b2.c.Stats().DeniesNotInSync > 0 })
+	h, _, s := query(t, b2)
+	if h != arbiter.NodeNone || s.LastHolder != 1 || s.Members.N != 0 {
+		t.Fatalf("after the decline: holder %d, in-sync %+v, want none, last holder 1, no members", h, s)
+	}
+	a2 := startNode(t, eps, stream, 1, second, true)
+	waitLeader(t, 5*time.Second, a2)
+	checkSafety(t, a, b, a2, b2)
+	if g, _ := a2.lastGrant(); g.epoch <= granted.epoch || g.epoch <= first.epoch {
+		t.Fatalf("node 1 leads epoch %d, not above the declined %d", g.epoch, granted.epoch)
+	}
 }
 
 // The operator's way out of the in-sync rule's dead end, as

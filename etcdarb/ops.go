@@ -135,9 +135,20 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (arbiter.Repl
 	// key's CreateRevision: etcd revisions only grow, so every new term
 	// gets a higher epoch than every earlier one.
 	epoch := uint64(resp.Header.Revision)
-	c.leaseID, c.epoch = lease.ID, epoch
+	c.newTerm(lease.ID, epoch, &s)
 	c.stats.grantsNewTerm.Add(1)
 	return grantReply(req.ID, epoch, grantDurationNs(lease.TTL, c.cfg.LeaseDurationNs), version, members), nil
+}
+
+// newTerm records the term this worker was just granted: its etcd lease,
+// its epoch, and the last holder before it (s, read before the grant),
+// which a declined release puts back, unless the term followed the first
+// or its own.
+func (c *Client) newTerm(id clientv3.LeaseID, epoch uint64, s *state) {
+	c.leaseID, c.epoch, c.undoHolder = id, epoch, arbiter.NodeNone
+	if s.termRev != 0 && s.inSync.LastHolder != c.cfg.Node {
+		c.undoHolder = s.inSync.LastHolder
+	}
 }
 
 // renew extends the lease of epoch req.Epoch, then applies the proposal if
@@ -197,7 +208,9 @@ func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv
 		c.stats.deniesLost.Add(1)
 		return denyReply(requestID, &s), s, nil
 	}
-	c.leaseID, c.epoch = id, epoch
+	// A renewed term may have been led: a declined release no longer
+	// undoes it (arbiter.Arbiter.Decline's rule).
+	c.leaseID, c.epoch, c.undoHolder = id, epoch, arbiter.NodeNone
 	return grantReply(requestID, epoch, grantDurationNs(ka.TTL, c.cfg.LeaseDurationNs), s.inSync.Version, s.inSync.Members), s, nil
 }
 
@@ -205,18 +218,39 @@ func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv
 // the leader key only if it is still that term's (CreateRevision epoch,
 // on this worker's etcd lease), then revokes the lease, so any other
 // node's next acquire finds the lease free. A term this worker does not
-// hold is left alone (its lease runs out as it would have).
+// hold is left alone (its lease runs out as it would have). A declined
+// release (arbiter.Request.Declined) also puts the previous last holder
+// back in the term key, in the same transaction, if the term key is
+// still this grant's (arbiter.Arbiter.Decline: that holder may lead
+// again; the in-sync set is unchanged).
 func (c *Client) release(ctx context.Context, req arbiter.Request) error {
-	id := c.leaseID
+	id, undo := c.leaseID, c.undoHolder
 	if c.epoch != req.Epoch || id == 0 {
 		return nil
 	}
-	c.leaseID, c.epoch = 0, 0
-	if _, err := c.etcd.Txn(ctx).If(
+	c.leaseID, c.epoch, c.undoHolder = 0, 0, arbiter.NodeNone
+	ops := []clientv3.Op{clientv3.OpDelete(c.keys.leader)}
+	conds := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(c.keys.leader), "=", int64(req.Epoch)),
 		clientv3.Compare(clientv3.LeaseValue(c.keys.leader), "=", int64(id)),
-	).Then(clientv3.OpDelete(c.keys.leader)).Commit(); err != nil {
+	}
+	if req.Declined && undo != arbiter.NodeNone {
+		ops = append(ops, clientv3.OpPut(c.keys.term, encodeNode(undo)))
+		conds = append(conds, clientv3.Compare(clientv3.ModRevision(c.keys.term), "=", int64(req.Epoch)))
+	}
+	resp, err := c.etcd.Txn(ctx).If(conds...).Then(ops...).Commit()
+	if err != nil {
 		return err
+	}
+	if len(ops) > 1 && resp.Succeeded {
+		c.stats.grantsUndone.Add(1)
+		c.cfg.Logger.Warn("etcd: grant undone: declined (this node's directory is new); the previous holder may lead again", "epoch", req.Epoch, "last_holder", undo)
+	} else if len(ops) > 1 {
+		// The term key changed (an operator?): end the lease as for any
+		// release, if it is still ours.
+		if _, err := c.etcd.Txn(ctx).If(conds[:2]...).Then(ops[0]).Commit(); err != nil {
+			return err
+		}
 	}
 	if _, err := c.etcd.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return err

@@ -205,13 +205,15 @@ func (c *Client) Lease(nowNs int64) (held bool, remainingNs int64, epoch uint64)
 
 // Release gives the lease up (arbiter.Link.Release): the node has
 // stopped leading for good, so the arbiter may grant the next epoch at
-// once. It reports whether a release was sent (false: no lease was held,
-// or a static node).
-func (c *Client) Release(nowNs int64) bool {
+// once. declined says the node never led under it and holds nothing (its
+// directory is new): the arbiter may undo the grant (arbiter.Link.Release).
+// It reports whether a release was sent (false: no lease was held, or a
+// static node).
+func (c *Client) Release(nowNs int64, declined bool) bool {
 	if c == nil {
 		return false
 	}
-	return c.link.Release(nowNs)
+	return c.link.Release(nowNs, declined)
 }
 
 // Close closes the backend (the UDP witness's socket is the node's).

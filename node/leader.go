@@ -159,18 +159,21 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 // it would have, so the arbiter took it for a member (or the holder of a
 // term that added one) only because its directory was replaced or wiped
 // since. Leading would start the history over and un-happen everything
-// released before. It does not ask again until it has caught
-// up with a primary (the refetch state); the arbiter then refuses the
-// nodes that hold the history until an operator names one (seqbus
-// witness override): the market halts rather than lose it.
+// released before. It does not ask again until it has caught up with a
+// primary (the refetch state). The lease goes back declined: the arbiter
+// undoes the grant (arbiter.Arbiter.Decline), so the previous holder,
+// which has everything released, may lead again at once. An arbiter
+// that cannot undo it (it restarted since the grant) refuses the nodes
+// that hold the history until an operator names one (seqbus witness
+// override): the market halts rather than lose it.
 func (n *Node) declineLead(epoch uint64) {
 	n.tm.DrainFailed()
 	n.stats.LeadsDeclinedNewDirectory++
 	n.cfg.Log.Error("NOT LEADING: granted the lease after other terms, but this node's directory is new (replaced or wiped?): "+
-		"leading would discard the history clients saw; giving the lease back. Start the node that holds the history; "+
-		"if the witness then refuses it, name it: seqbus witness override --allow ID (docs/witness.md)", "epoch", epoch, "dir", n.cfg.Dir)
+		"leading would discard the history clients saw; giving the lease back, declined. Start the node that holds the history; "+
+		"if the witness still refuses it, name it: seqbus witness override --allow ID (docs/witness.md)", "epoch", epoch, "dir", n.cfg.Dir)
 	n.st.SetRefetching(true)
-	n.giveUpLease("its directory is new")
+	n.giveUpLease("its directory is new; declined, so the previous holder may lead again")
 }
 
 // joined records that this node leads or caught up with a primary

@@ -56,8 +56,8 @@ func TestNewDirectoryDeclinesALaterTerm(t *testing.T) {
 				t.Fatalf("declined: new_directory %v refetching %v declined %d leases released %d, want true, true, 1, 1",
 					st.NewDirectory, st.Refetching, st.Node.LeadsDeclinedNewDirectory, st.Node.LeasesReleased)
 			}
-			if rel := arb.releases(); len(rel) != 1 || rel[0].Epoch != c.epoch {
-				t.Fatalf("releases %+v, want one of epoch %d", rel, c.epoch)
+			if rel := arb.releases(); len(rel) != 1 || rel[0].Epoch != c.epoch || !rel[0].Declined {
+				t.Fatalf("releases %+v, want one of epoch %d, declined", rel, c.epoch)
 			}
 			clk.ns += 10 * arbiter.DefaultLeaseDurationNs
 			n.Tick()

@@ -210,12 +210,14 @@ func (n *Node) journalFailed(err error) {
 // planned stop or a broken disk halts the market for a promotion, not a
 // lease. The keeper is told first and MayLead is false from then on; the
 // request leaves after (arbiter.Keeper.Release; nothing when the keeper
-// holds no lease).
+// holds no lease). A node whose directory is new never led and holds
+// nothing: its release is a decline (declineLead), so the arbiter may
+// undo the grant.
 func (n *Node) giveUpLease(why string) {
 	k, now := n.lease.Keeper(), n.nowNs()
 	// A standby that holds no grant has nothing to give (and its keeper's
 	// request under way is left alone).
-	if k == nil || n.cfg.Unsafe.NoFencing || (!n.tm.Primary() && !k.MayLead(now)) || !n.lease.Release(now) {
+	if k == nil || n.cfg.Unsafe.NoFencing || (!n.tm.Primary() && !k.MayLead(now)) || !n.lease.Release(now, n.st.NewDirectory()) {
 		return
 	}
 	n.stats.LeasesReleased++

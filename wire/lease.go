@@ -21,6 +21,9 @@ const leaseFixedLen = 40
 //     echoed RequestID, the in-sync set now in force.
 //   - LEASE_DENY: Holder and Epoch of the live lease and RemainingNs of it.
 //   - LEASE_QUERY / LEASE_INFO: who holds the lease, at which epoch.
+//   - LEASE_RELEASE (node -> witness): the holder of Epoch gives it up;
+//     Declined (FlagDeclined) says it never led under it, so the witness
+//     may undo the grant (arbiter.Arbiter.Decline).
 //
 // Seq in the header carries the sender's highest applied seq (0 for the
 // witness); it is informational.
@@ -35,7 +38,13 @@ type Lease struct {
 	InSyncVersion uint64
 	NMembers      int
 	Members       [MaxMembers]uint32
+	// Declined: FlagDeclined, on a LEASE_RELEASE only.
+	Declined bool
 }
+
+// FlagDeclined marks a LEASE_RELEASE of a grant its node declined to lead
+// under (its directory is new): it led, sequenced and released nothing.
+const FlagDeclined uint16 = 0x0010
 
 // IsLease reports whether t is a lease-protocol frame type.
 func IsLease(t Type) bool {
@@ -51,7 +60,13 @@ func (l *Lease) Append(dst []byte) []byte {
 	if !IsLease(l.Type) || l.NMembers < 0 || l.NMembers > MaxMembers {
 		panic(fmt.Sprintf("wire: lease frame of type %s with %d members", l.Type, l.NMembers))
 	}
+	if l.Declined && l.Type != TypeLeaseRelease {
+		panic(fmt.Sprintf("wire: declined flag on a %s", l.Type))
+	}
 	b, start := appendHeader(dst, l.Type, l.Origin, uint16(l.NMembers), l.Seq)
+	if l.Declined {
+		binary.LittleEndian.PutUint16(b[start+offFlags:], FlagDeclined)
+	}
 	b = binary.LittleEndian.AppendUint64(b, l.RequestID)
 	b = binary.LittleEndian.AppendUint32(b, l.Holder)
 	b = binary.LittleEndian.AppendUint32(b, 0)
@@ -93,6 +108,7 @@ func DecodeLease(f *Frame) (Lease, error) {
 		RemainingNs:   binary.LittleEndian.Uint64(p[24:]),
 		InSyncVersion: binary.LittleEndian.Uint64(p[32:]),
 		NMembers:      int(f.Count),
+		Declined:      f.Flags&FlagDeclined != 0,
 	}
 	for i := 0; i < l.NMembers; i++ {
 		l.Members[i] = binary.LittleEndian.Uint32(p[leaseFixedLen+4*i:])

@@ -319,6 +319,7 @@ func TestMalformed(t *testing.T) {
 		{"lease-released flag on an ack", corrupt(s["ack"], put16(offFlags, FlagLeaseReleased)), ErrFlags},
 		{"leaving flag on a heartbeat", corrupt(s["heartbeat"], put16(offFlags, FlagLeaving)), ErrFlags},
 		{"leaving flag on a nak", corrupt(s["nak"], put16(offFlags, FlagLeaving)), ErrFlags},
+		{"declined flag on a renew", corrupt(s["LEASE_RENEW"], put16(offFlags, FlagDeclined)), ErrFlags},
 		{"mac flag without tag", corrupt(s["ack"], put16(offFlags, FlagMAC)), ErrLength},
 		{"reserved set", corrupt(s["ack"], put16(offReserved, 1)), ErrFlags},
 		{"length over buffer", func() []byte {
@@ -607,6 +608,22 @@ func TestAckLeaving(t *testing.T) {
 		got, err := DecodeAck(&f)
 		if err != nil || got != a {
 			t.Fatalf("round trip of %+v: %+v %v", a, got, err)
+		}
+	}
+}
+
+// A LEASE_RELEASE marked FlagDeclined decodes with Declined, and an
+// unmarked one without.
+func TestLeaseReleaseDeclined(t *testing.T) {
+	for _, declined := range []bool{false, true} {
+		l := Lease{Type: TypeLeaseRelease, Origin: testOrigin, RequestID: 9, Declined: declined}
+		f, _, err := Parse(l.Append(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeLease(&f)
+		if err != nil || got != l {
+			t.Fatalf("round trip of %+v: %+v %v", l, got, err)
 		}
 	}
 }

@@ -70,6 +70,7 @@ func AppendRequestInSync(dst []byte, req arbiter.Request, stream uint16, p arbit
 		l.Type = wire.TypeLeaseRenew
 	case req.Kind == arbiter.RequestRelease:
 		l.Type = wire.TypeLeaseRelease
+		l.Declined = req.Declined
 	default:
 		return dst, fmt.Errorf("%w: kind %s", ErrRequest, req.Kind)
 	}

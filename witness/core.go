@@ -347,14 +347,23 @@ func (c *Core) release(f *wire.Frame, nowNs int64) {
 		c.stats.Drops[DropReplay]++
 		return
 	}
-	if !c.arb.Release(node, f.Epoch, nowNs) {
-		return
+	released := c.arb.Release(node, f.Epoch, nowNs)
+	if released {
+		c.stats.ReleasesTaken++
+		if e := c.cache.lookup(node); e != nil && e.decision.Granted {
+			e.decision.ExpiresAtNs = min(e.decision.ExpiresAtNs, nowNs)
+		}
 	}
-	c.stats.ReleasesTaken++
-	if e := c.cache.lookup(node); e != nil && e.decision.Granted {
-		e.decision.ExpiresAtNs = min(e.decision.ExpiresAtNs, nowNs)
+	switch {
+	case req.Declined && c.arb.Decline(node, f.Epoch, nowNs):
+		c.stats.GrantsUndone++
+		c.blocked = arbiter.NodeNone // the way out notePromotion logged is no longer needed
+		q := c.arb.Query(nowNs)
+		c.log.Warn("witness: grant undone: its node declined to lead (its directory is new: replaced or wiped) and released nothing; "+
+			"the previous holder may lead again", "node", node, "epoch", f.Epoch, "last_holder", q.LastHolder, "in_sync", q.Members.Slice())
+	case released:
+		c.log.Info("witness: lease released by its holder", "node", node, "epoch", f.Epoch)
 	}
-	c.log.Info("witness: lease released by its holder", "node", node, "epoch", f.Epoch)
 }
 
 // waitsForWrite reports whether a request must wait, undecided, for the
@@ -621,7 +630,7 @@ func (c *Core) Report(nowNs int64) StatusReport {
 		InSyncVersion: q.InSyncVersion, InSync: []uint32{}, DurableEpoch: c.durableEpoch,
 		Requests: map[string]uint64{"acquire": st.Acquires, "renew": st.Renews, "query": st.Queries, "release": st.Releases, "release_taken": st.ReleasesTaken},
 		Grants: map[string]uint64{"acquire": st.AcquireGrants, "renew": st.RenewGrants,
-			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered, "while_persisting": st.GrantsWhilePersisting},
+			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered, "while_persisting": st.GrantsWhilePersisting, "undone": st.GrantsUndone},
 		Denies: map[string]uint64{}, Drops: map[string]uint64{},
 		Persists: st.Persists, PersistFailures: st.PersistFailures, PromotionBlocked: uint32(c.blocked),
 	}

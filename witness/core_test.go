@@ -303,3 +303,54 @@ func TestCoreRelease(t *testing.T) {
 		t.Fatalf("grant after the release: %+v", r)
 	}
 }
+
+// TestCoreDecline: the two-node double fault of a replaced disk, over
+// the wire. Node 1 led with node 2 in sync; node 2 came back with an
+// empty directory and was granted the next epoch as the only member.
+// Node 1 is then refused (NO NODE MAY BE PROMOTED) until node 2's
+// declined release undoes the grant; then node 1 takes the lease back at
+// once, and node 2 is refused. A plain release by node 2 would not undo
+// it.
+func TestCoreDecline(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	for _, declined := range []bool{false, true} {
+		c := mustCore(t)
+		c.Step(acquireFrame(t, 1, 1), nodeAddr, 0)
+		mustReply(t, c.Persisted(nil))
+		if rd := c.Step(renewInSyncFrame(t, 1, 2, 1, 1, 2), nodeAddr, 10*ms); rd.MustPersist {
+			mustReply(t, c.Persisted(nil))
+		}
+		c.Step(releaseFrame(t, 1, 3, 1), nodeAddr, 20*ms)
+		if rd := c.Step(acquireFrame(t, 2, 1), nodeAddr, 30*ms); !rd.MustPersist || rd.State.LastHolder != 2 {
+			t.Fatalf("node 2's acquire: %+v", rd)
+		}
+		mustReply(t, c.Persisted(nil))
+		if r := mustReply(t, c.Step(acquireFrame(t, 1, 4), nodeAddr, 40*ms).Reply); r.Granted() {
+			t.Fatalf("node 1 granted while node 2 holds: %+v", r)
+		}
+		b, err := AppendRequest(nil, arbiter.Request{ID: 2, Kind: arbiter.RequestRelease, Node: 2, Epoch: 2, Declined: declined}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rd := c.Step(b, nodeAddr, 50*ms); rd.Reply != nil || rd.MustPersist {
+			t.Fatalf("release answered: %+v", rd)
+		}
+		rd := c.Step(acquireFrame(t, 1, 5), nodeAddr, 60*ms)
+		if !declined {
+			if r := mustReply(t, rd.Reply); r.Granted() || c.Report(60*ms).PromotionBlocked != 1 {
+				t.Fatalf("node 1 after a plain release: %+v, blocked %d", r, c.Report(60*ms).PromotionBlocked)
+			}
+			continue
+		}
+		if !rd.MustPersist || rd.State.Epoch != 3 || rd.State.LastHolder != 1 {
+			t.Fatalf("node 1 after the decline: %+v, want epoch 3 to persist", rd)
+		}
+		if r := mustReply(t, c.Persisted(nil)); !r.Granted() || r.Epoch != 3 || r.Members.N != 0 {
+			t.Fatalf("node 1's grant: %+v", r)
+		}
+		st := c.Report(70 * ms)
+		if st.Grants["undone"] != 1 || st.PromotionBlocked != 0 {
+			t.Fatalf("report: undone %d, blocked %d", st.Grants["undone"], st.PromotionBlocked)
+		}
+	}
+}

@@ -100,6 +100,9 @@ type Stats struct {
 	// Releases counts LEASE_RELEASEs; ReleasesTaken those that ended the
 	// sender's live lease.
 	Releases, ReleasesTaken uint64
+	// GrantsUndone counts releases of a declined grant that undid it
+	// (arbiter.Arbiter.Decline): the previous holder may lead again.
+	GrantsUndone uint64
 	// Decisions counts calls to the arbiter's Acquire or Renew: requests
 	// that were not answered from the reply cache.
 	Decisions uint64
