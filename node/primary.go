@@ -99,14 +99,16 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	case wire.TypeAck: // f.Node is a peer: onDatagram checked every non-COMMAND frame
 		v, leaving := n.ack(f, now)
 		switch v {
-		case replica.AckOlderEpoch:
+		case replica.AckOlderEpoch, replica.AckOtherEpoch:
 			n.stats.DropStaleEpoch++
-			if n.tm.History().StaleAck(now) {
+			if v == replica.AckOlderEpoch && n.tm.History().StaleAck(now) {
 				n.announce(now) // a standby still on an older epoch: repeat NEW_EPOCH now
 			}
 			return
-		case replica.AckOtherEpoch:
-			n.stats.DropStaleEpoch++
+		case replica.AckAhead:
+			if n.stats.DropAckAhead++; n.stats.DropAckAhead&(n.stats.DropAckAhead-1) == 0 { // the 1st, 2nd, 4th...
+				n.cfg.Log.Error("FOREIGN HISTORY: a standby acknowledges a seq of our epoch beyond the last we sequenced: its directory holds another history (another cluster's, or a copy); its acks are refused, so it never counts as in sync: stop it, empty its directory, restart it", "standby", f.Node, "acked", f.Seq, "epoch", f.Epoch, "refused", n.stats.DropAckAhead)
+			}
 			return
 		}
 		n.stats.AcksReceived++
@@ -114,11 +116,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.standbyLeaving(f.Node, now)
 		}
 		if n.stages != nil {
-			required, ok := n.ldr.Primary().Gate().RequiredAck()
-			if !ok {
-				required = ^uint64(0)
-			}
-			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, required, now)
+			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, n.ldr.Primary().RequiredAck(), now)
 		}
 	case wire.TypeNak:
 		nak, _ := wire.DecodeNak(f)

@@ -505,15 +505,30 @@ func (l *Leader[A]) NextFrame() (Frame, bool) {
 	return fr, true
 }
 
-// Ack records standby from's ACK (Primary.Ack).
+// Ack records standby from's ACK (Primary.Ack), unless it acknowledges
+// a seq of our epoch beyond the last we sequenced (AckAhead).
 func (l *Leader[A]) Ack(from uint32, epoch, seq uint64, nowNs int64) AckVerdict {
+	if l.ahead(epoch, seq) {
+		return AckAhead
+	}
 	return l.prim.Ack(from, epoch, seq, nowNs)
 }
 
 // AckLeaving records a standby's last ack before a planned stop
-// (Primary.AckLeaving).
+// (Primary.AckLeaving), AckAhead as Ack's.
 func (l *Leader[A]) AckLeaving(from uint32, epoch, seq uint64, nowNs int64) (AckVerdict, bool) {
+	if l.ahead(epoch, seq) {
+		return AckAhead, false
+	}
 	return l.prim.AckLeaving(from, epoch, seq, nowNs)
+}
+
+// ahead reports an ack of our epoch beyond the last seq we sequenced: a
+// standby of this history has only what we sent it (an older epoch's
+// suffix is cut by NEW_EPOCH before it acks ours), so its directory holds
+// another history, with the same epochs (another cluster's, a copy).
+func (l *Leader[A]) ahead(epoch, seq uint64) bool {
+	return epoch == l.seqr.Epoch() && seq > l.seqr.LastAssigned()
 }
 
 // Durable records the journal's durable watermark (Primary.Durable).

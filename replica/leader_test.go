@@ -199,7 +199,12 @@ func (h *lharness) run(w *strings.Builder, line string) {
 		h.l.Tick(h.nowNs)
 		h.l.Primary().Tick(h.nowNs) // the in-sync upkeep (node's maintainInSync)
 	case "ack":
-		h.l.Ack(uint32(h.u64(a, "from", 2)), h.u64(a, "epoch", h.l.Epoch()), h.u64(a, "seq", 0), h.nowNs)
+		switch h.l.Ack(uint32(h.u64(a, "from", 2)), h.u64(a, "epoch", h.l.Epoch()), h.u64(a, "seq", 0), h.nowNs) {
+		case AckAhead:
+			fmt.Fprintln(w, "ack dropped: ahead of the last seq sequenced")
+		case AckOlderEpoch, AckOtherEpoch:
+			fmt.Fprintln(w, "ack dropped: another epoch")
+		}
 	case "durable":
 		h.durable = h.u64(args{"": fields[1]}, "", 0)
 		h.l.Durable(h.durable)

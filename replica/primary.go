@@ -178,6 +178,12 @@ const (
 	AckOlderEpoch
 	// AckOtherEpoch: stamped with a newer epoch than ours: dropped.
 	AckOtherEpoch
+	// AckAhead: an ack of our epoch beyond the last seq we sequenced,
+	// which no standby of this history can send (Leader.Ack): its
+	// directory holds another history (another cluster's, or one restored
+	// from elsewhere). Dropped: it never counts towards a release nor
+	// towards the in-sync set.
+	AckAhead
 )
 
 // Ack records standby from's ack of seq at nowNs; an ack stamped with
@@ -207,6 +213,16 @@ func (p *Primary) AckLeaving(from uint32, epoch, seq uint64, nowNs int64) (v Ack
 		return AckOtherEpoch, false
 	}
 	return AckCounted, p.gate.OnLeavingAck(from, seq, nowNs)
+}
+
+// RequiredAck is the ack the in-sync set requires now
+// (gating.Gate.RequiredAck), or the largest seq when the set is smaller
+// than the gate requires (nothing is released): for observers.
+func (p *Primary) RequiredAck() uint64 {
+	if ack, ok := p.gate.RequiredAck(); ok {
+		return ack
+	}
+	return ^uint64(0)
 }
 
 // SetLease says whether the lease is held (a promotion's first check).

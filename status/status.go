@@ -214,6 +214,10 @@ type Stats struct {
 	// (replication and market-data senders), drained and discarded; the
 	// sum of their bus counters' Drops[bus.DropSendOnly].
 	DropSendOnly uint64
+	// DropAckAhead: acks of the primary's epoch beyond the last seq it
+	// sequenced (replica.AckAhead): a standby whose directory holds
+	// another history; never counted.
+	DropAckAhead uint64
 
 	// AnsweredFromTable: commands the primary answered from the state
 	// machine's dedup table (replays, resends, too-old ids) without
