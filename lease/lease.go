@@ -216,10 +216,15 @@ func (c *Client) Release(nowNs int64, declined bool) bool {
 	return c.link.Release(nowNs, declined)
 }
 
-// Close closes the backend (the UDP witness's socket is the node's).
+// Close closes the backend (the UDP witness's socket is the node's); a
+// failure is logged as well as returned.
 func (c *Client) Close() error {
 	if c == nil {
 		return nil
 	}
-	return c.link.Close()
+	err := c.link.Close()
+	if err != nil {
+		c.cfg.Log.Warn("closing the arbiter client", "err", err)
+	}
+	return err
 }

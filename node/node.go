@@ -158,13 +158,13 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 		return nil, err
 	}
 	if err := n.recover(); err != nil {
-		n.closeArbiter()
+		_ = n.lease.Close() // logged by lease
 		return nil, err
 	}
 	n.commit = storage.NewCommitter(n.j, cfg.Journal.Policy, n.wakeAgent, storage.Inline{BelowNs: cfg.FsyncInlineBelowNs, NowNs: n.nowNs})
 	if err := n.tr.Open(); err != nil {
 		n.st.Close()
-		n.closeArbiter()
+		_ = n.lease.Close() // logged by lease
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if cfg.Role == nodeconfig.RolePrimary {
@@ -178,16 +178,10 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 	} else if err := n.becomeStandby(); err != nil {
 		n.tr.Close()
 		n.st.Close()
-		n.closeArbiter()
+		_ = n.lease.Close() // logged by lease
 		return nil, err
 	}
 	return n, nil
-}
-
-func (n *Node) closeArbiter() {
-	if err := n.lease.Close(); err != nil {
-		n.cfg.Log.Warn("closing the arbiter client", "err", err)
-	}
 }
 
 // nowNs is monotonic nanoseconds since the node started (Go's monotonic
@@ -296,7 +290,7 @@ func (n *Node) Close() error {
 	n.giveUpLease("closing")
 	n.sayLeaving()
 	n.mu.Unlock()
-	n.closeArbiter()
+	_ = n.lease.Close() // logged by lease
 	n.tr.Close()
 	n.mu.Lock()
 	n.finishSnapshotWrite()

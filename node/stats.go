@@ -37,7 +37,7 @@ func (n *Node) statusLocked() status.Status {
 		Node:          n.stats,
 		UptimeNs:      n.nowNs(),
 	}
-	st.Node.Counters = n.replay.Counters()
+	st.Node.Counters, st.Node.WitnessBehind = n.replay.Counters(), n.tm.BehindGrants()
 	st.SetStorage(n.st)
 	st.Fsync = n.commit.Counters()
 	st.Disk = status.DiskStatus{Stalled: n.disk.Stalled(), WaitingNs: n.disk.WaitedNs(st.UptimeNs), StallAfterNs: n.cfg.DiskStallNs}

@@ -25,7 +25,37 @@ type Roles struct {
 	fence   arbiter.Fence
 	hist    History
 	pending pendingChange
+	// behind: the latest grant was of an epoch this node already knows
+	// used; behindGrants counts such grants (WitnessGrant).
+	behind       bool
+	behindGrants uint64
 }
+
+// WitnessGrant judges a grant of epoch the keeper took: a witness that
+// grants an epoch this node already knows used (below the highest it
+// accepted, or equal to it on a standby, which only a primary renews)
+// has lost its state (a deleted record, a replaced box) or is another
+// cluster's. No node can lead under such a grant, so the market halts
+// rather than reuse an epoch: the operator must raise the witness's
+// epoch (seqbus witness override --epoch). It reports the first grant of
+// a run of them (the runtime logs it once); a deny (granted false)
+// neither starts nor ends a run.
+func (r *Roles) WitnessGrant(granted bool, epoch uint64) (alarm bool) {
+	if !granted {
+		return false
+	}
+	h := r.fence.Highest()
+	behind := epoch < h || (epoch == h && !r.primary)
+	if behind {
+		r.behindGrants++
+	}
+	alarm = behind && !r.behind
+	r.behind = behind
+	return alarm
+}
+
+// BehindGrants counts the grants WitnessGrant found behind.
+func (r *Roles) BehindGrants() uint64 { return r.behindGrants }
 
 // RolesConfig configures a Roles.
 type RolesConfig struct {

@@ -214,6 +214,9 @@ type Stats struct {
 	// (replication and market-data senders), drained and discarded; the
 	// sum of their bus counters' Drops[bus.DropSendOnly].
 	DropSendOnly uint64
+	// WitnessBehind: grants of an epoch this node already knew used
+	// (replica.Roles.WitnessGrant): the witness lost its state.
+	WitnessBehind uint64
 	// DropAckAhead: acks of the primary's epoch beyond the last seq it
 	// sequenced (replica.AckAhead): a standby whose directory holds
 	// another history; never counted.
