@@ -38,7 +38,7 @@ func (n *Node) leaseTick(now int64) {
 	if n.lease == nil {
 		return
 	}
-	want := replica.WantLead(n.st.Broken() || n.disk.Stalled(), n.st.Refetching(), n.tm.Primary(), n.fol.Fetching())
+	want := replica.WantLead(n.st.Broken() || n.disk.Stalled() || n.fol.Diverged(), n.st.Refetching(), n.tm.Primary(), n.fol.Fetching())
 	if n.lease.Tick(now, want) {
 		n.stats.WitnessSilent++
 	}

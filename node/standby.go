@@ -52,7 +52,7 @@ func (n *Node) applyEntry(seq uint64, payload []byte, now int64) {
 
 func (n *Node) hashMismatch(seq uint64) {
 	n.stats.HashMismatches++
-	n.cfg.Log.Error("STATE DIVERGENCE: state hash differs from the primary's", "seq", seq)
+	n.cfg.Log.Error("STATE DIVERGENCE: state hash differs from the primary's; this node acknowledges nothing more and will not lead: restart it with the primary's --engine (it rebuilds from its journal)", "seq", seq)
 }
 
 // acceptEpoch applies the fence to a frame of the replication stream

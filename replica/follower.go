@@ -49,6 +49,9 @@ type Follower struct {
 	heard bool
 	// holdAcks: no ack goes (HoldAcks).
 	holdAcks bool
+	// diverged: a state hash differed from the primary's since the
+	// history last changed (Diverged): no ack goes.
+	diverged bool
 	durable  uint64
 	// sink collects the snapshot being fetched; sinking says a transfer
 	// from offset 0 started it.
@@ -223,14 +226,31 @@ func (f *Follower) Next() (seq uint64, payload []byte, ok bool) {
 
 // LocalHash records this replica's state hash after applying seq; false
 // is a divergence (count and log it).
-func (f *Follower) LocalHash(seq, hash uint64) bool { return f.hashes.Local(seq, hash) }
+func (f *Follower) LocalHash(seq, hash uint64) bool { return f.match(f.hashes.Local(seq, hash)) }
 
 // RemoteHash records the primary's hash at seq (a HASH frame); false is a
 // divergence.
-func (f *Follower) RemoteHash(seq, hash uint64) bool { return f.hashes.Remote(seq, hash) }
+func (f *Follower) RemoteHash(seq, hash uint64) bool { return f.match(f.hashes.Remote(seq, hash)) }
+
+// match latches a divergence (Diverged).
+func (f *Follower) match(ok bool) bool {
+	f.diverged = f.diverged || !ok
+	return ok
+}
+
+// Diverged reports a state hash that differed from the primary's since
+// the history last changed (ResetHashes, an install): this state is not
+// the primary's (another --engine, a non-deterministic state machine,
+// memory corruption), so the follower acknowledges nothing more, which
+// takes it out of the in-sync set, and its runtime must not lead on it
+// (WantLead). A restart rebuilds the state from the journal.
+func (f *Follower) Diverged() bool { return f.diverged }
 
 // ResetHashes forgets the hashes waiting: our history changed under them.
-func (f *Follower) ResetHashes() { f.hashes.Reset() }
+func (f *Follower) ResetHashes() {
+	f.hashes.Reset()
+	f.diverged = false
+}
 
 // Heartbeat notes the primary's last seq, so a tail gap is NAKed.
 func (f *Follower) Heartbeat(lastSeq uint64) {
@@ -331,7 +351,7 @@ func (f *Follower) Install(seq uint64) {
 // Installed ends an install: hashes of the replaced state are forgotten
 // and the rest of the gap is repaired by retransmit.
 func (f *Follower) Installed() {
-	f.hashes.Reset()
+	f.ResetHashes()
 	f.startCatchUp()
 }
 
@@ -389,7 +409,7 @@ func (f *Follower) nakGaps(nowNs int64) {
 // maybeAck adds ACK(min(applied, durable)) when it moved, or every
 // AckIntervalNs when periodic is set (liveness for the primary).
 func (f *Follower) maybeAck(nowNs int64, periodic bool) {
-	if !f.addressed || f.holdAcks {
+	if !f.addressed || f.holdAcks || f.diverged {
 		return
 	}
 	ack := Ack(f.win.Ack(), f.durable) // durable before ack

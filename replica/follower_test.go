@@ -115,6 +115,19 @@ func (h *fharness) run(w *strings.Builder, line string) {
 	case "caught-up":
 		fmt.Fprintf(w, "caught-up=%v\n", h.f.CaughtUp())
 		return
+	case "hash":
+		// A state hash at seq: ours (local) or the primary's HASH frame.
+		seq, hash := h.u64(a, "seq", 0), h.u64(a, "hash", 0)
+		var ok bool
+		if a.has("local") {
+			ok = h.f.LocalHash(seq, hash)
+		} else {
+			ok = h.f.RemoteHash(seq, hash)
+		}
+		fmt.Fprintf(w, "match=%v diverged=%v\n", ok, h.f.Diverged())
+		return
+	case "reset-hashes":
+		h.f.ResetHashes()
 	case "snapshot":
 		// What the primary serves: size bytes, its state at seq.
 		h.snapS = h.u64(a, "seq", 0)
