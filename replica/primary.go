@@ -311,8 +311,11 @@ func (p *Primary) Required() int {
 
 // Tick maintains the in-sync set (with a lease): a caught-up standby is
 // required at once; removals and additions become a proposal in Ready.
+// A primary whose journal failed maintains nothing: it gave its lease up
+// and renews no more, so a proposal would never leave (it was logged ten
+// times a second).
 func (p *Primary) Tick(nowNs int64) {
-	if p.lease == nil {
+	if p.lease == nil || p.broken {
 		return
 	}
 	m := p.isr.Maintain(p.gate, MaintainConfig{Peers: p.cfg.Peers, TimeoutNs: p.cfg.InSyncTimeoutNs, RetryNs: p.cfg.RetryNs, Inherited: p.inherited}, nowNs)
