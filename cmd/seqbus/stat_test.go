@@ -63,7 +63,9 @@ func TestStatCluster(t *testing.T) {
 	bin := buildBinary(t)
 	a := writeStatus(t, statusAt(t, 1, "primary", time.Now().Add(-time.Minute)))
 	b := writeStatus(t, statusAt(t, 2, "standby", time.Now().Add(time.Hour)))
-	out, err := exec.Command(bin, "stat", "--once", a, b).Output()
+	w := writeStatus(t, fmt.Sprintf(`{"role":"witness","id":0,"holder":1,"epoch":3,"lease_remaining_ns":911700550,"last_holder":1,
+"in_sync_version":4,"in_sync":[2],"written_at":%q,"written_at_mono_ns":5,"pid":0,"write_interval_ns":100000000}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)))
+	out, err := exec.Command(bin, "stat", "--once", a, b, w).Output()
 	text := string(out)
 	if err != nil {
 		t.Fatalf("stat DIR DIR: %v\n%s", err, text)
@@ -78,8 +80,16 @@ func TestStatCluster(t *testing.T) {
 		t.Fatalf("no row %q:\n%s", label, text)
 		return nil
 	}
-	if r := find("role"); len(r) != 2 || r[0] != "primary" || r[1] != "standby" {
+	if r := find("role"); len(r) != 3 || r[0] != "primary" || r[1] != "standby" || r[2] != "witness" {
 		t.Fatalf("role row %q:\n%s", r, text)
+	}
+	// The witness's lease and set are its own fields, not a node's; a
+	// standby's copy of the set is a past grant's.
+	if r := find("lease left ms"); r[0] != "500" || r[2] != "912" {
+		t.Fatalf("lease row %q:\n%s", r, text)
+	}
+	if r := find("in-sync"); len(r) != 3 || r[1] != "-" || r[2] != "[2]" {
+		t.Fatalf("in-sync row %q:\n%s", r, text)
 	}
 	if r := find("written ago"); r[0] != "STALE" || strings.Contains(strings.Join(r[2:], " "), "STALE") {
 		t.Fatalf("written row %q: want only the first STALE:\n%s", r, text)

@@ -327,6 +327,9 @@ var clusterRows = []struct {
 	{"primary", func(s map[string]any) string { return fmt.Sprint(get(s, "primary")) }},
 	{"lease held", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "lease"), "held")) }},
 	{"lease left ms", func(s map[string]any) string {
+		if s["role"] == "witness" { // the live holder's, as the witness sees it
+			return fmt.Sprintf("%.0f", toF(get(s, "lease_remaining_ns"))/1e6)
+		}
 		return fmt.Sprintf("%.0f", toF(get(sub(s, "lease"), "remaining_ns"))/1e6)
 	}},
 	{"holder", func(s map[string]any) string { return fmt.Sprint(get(s, "holder")) }},
@@ -339,7 +342,15 @@ var clusterRows = []struct {
 		}
 		return fmt.Sprint(get(s, "ack"))
 	}},
-	{"in-sync", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "in_sync"), "members")) }},
+	{"in-sync", func(s map[string]any) string {
+		switch s["role"] {
+		case "witness": // the set in force
+			return fmt.Sprint(get(s, "in_sync"))
+		case "primary": // the set it gates on
+			return fmt.Sprint(get(sub(s, "in_sync"), "members"))
+		}
+		return "-" // a standby's copy is the last grant's, stale once another node leads
+	}},
 	{"state hash", stateHash},
 	{"p99 µs", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "latency_us"), "p99")) }},
 	{"datagram B", func(s map[string]any) string { return fmt.Sprint(get(s, "datagram_bytes")) }},
