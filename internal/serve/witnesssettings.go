@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/internal/flagcheck"
 	"github.com/seqbus/seqbus/witness"
 )
@@ -26,7 +27,7 @@ func (s *WitnessSettings) Config() (cfg witness.Config, addr netip.AddrPort, met
 	if idsErr != nil {
 		idsErr = flagcheck.Usagef("--nodes: %v (want ids 1..4294967295, e.g. 1,2)", idsErr)
 	}
-	err = flagcheck.First(flagcheck.Listen("listen", s.Listen), flagcheck.Required("dir", s.Dir), flagcheck.Positive("lease", s.Lease),
+	err = flagcheck.First(flagcheck.Listen("listen", s.Listen), flagcheck.Required("dir", s.Dir), flagcheck.Range("lease", s.Lease, time.Millisecond, 24*time.Hour),
 		flagcheck.Stream(s.Stream), idsErr)
 	if err != nil {
 		return cfg, addr, "", err
@@ -36,7 +37,7 @@ func (s *WitnessSettings) Config() (cfg witness.Config, addr netip.AddrPort, met
 	}
 	addr, _ = netip.ParseAddrPort(s.Listen) // checked
 	cfg = witness.DefaultConfig()
-	cfg.Arbiter.LeaseDurationNs, cfg.Stream = int64(s.Lease), uint16(s.Stream)
+	cfg.Arbiter, cfg.Stream = witnessLease(s.Lease), uint16(s.Stream)
 	if cfg.Key, err = flagcheck.LoadKey(s.KeyFile); err != nil {
 		return cfg, addr, "", err
 	}
@@ -48,4 +49,15 @@ func (s *WitnessSettings) Config() (cfg witness.Config, addr netip.AddrPort, met
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
 	return cfg, addr, metricsAddr, nil
+}
+
+// witnessLease is the arbiter configuration of a witness granting leases
+// of lease: the witness uses the duration alone (the renew, margin and
+// retry are each node's own flags, checked where the node starts), so
+// the rest is the defaults' proportions (a quarter, 15 %, 5 %), which
+// arbiter.Config.Validate accepts for any lease; the defaults at the
+// default lease.
+func witnessLease(lease time.Duration) arbiter.Config {
+	l := int64(lease)
+	return arbiter.Config{LeaseDurationNs: l, RenewIntervalNs: l / 4, MarginNs: l * 3 / 20, RetryNs: l / 20}
 }

@@ -29,6 +29,7 @@ func TestWitnessSettings(t *testing.T) {
 		{"--listen", func(s *WitnessSettings) { s.Listen = "here" }},
 		{"--dir", func(s *WitnessSettings) { s.Dir = "" }},
 		{"--lease", func(s *WitnessSettings) { s.Lease = 0 }},
+		{"--lease", func(s *WitnessSettings) { s.Lease = 100 * time.Microsecond }},
 		{"--stream", func(s *WitnessSettings) { s.Stream = 1 << 16 }},
 		{"--nodes", func(s *WitnessSettings) { s.Nodes = "1,1" }},
 		{"--nodes", func(s *WitnessSettings) { s.Nodes = "0" }},
@@ -47,6 +48,17 @@ func TestWitnessSettings(t *testing.T) {
 		case !flagcheck.IsUsage(err) && tc.flag != "--metrics-addr":
 			t.Errorf("%s: %v is not a usage error", tc.flag, err)
 		}
+	}
+	// A lease shorter than the nodes' defaults allow (a node sets its own
+	// --renew, --margin, --retry): the witness uses the duration alone.
+	short := good()
+	short.Lease = 300 * time.Millisecond
+	if cfg, _, _, err := short.Config(); err != nil || cfg.Arbiter.LeaseDurationNs != int64(short.Lease) {
+		t.Fatalf("--lease 300ms: %v", err)
+	}
+	def := good()
+	if cfg, _, _, _ := def.Config(); cfg.Arbiter != witnessLease(time.Second) || cfg.Arbiter.MarginNs != 150_000_000 {
+		t.Fatalf("the default lease's config %+v", cfg.Arbiter)
 	}
 	s := good()
 	s.KeyFile, s.Nodes, s.Stream, s.Listen = key, "1,2", 7, "127.0.0.1:7300"
