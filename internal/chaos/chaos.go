@@ -319,11 +319,7 @@ func (r *run) startProcesses(ctx context.Context) error {
 }
 
 func (r *run) startWitness() error {
-	ids := make([]string, 0, len(r.Nodes))
-	for _, id := range r.IDs() {
-		ids = append(ids, strconv.Itoa(int(id)))
-	}
-	return r.StartWitness(nil, append([]string{"--nodes", strings.Join(ids, ",")}, r.keyArgs...)...)
+	return r.StartWitness(nil, r.WitnessKeyArgs(r.keyArgs)...)
 }
 
 // startNode starts node id, or starts it again after a kill (its

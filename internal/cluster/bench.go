@@ -268,10 +268,6 @@ func RunBench(ctx context.Context, bin string, cfg BenchConfig) (*BenchResult, e
 
 func (c *benchCluster) start(ctx context.Context) error {
 	cfg := c.cfg
-	var ids []string
-	for _, id := range c.IDs() {
-		ids = append(ids, strconv.Itoa(int(id)))
-	}
 	if cfg.Auth {
 		path := filepath.Join(c.Dir, "seqbus.key")
 		if _, err := auth.Keygen(path); err != nil {
@@ -279,7 +275,7 @@ func (c *benchCluster) start(ctx context.Context) error {
 		}
 		c.keyArgs = []string{"--key", path}
 	}
-	if err := c.StartWitness(cfg.Layout.CPUsOf("witness"), append([]string{"--nodes", strings.Join(ids, ",")}, c.keyArgs...)...); err != nil {
+	if err := c.StartWitness(cfg.Layout.CPUsOf("witness"), c.WitnessKeyArgs(c.keyArgs)...); err != nil {
 		return err
 	}
 	// Node 1 starts first and takes the lease alone, so the layout's

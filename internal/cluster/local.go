@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -70,6 +71,20 @@ func (l *Local) WitnessDir() string { return filepath.Join(l.Dir, "witness") }
 func (l *Local) StartWitness(cpus []int, extra ...string) error {
 	args := []string{"witness", "--listen", l.Witness.String(), "--dir", l.WitnessDir()}
 	return l.StartOn("witness", cpus, append(args, extra...)...)
+}
+
+// WitnessKeyArgs are the witness's flags for keyArgs (the --key flag and
+// its file, or none): with a key, --nodes names every node of the
+// cluster, whose keys it derives; without one, nothing.
+func (l *Local) WitnessKeyArgs(keyArgs []string) []string {
+	if len(keyArgs) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(l.Nodes))
+	for _, id := range l.IDs() {
+		ids = append(ids, strconv.Itoa(int(id)))
+	}
+	return append([]string{"--nodes", strings.Join(ids, ",")}, keyArgs...)
 }
 
 // NodeArgs are the flags node id needs to join this cluster: its id,

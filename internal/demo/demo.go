@@ -156,7 +156,7 @@ func (d *demo) startProcesses() error {
 		d.key, d.keyArgs = &k, []string{"--key", keyPath}
 		fmt.Fprintf(d.out, "every frame is authenticated (HMAC-SHA256, key %s; --no-auth to compare)\n", keyPath)
 	}
-	if err := d.StartWitness(nil, append([]string{"--nodes", "1,2"}, d.keyArgs...)...); err != nil {
+	if err := d.StartWitness(nil, d.WitnessKeyArgs(d.keyArgs)...); err != nil {
 		return err
 	}
 	for _, id := range d.IDs() {

@@ -67,7 +67,20 @@ func (s *NodeSettings) Check() error {
 		flagcheck.OutputFile("status-file", s.StatusFile), flagcheck.TraceFile(s.TraceStages, s.TraceFile),
 		flagcheck.TraceStages(s.TraceStages), flagcheck.TraceWindow(s.TraceWindow, s.TraceStages),
 		flagcheck.Second(flagcheck.MetricsAddr(s.MetricsAddr)), flagcheck.AsUsage(flagcheck.Second(stateMachine(s.Engine))),
+		s.checkStatic(),
 	)
+}
+
+// checkStatic: --role primary is a static primary, which leads --epoch
+// with no arbiter; a node with one is given its epoch by the lease.
+func (s *NodeSettings) checkStatic() error {
+	switch {
+	case s.Role == "primary" && (s.Witness != "" || s.Arbiter != ""):
+		return flagcheck.Usagef("--role primary is a static primary (no lease): drop it to run under --witness or --arbiter, whose lease decides who leads")
+	case s.Role != "primary" && s.Epoch != 1:
+		return flagcheck.Usagef("--epoch is a static primary's (--role primary); a node under a witness is given its epoch by the lease")
+	}
+	return nil
 }
 
 // Config checks the settings (Check) and builds the node's Config and

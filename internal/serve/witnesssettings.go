@@ -41,12 +41,13 @@ func (s *WitnessSettings) Config() (cfg witness.Config, addr netip.AddrPort, met
 	if cfg.Key, err = flagcheck.LoadKey(s.KeyFile); err != nil {
 		return cfg, addr, "", err
 	}
-	if cfg.Key != nil {
-		if len(ids) == 0 {
-			return cfg, addr, "", flagcheck.Usagef("--key needs --nodes (the node ids it holds keys for)")
-		}
-		cfg.Nodes = ids
+	switch {
+	case cfg.Key != nil && len(ids) == 0:
+		return cfg, addr, "", flagcheck.Usagef("--key needs --nodes (the node ids it holds keys for)")
+	case cfg.Key == nil && len(ids) > 0:
+		return cfg, addr, "", flagcheck.Usagef("--nodes names the nodes --key holds keys for; without --key it does nothing")
 	}
+	cfg.Nodes = ids
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("witness", addr.String())
 	return cfg, addr, metricsAddr, nil
 }
