@@ -26,7 +26,7 @@ const RefetchMarker = "REFETCHING"
 // directory while it runs (package storage): a second node on the
 // directory is refused. SetAside leaves it where it is, so the lock the
 // running process holds stays the one the next process meets.
-const LockFileName = "node.lock"
+const LockFileName = "node.lock" // dirlock.NodeLockName (storage TestLockNames)
 
 // NewDirMarker is the name of the file that, present in a journal
 // directory, says the directory was empty when its node first opened it

@@ -544,3 +544,21 @@ func TestNewDirectory(t *testing.T) {
 		}
 	})
 }
+
+// TestLockNames: the journal's lock file is the one dirlock knows a
+// node's directory by (a witness refuses a directory holding it), and
+// neither role's lock is allowed in the other's directory.
+func TestLockNames(t *testing.T) {
+	if journal.LockFileName != dirlock.NodeLockName {
+		t.Fatalf("journal.LockFileName %q, dirlock.NodeLockName %q", journal.LockFileName, dirlock.NodeLockName)
+	}
+	dir := t.TempDir()
+	l, err := dirlock.Acquire(dir, dirlock.WitnessLockName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if _, err := dirlock.Acquire(dir, journal.LockFileName); !errors.Is(err, dirlock.ErrOtherRole) {
+		t.Fatalf("a node's lock in a witness's directory: %v", err)
+	}
+}

@@ -19,7 +19,7 @@ import (
 // while it runs (package dirlock: a second witness on the directory is
 // refused); ApplyOverride takes it too, so it never rewrites the record
 // of a running witness.
-const LockFileName = "witness.lock"
+const LockFileName = dirlock.WitnessLockName
 
 // receiveErrorBackoff is the pause after a receive error that is not a
 // close, so a socket stuck in an error state costs a thousand wake-ups a

@@ -22,6 +22,18 @@ import (
 // directory.
 var ErrLocked = errors.New("dirlock: directory in use")
 
+// The lock files of the two roles that keep a directory: a node's
+// journal directory and a witness's state directory.
+const (
+	NodeLockName    = "node.lock"
+	WitnessLockName = "witness.lock"
+)
+
+// ErrOtherRole: the directory holds the other role's lock file (a witness
+// pointed at a node's directory, or a node at a witness's): each would
+// read and rewrite the other's files (status.json among them).
+var ErrOtherRole = errors.New("dirlock: the directory is another role's")
+
 // Lock is a held directory lock.
 type Lock struct {
 	f *os.File
@@ -32,6 +44,11 @@ type Lock struct {
 // error message. On a platform without flock it returns a Lock that
 // holds nothing (documented where it is used).
 func Acquire(dir, name string) (*Lock, error) {
+	for _, other := range []string{NodeLockName, WitnessLockName} {
+		if _, err := os.Stat(filepath.Join(dir, other)); other != name && err == nil {
+			return nil, fmt.Errorf("%w: %s holds %s; give each node and the witness a directory of its own", ErrOtherRole, dir, other)
+		}
+	}
 	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
