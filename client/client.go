@@ -1094,17 +1094,28 @@ func (c *Client) drain(ctx context.Context, w *pace.Waiter, poll func(nowNs int6
 func (c *Client) unanswered(rep LoadReport, sent uint64) error {
 	st := rep.Stats
 	if n := c.InFlight(); n > 0 && st.Answered == 0 {
-		detail := ""
-		if st.BadMAC > 0 {
-			detail = fmt.Sprintf(" (%d answers failed the MAC check: another key?)", st.BadMAC)
-		}
-		return fmt.Errorf("%w: %d commands sent to %s (%d resends), none answered in %v%s; is a node running there?",
-			ErrNoAnswer, sent, c.Primary(), st.Resent, rep.Elapsed.Round(time.Millisecond), detail)
+		return fmt.Errorf("%w: %d commands sent to %s (%d resends), none answered in %v; %s",
+			ErrNoAnswer, sent, c.Primary(), st.Resent, rep.Elapsed.Round(time.Millisecond), c.noAnswerHint(&st))
 	}
 	if n := c.InFlight(); n > 0 {
 		return fmt.Errorf("%w: %d of %d", ErrUnanswered, n, sent)
 	}
 	return nil
+}
+
+// noAnswerHint says why a load may have gone unanswered, from what the
+// client saw: answers under another key, a node that says it does not
+// lead, or nothing at all.
+func (c *Client) noAnswerHint(st *Stats) string {
+	switch {
+	case st.BadMAC > 0:
+		return fmt.Sprintf("%d answers failed the MAC check: another --key?", st.BadMAC)
+	case st.NotLeading > 0:
+		return fmt.Sprintf("it said %d times that it does not lead (a standby, or a primary whose lease ran out): point --primary at the primary, or give --witness so the client finds it", st.NotLeading)
+	case c.mac == nil:
+		return "is a node running there? (a cluster run with --key drops commands sent without it, and the client cannot tell)"
+	}
+	return "is a node running there, with the same --key?"
 }
 
 // orderGen makes a deterministic stream of orders: limits on both sides

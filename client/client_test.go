@@ -330,8 +330,9 @@ func TestLoadSaysPrimaryNeverAnswered(t *testing.T) {
 		}
 		rep, err := cl.Load(context.Background(), LoadConfig{Rate: 1000, Count: 5, Drain: 200 * time.Millisecond}, nil)
 		cl.Close()
-		if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "never answered") || !strings.Contains(err.Error(), dead.String()) {
-			t.Fatalf("poll %v: err = %v, want ErrNoAnswer naming %s", poll, err, dead)
+		if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "never answered") || !strings.Contains(err.Error(), dead.String()) ||
+			!strings.Contains(err.Error(), "drops commands sent without it") {
+			t.Fatalf("poll %v: err = %v, want ErrNoAnswer naming %s, and a keyed cluster as a cause", poll, err, dead)
 		}
 		if rep.Sent != 5 || rep.Answered != 0 {
 			t.Fatalf("poll %v: report %+v: want 5 sent, 0 answered", poll, rep)
