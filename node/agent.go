@@ -58,6 +58,7 @@ func newAgent(n *Node) (*agent, error) {
 				n.cfg.Log.Info("status file written again", "path", n.cfg.StatusFile)
 			}
 		}, n.finishStatus)
+		a.status.Warn = n.cfg.Log.Warn
 	}
 	cfg := bus.AgentRunnerConfig{Idle: n.cfg.Idle, PinCPU: n.cfg.PinCPU, CPU: n.cfg.CPU, NowNs: n.nowNs, DatagramBytes: bus.RecvBufferBytes(n.cfg.DatagramBytes),
 		Warn: func(msg string, err error) { n.cfg.Log.Warn(msg, "err", err) }}

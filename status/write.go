@@ -34,6 +34,10 @@ type Publisher struct {
 	worker  *bus.Worker
 	// failing: the writer's last write failed (the writer's own).
 	failing bool
+	// Warn, when set before Start, hears the drops an operator's mistake
+	// raises (dropWatch), on the writer's goroutine.
+	Warn  func(msg string, args ...any)
+	drops dropWatch
 }
 
 // NewPublisher returns a publisher for path, not started. write replaces
@@ -85,6 +89,9 @@ func (p *Publisher) writeLatest() {
 	}
 	if p.prepare != nil {
 		p.prepare(st)
+	}
+	if p.Warn != nil {
+		p.drops.note(st, p.Warn)
 	}
 	err := p.WriteNow(st)
 	if failing := err != nil; failing != p.failing {
