@@ -283,11 +283,24 @@ func (r *Recorder) Close() error {
 	return r.err
 }
 
+// ErrTornTail: the record's last line has no newline and does not parse:
+// the client was killed while writing it. ReadRecord returns it (wrapped,
+// naming the line) after every line before it was read; what that line
+// held is not in the record.
+var ErrTornTail = errors.New("the last line is torn (the client stopped while writing it)")
+
 // ReadRecord reads a record file, calling fn for every line in order. A
-// line that does not parse is an error naming its line number.
+// line that does not parse is an error naming its line number; the last
+// one, unterminated, is ErrTornTail.
 func ReadRecord(rd io.Reader, fn func(RecordLine) error) error {
 	sc := bufio.NewScanner(rd)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	unterminated := false // the token just scanned ended the input without a newline
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		adv, tok, err := bufio.ScanLines(data, atEOF)
+		unterminated = tok != nil && atEOF && adv == len(data) && (adv == 0 || data[adv-1] != '\n')
+		return adv, tok, err
+	})
 	n := 0
 	for sc.Scan() {
 		n++
@@ -295,7 +308,9 @@ func ReadRecord(rd io.Reader, fn func(RecordLine) error) error {
 			continue
 		}
 		var l RecordLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil && unterminated {
+			return fmt.Errorf("line %d: %w", n, ErrTornTail)
+		} else if err != nil {
 			return fmt.Errorf("line %d: %v", n, err)
 		}
 		if l.Index < 0 || l.Index > RecordIndexMax {

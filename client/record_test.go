@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/netip"
@@ -308,5 +309,26 @@ func TestReadRecordRefusesBadIndex(t *testing.T) {
 	}
 	if err := ReadRecord(strings.NewReader(ok+"\n"), func(RecordLine) error { return nil }); err != nil {
 		t.Errorf("a good line: %v", err)
+	}
+}
+
+// A client killed while writing its record leaves the last line torn, with
+// no newline: the lines before it are read and the tear is ErrTornTail
+// naming the line; a bad line that ends in a newline, or is followed by
+// more, stays an error.
+func TestReadRecordTornTail(t *testing.T) {
+	ok := `{"seq":1,"index":3,"session":1}`
+	n := 0
+	err := ReadRecord(strings.NewReader(ok+"\n"+ok+"\n"+`{"seq":3,"ind`), func(RecordLine) error { n++; return nil })
+	if !errors.Is(err, ErrTornTail) || !strings.Contains(err.Error(), "line 3") || n != 2 {
+		t.Fatalf("torn tail: %v after %d lines, want ErrTornTail on line 3 after 2", err, n)
+	}
+	for _, in := range []string{ok + "\n" + `{"seq":3,"ind` + "\n", `{"seq":3,"ind` + "\n" + ok} {
+		if err := ReadRecord(strings.NewReader(in), func(RecordLine) error { return nil }); err == nil || errors.Is(err, ErrTornTail) {
+			t.Errorf("%q: %v, want an error that is not a torn tail", in, err)
+		}
+	}
+	if err := ReadRecord(strings.NewReader(ok), func(RecordLine) error { return nil }); err != nil {
+		t.Errorf("a good last line without a newline: %v", err)
 	}
 }

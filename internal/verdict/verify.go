@@ -148,6 +148,10 @@ type Result struct {
 	// The drill "pause" still counts every arrival: it holds acks
 	// waiting at the resume, the case a missing lease check would send.
 	StaleDelivered uint64
+	// TornRecords names each record whose last line was torn (its client
+	// stopped while writing it: client.ErrTornTail); the lines before it
+	// were verified.
+	TornRecords []string `json:",omitempty"`
 }
 
 // staleFate says what the client did with a stale output: refused it
@@ -249,6 +253,10 @@ func Verify(opts Options) (*Result, error) {
 	var rcv [][]received
 	for _, path := range opts.Records {
 		lines, err := readRecords(path)
+		var torn tornTail
+		if errors.As(err, &torn) {
+			res.TornRecords, err = append(res.TornRecords, string(torn)), nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -367,11 +375,22 @@ func readRecords(path string) ([]received, error) {
 		out = append(out, received{RecordLine: l, payload: p, where: fmt.Sprintf("%s:%d", filepath.Base(path), n)})
 		return nil
 	})
+	if errors.Is(err, client.ErrTornTail) {
+		// What the client saw on that line is not in the record: verify
+		// what is, and say so.
+		torn := fmt.Sprintf("%s: %v", filepath.Base(path), err)
+		return out, tornTail(torn)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("verify: %s: %w", path, err)
 	}
 	return out, nil
 }
+
+// tornTail is readRecords' word that a record ended in a torn line.
+type tornTail string
+
+func (t tornTail) Error() string { return string(t) }
 
 func loadReplica(fsys journal.FS, dir string) (*replica, error) {
 	p := &replica{NodeReport: NodeReport{Dir: dir}, outs: map[uint64][]outAt{}}
@@ -783,6 +802,9 @@ func (r *Result) Lines() []string {
 		fmt.Sprintf("received %d outputs (%d answers): %d found byte for byte at their (epoch, seq) in the final primary's history, %d duplicate answers from the dedup table backed by their original there, %d answers older than its journal found in its snapshot's dedup table, %d older executions or table-only rejects not checkable",
 			r.Received, r.Answers, r.Checked, r.FromTable, r.InSnapshot, r.Unchecked),
 		fmt.Sprintf("lost %d  duplicates %d  conflicts %d  hash mismatches %d  stale %d%s", r.Lost, r.Duplicates, r.Conflicts, r.HashMismatches, r.Stale, r.staleDelivered()))
+	for _, t := range r.TornRecords {
+		out = append(out, "record "+t+": that line was not verified")
+	}
 	for i := range r.Sessions {
 		out = append(out, r.Sessions[i].Line())
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -435,4 +436,18 @@ func dirBytes(t *testing.T, dir string) string {
 		b.Write(data)
 	}
 	return b.String()
+}
+
+// A record whose last line is torn (its client killed while writing it)
+// is verified up to the tear, which the result names, not refused whole.
+func TestReadRecordsTornTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.jsonl")
+	if err := os.WriteFile(path, []byte(`{"seq":1,"index":0,"session":1}`+"\n"+`{"seq":2,"ind`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := readRecords(path)
+	var torn tornTail
+	if !errors.As(err, &torn) || len(lines) != 1 || !strings.Contains(string(torn), "c.jsonl: line 2") {
+		t.Fatalf("readRecords: %d lines, %v", len(lines), err)
+	}
 }
