@@ -129,7 +129,8 @@ func (s *Store) Restore(eng engine.StateMachine) (seq, epoch uint64, err error) 
 		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("open snapshot: none of %d verifies, and the journal does not hold the history from seq 1 (its first record: %d): %w", len(skipped), s.j.First(), err)
+		return 0, 0, fmt.Errorf("open snapshot: none of %d verifies, and the journal does not hold the history from seq 1 (its first record: %d): %w; "+
+			"this directory cannot rebuild the state: a standby restarted on an empty directory (move this one aside, keep it) refetches from the primary", len(skipped), s.j.First(), err)
 	}
 	defer r.Close()
 	if err := eng.Restore(r); err != nil {

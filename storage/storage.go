@@ -417,7 +417,8 @@ func (s *Storage) Rebuild() error {
 		return nil
 	}
 	if j.First() > snapSeq+1 {
-		return fmt.Errorf("journal starts at %d, after the snapshot at %d", j.First(), snapSeq)
+		return fmt.Errorf("journal starts at %d, after the snapshot at %d: the snapshot that covered the seqs before it is missing or corrupt, "+
+			"so this directory cannot rebuild the state; a standby restarted on an empty directory (move this one aside, keep it) refetches from the primary", j.First(), snapSeq)
 	}
 	if h.Batch != nil {
 		h.Batch()
