@@ -63,6 +63,7 @@ package verdict
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -213,10 +214,12 @@ type sessionID struct{ session, coid uint64 }
 // replica is one node's history and replay.
 type replica struct {
 	NodeReport
-	recs   []record       // seq First+i
-	snap   *engine.Engine // the snapshot at SnapshotSeq, as restored
-	hashes []uint64       // state hash after seq ReplayFrom+i
-	outs   map[uint64][]outAt
+	// saysPrimary: its status file says its node led (saysPrimary).
+	saysPrimary bool
+	recs        []record       // seq First+i
+	snap        *engine.Engine // the snapshot at SnapshotSeq, as restored
+	hashes      []uint64       // state hash after seq ReplayFrom+i
+	outs        map[uint64][]outAt
 }
 
 func (p *replica) at(seq uint64) (record, bool) {
@@ -393,7 +396,7 @@ type tornTail string
 func (t tornTail) Error() string { return string(t) }
 
 func loadReplica(fsys journal.FS, dir string) (*replica, error) {
-	p := &replica{NodeReport: NodeReport{Dir: dir}, outs: map[uint64][]outAt{}}
+	p := &replica{NodeReport: NodeReport{Dir: dir}, outs: map[uint64][]outAt{}, saysPrimary: saysPrimary(fsys, dir)}
 	err := journal.Scan(fsys, dir, journal.InspectOptions{}, func(r journal.Record) bool {
 		if p.First == 0 {
 			p.First = r.Seq
@@ -459,11 +462,27 @@ func pickPrimary(reps []*replica, dir string) *replica {
 			}
 			continue
 		}
-		if best == nil || p.LastEpoch > best.LastEpoch || (p.LastEpoch == best.LastEpoch && p.Last > best.Last) {
+		if best == nil || p.LastEpoch > best.LastEpoch || (p.LastEpoch == best.LastEpoch && p.Last > best.Last) ||
+			(p.LastEpoch == best.LastEpoch && p.Last == best.Last && !best.saysPrimary && p.saysPrimary) {
 			best = p
 		}
 	}
 	return best
+}
+
+// saysPrimary reads whether dir's status file (its node's last) says it
+// led: of two journals that end at the same (epoch, seq), the final
+// primary is the one that led, whatever the order the directories were
+// named in.
+func saysPrimary(fsys journal.FS, dir string) bool {
+	if _, ok := fsys.(journal.OSFS); !ok {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "status.json"))
+	var st struct {
+		Role string `json:"role"`
+	}
+	return err == nil && json.Unmarshal(b, &st) == nil && st.Role == "primary"
 }
 
 // collector gathers one Apply's outputs (for the primary's replay, keep)

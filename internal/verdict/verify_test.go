@@ -451,3 +451,22 @@ func TestReadRecordsTornTail(t *testing.T) {
 		t.Fatalf("readRecords: %d lines, %v", len(lines), err)
 	}
 }
+
+// Two journals that end at the same (epoch, seq): the final primary is
+// the one whose status file says it led, in either order.
+func TestPickPrimaryTie(t *testing.T) {
+	a := &replica{NodeReport: NodeReport{Dir: "n1", LastEpoch: 3, Last: 100}}
+	b := &replica{NodeReport: NodeReport{Dir: "n2", LastEpoch: 3, Last: 100}, saysPrimary: true}
+	for _, reps := range [][]*replica{{a, b}, {b, a}} {
+		if got := pickPrimary(reps, ""); got != b {
+			t.Fatalf("picked %s, want n2 (its status says primary)", got.Dir)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "status.json"), []byte(`{"role":"primary","epoch":3}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !saysPrimary(journal.OSFS{}, dir) || saysPrimary(journal.OSFS{}, t.TempDir()) {
+		t.Fatal("saysPrimary reads the status file's role")
+	}
+}
