@@ -125,6 +125,11 @@ func WriteSummary(w io.Writer, s *cluster.ClientSummary) {
 	if s.StaleRefused > 0 {
 		fmt.Fprintf(w, "refused %d frames of a deposed primary (an epoch older than one seen)\n", s.StaleRefused)
 	}
+	if s.Duplicates > s.Resent {
+		// A resend's answer may be a duplicate; more duplicates than
+		// resends are commands whose (session, order id) was used before.
+		fmt.Fprintf(w, "%d answers were to commands this session sent before this run, or another client sent: give each client, and each run, its own --session\n", s.Duplicates-s.Resent)
+	}
 	fmt.Fprintf(w, "\n%d answered in %.2fs: %.0f/s\n\n", s.Answered, s.ElapsedSec, s.RatePerSec)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "latency (from intended send)\tp50\tp90\tp99\tp99.9\tp99.99\tmax\t\n")

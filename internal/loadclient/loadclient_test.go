@@ -13,6 +13,7 @@ import (
 
 	"github.com/seqbus/seqbus/bus"
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/stagetrace"
 )
 
@@ -142,4 +143,20 @@ func BenchmarkLatencyRecord(b *testing.B) {
 		lat.Record(client.Result{LatencyNs: int64(i&1023+1) * 1000, Epoch: 1})
 	}
 	lat.Flush()
+}
+
+// More duplicate answers than resends: the session's order ids were used
+// before (another client on it, an earlier run); the summary says so.
+// Duplicates of resends alone (a failover) say nothing.
+func TestSummarySaysSessionReused(t *testing.T) {
+	for _, c := range []struct {
+		dup, resent uint64
+		want        bool
+	}{{1024, 0, true}, {5, 9, false}, {0, 0, false}} {
+		var b strings.Builder
+		WriteSummary(&b, &cluster.ClientSummary{Sent: 2000, Answered: 2000, Duplicates: c.dup, Resent: c.resent})
+		if got := strings.Contains(b.String(), "its own --session"); got != c.want {
+			t.Errorf("duplicates %d, resent %d: hint %v\n%s", c.dup, c.resent, got, b.String())
+		}
+	}
 }
