@@ -112,6 +112,9 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			return
 		}
 		n.stats.AcksReceived++
+		if from != n.cfg.Peers[f.Node] {
+			n.stats.AcksFromOtherAddr++ // the status writer warns (a wrong --peer)
+		}
 		if leaving {
 			n.standbyLeaving(f.Node, now)
 		}

@@ -26,8 +26,8 @@ func TestDropWatch(t *testing.T) {
 	step(3, 9, 0)  // within the minute: quiet
 	step(70, 9, 0) // did not rise: quiet
 	step(71, 12, 2)
-	if len(got) != 3 || !strings.Contains(got[0], "wrong --id") || !strings.Contains(got[0], "dropped 5") ||
-		!strings.Contains(got[1], "dropped 7 total 12") || !strings.Contains(got[2], "without --key") {
+	if len(got) != 3 || !strings.Contains(got[0], "wrong --id") || !strings.Contains(got[0], "since_last_warning 5") ||
+		!strings.Contains(got[1], "since_last_warning 7 total 12") || !strings.Contains(got[2], "without --key") {
 		t.Fatalf("warnings %q", got)
 	}
 }

@@ -217,6 +217,9 @@ type Stats struct {
 	// WitnessBehind: grants of an epoch this node already knew used
 	// (replica.Roles.WitnessGrant): the witness lost its state.
 	WitnessBehind uint64
+	// AcksFromOtherAddr: acks from a standby at another address than its
+	// --peer here (probes, NAK answers and snapshots go to the --peer).
+	AcksFromOtherAddr uint64
 	// DropAckAhead: acks of the primary's epoch beyond the last seq it
 	// sequenced (replica.AckAhead): a standby whose directory holds
 	// another history; never counted.
