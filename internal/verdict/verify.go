@@ -278,6 +278,10 @@ func Verify(opts Options) (*Result, error) {
 		return nil, fmt.Errorf("verify: --primary %s is not one of the node directories", opts.Primary)
 	}
 	res.Primary = prim.Dir
+	if prim.First > 1 && prim.snap == nil {
+		// Every received output would count as lost: say what is wrong.
+		return nil, fmt.Errorf("verify: the final primary %s cannot be replayed: its journal starts at seq %d and no snapshot that verifies reaches it (missing or corrupt); restore its snapshots, or name another node with --primary", prim.Dir, prim.First)
+	}
 	for _, p := range reps {
 		p.replay(opts.Engine, p == prim, res)
 	}
@@ -539,6 +543,9 @@ func (p *replica) replay(cfg engine.Config, withOutputs bool, res *Result) {
 		}
 		eng = e
 	default:
+		if p.First > 1 && p.Damage == "" {
+			p.Damage = fmt.Sprintf("cannot replay: its journal starts at seq %d and no snapshot that verifies reaches it", p.First)
+		}
 		return // nothing can rebuild the state: no hashes, no outputs
 	}
 	from := p.SnapshotSeq + 1

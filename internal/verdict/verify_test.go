@@ -470,3 +470,28 @@ func TestPickPrimaryTie(t *testing.T) {
 		t.Fatal("saysPrimary reads the status file's role")
 	}
 }
+
+// A final primary whose journal was compacted behind a snapshot that is
+// now gone cannot be replayed: verify says so (an error, exit 2), where
+// it used to count every received output lost.
+func TestVerifyPrimaryWithoutSnapshot(t *testing.T) {
+	big := plan(200, 0)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p")
+	writeNode(t, p, big, 150, nil)
+	snaps, err := filepath.Glob(filepath.Join(p, "*snap*"))
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("no snapshot file written (%v)", err)
+	}
+	for _, s := range snaps {
+		if err := os.Remove(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := filepath.Join(dir, "c.jsonl")
+	writeRecord(t, rec, seen(t, big))
+	_, err = Verify(Options{FS: journal.OSFS{}, Nodes: []string{p}, Records: []string{rec}})
+	if err == nil || !strings.Contains(err.Error(), "cannot be replayed") {
+		t.Fatalf("verify of a primary without its snapshot: %v", err)
+	}
+}
