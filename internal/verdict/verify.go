@@ -438,6 +438,11 @@ func loadReplica(fsys journal.FS, dir string) (*replica, error) {
 				return nil, err
 			}
 			p.snap, p.SnapshotSeq = eng, s.Seq
+			if p.First == 0 {
+				// Nothing journaled after an installed snapshot: the
+				// snapshot's record is where its history ends.
+				p.Last, p.LastEpoch = s.Seq, s.Epoch
+			}
 			break
 		}
 	}
@@ -804,6 +809,9 @@ func (r *Result) Lines() []string {
 	var out []string
 	for _, n := range r.Nodes {
 		line := fmt.Sprintf("%-8s %s: journal seqs %d..%d (last epoch %d)", n.Role, n.Dir, n.First, n.Last, n.LastEpoch)
+		if n.First == 0 {
+			line = fmt.Sprintf("%-8s %s: journal empty (epoch %d)", n.Role, n.Dir, n.LastEpoch)
+		}
 		if n.SnapshotSeq != 0 {
 			line += fmt.Sprintf(", snapshot at %d", n.SnapshotSeq)
 		}

@@ -495,3 +495,37 @@ func TestVerifyPrimaryWithoutSnapshot(t *testing.T) {
 		t.Fatalf("verify of a primary without its snapshot: %v", err)
 	}
 }
+
+// A standby that installed a snapshot and journaled nothing after it
+// ends its history at the snapshot (its epoch), so it is a standby of the
+// final primary, not a deposed node at epoch 0.
+func TestVerifySnapshotOnlyStandby(t *testing.T) {
+	big := plan(200, 0)
+	dir := t.TempDir()
+	p, s := filepath.Join(dir, "p"), filepath.Join(dir, "s")
+	writeNode(t, p, big, 150, nil)
+	snaps, err := filepath.Glob(filepath.Join(p, "*snap*"))
+	if err != nil || len(snaps) != 1 {
+		t.Fatalf("snapshots %v (%v)", snaps, err)
+	}
+	if err := os.MkdirAll(s, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(snaps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s, filepath.Base(snaps[0])), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(dir, "c.jsonl")
+	writeRecord(t, rec, seen(t, big))
+	r, err := Verify(Options{FS: journal.OSFS{}, Nodes: []string{p, s}, Records: []string{rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := r.Nodes[1]
+	if n.Role != "standby" || n.LastEpoch != 1 || n.First != 0 || !strings.Contains(strings.Join(r.Lines(), "\n"), "journal empty (epoch 1)") {
+		t.Fatalf("the snapshot-only node: %+v\n%s", n, strings.Join(r.Lines(), "\n"))
+	}
+}
