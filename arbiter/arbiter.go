@@ -112,6 +112,13 @@ type Decision struct {
 	// promoted). The runtime puts them in every grant, deny and info.
 	InSyncVersion uint64
 	Members       InSyncSet
+	// Run, on a refusal to the last holder, is how many of the newest
+	// epochs (Epoch-Run+1 through Epoch) were all granted to it; 0 when
+	// the refusal goes to another node or nothing is known. A keeper that
+	// holds Epoch learns from it that every epoch after the one it leads
+	// was its own (replica.PrimaryLease), though the grants of those in
+	// between never reached it.
+	Run uint64
 	// InSyncReason is ReasonNone unless a renew carried a proposal that was
 	// refused (ReasonInSyncVersion or ReasonInSyncInvalid). A refused
 	// proposal does not refuse the renew: the lease is what keeps the
@@ -191,6 +198,11 @@ type Arbiter struct {
 	quarantineUntilNs int64
 	// lastNowNs is the latest time seen, for clamping.
 	lastNowNs int64
+	// runFrom is the first epoch of the last holder's run: every epoch
+	// from it to epochHighest was granted to lastHolder (0: none known;
+	// after a Restore only the restored epoch). A refusal to the last
+	// holder says how long the run is (Decision.Run).
+	runFrom uint64
 	// undo is the last holder before the latest new term, kept from that
 	// grant until its holder declines it (Decline) or renews it, or the
 	// arbiter restores: the grant Decline may undo.
@@ -236,6 +248,10 @@ func (a *Arbiter) Restore(state PersistentState, nowNs int64) error {
 		a.members = state.Members
 		a.lastHolder = state.LastHolder
 		a.hadHolder = state.LastHolder != NodeNone
+		a.runFrom = 0
+		if a.hadHolder {
+			a.runFrom = state.Epoch // only the restored epoch is known to be its
+		}
 	}
 	a.holder = NodeNone
 	a.expiresAtNs = 0
@@ -276,20 +292,20 @@ func (a *Arbiter) Acquire(node NodeID, nowNs int64) Decision {
 func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Decision {
 	nowNs = a.observe(nowNs)
 	if node == NodeNone {
-		return a.deny(ReasonInvalidNode, nowNs)
+		return a.deny(node, ReasonInvalidNode, nowNs)
 	}
 	if a.inQuarantine(nowNs) {
-		return a.deny(ReasonQuarantine, nowNs)
+		return a.deny(node, ReasonQuarantine, nowNs)
 	}
 	if a.live(nowNs) && a.holder != node {
-		return a.deny(ReasonHeld, nowNs)
+		return a.deny(node, ReasonHeld, nowNs)
 	}
 	if a.live(nowNs) && requestID != 0 && a.termRequestID != 0 {
 		switch {
 		case requestID == a.termRequestID:
 			return a.granted(nowNs)
 		case requestID < a.termRequestID:
-			return a.deny(ReasonHeld, nowNs)
+			return a.deny(node, ReasonHeld, nowNs)
 		}
 	}
 	// An ACQUIRE from the live holder itself (a new request) starts a new
@@ -300,12 +316,15 @@ func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Dec
 	// (it could sequence seq 1.. again under an epoch whose seqs others
 	// hold: sim bugs A and C).
 	if a.hadHolder && node != a.lastHolder && !a.members.Contains(node) {
-		return a.deny(ReasonNotInSync, nowNs)
+		return a.deny(node, ReasonNotInSync, nowNs)
 	}
 	if a.epochHighest == math.MaxUint64 {
-		return a.deny(ReasonEpochExhausted, nowNs)
+		return a.deny(node, ReasonEpochExhausted, nowNs)
 	}
 	a.undo.ok, a.undo.lastHolder = a.hadHolder && a.lastHolder != node, a.lastHolder
+	if !a.hadHolder || a.lastHolder != node || a.runFrom == 0 {
+		a.runFrom = a.epochHighest + 1 // a new run starts with this grant
+	}
 	prevHolder, prevExpiresAtNs := NodeNone, int64(0)
 	if a.hadHolder && a.expiresAtNs > 0 {
 		prevHolder, prevExpiresAtNs = a.lastHolder, a.expiresAtNs
@@ -352,23 +371,23 @@ func (a *Arbiter) Renew(node NodeID, epoch uint64, nowNs int64) Decision {
 	nowNs = a.observe(nowNs)
 	switch {
 	case node == NodeNone:
-		return a.deny(ReasonInvalidNode, nowNs)
+		return a.deny(node, ReasonInvalidNode, nowNs)
 	case a.inQuarantine(nowNs) && a.hadHolder && node == a.lastHolder && epoch == a.epochHighest && epoch != 0:
 		a.quarantined = false
 		a.holder = node
 		a.expiresAtNs = nowNs
 		return a.extend(nowNs)
 	case a.inQuarantine(nowNs):
-		return a.deny(ReasonQuarantine, nowNs)
+		return a.deny(node, ReasonQuarantine, nowNs)
 	case !a.live(nowNs):
 		if a.holder == node && epoch == a.epochHighest {
-			return a.deny(ReasonExpired, nowNs)
+			return a.deny(node, ReasonExpired, nowNs)
 		}
-		return a.deny(ReasonNotHolder, nowNs)
+		return a.deny(node, ReasonNotHolder, nowNs)
 	case a.holder != node:
-		return a.deny(ReasonNotHolder, nowNs)
+		return a.deny(node, ReasonNotHolder, nowNs)
 	case epoch != a.epochHighest:
-		return a.deny(ReasonEpochMismatch, nowNs)
+		return a.deny(node, ReasonEpochMismatch, nowNs)
 	}
 	return a.extend(nowNs)
 }
@@ -413,6 +432,7 @@ func (a *Arbiter) Decline(node NodeID, epoch uint64, nowNs int64) bool {
 		return false
 	}
 	a.lastHolder = a.undo.lastHolder
+	a.runFrom = 0 // the newest epoch is not the restored holder's
 	a.undo.ok = false
 	return true
 }
@@ -487,8 +507,11 @@ func (a *Arbiter) granted(nowNs int64) Decision {
 	}
 }
 
-func (a *Arbiter) deny(reason DenyReason, nowNs int64) Decision {
+func (a *Arbiter) deny(node NodeID, reason DenyReason, nowNs int64) Decision {
 	d := Decision{Reason: reason, Epoch: a.epochHighest, InSyncVersion: a.inSyncVersion, Members: a.members}
+	if a.hadHolder && node == a.lastHolder && a.runFrom != 0 && a.runFrom <= a.epochHighest {
+		d.Run = a.epochHighest - a.runFrom + 1
+	}
 	switch {
 	case a.live(nowNs):
 		d.Holder = a.holder

@@ -208,8 +208,8 @@ func TestArbiterRules(t *testing.T) {
 					continue
 				}
 				// This table checks the lease rules; the in-sync fields
-				// are checked by TestInSyncRules.
-				got.InSyncVersion, got.Members, got.InSyncReason = 0, InSyncSet{}, ReasonNone
+				// are checked by TestInSyncRules, Run by TestDenyRun.
+				got.InSyncVersion, got.Members, got.InSyncReason, got.Run = 0, InSyncSet{}, ReasonNone, 0
 				if s.op == "propose" {
 					got.Persist = false
 				}

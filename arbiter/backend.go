@@ -60,6 +60,9 @@ type Reply struct {
 	// version above the one it has.
 	InSyncVersion uint64
 	Members       InSyncSet
+	// Run (deny to the last holder): how many of the newest epochs were
+	// all granted to the node (Decision.Run); 0 when unknown.
+	Run uint64
 }
 
 // Granted reports whether r is a grant.
@@ -73,7 +76,11 @@ func (r *Reply) Deliver(k *Keeper) bool {
 	case ReplyGrant:
 		return k.OnGrant(r.RequestID, r.Epoch, r.DurationNs)
 	case ReplyDeny:
-		return k.OnDeny(r.RequestID, r.Holder, r.Epoch, r.RemainingNs)
+		if !k.OnDeny(r.RequestID, r.Holder, r.Epoch, r.RemainingNs) {
+			return false
+		}
+		k.lastDeny.run = r.Run
+		return true
 	}
 	return false
 }

@@ -123,3 +123,41 @@ func handOver(t *testing.T, a *Arbiter) {
 		t.Fatalf("node 2: %+v", d)
 	}
 }
+
+// TestDenyRun: a refusal to the last holder says how many of the newest
+// epochs were all granted to it; to anyone else, nothing. A grant to
+// another node starts a new run; a restart knows only the restored epoch;
+// an undone grant leaves the restored holder no run.
+func TestDenyRun(t *testing.T) {
+	a, err := NewArbiter(testConfig) // lease 1000
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Acquire(1, 0)
+	a.RenewWithInSync(1, 1, 1, []NodeID{2}, 10)
+	// Node 1 asks again and again (its grants lost): epochs 2, 3, 4.
+	for i, now := range []int64{1100, 2200, 3300} {
+		if d := a.Acquire(1, now); !d.Granted || d.Epoch != uint64(i+2) {
+			t.Fatalf("acquire %d: %+v", i, d)
+		}
+	}
+	if d := a.Renew(1, 1, 3400); d.Granted || d.Epoch != 4 || d.Run != 4 {
+		t.Fatalf("node 1's refused renew of epoch 1: %+v, want run 4 (epochs 1..4 all its)", d)
+	}
+	if d := a.Acquire(2, 3500); d.Granted || d.Run != 0 {
+		t.Fatalf("node 2 (not the holder): %+v", d)
+	}
+	a.Release(1, 4, 3600)
+	if d := a.Acquire(2, 3700); !d.Granted || d.Epoch != 5 {
+		t.Fatalf("member node 2: %+v", d)
+	}
+	if d := a.Renew(2, 4, 3800); d.Run != 1 {
+		t.Fatalf("node 2's run after one grant: %+v", d)
+	}
+	if err := a.Restore(a.persistentForTest(), 3900); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.Acquire(2, 4000); d.Granted || d.Run != 1 {
+		t.Fatalf("after a restart: %+v, want run 1 (the restored epoch)", d)
+	}
+}

@@ -104,6 +104,7 @@ type Keeper struct {
 		holder      NodeID
 		epoch       uint64
 		remainingNs int64
+		run         uint64 // Reply.Run (Reply.Deliver sets it)
 	}
 }
 
@@ -239,6 +240,7 @@ func (k *Keeper) OnDeny(requestID uint64, holder NodeID, epoch uint64, remaining
 	k.lastDeny.holder = holder
 	k.lastDeny.epoch = epoch
 	k.lastDeny.remainingNs = remainingNs
+	k.lastDeny.run = 0 // Reply.Deliver sets it after
 	return true
 }
 
@@ -299,6 +301,11 @@ func (k *Keeper) View() LeaseView { return k.view }
 // Epoch returns the epoch of the current view (0 if never granted): the
 // epoch to stamp on frames while MayLead is true. It never decreases.
 func (k *Keeper) Epoch() uint64 { return k.view.Epoch }
+
+// LastDenyRun is the last accepted refusal's Reply.Run: how many of the
+// newest epochs, up to the one it named, were all granted to this node
+// (0: unknown, or a refusal taken through OnDeny alone).
+func (k *Keeper) LastDenyRun() uint64 { return k.lastDeny.run }
 
 // LastDeny returns the holder, epoch and remaining time reported by the
 // most recent refusal (zero before any).

@@ -368,7 +368,7 @@ func (h *harness) reply(w *strings.Builder, kind string, a args) {
 	if kind == "grant" {
 		r.Kind, r.DurationNs = arbiter.ReplyGrant, h.dur(a, "dur", h.leaseNs)
 	} else {
-		r.Kind, r.Holder, r.RemainingNs = arbiter.ReplyDeny, arbiter.NodeID(h.u64(a, "holder", 0)), h.leaseNs
+		r.Kind, r.Holder, r.RemainingNs, r.Run = arbiter.ReplyDeny, arbiter.NodeID(h.u64(a, "holder", 0)), h.leaseNs, h.u64(a, "run", 0)
 	}
 	if !r.Deliver(h.keeper) {
 		fmt.Fprintf(w, "keeper ignored the %s\n", kind)

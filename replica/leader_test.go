@@ -169,6 +169,7 @@ func (l *testLease) Epoch() uint64      { return 1 }
 func (l *testLease) LastDeny() (arbiter.NodeID, uint64, int64) {
 	return arbiter.NodeNone, 0, 0
 }
+func (l *testLease) LastDenyRun() uint64 { return 0 }
 
 func (h *lharness) run(w *strings.Builder, line string) {
 	fields := strings.Fields(line)

@@ -14,6 +14,10 @@ type Lease interface {
 	// LastDeny is the latest refusal: the holder it named, the newest
 	// epoch it named.
 	LastDeny() (holder arbiter.NodeID, epoch uint64, remainingNs int64)
+	// LastDenyRun is how many of the newest epochs, up to the one the
+	// latest refusal named, the arbiter said were all granted to this
+	// node (0: unknown).
+	LastDenyRun() uint64
 }
 
 var _ Lease = (*arbiter.Keeper)(nil)
@@ -74,7 +78,9 @@ func PrimaryLease(k Lease, self arbiter.NodeID, epoch uint64, held bool, nowNs i
 	// holder (a grant that has not reached the keeper yet), or it names
 	// no live holder and the newest epoch issued is the one right after
 	// ours, which our keeper was granted (a grant that reached it only
-	// after its lease had run out: a primary paused past it). Either way
+	// after its lease had run out: a primary paused past it), or every
+	// epoch after ours was granted to us, as the refusal says (new terms
+	// of ours whose grants were lost). Either way
 	// nobody else can have led since our epoch, and MayLead is false
 	// meanwhile, so nothing is released; the next grant is a new term of
 	// ours or a refusal naming another holder. Where epochs were issued
@@ -93,10 +99,13 @@ func PrimaryLease(k Lease, self arbiter.NodeID, epoch uint64, held bool, nowNs i
 }
 
 // ownNextEpoch reports whether a refusal naming holder and epoch denied
-// leaves epoch+1, granted to this node's keeper, the newest epoch issued,
-// with no live holder: nobody else has led after epoch.
+// leaves only epochs of this node's own after epoch, with no live holder:
+// the newest, denied, was granted to our keeper, and it is either the one
+// right after ours or the arbiter says every epoch from epoch+1 to it was
+// granted to this node (LastDenyRun: grants lost on the way, seed
+// 2323172). Nobody else has led after epoch.
 func ownNextEpoch(k Lease, epoch uint64, holder arbiter.NodeID, denied uint64) bool {
-	return holder == arbiter.NodeNone && denied == epoch+1 && k.Epoch() == denied
+	return holder == arbiter.NodeNone && k.Epoch() == denied && (denied == epoch+1 || k.LastDenyRun() >= denied-epoch)
 }
 
 // StandbyLease decides whether a standby following epoch promotes.

@@ -40,6 +40,10 @@ type Lease struct {
 	Members       [MaxMembers]uint32
 	// Declined: FlagDeclined, on a LEASE_RELEASE only.
 	Declined bool
+	// Run, on a LEASE_DENY to the last holder: how many of the newest
+	// epochs were all granted to it (arbiter.Decision.Run); 0 on every
+	// other frame. The payload's word at 12, reserved (zero) before.
+	Run uint32
 }
 
 // FlagDeclined marks a LEASE_RELEASE of a grant its node declined to lead
@@ -60,8 +64,8 @@ func (l *Lease) Append(dst []byte) []byte {
 	if !IsLease(l.Type) || l.NMembers < 0 || l.NMembers > MaxMembers {
 		panic(fmt.Sprintf("wire: lease frame of type %s with %d members", l.Type, l.NMembers))
 	}
-	if l.Declined && l.Type != TypeLeaseRelease {
-		panic(fmt.Sprintf("wire: declined flag on a %s", l.Type))
+	if (l.Declined && l.Type != TypeLeaseRelease) || (l.Run != 0 && l.Type != TypeLeaseDeny) {
+		panic(fmt.Sprintf("wire: declined flag or run on a %s", l.Type))
 	}
 	b, start := appendHeader(dst, l.Type, l.Origin, uint16(l.NMembers), l.Seq)
 	if l.Declined {
@@ -69,7 +73,7 @@ func (l *Lease) Append(dst []byte) []byte {
 	}
 	b = binary.LittleEndian.AppendUint64(b, l.RequestID)
 	b = binary.LittleEndian.AppendUint32(b, l.Holder)
-	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, l.Run)
 	b = binary.LittleEndian.AppendUint64(b, l.DurationNs)
 	b = binary.LittleEndian.AppendUint64(b, l.RemainingNs)
 	b = binary.LittleEndian.AppendUint64(b, l.InSyncVersion)
@@ -86,7 +90,7 @@ func validateLease(f *Frame) error {
 	if len(f.Payload) != leaseFixedLen+4*int(f.Count) {
 		return fmt.Errorf("%w: %s payload %d bytes for %d members", ErrLength, f.Type, len(f.Payload), f.Count)
 	}
-	if r := binary.LittleEndian.Uint32(f.Payload[12:]); r != 0 {
+	if r := binary.LittleEndian.Uint32(f.Payload[12:]); r != 0 && f.Type != TypeLeaseDeny {
 		return fmt.Errorf("%w: %s reserved word %#x", ErrFlags, f.Type, r)
 	}
 	return nil
@@ -104,6 +108,7 @@ func DecodeLease(f *Frame) (Lease, error) {
 		Seq:           f.Seq,
 		RequestID:     binary.LittleEndian.Uint64(p),
 		Holder:        binary.LittleEndian.Uint32(p[8:]),
+		Run:           binary.LittleEndian.Uint32(p[12:]),
 		DurationNs:    binary.LittleEndian.Uint64(p[16:]),
 		RemainingNs:   binary.LittleEndian.Uint64(p[24:]),
 		InSyncVersion: binary.LittleEndian.Uint64(p[32:]),

@@ -643,3 +643,24 @@ func TestHeartbeatLeaseReleased(t *testing.T) {
 		}
 	}
 }
+
+// A LEASE_DENY carries Run in the payload's word at 12; any other lease
+// frame with that word set is refused, as before.
+func TestLeaseDenyRun(t *testing.T) {
+	l := Lease{Type: TypeLeaseDeny, Origin: testOrigin, RequestID: 9, Run: 3}
+	f, _, err := Parse(l.Append(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeLease(&f); err != nil || got != l {
+		t.Fatalf("round trip of %+v: %+v %v", l, got, err)
+	}
+	g := Lease{Type: TypeLeaseGrant, Origin: testOrigin, RequestID: 9, DurationNs: 1}
+	b := g.Append(nil)
+	b[HeaderLen+12] = 1
+	binary.LittleEndian.PutUint32(b[offChecksum:], 0)
+	binary.LittleEndian.PutUint32(b[offChecksum:], checksum(b))
+	if _, _, err := Parse(b); !errors.Is(err, ErrFlags) {
+		t.Fatalf("a grant with the run word set: %v", err)
+	}
+}

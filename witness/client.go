@@ -147,7 +147,7 @@ func DecodeReply(f *wire.Frame) (arbiter.Reply, error) {
 	}
 	r.Members = set
 	if kind != arbiter.ReplyGrant {
-		r.RemainingNs = SaturateFromWire(l.RemainingNs)
+		r.RemainingNs, r.Run = SaturateFromWire(l.RemainingNs), uint64(l.Run)
 		return r, nil
 	}
 	if r.Epoch == 0 || l.DurationNs == 0 {

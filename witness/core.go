@@ -550,6 +550,7 @@ func (c *Core) answer(d arbiter.Decision, requestID uint64, stream uint16, leftN
 	} else {
 		l.Type = wire.TypeLeaseDeny
 		l.RemainingNs = durationToWireClamped(leftNs)
+		l.Run = uint32(min(d.Run, math.MaxUint32))
 		reason := int(d.Reason)
 		if reason >= denyReasonsMax {
 			reason = 0

@@ -354,3 +354,26 @@ func TestCoreDecline(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreDenyRun: a refusal to the last holder carries how many of the
+// newest epochs were all its own (new terms whose grants it never got);
+// a refusal to another node carries none.
+func TestCoreDenyRun(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	c := mustCore(t)
+	now := int64(0)
+	for i, id := range []uint64{1, 2, 3} { // three new terms of node 1
+		if rd := c.Step(acquireFrame(t, 1, id), nodeAddr, now); !rd.MustPersist {
+			t.Fatalf("acquire %d: %+v", i, rd)
+		}
+		mustReply(t, c.Persisted(nil))
+		now += 2000 * ms // past the lease: the next acquire is a new term
+	}
+	r := mustReply(t, c.Step(renewFrame(t, 1, 4, 1), nodeAddr, now).Reply)
+	if r.Granted() || r.Epoch != 3 || r.Run != 3 {
+		t.Fatalf("node 1's refused renew: %+v, want epoch 3, run 3", r)
+	}
+	if r := mustReply(t, c.Step(acquireFrame(t, 2, 1), nodeAddr, now).Reply); r.Granted() || r.Run != 0 {
+		t.Fatalf("node 2's refusal: %+v, want no run", r)
+	}
+}

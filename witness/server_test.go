@@ -99,8 +99,8 @@ func TestHandleRules(t *testing.T) {
 					want.Holder = r.Holder // the wire carries the requester; checked below
 				}
 				// This table checks the lease rules; TestHandleInSync checks
-				// the in-sync fields.
-				r.InSyncVersion, r.Members = 0, arbiter.InSyncSet{}
+				// the in-sync fields, TestCoreDenyRun the run.
+				r.InSyncVersion, r.Members, r.Run = 0, arbiter.InSyncSet{}, 0
 				if r != want {
 					t.Fatalf("step %d:\n got %+v\nwant %+v", i, r, want)
 				}
