@@ -127,7 +127,7 @@ func TestNodeSettingsConfig(t *testing.T) {
 	if _, err := auth.Keygen(key); err != nil {
 		t.Fatal(err)
 	}
-	s.SessionHistory, s.ProbeAfter, s.CPU, s.Role, s.Witness, s.Engine, s.KeyFile = 0, 0, 0, "primary", "127.0.0.1:7000", "none", key
+	s.SessionHistory, s.ProbeAfter, s.CPU, s.Witness, s.Engine, s.KeyFile = 0, 0, 0, "127.0.0.1:7000", "none", key
 	s.StatusFile, s.MarketData, s.TraceStages, s.TraceWindow = filepath.Join(s.Dir, "st.json"), "239.77.0.2:7200", 100, "1-10"
 	cfg, o, err = s.Config()
 	if err != nil {
@@ -136,7 +136,7 @@ func TestNodeSettingsConfig(t *testing.T) {
 	switch {
 	case cfg.SessionHistory >= 0 || cfg.ProbeAfterNs >= 0:
 		t.Errorf("--session-history 0 gave %d, --probe-after 0 gave %d: want none (negative)", cfg.SessionHistory, cfg.ProbeAfterNs)
-	case !cfg.PinCPU || cfg.CPU != 0 || cfg.Role != nodeconfig.RolePrimary:
+	case !cfg.PinCPU || cfg.CPU != 0 || cfg.Role != nodeconfig.RoleStandby:
 		t.Errorf("pin %v cpu %d role %v", cfg.PinCPU, cfg.CPU, cfg.Role)
 	case cfg.Witness != netip.MustParseAddrPort("127.0.0.1:7000") || cfg.Lease.LeaseDurationNs != arbiter.DefaultLeaseDurationNs:
 		t.Errorf("witness %v lease %+v", cfg.Witness, cfg.Lease)
@@ -149,6 +149,14 @@ func TestNodeSettingsConfig(t *testing.T) {
 		t.Fatal(err)
 	} else if _, ok := sm.(*engine.Nop); !ok {
 		t.Errorf("--engine none made a %T", sm)
+	}
+
+	// --role primary: a static primary, with no lease backend (with one it
+	// is refused: TestBadFlagsRefusedBeforeAnything).
+	static := goodSettings(t)
+	static.Role, static.Epoch = "primary", 7
+	if cfg, _, err := static.Config(); err != nil || cfg.Role != nodeconfig.RolePrimary || cfg.Epoch != 7 {
+		t.Fatalf("--role primary --epoch 7: role %v epoch %d, %v", cfg.Role, cfg.Epoch, err)
 	}
 
 	// etcd instead of the witness: a backend constructor, the same lease.
