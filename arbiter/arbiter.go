@@ -56,11 +56,15 @@ const (
 	// NodeNone or the holder itself; the renew was granted, the set is
 	// unchanged.
 	ReasonInSyncInvalid
+	// ReasonForeignHistory: the request named another history than the
+	// one the arbiter pinned for the cluster (ForeignHistory): the node's
+	// directory holds another cluster's records, or a copy of them.
+	ReasonForeignHistory
 )
 
 var denyReasonNames = [...]string{
 	"granted", "invalid node", "quarantine", "held", "not holder", "expired", "epoch mismatch", "epoch exhausted",
-	"not in sync", "in-sync version", "in-sync invalid",
+	"not in sync", "in-sync version", "in-sync invalid", "foreign history",
 }
 
 func (r DenyReason) String() string {
@@ -112,6 +116,9 @@ type Decision struct {
 	// promoted). The runtime puts them in every grant, deny and info.
 	InSyncVersion uint64
 	Members       InSyncSet
+	// History is the history id the arbiter has pinned for the cluster
+	// (0: none yet), on every decision; the runtime puts it in replies.
+	History uint64
 	// Run, on a refusal to the last holder, is how many of the newest
 	// epochs (Epoch-Run+1 through Epoch) were all granted to it; 0 when
 	// the refusal goes to another node or nothing is known. A keeper that
@@ -131,7 +138,7 @@ type Decision struct {
 // epoch, the in-sync version and set, and the holder (Persist is only ever
 // set on a grant, so Holder is the last holder).
 func (d *Decision) PersistentState() PersistentState {
-	return PersistentState{Epoch: d.Epoch, InSyncVersion: d.InSyncVersion, LastHolder: d.Holder, Members: d.Members}
+	return PersistentState{Epoch: d.Epoch, InSyncVersion: d.InSyncVersion, LastHolder: d.Holder, Members: d.Members, History: d.History}
 }
 
 // Status is the answer to Query: who leads, at which epoch, for how long.
@@ -210,6 +217,9 @@ type Arbiter struct {
 		ok         bool
 		lastHolder NodeID
 	}
+	// history is the cluster's history id (0: none yet), pinned by the
+	// first granted request that named one (PinHistory) and persisted.
+	history uint64
 }
 
 // NewArbiter returns an arbiter with no lease and epoch 0, granting leases
@@ -248,6 +258,7 @@ func (a *Arbiter) Restore(state PersistentState, nowNs int64) error {
 		a.members = state.Members
 		a.lastHolder = state.LastHolder
 		a.hadHolder = state.LastHolder != NodeNone
+		a.history = state.History
 		a.runFrom = 0
 		if a.hadHolder {
 			a.runFrom = state.Epoch // only the restored epoch is known to be its
@@ -471,6 +482,41 @@ func (a *Arbiter) RenewWithInSync(node NodeID, epoch, baseVersion uint64, member
 	return d
 }
 
+// ForeignHistory reports whether a request naming history (a node's
+// directory's history id; 0: none yet) is of another history than the
+// one pinned for the cluster: the runtime refuses it (DenyForeign)
+// before deciding anything else. Epoch numbers are no identity: two
+// clusters started apart lead the same epochs, and a node restarted on
+// a copy of another cluster's directory is taken for an in-sync member
+// by its node ID alone. A node with no id yet (a new directory) is not
+// judged: replica.MayLeadTerm keeps it from leading a later term.
+func (a *Arbiter) ForeignHistory(history uint64) bool {
+	return history != 0 && a.history != 0 && history != a.history
+}
+
+// DenyForeign refuses node's request with ReasonForeignHistory. Nothing
+// changes.
+func (a *Arbiter) DenyForeign(node NodeID, nowNs int64) Decision {
+	return a.deny(node, ReasonForeignHistory, a.observe(nowNs))
+}
+
+// PinHistory pins history as the cluster's after the granted decision d
+// for a request naming it, if none is pinned yet (a fresh cluster, or a
+// record from before history ids): d then asks to Persist, so the pin is
+// durable before the grant leaves. The first holder of a fresh cluster
+// asks with no id (its directory is new) and makes one as it leads: its
+// next renew pins it. d carries the pinned id either way.
+func (a *Arbiter) PinHistory(d *Decision, history uint64) {
+	if d.Granted && a.history == 0 && history != 0 {
+		a.history = history
+		d.Persist = true
+	}
+	d.History = a.history
+}
+
+// History is the pinned history id (0: none yet).
+func (a *Arbiter) History() uint64 { return a.history }
+
 // Query reports who holds the lease at nowNs.
 func (a *Arbiter) Query(nowNs int64) Status {
 	nowNs = a.observe(nowNs)
@@ -504,11 +550,12 @@ func (a *Arbiter) granted(nowNs int64) Decision {
 		RemainingNs:   a.expiresAtNs - nowNs,
 		InSyncVersion: a.inSyncVersion,
 		Members:       a.members,
+		History:       a.history,
 	}
 }
 
 func (a *Arbiter) deny(node NodeID, reason DenyReason, nowNs int64) Decision {
-	d := Decision{Reason: reason, Epoch: a.epochHighest, InSyncVersion: a.inSyncVersion, Members: a.members}
+	d := Decision{Reason: reason, Epoch: a.epochHighest, InSyncVersion: a.inSyncVersion, Members: a.members, History: a.history}
 	if a.hadHolder && node == a.lastHolder && a.runFrom != 0 && a.runFrom <= a.epochHighest {
 		d.Run = a.epochHighest - a.runFrom + 1
 	}

@@ -63,6 +63,10 @@ type Reply struct {
 	// Run (deny to the last holder): how many of the newest epochs were
 	// all granted to the node (Decision.Run); 0 when unknown.
 	Run uint64
+	// History is the cluster's history id the arbiter pinned (0: none
+	// yet, or a backend that pins none): a node whose directory holds
+	// another refuses to lead or acknowledge (replica.Identity).
+	History uint64
 }
 
 // Granted reports whether r is a grant.

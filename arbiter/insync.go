@@ -108,6 +108,9 @@ type PersistentState struct {
 	// Members is the in-sync set: the standbys that have everything the
 	// holder of Epoch released. It never contains LastHolder.
 	Members InSyncSet
+	// History is the cluster's pinned history id (Arbiter.PinHistory;
+	// 0: none yet, or a record from before history ids).
+	History uint64
 }
 
 // Validate returns an error wrapping ErrInvalidState when Members breaks

@@ -59,6 +59,10 @@ type Request struct {
 	// (its directory is new: Link.Release): the arbiter may undo the grant
 	// (Arbiter.Decline).
 	Declined bool
+	// History is the id of the history the node's directory holds (0:
+	// none yet; Keeper.SetHistory): the arbiter refuses a node of
+	// another history than the cluster's (Arbiter.ForeignHistory).
+	History uint64
 }
 
 type outstandingRequest struct {
@@ -72,6 +76,7 @@ type outstandingRequest struct {
 // concurrent use.
 type Keeper struct {
 	node     NodeID
+	history  uint64 // SetHistory
 	cfg      Config
 	wantLead bool
 
@@ -161,17 +166,22 @@ func (k *Keeper) Tick(nowNs int64) (Request, bool) {
 	}
 	if k.acquireID != 0 && k.outstanding[k.acquireID%MaxOutstandingRequests].id == k.acquireID &&
 		nowNs < addSaturating(k.acquireFirstNs, k.cfg.LeaseDurationNs-k.cfg.MarginNs) {
-		return Request{ID: k.acquireID, Kind: RequestAcquire, Node: k.node, SentAtNs: nowNs}, true
+		return Request{ID: k.acquireID, Kind: RequestAcquire, Node: k.node, SentAtNs: nowNs, History: k.history}, true
 	}
 	req := k.newRequest(Request{Kind: RequestAcquire, Node: k.node, SentAtNs: nowNs})
 	k.acquireID, k.acquireFirstNs = req.ID, nowNs
 	return req, true
 }
 
-// newRequest gives req the next ID and remembers its send time.
+// SetHistory names the history the node's directory holds in every
+// request from now on (0: none yet).
+func (k *Keeper) SetHistory(id uint64) { k.history = id }
+
+// newRequest gives req the next ID and the node's history id, and
+// remembers its send time.
 func (k *Keeper) newRequest(req Request) Request {
 	k.lastRequestID++
-	req.ID = k.lastRequestID
+	req.ID, req.History = k.lastRequestID, k.history
 	k.outstanding[req.ID%MaxOutstandingRequests] = outstandingRequest{id: req.ID, sentAtNs: req.SentAtNs}
 	return req
 }
@@ -273,7 +283,7 @@ func (k *Keeper) Release(nowNs int64) (Request, bool) {
 	}
 	k.lastRequestID++ // a fresh ID for the arbiter's replay window; no reply is awaited
 	k.viewRequestID = k.lastRequestID
-	return Request{ID: k.lastRequestID, Kind: RequestRelease, Node: k.node, Epoch: k.view.Epoch, SentAtNs: nowNs}, true
+	return Request{ID: k.lastRequestID, Kind: RequestRelease, Node: k.node, Epoch: k.view.Epoch, SentAtNs: nowNs, History: k.history}, true
 }
 
 // StartRequestIDsAfter makes the next request's ID id+1 (when that is

@@ -390,7 +390,7 @@ func (c *Client) countError(ctx context.Context, err error) {
 type counters struct {
 	requests, replaced, acquires, renews, releases          atomic.Uint64
 	grants, grantsNewTerm, denies, grantsUndone             atomic.Uint64
-	deniesHeld, deniesNotInSync, deniesLost                 atomic.Uint64
+	deniesHeld, deniesNotInSync, deniesLost, deniesForeign  atomic.Uint64
 	inSyncProposals, inSyncChanged, inSyncRefused           atomic.Uint64
 	errors, timeouts, corruptValues, resultsDropped, unused atomic.Uint64
 }
@@ -411,7 +411,9 @@ type Stats struct {
 	// DeniesHeld: another node holds the lease. DeniesNotInSync: the lease
 	// is free but this node may not be promoted. DeniesLost: our etcd
 	// lease or leader key is gone (expired, or another term began).
-	DeniesHeld, DeniesNotInSync, DeniesLost uint64
+	// DeniesForeign: this node's history id is not the cluster's pinned
+	// one (its directory holds another cluster's history).
+	DeniesHeld, DeniesNotInSync, DeniesLost, DeniesForeign uint64
 	// InSyncProposals were sent with a renew; InSyncChanged written;
 	// InSyncRefused refused (stale base, invalid set, or the set changed
 	// between read and write).
@@ -434,7 +436,7 @@ func (c *Client) Stats() Stats {
 		Acquires: s.acquires.Load(), Renews: s.renews.Load(), Releases: s.releases.Load(),
 		Grants: s.grants.Load(), GrantsNewTerm: s.grantsNewTerm.Load(), Denies: s.denies.Load(), GrantsUndone: s.grantsUndone.Load(),
 		DeniesHeld: s.deniesHeld.Load(), DeniesNotInSync: s.deniesNotInSync.Load(), DeniesLost: s.deniesLost.Load(),
-		InSyncProposals: s.inSyncProposals.Load(), InSyncChanged: s.inSyncChanged.Load(), InSyncRefused: s.inSyncRefused.Load(),
+		DeniesForeign: s.deniesForeign.Load(), InSyncProposals: s.inSyncProposals.Load(), InSyncChanged: s.inSyncChanged.Load(), InSyncRefused: s.inSyncRefused.Load(),
 		Errors: s.errors.Load(), Timeouts: s.timeouts.Load(), CorruptValues: s.corruptValues.Load(),
 		ResultsDropped: s.resultsDropped.Load(), UnusedLeases: s.unused.Load(),
 	}

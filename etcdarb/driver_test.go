@@ -70,11 +70,19 @@ func testKeeperConfig(leaseNs int64) arbiter.Config {
 // ticking it; want says whether it contends at once. Cleanup stops it.
 func startNode(tb testing.TB, endpoints []string, stream uint16, id arbiter.NodeID, leaseNs int64, want bool) *driven {
 	tb.Helper()
+	return startNodeOf(tb, endpoints, stream, id, leaseNs, want, 0)
+}
+
+// startNodeOf is startNode for a node whose directory holds history id
+// history (0: none), which its requests name (arbiter.Keeper.SetHistory).
+func startNodeOf(tb testing.TB, endpoints []string, stream uint16, id arbiter.NodeID, leaseNs int64, want bool, history uint64) *driven {
+	tb.Helper()
 	cfg := testKeeperConfig(leaseNs)
 	k, err := arbiter.NewKeeper(id, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	k.SetHistory(history)
 	c, err := New(Config{Endpoints: endpoints, Prefix: "/seqbus-test", Stream: stream, Node: id, LeaseDurationNs: leaseNs}, k)
 	if err != nil {
 		tb.Fatal(err)

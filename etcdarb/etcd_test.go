@@ -34,6 +34,38 @@ func TestEtcd(t *testing.T) {
 	t.Run("Release", func(t *testing.T) { testRelease(t, eps, 7, 2*second) })
 	t.Run("OperatorOverride", func(t *testing.T) { testOperatorOverride(t, eps, 8) })
 	t.Run("Decline", func(t *testing.T) { testDecline(t, eps, 9) })
+	t.Run("ForeignHistory", func(t *testing.T) { testForeignHistory(t, eps, 10) })
+}
+
+// The cluster's history id is pinned in the insync value by the first
+// granted request naming one; a member of the in-sync set asking with
+// another (restarted on another cluster's directory) is refused the
+// free lease, and one of the history takes it.
+func testForeignHistory(t *testing.T, eps []string, stream uint16) {
+	const ours, theirs = 0xaaaa, 0xbbbb
+	a := startNodeOf(t, eps, stream, 1, second, true, ours)
+	waitLeader(t, 3*time.Second, a)
+	first, _ := a.lastGrant()
+	a.propose(first.version, 2, 3)
+	waitFor(t, 2*time.Second, "in-sync set {2, 3}", func() bool {
+		g, _ := a.lastGrant()
+		return slices.Equal(g.members, []arbiter.NodeID{2, 3})
+	})
+	if _, _, s := query(t, a); s.History != ours {
+		t.Fatalf("pinned history %#x, want %#x", s.History, ours)
+	}
+	b := startNodeOf(t, eps, stream, 2, second, true, theirs)
+	a.release()
+	waitFor(t, 5*time.Second, "node 2 refused as foreign", func() bool { return b.c.Stats().DeniesForeign > 0 })
+	if b.mayLead() {
+		t.Fatal("node 2 of another history leads")
+	}
+	c := startNodeOf(t, eps, stream, 3, second, true, ours)
+	waitLeader(t, 5*time.Second, c)
+	checkSafety(t, a, b, c)
+	if b.mayLead() || b.c.Stats().Grants != 0 {
+		t.Fatalf("node 2 of another history granted: %+v", b.c.Stats())
+	}
 }
 
 // The two-node double fault of a replaced disk: node 1 led with node 2
@@ -322,7 +354,7 @@ func testStaleHolder(t *testing.T, eps []string, stream uint16) {
 	// Pretend the stale holder still believed it held epoch g1 with the
 	// set just read: the transaction's leader condition refuses it.
 	s.leader, s.leaderRev = 1, int64(g1.epoch)
-	r, err = stale.propose(ctx, grantReply(2, g1.epoch, second, s.inSync.Version, s.inSync.Members), &s, clientv3.LeaseID(s.leaderLease), &p)
+	r, err = stale.propose(ctx, grantReply(2, g1.epoch, second, s.inSync.Version, s.inSync.Members, 0), &s, clientv3.LeaseID(s.leaderLease), &p, 0)
 	if err != nil || r.Granted() {
 		t.Fatalf("stale compare-and-set: %+v %v, want a deny", r, err)
 	}

@@ -13,7 +13,7 @@ import (
 // the last holder at the term's revision.
 func FuzzDecodeState(f *testing.F) {
 	s := set(2, 3)
-	f.Add([]byte("1"), []byte("1"), encodeInSync(2, &s), int64(5), int64(5), int64(7), int64(6), true, true, true)
+	f.Add([]byte("1"), []byte("1"), encodeInSync(2, &s, 0), int64(5), int64(5), int64(7), int64(6), true, true, true)
 	f.Add([]byte(""), []byte("1"), []byte(`{"version":1,"members":[]}`), int64(0), int64(5), int64(0), int64(5), false, true, true)
 	f.Add([]byte("x"), []byte("0"), []byte(`{"version":1,"members":[3,2]}`), int64(-1), int64(0), int64(0), int64(0), true, true, true)
 	f.Fuzz(func(t *testing.T, lv, tv, iv []byte, lrev, trev, lease, irev int64, lp, tp, ip bool) {
@@ -33,8 +33,8 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("accepted leader %+v", st)
 		}
 		if ip {
-			v, got, err := decodeInSync(encodeInSync(st.inSync.Version, &m))
-			if err != nil || v != st.inSync.Version || got != m {
+			v, got, h, err := decodeInSync(encodeInSync(st.inSync.Version, &m, st.inSync.History))
+			if err != nil || v != st.inSync.Version || got != m || h != st.inSync.History {
 				t.Fatalf("re-encoding the accepted set: %v", err)
 			}
 		}

@@ -87,19 +87,15 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (arbiter.Repl
 			return arbiter.Reply{}, err
 		}
 	}
-	switch {
-	case s.leader != arbiter.NodeNone:
-		c.stats.deniesHeld.Add(1)
-		return denyReply(req.ID, &s), nil
-	case !mayAcquire(&s, c.cfg.Node):
-		c.stats.deniesNotInSync.Add(1)
-		return denyReply(req.ID, &s), nil
+	if r, refused := c.refused(req, &s); refused {
+		return r, nil
 	}
 	lease, err := c.etcd.Grant(ctx, c.ttlS)
 	if err != nil {
 		return arbiter.Reply{}, err
 	}
 	version, members := nextTermInSync(&s, c.cfg.Node)
+	history := pinnedHistory(&s, req.History)
 	node := encodeNode(c.cfg.Node)
 	// The conditions make the promotion rule atomic: mayAcquire judged the
 	// term and the set at exactly these revisions, and the leader key must
@@ -111,7 +107,7 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (arbiter.Repl
 	).Then(
 		clientv3.OpPut(c.keys.leader, node, clientv3.WithLease(lease.ID)),
 		clientv3.OpPut(c.keys.term, node),
-		clientv3.OpPut(c.keys.inSync, string(encodeInSync(version, &members))),
+		clientv3.OpPut(c.keys.inSync, string(encodeInSync(version, &members, history))),
 	).Else(c.getAll()...).Commit()
 	if err != nil {
 		// The transaction may have succeeded: then the next acquire finds
@@ -137,7 +133,24 @@ func (c *Client) acquire(ctx context.Context, req arbiter.Request) (arbiter.Repl
 	epoch := uint64(resp.Header.Revision)
 	c.newTerm(lease.ID, epoch, &s)
 	c.stats.grantsNewTerm.Add(1)
-	return grantReply(req.ID, epoch, grantDurationNs(lease.TTL, c.cfg.LeaseDurationNs), version, members), nil
+	return grantReply(req.ID, epoch, grantDurationNs(lease.TTL, c.cfg.LeaseDurationNs), version, members, history), nil
+}
+
+// refused is acquire's refusal of a lease this node may not take (read
+// in s): held by another, of another history than the cluster's, or not
+// promotable (mayAcquire).
+func (c *Client) refused(req arbiter.Request, s *state) (arbiter.Reply, bool) {
+	switch {
+	case s.leader != arbiter.NodeNone:
+		c.stats.deniesHeld.Add(1)
+	case foreignHistory(s, req.History):
+		c.stats.deniesForeign.Add(1)
+	case !mayAcquire(s, c.cfg.Node):
+		c.stats.deniesNotInSync.Add(1)
+	default:
+		return arbiter.Reply{}, false
+	}
+	return denyReply(req.ID, s), true
 }
 
 // newTerm records the term this worker was just granted: its etcd lease,
@@ -172,10 +185,16 @@ func (c *Client) renew(ctx context.Context, req arbiter.Request, p *arbiter.InSy
 		c.stats.inSyncProposals.Add(1)
 	}
 	r, s, err := c.extend(ctx, req.ID, req.Epoch, lease)
-	if err != nil || !r.Granted() || p.BaseVersion == 0 {
+	switch {
+	case err != nil || !r.Granted():
 		return r, err
+	case foreignHistory(&s, req.History):
+		c.stats.deniesForeign.Add(1)
+		return denyReply(req.ID, &s), nil
+	case p.BaseVersion == 0 && pinnedHistory(&s, req.History) == s.inSync.History:
+		return r, nil
 	}
-	return c.propose(ctx, r, &s, lease, p)
+	return c.propose(ctx, r, &s, lease, p, req.History)
 }
 
 // extend renews etcd lease id (one keep-alive) and then checks, in one
@@ -211,7 +230,7 @@ func (c *Client) extend(ctx context.Context, requestID, epoch uint64, id clientv
 	// A renewed term may have been led: a declined release no longer
 	// undoes it (arbiter.Arbiter.Decline's rule).
 	c.leaseID, c.epoch, c.undoHolder = id, epoch, arbiter.NodeNone
-	return grantReply(requestID, epoch, grantDurationNs(ka.TTL, c.cfg.LeaseDurationNs), s.inSync.Version, s.inSync.Members), s, nil
+	return grantReply(requestID, epoch, grantDurationNs(ka.TTL, c.cfg.LeaseDurationNs), s.inSync.Version, s.inSync.Members, s.inSync.History), s, nil
 }
 
 // release ends the term of epoch req.Epoch this worker holds: it deletes
@@ -264,23 +283,36 @@ func (c *Client) release(ctx context.Context, req arbiter.Request) error {
 // (epoch and lease) and the set's ModRevision unchanged since that read.
 // A refused proposal leaves the renew granted, carrying the set in force,
 // as at the witness; a leader key that is no longer ours turns the grant
-// into a deny.
-func (c *Client) propose(ctx context.Context, r arbiter.Reply, s *state, lease clientv3.LeaseID, p *arbiter.InSyncProposal) (arbiter.Reply, error) {
-	verdict, members := judgeProposal(s, c.cfg.Node, p)
-	switch verdict {
-	case proposalStale, proposalInvalid:
+// into a deny. The same write pins the renew's history id when none is
+// pinned yet (arbiter.Arbiter.PinHistory), with or without a proposal
+// (p.BaseVersion 0: the set is kept).
+func (c *Client) propose(ctx context.Context, r arbiter.Reply, s *state, lease clientv3.LeaseID, p *arbiter.InSyncProposal, history uint64) (arbiter.Reply, error) {
+	verdict, members := proposalSame, s.inSync.Members
+	if p.BaseVersion != 0 {
+		verdict, members = judgeProposal(s, c.cfg.Node, p)
+	}
+	history = pinnedHistory(s, history)
+	pin := history != s.inSync.History
+	switch {
+	case verdict == proposalStale || verdict == proposalInvalid:
 		c.stats.inSyncRefused.Add(1)
-		return r, nil
-	case proposalSame:
+		if !pin {
+			return r, nil
+		}
+		verdict, members = proposalSame, s.inSync.Members
+	case verdict == proposalSame && !pin:
 		return r, nil
 	}
-	version := s.inSync.Version + 1
+	version := s.inSync.Version
+	if verdict == proposalChange {
+		version++
+	}
 	resp, err := c.etcd.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(c.keys.leader), "=", int64(r.Epoch)),
 		clientv3.Compare(clientv3.LeaseValue(c.keys.leader), "=", int64(lease)),
 		clientv3.Compare(clientv3.ModRevision(c.keys.inSync), "=", s.inSyncRev),
 	).Then(
-		clientv3.OpPut(c.keys.inSync, string(encodeInSync(version, &members))),
+		clientv3.OpPut(c.keys.inSync, string(encodeInSync(version, &members, history))),
 	).Else(c.getAll()...).Commit()
 	if err != nil {
 		// The write may or may not have happened; the renew stands with
@@ -289,8 +321,10 @@ func (c *Client) propose(ctx context.Context, r arbiter.Reply, s *state, lease c
 		return r, nil
 	}
 	if resp.Succeeded {
-		c.stats.inSyncChanged.Add(1)
-		r.InSyncVersion, r.Members = version, members
+		if verdict == proposalChange {
+			c.stats.inSyncChanged.Add(1)
+		}
+		r.InSyncVersion, r.Members, r.History = version, members, history
 		return r, nil
 	}
 	c.stats.inSyncRefused.Add(1)

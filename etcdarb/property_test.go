@@ -44,7 +44,7 @@ func (m *memEtcd) acquire(t *rapid.T, node arbiter.NodeID) (granted bool, epoch 
 	val := []byte(encodeNode(node))
 	m.leader = kv{present: true, value: val, createRev: m.rev, modRev: m.rev, lease: 1}
 	m.term = kv{present: true, value: val, createRev: m.rev, modRev: m.rev}
-	m.inSync = kv{present: true, value: encodeInSync(v, &members), modRev: m.rev}
+	m.inSync = kv{present: true, value: encodeInSync(v, &members, 0), modRev: m.rev}
 	return true, uint64(m.rev), InSync{Version: v, Members: members, LastHolder: node}
 }
 
@@ -62,7 +62,7 @@ func (m *memEtcd) renew(t *rapid.T, node arbiter.NodeID, epoch uint64, p *arbite
 		return true, s.inSync
 	}
 	m.rev++
-	m.inSync = kv{present: true, value: encodeInSync(s.inSync.Version+1, &members), modRev: m.rev}
+	m.inSync = kv{present: true, value: encodeInSync(s.inSync.Version+1, &members, 0), modRev: m.rev}
 	return true, m.state(t).inSync
 }
 

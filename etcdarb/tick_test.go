@@ -54,7 +54,7 @@ func TestTickQueuesAndDelivers(t *testing.T) {
 		t.Fatalf("queued %+v, replaced %d", j, c.stats.replaced.Load())
 	}
 	// The grant is delivered to the keeper and to the callback, in order.
-	putResult(c, grantReply(j.req.ID, 5, second, 1, set()))
+	putResult(c, grantReply(j.req.ID, 5, second, 1, set(), 0))
 	var seen []arbiter.Reply
 	c.Tick(2*arbiter.DefaultRetryNs+1, func(r arbiter.Reply) { seen = append(seen, r) })
 	if len(seen) != 1 || !k.MayLead(2*arbiter.DefaultRetryNs+2) || k.Epoch() != 5 {
@@ -93,7 +93,7 @@ func TestTickQueuesAndDelivers(t *testing.T) {
 	if queued.req.Epoch != 5 || queued.proposal.BaseVersion != 1 {
 		t.Fatalf("renew of epoch 5 queued %+v", queued)
 	}
-	putResult(c, grantReply(queued.req.ID, 6, second, 1, set()))
+	putResult(c, grantReply(queued.req.ID, 6, second, 1, set(), 0))
 	c.Tick(2*arbiter.DefaultRetryNs+6, nil) // delivers the grant of epoch 6
 	k.Hurry(0)
 	c.Tick(2*arbiter.DefaultRetryNs+7, nil)

@@ -27,6 +27,10 @@ type InSync struct {
 	// LastHolder is the node that was granted the highest epoch (it may
 	// take the lease back after a lapse); NodeNone in a fresh cluster.
 	LastHolder arbiter.NodeID
+	// History is the cluster's pinned history id (0: none yet), stored
+	// in the insync value: a node asking with another is refused, as at
+	// the UDP witness (arbiter.Arbiter.ForeignHistory).
+	History uint64
 }
 
 // kv is one key as read from etcd, reduced to what the rules need.
@@ -67,12 +71,14 @@ func (s *state) highestEpoch() uint64 { return uint64(max(s.leaderRev, s.termRev
 type inSyncValue struct {
 	Version uint64   `json:"version"`
 	Members []uint32 `json:"members"`
+	History uint64   `json:"history,omitempty"`
 }
 
 // encodeInSync returns the insync value for version and members (sorted,
-// valid: the caller built members with arbiter.MakeInSyncSet).
-func encodeInSync(version uint64, members *arbiter.InSyncSet) []byte {
-	v := inSyncValue{Version: version, Members: make([]uint32, 0, members.N)}
+// valid: the caller built members with arbiter.MakeInSyncSet) and the
+// pinned history id (0: none).
+func encodeInSync(version uint64, members *arbiter.InSyncSet, history uint64) []byte {
+	v := inSyncValue{Version: version, Members: make([]uint32, 0, members.N), History: history}
 	for _, m := range members.Slice() {
 		v.Members = append(v.Members, uint32(m))
 	}
@@ -92,21 +98,21 @@ const maxInSyncValueBytes = 256
 // decodeInSync parses an insync value. It refuses (ErrCorruptValue) a value
 // that is too long, not exactly our JSON, version 0, or a member list that
 // is not sorted, unique, non-zero and at most arbiter.MaxInSyncMembers.
-func decodeInSync(b []byte) (version uint64, members arbiter.InSyncSet, err error) {
+func decodeInSync(b []byte) (version uint64, members arbiter.InSyncSet, history uint64, err error) {
 	if len(b) > maxInSyncValueBytes {
-		return 0, members, fmt.Errorf("%w: in-sync value of %d bytes", ErrCorruptValue, len(b))
+		return 0, members, 0, fmt.Errorf("%w: in-sync value of %d bytes", ErrCorruptValue, len(b))
 	}
 	var v inSyncValue
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&v); err != nil {
-		return 0, members, fmt.Errorf("%w: in-sync value %q: %v", ErrCorruptValue, b, err)
+		return 0, members, 0, fmt.Errorf("%w: in-sync value %q: %v", ErrCorruptValue, b, err)
 	}
 	if d.More() {
-		return 0, members, fmt.Errorf("%w: in-sync value %q has trailing data", ErrCorruptValue, b)
+		return 0, members, 0, fmt.Errorf("%w: in-sync value %q has trailing data", ErrCorruptValue, b)
 	}
 	if v.Version == 0 || len(v.Members) > arbiter.MaxInSyncMembers {
-		return 0, members, fmt.Errorf("%w: in-sync value %q: version 0 or more than %d members", ErrCorruptValue, b, arbiter.MaxInSyncMembers)
+		return 0, members, 0, fmt.Errorf("%w: in-sync value %q: version 0 or more than %d members", ErrCorruptValue, b, arbiter.MaxInSyncMembers)
 	}
 	ids := make([]arbiter.NodeID, len(v.Members))
 	for i, m := range v.Members {
@@ -114,9 +120,9 @@ func decodeInSync(b []byte) (version uint64, members arbiter.InSyncSet, err erro
 	}
 	members, ok := arbiter.MakeInSyncSet(ids, arbiter.NodeNone)
 	if !ok || !slices.Equal(members.Slice(), ids) {
-		return 0, arbiter.InSyncSet{}, fmt.Errorf("%w: in-sync members %v not sorted, unique and non-zero", ErrCorruptValue, v.Members)
+		return 0, arbiter.InSyncSet{}, 0, fmt.Errorf("%w: in-sync members %v not sorted, unique and non-zero", ErrCorruptValue, v.Members)
 	}
-	return v.Version, members, nil
+	return v.Version, members, v.History, nil
 }
 
 // encodeNode is the value of the leader and term keys: the node ID in
@@ -159,11 +165,11 @@ func decodeState(leader, term, inSync kv) (state, error) {
 		s.termRev, s.inSync.LastHolder = term.modRev, n
 	}
 	if inSync.present {
-		v, m, err := decodeInSync(inSync.value)
+		v, m, h, err := decodeInSync(inSync.value)
 		if err != nil {
 			return state{}, err
 		}
-		s.inSyncRev, s.inSync.Version, s.inSync.Members = inSync.modRev, v, m
+		s.inSyncRev, s.inSync.Version, s.inSync.Members, s.inSync.History = inSync.modRev, v, m, h
 	}
 	switch {
 	case s.leader != arbiter.NodeNone && (s.leader != s.inSync.LastHolder || s.leaderRev != s.termRev):
@@ -235,7 +241,7 @@ func judgeProposal(s *state, holder arbiter.NodeID, p *arbiter.InSyncProposal) (
 }
 
 // grantReply is the reply for a grant of epoch for durationNs.
-func grantReply(requestID, epoch uint64, durationNs int64, version uint64, members arbiter.InSyncSet) arbiter.Reply {
+func grantReply(requestID, epoch uint64, durationNs int64, version uint64, members arbiter.InSyncSet, history uint64) arbiter.Reply {
 	return arbiter.Reply{
 		Kind:          arbiter.ReplyGrant,
 		RequestID:     requestID,
@@ -243,6 +249,7 @@ func grantReply(requestID, epoch uint64, durationNs int64, version uint64, membe
 		DurationNs:    durationNs,
 		InSyncVersion: version,
 		Members:       members,
+		History:       history,
 	}
 }
 
@@ -258,5 +265,22 @@ func denyReply(requestID uint64, s *state) arbiter.Reply {
 		Holder:        s.leader,
 		InSyncVersion: s.inSync.Version,
 		Members:       s.inSync.Members,
+		History:       s.inSync.History,
 	}
+}
+
+// foreignHistory is arbiter.Arbiter.ForeignHistory against the pinned id
+// read in s.
+func foreignHistory(s *state, history uint64) bool {
+	return history != 0 && s.inSync.History != 0 && history != s.inSync.History
+}
+
+// pinnedHistory is the history id to write with the insync key after a
+// granted request naming history: the one pinned, else history
+// (arbiter.Arbiter.PinHistory).
+func pinnedHistory(s *state, history uint64) uint64 {
+	if s.inSync.History != 0 {
+		return s.inSync.History
+	}
+	return history
 }

@@ -75,10 +75,12 @@ func TestConfig(t *testing.T) {
 
 func TestInSyncCodec(t *testing.T) {
 	for _, s := range []arbiter.InSyncSet{set(), set(2), set(1, 3, 4, 5, 6, 7, 8, 4294967295)} {
-		b := encodeInSync(9, &s)
-		v, got, err := decodeInSync(b)
-		if err != nil || v != 9 || got != s {
-			t.Errorf("round trip %v: %s -> %d %v %v", s.Slice(), b, v, got.Slice(), err)
+		for _, history := range []uint64{0, 0xfeedface12345678} {
+			b := encodeInSync(9, &s, history)
+			v, got, h, err := decodeInSync(b)
+			if err != nil || v != 9 || got != s || h != history {
+				t.Errorf("round trip %v, history %#x: %s -> %d %v %#x %v", s.Slice(), history, b, v, got.Slice(), h, err)
+			}
 		}
 	}
 	for _, bad := range []string{
@@ -86,9 +88,9 @@ func TestInSyncCodec(t *testing.T) {
 		`{"version":1,"members":[1,1]}`, `{"version":1,"members":[0]}`,
 		`{"version":1,"members":[1,2,3,4,5,6,7,8,9]}`, `{"version":1,"members":[4294967296]}`,
 		`{"version":1,"members":[],"extra":1}`, `{"version":1,"members":[]} {}`,
-		`{"version":-1,"members":[]}`, `[1]`, `{"version":1,"members":[1]` + string(make([]byte, 300)) + `}`,
+		`{"version":-1,"members":[]}`, `{"version":1,"members":[],"history":-1}`, `{"version":1,"members":[],"history":"ab"}`, `[1]`, `{"version":1,"members":[1]` + string(make([]byte, 300)) + `}`,
 	} {
-		if _, _, err := decodeInSync([]byte(bad)); !errors.Is(err, ErrCorruptValue) {
+		if _, _, _, err := decodeInSync([]byte(bad)); !errors.Is(err, ErrCorruptValue) {
 			t.Errorf("decodeInSync(%q) = %v, want ErrCorruptValue", bad, err)
 		}
 	}
@@ -104,7 +106,7 @@ func TestInSyncCodec(t *testing.T) {
 
 func inSyncKV(version uint64, modRev int64, ids ...arbiter.NodeID) kv {
 	s := set(ids...)
-	return kv{present: true, value: encodeInSync(version, &s), modRev: modRev}
+	return kv{present: true, value: encodeInSync(version, &s, 0), modRev: modRev}
 }
 
 func TestDecodeState(t *testing.T) {
@@ -219,7 +221,7 @@ func TestReplies(t *testing.T) {
 	if d := denyReply(7, &lapsed); d.Holder != arbiter.NodeNone || d.Epoch != 9 {
 		t.Errorf("deny with no live holder: %+v", d)
 	}
-	g := grantReply(8, 9, second, 3, set(1))
+	g := grantReply(8, 9, second, 3, set(1), 0)
 	if !g.Granted() || g.Epoch != 9 || g.DurationNs != second || g.RequestID != 8 {
 		t.Errorf("grant: %+v", g)
 	}
@@ -227,7 +229,7 @@ func TestReplies(t *testing.T) {
 	k, _ := arbiter.NewKeeper(1, arbiter.DefaultConfig())
 	k.SetWantLead(true)
 	req, _ := k.Tick(100)
-	g = grantReply(req.ID, 9, second, 3, set(2))
+	g = grantReply(req.ID, 9, second, 3, set(2), 0)
 	if !g.Deliver(k) || !k.MayLead(101) || k.Epoch() != 9 {
 		t.Errorf("keeper did not take the grant: view %+v", k.View())
 	}

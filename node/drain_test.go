@@ -35,7 +35,7 @@ func TestStandbyWhoseDrainFailedGivesTheLeaseUp(t *testing.T) {
 	t.Cleanup(func() { n.Close() })
 	// Follow node 2's epoch 1 and apply one record, written, not synced.
 	from, o := cfg.Peers[2], wire.Origin{Stream: 9, Node: 2, Epoch: 1}
-	ne := wire.NewEpoch{Origin: o}
+	ne := wire.NewEpoch{Origin: o, History: testHistory}
 	n.Deliver(ne.Append(nil), from)
 	n.Deliver(buyData(o, 1), from)
 	if st := n.Status(); st.Applied != 1 || st.Durable != 0 {
@@ -82,7 +82,7 @@ func TestFailedReconcileBreaksTheJournal(t *testing.T) {
 	n.cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	from := n.cfg.Peers[1]
 	o := wire.Origin{Stream: 9, Node: 1, Epoch: 1}
-	ne := wire.NewEpoch{Origin: o}
+	ne := wire.NewEpoch{Origin: o, History: testHistory}
 	n.Deliver(ne.Append(nil), from)
 	for seq := uint64(1); seq <= 3; seq++ {
 		n.Deliver(buyData(o, seq), from)
@@ -91,7 +91,7 @@ func TestFailedReconcileBreaksTheJournal(t *testing.T) {
 		t.Fatalf("applied %d, want 3", st.Applied)
 	}
 	n.cfg.FS.(*journal.MemFS).SetSyncError(errors.New("EIO"))
-	ne = wire.NewEpoch{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 2}, PrevEpoch: 1, LastSeq: 1}
+	ne = wire.NewEpoch{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 2}, PrevEpoch: 1, LastSeq: 1, History: testHistory}
 	for range 3 { // the first and two repeats
 		n.Deliver(ne.Append(nil), from)
 	}

@@ -25,7 +25,7 @@ func TestStandbyWindowFarEdge(t *testing.T) {
 	from := netip.MustParseAddrPort("10.0.0.2:1")
 	o := wire.Origin{Stream: 9, Node: 1, Epoch: 1}
 	data := func(seq uint64) []byte { return buyData(o, seq) }
-	ne := wire.NewEpoch{Origin: o}
+	ne := wire.NewEpoch{Origin: o, History: testHistory}
 	n.Deliver(ne.Append(nil), from) // follow epoch 1
 	n.Deliver(data(1+uint64(n.cfg.FollowerConfig().Window.MaxPending)), from)
 	n.Deliver(data(1), from)
@@ -62,7 +62,7 @@ func TestStandbyPassDoesNotAllocate(t *testing.T) {
 	defer n.Close()
 	from := cfg.Peers[1]
 	o := wire.Origin{Stream: 9, Node: 1, Epoch: 1}
-	ne := wire.NewEpoch{Origin: o}
+	ne := wire.NewEpoch{Origin: o, History: testHistory}
 	n.Deliver(ne.Append(nil), from)
 	const runs = 300
 	frames := make([][]byte, 0, 3*(runs+1))

@@ -83,12 +83,12 @@ func fuzzSeeds() [][]byte {
 	out = append(out, bytes.Clone(b.Bytes()))
 	ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}, Seq: 1}
 	out = append(out, ack.Append(nil))
-	hb := wire.Heartbeat{Origin: o, HighestSeq: 3}
+	hb := wire.Heartbeat{Origin: o, HighestSeq: 3, History: testHistory}
 	out = append(out, hb.Append(nil))
 	nak := wire.Nak{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}}
 	nak.Add(wire.Range{From: 1, To: 5})
 	out = append(out, nak.Append(nil))
-	ne := wire.NewEpoch{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 2}, PrevEpoch: 1, LastSeq: 1}
+	ne := wire.NewEpoch{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 2}, PrevEpoch: 1, LastSeq: 1, History: testHistory}
 	out = append(out, ne.Append(nil))
 	sr := wire.SnapshotRequest{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}}
 	out = append(out, sr.Append(nil))

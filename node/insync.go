@@ -13,6 +13,9 @@ import (
 // set a grant carries, which a primary requires at once; what the reply
 // decides of the lease is carried out by leaseChanged.
 func (n *Node) onLeaseReply(r arbiter.Reply, now int64) {
+	if n.ident.HeardArbiter(r.History) {
+		n.foreignHistory(r.History, "the arbiter")
+	}
 	if n.tm.WitnessGrant(r.Granted(), r.Epoch) {
 		n.cfg.Log.Error("WITNESS BEHIND: the witness granted an epoch this cluster already used: its state was lost or replaced, or it is another cluster's; no node leads until an operator raises its epoch: seqbus witness override --epoch (docs/witness.md)", "granted", r.Epoch, "highest_known", n.tm.Fence().Highest())
 	}

@@ -38,7 +38,10 @@ func (n *Node) leaseTick(now int64) {
 	if n.lease == nil {
 		return
 	}
-	want := replica.WantLead(n.st.Broken() || n.disk.Stalled() || n.fol.Diverged(), n.st.Refetching(), n.tm.Primary(), n.fol.Fetching())
+	if k := n.lease.Keeper(); k != nil {
+		k.SetHistory(n.ident.ID())
+	}
+	want := replica.WantLead(n.st.Broken() || n.disk.Stalled() || n.fol.Diverged() || n.ident.Foreign(), n.st.Refetching(), n.tm.Primary(), n.fol.Fetching())
 	if n.lease.Tick(now, want) {
 		n.stats.WitnessSilent++
 	}
@@ -181,7 +184,7 @@ func (n *Node) declineLead(epoch uint64) {
 // on, so its acks go.
 func (n *Node) joined() error {
 	err := n.st.Joined() // a no-op once joined; logs either way
-	n.fol.HoldAcks(n.st.NewDirectory())
+	n.holdAcks()
 	return err
 }
 
@@ -227,6 +230,9 @@ func (n *Node) announce(now int64) {
 // the node follows the new epoch.
 func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	ne, _ := wire.DecodeNewEpoch(f)
+	if !n.heardHistory(ne.History, f.Node) {
+		return
+	}
 	_, known := n.cfg.Peers[f.Node]
 	applied := n.eng().AppliedSeq()
 	rd := n.tm.NewEpoch(&ne, f.Node, known, applied, n.st)

@@ -33,7 +33,7 @@ func TestClosingStandbySaysLeaving(t *testing.T) {
 		}
 		if following {
 			o := wire.Origin{Stream: 9, Node: 1, Epoch: 1}
-			ne := wire.NewEpoch{Origin: o}
+			ne := wire.NewEpoch{Origin: o, History: testHistory}
 			n.Deliver(ne.Append(nil), primaryAddr)
 			b := wire.NewBatch(0)
 			b.Reset(wire.TypeData, o, 1)

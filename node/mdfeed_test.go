@@ -59,7 +59,7 @@ var mdConfigs = map[*Node]nodeconfig.Config{}
 // heartbeat makes the standby learn that the primary released up to mdSeq.
 func heartbeat(t *testing.T, n *Node, mdSeq uint64) {
 	t.Helper()
-	b := (&wire.Heartbeat{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Released: 1, MDSeq: mdSeq}).Append(nil)
+	b := (&wire.Heartbeat{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Released: 1, MDSeq: mdSeq, History: testHistory}).Append(nil)
 	f, _, err := wire.Parse(b)
 	if err != nil {
 		t.Fatal(err)

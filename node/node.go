@@ -64,6 +64,8 @@ type term struct {
 	lastStepDown stepDownRecord
 	// disk: whether the disk makes what was written durable (diskwatch.go).
 	disk replica.DiskWatch
+	// ident: the history the directory holds (identity.go).
+	ident replica.Identity
 }
 
 // primaryState is the leading role's (nil or idle while a standby).
@@ -224,8 +226,9 @@ func (n *Node) recover() error {
 		n.md.KnownReleased(last.MDReleased)
 	}
 	n.tm.Recovered()
-	n.cfg.Log.Info("recovered", "applied", n.eng().AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", n.j.First())
-	n.fol.HoldAcks(st.NewDirectory())
+	n.ident.Set(st.History())
+	n.cfg.Log.Info("recovered", "applied", n.eng().AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", n.j.First(), "history", status.Hash64(st.History()))
+	n.holdAcks()
 	return nil
 }
 

@@ -19,6 +19,9 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if err := n.joined(); err != nil {
 		return err
 	}
+	if err := n.ownHistory(); err != nil {
+		return err
+	}
 	n.finishSnapshotWrite() // a promoted standby's last one, still valid
 	if err := n.tm.BecomePrimary(epoch); err != nil {
 		return fmt.Errorf("node: cannot lead: %w", err)
@@ -35,8 +38,10 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if err != nil {
 		return err
 	}
+	sc := n.cfg.SequencerConfig()
+	sc.History = n.ident.ID()
 	l, err := replica.NewLeader(replica.LeaderConfig{
-		Sequencer: n.cfg.SequencerConfig(),
+		Sequencer: sc,
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
 		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.st.Broken(),
 		DatagramLen: n.tr.DatagramLen(), MarketData: n.tr.MarketData(), Track: n.rel.core, Memory: n.spare,
@@ -97,6 +102,11 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	case wire.TypeCommand:
 		n.onCommands(f, from, now)
 	case wire.TypeAck: // f.Node is a peer: onDatagram checked every non-COMMAND frame
+		if f.Flags&wire.FlagAskHistory != 0 {
+			// It has not heard which history we lead: a HEARTBEAT says.
+			n.frameBuf = n.ldr.ProbeFrame(n.frameBuf[:0])
+			n.tr.Send(n.frameBuf, n.cfg.Peers[f.Node])
+		}
 		v, leaving := n.ack(f, now)
 		switch v {
 		case replica.AckOlderEpoch, replica.AckOtherEpoch:
@@ -105,10 +115,8 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 				n.announce(now) // a standby still on an older epoch: repeat NEW_EPOCH now
 			}
 			return
-		case replica.AckAhead:
-			if n.stats.DropAckAhead++; n.stats.DropAckAhead&(n.stats.DropAckAhead-1) == 0 { // the 1st, 2nd, 4th...
-				n.cfg.Log.Error("FOREIGN HISTORY: a standby acknowledges a seq of our epoch beyond the last we sequenced: its directory holds another history (another cluster's, or a copy); its acks are refused, so it never counts as in sync: stop it, empty its directory, restart it", "standby", f.Node, "acked", f.Seq, "epoch", f.Epoch, "refused", n.stats.DropAckAhead)
-			}
+		case replica.AckAhead, replica.AckForeign:
+			n.foreignAck(f, v)
 			return
 		}
 		n.stats.AcksReceived++
@@ -164,9 +172,9 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 // started leaving with it.
 func (n *Node) ack(f *wire.Frame, now int64) (v replica.AckVerdict, leaving bool) {
 	if f.Flags&wire.FlagLeaving != 0 {
-		return n.ldr.AckLeaving(f.Node, f.Epoch, f.Seq, now)
+		return n.ldr.AckLeaving(f.Node, f.Epoch, f.Seq, wire.HistoryOf(f), now)
 	}
-	return n.ldr.Ack(f.Node, f.Epoch, f.Seq, now), false
+	return n.ldr.Ack(f.Node, f.Epoch, f.Seq, wire.HistoryOf(f), now), false
 }
 
 // standbyLeaving acts on an in-sync standby's word that it is stopping

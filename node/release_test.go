@@ -152,14 +152,14 @@ func TestStandbyAsksAtOnceWhenItsPrimaryGaveTheLeaseUp(t *testing.T) {
 	t.Cleanup(func() { n.Close() })
 	primary := cfg.Peers[2]
 	o := wire.Origin{Stream: 9, Node: 2, Epoch: 1}
-	ne := wire.NewEpoch{Origin: o}
+	ne := wire.NewEpoch{Origin: o, History: testHistory}
 	n.Deliver(ne.Append(nil), primary)
 	n.Tick() // the first acquire, refused
 	if arb.requests != 1 || n.Epoch() != 1 {
 		t.Fatalf("after the first tick: %d requests, epoch %d; want 1, following epoch 1", arb.requests, n.Epoch())
 	}
 	heartbeat := func(released bool) {
-		hb := wire.Heartbeat{Origin: o, LeaseReleased: released}
+		hb := wire.Heartbeat{Origin: o, LeaseReleased: released, History: testHistory}
 		n.Deliver(hb.Append(nil), primary)
 		clk.ns += 1_000_000
 		n.Tick()

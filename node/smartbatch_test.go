@@ -219,7 +219,7 @@ func TestStandbyAcksOncePerPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	ne := wire.NewEpoch{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}}
+	ne := wire.NewEpoch{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, History: testHistory}
 	n.Deliver(ne.Append(nil), primary) // follow epoch 1
 	log = log[:0]
 	const frames, perFrame = 4, 5

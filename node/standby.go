@@ -21,6 +21,9 @@ func (n *Node) becomeStandby() error {
 // per entry was 4 % of a standby's CPU at 1.2M commands/s.
 func (n *Node) applyEntries() {
 	now := n.nowNs()
+	if !n.confirmHistory(now) {
+		return // the window keeps them until a HEARTBEAT says whose history it is
+	}
 	n.stageBatch()
 	for {
 		seq, payload, ok := n.fol.Next()
@@ -114,6 +117,9 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 		n.fol.Data(f, now)
 		n.applyEntries()
 	case wire.TypeHeartbeat:
+		if !n.heardHistory(wire.HistoryOf(f), f.Node) {
+			return
+		}
 		n.fol.Heartbeat(f.Seq)
 		n.md.OnHeartbeat(f, now) // learns the primary's released MD seq
 		if f.Flags&wire.FlagLeaseReleased != 0 && n.lease.Keeper() != nil {
@@ -128,6 +134,9 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			n.hashMismatch(h.Seq)
 		}
 	case wire.TypeNeedSnapshot:
+		if !n.confirmHistory(now) {
+			return // no fetch into a directory of unknown history
+		}
 		n.fol.NeedSnapshot(now)
 	case wire.TypeSnapshotChunk:
 		c, _ := wire.DecodeSnapshotChunk(f)
@@ -255,8 +264,10 @@ func (n *Node) askForNewEpoch(id uint32, now int64) {
 	n.sendAck(wire.Ack{Origin: n.origin(), Seq: n.fol.Window().Ack()}, addr, 1)
 }
 
-// sendAck queues ACK a to addr, times times (the pass sends it).
+// sendAck queues ACK a, stamped with our history id, to addr, times
+// times (the pass sends it).
 func (n *Node) sendAck(a wire.Ack, addr netip.AddrPort, times int) {
+	a.History = n.ident.ID()
 	n.frameBuf = a.Append(n.frameBuf[:0])
 	for range times {
 		n.tr.Send(n.frameBuf, addr)

@@ -39,6 +39,7 @@ func (n *Node) statusLocked() status.Status {
 	}
 	st.Node.Counters, st.Node.WitnessBehind = n.replay.Counters(), n.tm.BehindGrants()
 	st.SetStorage(n.st)
+	st.SetIdentity(&n.ident)
 	st.Fsync = n.commit.Counters()
 	st.Disk = status.DiskStatus{Stalled: n.disk.Stalled(), WaitingNs: n.disk.WaitedNs(st.UptimeNs), StallAfterNs: n.cfg.DiskStallNs}
 	st.MD = n.md.Stats()

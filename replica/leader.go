@@ -505,22 +505,38 @@ func (l *Leader[A]) NextFrame() (Frame, bool) {
 	return fr, true
 }
 
-// Ack records standby from's ACK (Primary.Ack), unless it acknowledges
-// a seq of our epoch beyond the last we sequenced (AckAhead).
-func (l *Leader[A]) Ack(from uint32, epoch, seq uint64, nowNs int64) AckVerdict {
-	if l.ahead(epoch, seq) {
-		return AckAhead
+// Ack records standby from's ACK (Primary.Ack) stamped with history id
+// history, unless it is of another history (AckForeign: its id is
+// another's, or it acknowledges a seq of our epoch beyond the last we
+// sequenced, AckAhead).
+func (l *Leader[A]) Ack(from uint32, epoch, seq, history uint64, nowNs int64) AckVerdict {
+	if v := l.foreign(epoch, seq, history); v != AckCounted {
+		return v
 	}
 	return l.prim.Ack(from, epoch, seq, nowNs)
 }
 
 // AckLeaving records a standby's last ack before a planned stop
-// (Primary.AckLeaving), AckAhead as Ack's.
-func (l *Leader[A]) AckLeaving(from uint32, epoch, seq uint64, nowNs int64) (AckVerdict, bool) {
-	if l.ahead(epoch, seq) {
-		return AckAhead, false
+// (Primary.AckLeaving), refused as Ack's.
+func (l *Leader[A]) AckLeaving(from uint32, epoch, seq, history uint64, nowNs int64) (AckVerdict, bool) {
+	if v := l.foreign(epoch, seq, history); v != AckCounted {
+		return v, false
 	}
 	return l.prim.AckLeaving(from, epoch, seq, nowNs)
+}
+
+// foreign judges an ack's history: AckForeign for another history's id
+// (Identity.Judge; an ack with no id, from a directory that has none
+// yet, is not judged), AckAhead for one ahead of what we sequenced, else
+// AckCounted.
+func (l *Leader[A]) foreign(epoch, seq, history uint64) AckVerdict {
+	switch {
+	case history != 0 && l.cfg.Sequencer.History != 0 && history != l.cfg.Sequencer.History:
+		return AckForeign
+	case l.ahead(epoch, seq):
+		return AckAhead
+	}
+	return AckCounted
 }
 
 // ahead reports an ack of our epoch beyond the last seq we sequenced: a

@@ -128,7 +128,7 @@ func (r *leaderRig) pass() {
 	l.EndBatch(r.now)
 	r.ready()
 	l.Durable(r.j.last)
-	l.Ack(2, 1, r.j.last, r.now)
+	l.Ack(2, 1, r.j.last, 0, r.now)
 	rr := l.Release(r.now, ReleaseInput{Origin: wire.Origin{Stream: 9, Node: 1, Epoch: 1}, Durable: r.j.last, LeaseHeld: true})
 	r.sink += rr.Event.Released
 	for fr, ok := l.NextFrame(); ok; fr, ok = l.NextFrame() {

@@ -119,7 +119,7 @@ func leaderInvariants(t *testing.T, ops []byte) {
 			}
 		case 3:
 			acked = max(acked, min(last, acked+uint64(x)%6))
-			l.Ack(2, 1, acked, now)
+			l.Ack(2, 1, acked, 0, now)
 		case 4:
 			l.Primary().SetLease(x%4 != 0) // even after the journal failed: nothing may leave
 		case 5:

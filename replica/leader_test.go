@@ -200,7 +200,9 @@ func (h *lharness) run(w *strings.Builder, line string) {
 		h.l.Tick(h.nowNs)
 		h.l.Primary().Tick(h.nowNs) // the in-sync upkeep (node's maintainInSync)
 	case "ack":
-		switch h.l.Ack(uint32(h.u64(a, "from", 2)), h.u64(a, "epoch", h.l.Epoch()), h.u64(a, "seq", 0), h.nowNs) {
+		switch h.l.Ack(uint32(h.u64(a, "from", 2)), h.u64(a, "epoch", h.l.Epoch()), h.u64(a, "seq", 0), h.u64(a, "history", 0), h.nowNs) {
+		case AckForeign:
+			fmt.Fprintln(w, "ack dropped: another history")
 		case AckAhead:
 			fmt.Fprintln(w, "ack dropped: ahead of the last seq sequenced")
 		case AckOlderEpoch, AckOtherEpoch:
@@ -258,7 +260,7 @@ func (h *lharness) newLeader(w *strings.Builder, a args) {
 		p.SetLease(true)
 	}
 	cfg := LeaderConfig{
-		Sequencer: sequencer.Config{Stream: 9, Node: 1}, Epoch: epoch, Applied: h.sm.applied,
+		Sequencer: sequencer.Config{Stream: 9, Node: 1, History: h.u64(a, "history", 0)}, Epoch: epoch, Applied: h.sm.applied,
 		PublisherCapacity: int(h.u64(a, "capacity", 8)),
 		HashEvery:         h.u64(a, "hash", 1000), SnapshotEvery: h.u64(a, "snapshot", 1000),
 		JournalBroken: a.has("journal-broken"), MarketData: !a.has("no-md-group"),

@@ -184,6 +184,10 @@ const (
 	// from elsewhere). Dropped: it never counts towards a release nor
 	// towards the in-sync set.
 	AckAhead
+	// AckForeign: an ack stamped with another history's id than ours
+	// (Identity): the standby's directory holds another history, however
+	// long. Dropped, as AckAhead.
+	AckForeign
 )
 
 // Ack records standby from's ack of seq at nowNs; an ack stamped with

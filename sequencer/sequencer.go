@@ -81,6 +81,10 @@ type Config struct {
 	// that jumbo frames batch more commands without growing the largest
 	// command, and with it every standby's window slots.
 	MaxCommandBytes int
+	// History is the history id this primary leads (0: none), stamped
+	// into its HEARTBEAT and NEW_EPOCH frames (wire.Heartbeat.History,
+	// replica.Identity).
+	History uint64
 }
 
 func (c *Config) withDefaults() {
@@ -388,7 +392,7 @@ func (s *Sequencer) Heartbeat(nowNs int64) { s.heartbeat(nowNs, false) }
 func (s *Sequencer) LeaseReleased(nowNs int64) { s.heartbeat(nowNs, true) }
 
 func (s *Sequencer) heartbeat(nowNs int64, leaseReleased bool) {
-	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased, LeaseReleased: leaseReleased}
+	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased, LeaseReleased: leaseReleased, History: s.cfg.History}
 	s.out.push(true, 0, hb.Append(s.out.buf()))
 	s.stats.Heartbeats++
 	s.lastSendNs = nowNs
@@ -401,7 +405,7 @@ func (s *Sequencer) heartbeat(nowNs int64, leaseReleased bool) {
 // alone, and nothing here changes. A live standby takes it as any
 // heartbeat, so one that missed the tail asks for it.
 func (s *Sequencer) ProbeFrame(dst []byte) []byte {
-	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased}
+	hb := wire.Heartbeat{Origin: s.origin, HighestSeq: s.sent, Released: s.released, MDSeq: s.mdReleased, History: s.cfg.History}
 	return hb.Append(dst)
 }
 
@@ -411,7 +415,7 @@ func (s *Sequencer) ProbeFrame(dst []byte) []byte {
 // gap and find where its own history forks. The runtime repeats it, so a
 // node that missed it (or was paused) still learns the fork point.
 func (s *Sequencer) AnnounceEpoch(prevEpoch, lastSeq uint64, nowNs int64) {
-	ne := wire.NewEpoch{Origin: s.origin, PrevEpoch: prevEpoch, LastSeq: lastSeq}
+	ne := wire.NewEpoch{Origin: s.origin, PrevEpoch: prevEpoch, LastSeq: lastSeq, History: s.cfg.History}
 	s.out.push(true, 0, ne.Append(s.out.buf()))
 	s.lastSendNs = nowNs
 	s.started = true

@@ -102,6 +102,12 @@ func (s *Status) SetFollower(f *replica.Follower) {
 	s.Ack, s.Window, s.Naks, s.Fetch, s.Hashes = f.Standby().AckSent(), f.Window().Stats(), f.NakStats(), f.FetchStats(), f.HashStats()
 }
 
+// SetIdentity fills the history id and whether a primary of another
+// history was heard.
+func (s *Status) SetIdentity(id *replica.Identity) {
+	s.History, s.ForeignHistory, s.Node.ForeignHistoryHeard = Hash64(id.ID()), id.Foreign(), id.Refused()
+}
+
 // LatencyBuckets is a latency histogram cut at caller-given upper
 // bounds, for an exporter such as Prometheus.
 type LatencyBuckets struct {

@@ -35,6 +35,9 @@ const IntervalNs = int64(100 * time.Millisecond)
 // numeric form.
 type Hash64 uint64
 
+// String is the 16 hex digits, as in JSON.
+func (h Hash64) String() string { return fmt.Sprintf("%016x", uint64(h)) }
+
 // MarshalJSON implements json.Marshaler.
 func (h Hash64) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, "\"%016x\"", uint64(h)), nil
@@ -224,6 +227,14 @@ type Stats struct {
 	// sequenced (replica.AckAhead): a standby whose directory holds
 	// another history; never counted.
 	DropAckAhead uint64
+	// DropForeignHistory: acks stamped with another history's id
+	// (replica.AckForeign), never counted; ForeignHistoryHeard: frames
+	// of a primary of another history a standby heard (it latched
+	// ForeignHistory).
+	DropForeignHistory, ForeignHistoryHeard uint64
+	// HistoryAsked: ACKs a restarted standby sent asking which history
+	// its primary leads (wire.Ack.AskHistory) before it applied anything.
+	HistoryAsked uint64
 
 	// AnsweredFromTable: commands the primary answered from the state
 	// machine's dedup table (replays, resends, too-old ids) without
@@ -287,6 +298,13 @@ type Status struct {
 	// leads only a term no other node can hold a history for
 	// (replica.MayLeadTerm).
 	NewDirectory bool `json:"new_directory,omitempty"`
+	// History is the id of the history the directory holds
+	// (replica.Identity; journal.HistoryFile), 16 hex digits; absent
+	// while it has none. ForeignHistory: a primary of another history
+	// was heard, so this node acknowledges nothing and will not lead
+	// (its directory is another cluster's: empty it and restart).
+	History        Hash64 `json:"history,omitempty"`
+	ForeignHistory bool   `json:"foreign_history,omitempty"`
 	// JournalFailed: a journal write, fsync or cut failed (the node's log
 	// says which; JournalErrors, SyncErrors count them): nothing more
 	// becomes durable, released or acknowledged, and the node will not

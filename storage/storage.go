@@ -16,6 +16,8 @@
 package storage
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,7 +107,10 @@ type Storage struct {
 	// and the node has neither led nor caught up since
 	// (journal.NewDirMarker; NewDirectory).
 	newDir bool
-	c      Counters
+	// history: the directory's history id (journal.HistoryFile; 0:
+	// none yet).
+	history uint64
+	c       Counters
 	// spareErr and spareRoom: what WatchSpare last heard of the journal's
 	// next segment (journal.SpareError).
 	spareErr  error
@@ -166,6 +171,10 @@ func (s *Storage) open() error {
 	cfg := s.cfg
 	if err := s.noteNewDirectory(); err != nil {
 		return err
+	}
+	var err error
+	if s.history, err = journal.ReadHistoryID(cfg.FS, cfg.Dir); err != nil {
+		return fmt.Errorf("journal directory %s: %w (it names the history the records belong to; a node cannot tell whose they are without it)", cfg.Dir, err)
 	}
 	j, rec, err := journal.Open(cfg.FS, cfg.Dir, cfg.Journal)
 	if errors.Is(err, journal.ErrCorrupt) && cfg.SetAsideCorrupt {
@@ -358,6 +367,48 @@ func (s *Storage) Joined() error {
 	s.newDir = false
 	s.log.Info("directory joined the history: acknowledging", "applied", s.eng.AppliedSeq())
 	return nil
+}
+
+// History is the id of the history the directory's records belong to
+// (journal.HistoryFile), 0 when it has none yet: new, or from before
+// history ids.
+func (s *Storage) History() uint64 { return s.history }
+
+// SetHistory records id as the directory's history id, durably. An
+// error breaks the Storage: the node cannot say whose history its
+// records are.
+func (s *Storage) SetHistory(id uint64) error {
+	if id == s.history {
+		return nil
+	}
+	if err := journal.WriteHistoryID(s.cfg.FS, s.cfg.Dir, id); err != nil {
+		s.broken = true
+		s.log.Error("cannot record the history id; this node will not lead", "err", err)
+		return fmt.Errorf("recording the history id: %w", err)
+	}
+	s.history = id
+	return nil
+}
+
+// MakeHistory gives a directory with no history id one and returns it
+// (the one it has, if any): 64 random bits (crypto/rand), or seed when it
+// is not 0 (a simulated run, which must replay), recorded as SetHistory
+// does. A node makes one as it first leads (replica.Identity).
+func (s *Storage) MakeHistory(seed uint64) (uint64, error) {
+	if s.history != 0 {
+		return s.history, nil
+	}
+	id := seed
+	for id == 0 {
+		var b [8]byte
+		_, _ = crand.Read(b[:]) // never fails (Go 1.24+)
+		id = binary.LittleEndian.Uint64(b[:])
+	}
+	if err := s.SetHistory(id); err != nil {
+		return 0, err
+	}
+	s.log.Info("new history: this directory's records are its first", "history", fmt.Sprintf("%016x", id))
+	return id, nil
 }
 
 // Refetching reports whether the history is being fetched again: the

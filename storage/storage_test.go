@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -560,5 +561,42 @@ func TestLockNames(t *testing.T) {
 	l.Release()
 	if _, err := dirlock.Acquire(dir, journal.LockFileName); !errors.Is(err, dirlock.ErrOtherRole) {
 		t.Fatalf("a node's lock in a witness's directory: %v", err)
+	}
+}
+
+// MakeHistory makes a directory's history id once (from the seed, or at
+// random without one) and keeps it: a reopened directory has the same,
+// and a corrupt id file refuses to open with an error naming it.
+func TestMakeHistory(t *testing.T) {
+	fs := journal.NewMemFS()
+	s := open(t, config(fs, nil))
+	if s.History() != 0 {
+		t.Fatalf("a new directory has history %#x", s.History())
+	}
+	id, err := s.MakeHistory(0x5eed)
+	if err != nil || id != 0x5eed || s.History() != id {
+		t.Fatalf("MakeHistory: %#x %v", id, err)
+	}
+	if again, err := s.MakeHistory(0x77); err != nil || again != id {
+		t.Fatalf("a second MakeHistory: %#x %v", again, err)
+	}
+	s.Close()
+	s = open(t, config(fs, nil))
+	if s.History() != id {
+		t.Fatalf("reopened: %#x, want %#x", s.History(), id)
+	}
+	s.Close()
+	f, err := fs.OpenFile(dir+"/"+journal.HistoryFile, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("zz\n"))
+	f.Close()
+	if _, err := Open(config(fs, nil)); err == nil || !strings.Contains(err.Error(), journal.HistoryFile) {
+		t.Fatalf("corrupt id file: %v", err)
+	}
+	other := open(t, config(journal.NewMemFS(), nil))
+	if r, err := other.MakeHistory(0); err != nil || r == 0 {
+		t.Fatalf("random id: %#x %v", r, err)
 	}
 }

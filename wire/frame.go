@@ -63,7 +63,9 @@ func validate(f *Frame) error {
 		return validateMessages(f)
 	case TypeHeartbeat:
 		return fixed(f, 0, heartbeatLen)
-	case TypeAck, TypeNotLeading:
+	case TypeAck:
+		return fixed(f, 0, ackLen)
+	case TypeNotLeading:
 		return fixed(f, 0, 0)
 	case TypeMDRequest, TypeMDStatus, TypeMDSnapshot:
 		return validateMDRecovery(f)

@@ -33,7 +33,7 @@ func DecodeHash(f *Frame) (Hash, error) {
 	return Hash{Origin: f.Origin(), Seq: f.Seq, Hash: binary.LittleEndian.Uint64(f.Payload)}, nil
 }
 
-const newEpochLen = 8
+const newEpochLen = 16
 
 // NewEpoch is a new primary's announcement: from Epoch on it sequences, and
 // LastSeq is the last seq of the previous epoch it holds, so a receiver can
@@ -42,6 +42,10 @@ type NewEpoch struct {
 	Origin
 	PrevEpoch uint64
 	LastSeq   uint64
+	// History is the new primary's history id (0: none): a node whose
+	// directory holds another history's does not follow it, and one
+	// with none takes it (replica.Identity).
+	History uint64
 }
 
 // Len is the encoded size.
@@ -51,6 +55,7 @@ func (n *NewEpoch) Len() int { return HeaderLen + newEpochLen }
 func (n *NewEpoch) Append(dst []byte) []byte {
 	b, start := appendHeader(dst, TypeNewEpoch, n.Origin, 0, n.LastSeq)
 	b = binary.LittleEndian.AppendUint64(b, n.PrevEpoch)
+	b = binary.LittleEndian.AppendUint64(b, n.History)
 	return finish(b, start)
 }
 
@@ -60,5 +65,6 @@ func DecodeNewEpoch(f *Frame) (NewEpoch, error) {
 	if f.Type != TypeNewEpoch {
 		return NewEpoch{}, fmt.Errorf("%w: %s is not NEW_EPOCH", ErrType, f.Type)
 	}
-	return NewEpoch{Origin: f.Origin(), PrevEpoch: binary.LittleEndian.Uint64(f.Payload), LastSeq: f.Seq}, nil
+	return NewEpoch{Origin: f.Origin(), PrevEpoch: binary.LittleEndian.Uint64(f.Payload), LastSeq: f.Seq,
+		History: binary.LittleEndian.Uint64(f.Payload[8:])}, nil
 }

@@ -195,9 +195,9 @@ func (h *Header) parse(b []byte) error {
 		return fmt.Errorf("%w: %d", ErrType, uint8(h.Type))
 	}
 	h.Flags = binary.LittleEndian.Uint16(b[offFlags:])
-	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags&^(FlagMAC|FlagReplay|FlagLeaseReleased|FlagLeaving|FlagDeclined) != 0 || r != 0 ||
+	if r := binary.LittleEndian.Uint16(b[offReserved:]); h.Flags&^(FlagMAC|FlagReplay|FlagLeaseReleased|FlagLeaving|FlagDeclined|FlagAskHistory) != 0 || r != 0 ||
 		(h.Flags&FlagReplay != 0 && h.Type != TypeOutput) || (h.Flags&FlagLeaseReleased != 0 && h.Type != TypeHeartbeat) ||
-		(h.Flags&FlagLeaving != 0 && h.Type != TypeAck) || (h.Flags&FlagDeclined != 0 && h.Type != TypeLeaseRelease) {
+		(h.Flags&(FlagLeaving|FlagAskHistory) != 0 && h.Type != TypeAck) || (h.Flags&FlagDeclined != 0 && h.Type != TypeLeaseRelease) {
 		return fmt.Errorf("%w: flags %#04x reserved %#04x on %s", ErrFlags, h.Flags, r, h.Type)
 	}
 	h.Stream = binary.LittleEndian.Uint16(b[offStream:])

@@ -21,13 +21,17 @@ type Heartbeat struct {
 	// up (it stopped, or its journal failed): a standby asks the arbiter
 	// for the lease at once instead of at its next retry.
 	LeaseReleased bool
+	// History is the primary's history id (0: none yet): a standby whose
+	// directory holds another history's stops acknowledging and will not
+	// lead (replica.Identity).
+	History uint64
 }
 
 // FlagLeaseReleased marks a HEARTBEAT whose primary gave its lease up
 // (Heartbeat.LeaseReleased); no other frame type may carry it.
 const FlagLeaseReleased uint16 = 0x0004
 
-const heartbeatLen = 16
+const heartbeatLen = 24
 
 // Len is the encoded size.
 func (h *Heartbeat) Len() int { return HeaderLen + heartbeatLen }
@@ -40,6 +44,7 @@ func (h *Heartbeat) Append(dst []byte) []byte {
 	}
 	b = appendUint64(b, h.Released)
 	b = appendUint64(b, h.MDSeq)
+	b = appendUint64(b, h.History)
 	return finish(b, start)
 }
 
@@ -49,7 +54,7 @@ func DecodeHeartbeat(f *Frame) (Heartbeat, error) {
 		return Heartbeat{}, fmt.Errorf("%w: %s is not HEARTBEAT", ErrType, f.Type)
 	}
 	return Heartbeat{Origin: f.Origin(), HighestSeq: f.Seq, Released: uint64le(f.Payload), MDSeq: uint64le(f.Payload[8:]),
-		LeaseReleased: f.Flags&FlagLeaseReleased != 0}, nil
+		History: uint64le(f.Payload[16:]), LeaseReleased: f.Flags&FlagLeaseReleased != 0}, nil
 }
 
 // NotLeading is a primary's word to its clients that it leads no more:
@@ -89,7 +94,20 @@ type Ack struct {
 	// stop): its last ack. The primary proposes its removal from the
 	// in-sync set at once instead of after the in-sync timeout.
 	Leaving bool
+	// History is the standby's history id (0: none yet): a primary
+	// refuses the acks of another history's (replica.Identity).
+	History uint64
+	// AskHistory (FlagAskHistory) says the standby has not yet heard
+	// this run which history its primary leads: the primary answers with
+	// a HEARTBEAT to it (which carries its id) at once.
+	AskHistory bool
 }
+
+// FlagAskHistory marks an ACK whose standby asks for its primary's
+// history id (Ack.AskHistory); no other frame type may carry it.
+const FlagAskHistory uint16 = 0x0020
+
+const ackLen = 8
 
 // FlagLeaving marks a standby's last ACK before a planned stop
 // (Ack.Leaving); no other frame type may carry it. A node built before
@@ -98,14 +116,22 @@ type Ack struct {
 const FlagLeaving uint16 = 0x0008
 
 // Len is the encoded size.
-func (a *Ack) Len() int { return HeaderLen }
+func (a *Ack) Len() int { return HeaderLen + ackLen }
 
 // Append appends the encoded frame to dst.
 func (a *Ack) Append(dst []byte) []byte {
 	b, start := appendHeader(dst, TypeAck, a.Origin, 0, a.Seq)
+	var flags uint16
 	if a.Leaving {
-		binary.LittleEndian.PutUint16(b[start+offFlags:], FlagLeaving)
+		flags |= FlagLeaving
 	}
+	if a.AskHistory {
+		flags |= FlagAskHistory
+	}
+	if flags != 0 {
+		binary.LittleEndian.PutUint16(b[start+offFlags:], flags)
+	}
+	b = appendUint64(b, a.History)
 	return finish(b, start)
 }
 
@@ -114,5 +140,20 @@ func DecodeAck(f *Frame) (Ack, error) {
 	if f.Type != TypeAck {
 		return Ack{}, fmt.Errorf("%w: %s is not ACK", ErrType, f.Type)
 	}
-	return Ack{Origin: f.Origin(), Seq: f.Seq, Leaving: f.Flags&FlagLeaving != 0}, nil
+	return Ack{Origin: f.Origin(), Seq: f.Seq, Leaving: f.Flags&FlagLeaving != 0, History: HistoryOf(f),
+		AskHistory: f.Flags&FlagAskHistory != 0}, nil
+}
+
+// HistoryOf is the history id a parsed ACK, HEARTBEAT or NEW_EPOCH
+// carries, without decoding the rest; 0 for any other frame.
+func HistoryOf(f *Frame) uint64 {
+	switch {
+	case f.Type == TypeAck && len(f.Payload) == ackLen:
+		return uint64le(f.Payload)
+	case f.Type == TypeHeartbeat && len(f.Payload) == heartbeatLen:
+		return uint64le(f.Payload[16:])
+	case f.Type == TypeNewEpoch && len(f.Payload) == newEpochLen:
+		return uint64le(f.Payload[8:])
+	}
+	return 0
 }

@@ -8,7 +8,7 @@ import (
 // MaxMembers bounds the in-sync set a lease frame can carry.
 const MaxMembers = 8
 
-const leaseFixedLen = 40
+const leaseFixedLen = 48
 
 // Lease is the body of every lease-protocol frame:
 //
@@ -24,6 +24,12 @@ const leaseFixedLen = 40
 //   - LEASE_RELEASE (node -> witness): the holder of Epoch gives it up;
 //     Declined (FlagDeclined) says it never led under it, so the witness
 //     may undo the grant (arbiter.Arbiter.Decline).
+//
+// History is, on a request, the id of the history the node's directory
+// holds (0: none yet), and on a reply the history the witness has pinned
+// for the cluster (0: none yet): a node of another history is refused
+// the lease (arbiter.ReasonForeignHistory), so a directory copied from
+// another cluster never leads this one's.
 //
 // Seq in the header carries the sender's highest applied seq (0 for the
 // witness); it is informational.
@@ -44,6 +50,9 @@ type Lease struct {
 	// epochs were all granted to it (arbiter.Decision.Run); 0 on every
 	// other frame. The payload's word at 12, reserved (zero) before.
 	Run uint32
+	// History: the node's history id (requests) or the cluster's pinned
+	// one (replies); the payload's word at 40.
+	History uint64
 }
 
 // FlagDeclined marks a LEASE_RELEASE of a grant its node declined to lead
@@ -77,6 +86,7 @@ func (l *Lease) Append(dst []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, l.DurationNs)
 	b = binary.LittleEndian.AppendUint64(b, l.RemainingNs)
 	b = binary.LittleEndian.AppendUint64(b, l.InSyncVersion)
+	b = binary.LittleEndian.AppendUint64(b, l.History)
 	for _, m := range l.Members[:l.NMembers] {
 		b = binary.LittleEndian.AppendUint32(b, m)
 	}
@@ -112,6 +122,7 @@ func DecodeLease(f *Frame) (Lease, error) {
 		DurationNs:    binary.LittleEndian.Uint64(p[16:]),
 		RemainingNs:   binary.LittleEndian.Uint64(p[24:]),
 		InSyncVersion: binary.LittleEndian.Uint64(p[32:]),
+		History:       binary.LittleEndian.Uint64(p[40:]),
 		NMembers:      int(f.Count),
 		Declined:      f.Flags&FlagDeclined != 0,
 	}

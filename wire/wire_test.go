@@ -31,14 +31,14 @@ func samples(t testing.TB) map[string][]byte {
 		}
 		out[typ.String()] = b
 	}
-	hb := Heartbeat{Origin: testOrigin, HighestSeq: 99, Released: 97, MDSeq: 1234}
+	hb := Heartbeat{Origin: testOrigin, HighestSeq: 99, Released: 97, MDSeq: 1234, History: 0x5eed0001}
 	out["heartbeat"] = hb.Append(nil)
 	hbr := Heartbeat{Origin: testOrigin, HighestSeq: 99, Released: 97, MDSeq: 1234, LeaseReleased: true}
 	out["heartbeat-lease-released"] = hbr.Append(nil)
 	for k, b := range mdSamples(t) {
 		out[k] = b
 	}
-	ack := Ack{Origin: testOrigin, Seq: 98}
+	ack := Ack{Origin: testOrigin, Seq: 98, History: 0x5eed0001}
 	out["ack"] = ack.Append(nil)
 	leaving := Ack{Origin: testOrigin, Seq: 98, Leaving: true}
 	out["ack-leaving"] = leaving.Append(nil)
@@ -75,10 +75,10 @@ func samples(t testing.TB) map[string][]byte {
 		t.Fatal(err)
 	}
 	out["replayoutput"] = rp
-	ne := NewEpoch{Origin: testOrigin, PrevEpoch: 41, LastSeq: 777}
+	ne := NewEpoch{Origin: testOrigin, PrevEpoch: 41, LastSeq: 777, History: 0x5eed0001}
 	out["newepoch"] = ne.Append(nil)
 	for _, typ := range []Type{TypeLeaseAcquire, TypeLeaseRenew, TypeLeaseGrant, TypeLeaseDeny, TypeLeaseQuery, TypeLeaseInfo} {
-		l := Lease{Type: typ, Origin: testOrigin, Seq: 9, RequestID: 0xabc, Holder: 2, DurationNs: 1e9, RemainingNs: 5e8, InSyncVersion: 3, NMembers: 2}
+		l := Lease{Type: typ, Origin: testOrigin, Seq: 9, RequestID: 0xabc, Holder: 2, DurationNs: 1e9, RemainingNs: 5e8, InSyncVersion: 3, NMembers: 2, History: 0x5eed0001}
 		l.Members[0], l.Members[1] = 2, 5
 		out[typ.String()] = l.Append(nil)
 	}
@@ -481,7 +481,7 @@ func TestParseConsumesOneFrame(t *testing.T) {
 	two := append(bytes.Clone(s["ack"]), s["hash"]...)
 	f, n, err := Parse(two)
 	must(t, err)
-	if f.Type != TypeAck || n != HeaderLen {
+	if f.Type != TypeAck || n != HeaderLen+ackLen {
 		t.Fatalf("type %s n %d", f.Type, n)
 	}
 	f, _, err = Parse(two[n:])
@@ -609,6 +609,48 @@ func TestAckLeaving(t *testing.T) {
 		if err != nil || got != a {
 			t.Fatalf("round trip of %+v: %+v %v", a, got, err)
 		}
+	}
+}
+
+// ACK, HEARTBEAT and NEW_EPOCH carry the sender's history id, which
+// HistoryOf reads without decoding the rest.
+func TestHistoryID(t *testing.T) {
+	const id = 0x0123456789abcdef
+	a := Ack{Origin: testOrigin, Seq: 3, History: id, AskHistory: true}
+	f, _, err := Parse(a.Append(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeAck(&f); err != nil || got != a || HistoryOf(&f) != id {
+		t.Fatalf("ack round trip of %+v: %+v %v, HistoryOf %#x", a, got, err, HistoryOf(&f))
+	}
+	hb := Heartbeat{Origin: testOrigin, HighestSeq: 3, History: id}
+	b := hb.Append(nil)
+	b[offFlags] |= byte(FlagAskHistory) // only an ACK may ask
+	binary.LittleEndian.PutUint32(b[offChecksum:], checksum(b))
+	if _, _, err := Parse(b); !errors.Is(err, ErrFlags) {
+		t.Fatalf("a HEARTBEAT asking for the history: %v", err)
+	}
+	if f, _, err = Parse(hb.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeHeartbeat(&f); err != nil || got != hb || HistoryOf(&f) != id {
+		t.Fatalf("heartbeat round trip of %+v: %+v %v", hb, got, err)
+	}
+	ne := NewEpoch{Origin: Origin{Stream: 1, Node: 2, Epoch: 5}, PrevEpoch: 4, LastSeq: 9, History: id}
+	if f, _, err = Parse(ne.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeNewEpoch(&f); err != nil || got != ne || HistoryOf(&f) != id {
+		t.Fatalf("new epoch round trip of %+v: %+v %v", ne, got, err)
+	}
+	// The layouts before the history id are refused, not misread.
+	old := a.Append(nil)
+	old = old[:HeaderLen]
+	binary.LittleEndian.PutUint32(old[offLength:], 0)
+	binary.LittleEndian.PutUint32(old[offChecksum:], checksum(old))
+	if _, _, err := Parse(old); !errors.Is(err, ErrLength) {
+		t.Fatalf("an ACK without a history id: %v", err)
 	}
 }
 

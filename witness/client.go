@@ -60,6 +60,7 @@ func AppendRequestInSync(dst []byte, req arbiter.Request, stream uint16, p arbit
 	l := wire.Lease{
 		Origin:    wire.Origin{Stream: stream, Node: uint32(req.Node), Epoch: req.Epoch},
 		RequestID: req.ID,
+		History:   req.History,
 	}
 	switch {
 	case req.Node == arbiter.NodeNone:
@@ -132,6 +133,7 @@ func DecodeReply(f *wire.Frame) (arbiter.Reply, error) {
 		RequestID: l.RequestID,
 		Epoch:     f.Epoch,
 		Holder:    arbiter.NodeID(l.Holder),
+		History:   l.History,
 
 		InSyncVersion: l.InSyncVersion,
 	}

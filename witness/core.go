@@ -55,6 +55,12 @@ type Core struct {
 	// infos report it when the arbiter's set is newer but not yet durable,
 	// so no reply ever names a set a restart could forget.
 	durableInSync arbiter.InSyncSet
+	// durableHistory is the cluster's history id known to be on disk
+	// (0: none yet): replies carry it, never one a restart could forget.
+	durableHistory uint64
+	// foreignRefused counts the requests refused as of another history
+	// (logged the 1st, 2nd, 4th... time).
+	foreignRefused uint64
 	// persistFailing is true from a persist failure until the next
 	// success, so a failing disk is logged once, not per request.
 	persistFailing bool
@@ -157,8 +163,9 @@ func NewCore(cfg Config, state arbiter.PersistentState, found bool, nowNs int64)
 		return nil, fmt.Errorf("%w: %v", ErrCorruptState, err)
 	}
 	c.durableEpoch, c.durableInSyncVersion, c.durableInSync = state.Epoch, state.InSyncVersion, state.Members
+	c.durableHistory = c.arb.History()
 	c.log.Info("witness: restored", "epoch", state.Epoch, "in_sync_version", state.InSyncVersion,
-		"last_holder", state.LastHolder, "in_sync", state.Members.Slice(),
+		"last_holder", state.LastHolder, "in_sync", state.Members.Slice(), "history", fmt.Sprintf("%016x", c.durableHistory),
 		"quarantine", time.Duration(cfg.Arbiter.LeaseDurationNs))
 	return c, nil
 }
@@ -380,9 +387,42 @@ func (c *Core) waitsForWrite(t wire.Type, node arbiter.NodeID, requestID, reqEpo
 	return t == wire.TypeLeaseAcquire || (p.entry.node == node && p.entry.matches(requestID, t, reqEpoch))
 }
 
-// decide asks the arbiter about a request and counts the decision.
+// decide asks the arbiter about a request and counts the decision: a
+// request of another history than the cluster's pinned one is refused
+// (arbiter.Arbiter.ForeignHistory), and a granted one pins its history if
+// none is yet (arbiter.Arbiter.PinHistory).
 func (c *Core) decide(t wire.Type, node arbiter.NodeID, reqEpoch uint64, req *wire.Lease, nowNs int64) arbiter.Decision {
 	c.stats.Decisions++
+	if c.arb.ForeignHistory(req.History) {
+		c.foreign(node, req.History)
+		return c.arb.DenyForeign(node, nowNs)
+	}
+	d := c.decideLease(t, node, reqEpoch, req, nowNs)
+	c.arb.PinHistory(&d, req.History)
+	return d
+}
+
+// historyHex is a history id as 16 hex digits, "" for none.
+func historyHex(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%016x", id)
+}
+
+// foreign counts and logs (the 1st, 2nd, 4th... time) a request refused
+// as of another history than the cluster's.
+func (c *Core) foreign(node arbiter.NodeID, history uint64) {
+	if c.foreignRefused++; c.foreignRefused&(c.foreignRefused-1) == 0 {
+		c.log.Error("witness: FOREIGN HISTORY: a node asks for the lease with another history than the cluster's "+
+			"(its directory is another cluster's, or a copy): refused; stop it, empty its directory, restart it",
+			"node", node, "its_history", fmt.Sprintf("%016x", history), "cluster_history", fmt.Sprintf("%016x", c.arb.History()), "refused", c.foreignRefused)
+	}
+}
+
+// decideLease is decide's lease decision, once the request's history is
+// the cluster's (or either is unknown).
+func (c *Core) decideLease(t wire.Type, node arbiter.NodeID, reqEpoch uint64, req *wire.Lease, nowNs int64) arbiter.Decision {
 	switch {
 	case t == wire.TypeLeaseAcquire:
 		return c.arb.AcquireRequest(node, req.RequestID, nowNs)
@@ -498,6 +538,10 @@ func (c *Core) persisted(state arbiter.PersistentState, err error) bool {
 	c.persistFailing = false
 	c.stats.Persists++
 	c.durableEpoch = max(c.durableEpoch, state.Epoch)
+	if state.History != 0 && c.durableHistory == 0 {
+		c.durableHistory = state.History
+		c.log.Info("witness: the cluster's history pinned: a node whose directory holds another is refused the lease", "history", fmt.Sprintf("%016x", state.History))
+	}
 	if state.InSyncVersion >= c.durableInSyncVersion {
 		c.durableInSyncVersion, c.durableInSync = state.InSyncVersion, state.Members
 	}
@@ -535,6 +579,7 @@ func (c *Core) answer(d arbiter.Decision, requestID uint64, stream uint16, leftN
 		RequestID:     requestID,
 		Holder:        uint32(d.Holder),
 		InSyncVersion: d.InSyncVersion,
+		History:       c.durableHistory,
 	}
 	set := &d.Members
 	if !d.Granted && d.InSyncVersion > c.durableInSyncVersion {
@@ -579,6 +624,7 @@ func (c *Core) info(f *wire.Frame, nowNs int64) []byte {
 		Holder:        uint32(st.Holder),
 		RemainingNs:   durationToWireClamped(left),
 		InSyncVersion: st.InSyncVersion,
+		History:       c.durableHistory,
 	}
 	set := &st.Members
 	if st.InSyncVersion > c.durableInSyncVersion {
@@ -629,6 +675,7 @@ func (c *Core) Report(nowNs int64) StatusReport {
 		Holder: uint32(q.Holder), Epoch: q.Epoch, LeaseRemainingNs: q.RemainingNs,
 		QuarantineRemainingNs: q.QuarantineRemainingNs, LastHolder: uint32(q.LastHolder),
 		InSyncVersion: q.InSyncVersion, InSync: []uint32{}, DurableEpoch: c.durableEpoch,
+		History:  historyHex(c.durableHistory),
 		Requests: map[string]uint64{"acquire": st.Acquires, "renew": st.Renews, "query": st.Queries, "release": st.Releases, "release_taken": st.ReleasesTaken},
 		Grants: map[string]uint64{"acquire": st.AcquireGrants, "renew": st.RenewGrants,
 			"new_epoch": st.GrantsNewEpoch, "resent": st.ResendsAnswered, "while_persisting": st.GrantsWhilePersisting, "undone": st.GrantsUndone},

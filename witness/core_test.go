@@ -377,3 +377,53 @@ func TestCoreDenyRun(t *testing.T) {
 		t.Fatalf("node 2's refusal: %+v, want no run", r)
 	}
 }
+
+// TestCoreHistory: the witness pins the cluster's history id with the
+// first granted request that names one (written before the grant
+// leaves) and refuses the lease to a node asking with another, even a
+// member of the in-sync set whose lease is free; every reply carries the
+// pinned id once it is durable.
+func TestCoreHistory(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	const ours, theirs = 0x1111, 0x2222
+	frame := func(kind arbiter.RequestKind, node arbiter.NodeID, id, epoch, history uint64, members ...arbiter.NodeID) []byte {
+		p := arbiter.InSyncProposal{N: len(members)}
+		if len(members) > 0 {
+			p.BaseVersion = 1
+		}
+		copy(p.Members[:], members)
+		b, err := AppendRequestInSync(nil, arbiter.Request{ID: id, Kind: kind, Node: node, Epoch: epoch, History: history}, 7, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	c := mustCore(t)
+	c.Step(frame(arbiter.RequestAcquire, 1, 1, 0, 0), nodeAddr, 0) // a new directory: no id yet
+	if r := mustReply(t, c.Persisted(nil)); !r.Granted() || r.History != 0 {
+		t.Fatalf("first grant: %+v", r)
+	}
+	rd := c.Step(frame(arbiter.RequestRenew, 1, 2, 1, ours, 2), nodeAddr, 10*ms)
+	if !rd.MustPersist || rd.State.History != ours {
+		t.Fatalf("the renew naming the id must pin it before its grant: %+v", rd)
+	}
+	if r := mustReply(t, c.Persisted(nil)); !r.Granted() || r.History != ours || r.Members.N != 1 {
+		t.Fatalf("pinned renew: %+v", r)
+	}
+	// Node 1's lease runs out; node 2, a member, asks with another
+	// history (restarted on another cluster's directory).
+	rd = c.Step(frame(arbiter.RequestAcquire, 2, 1, 0, theirs), nodeAddr, 2000*ms)
+	if r := mustReply(t, rd.Reply); rd.MustPersist || r.Granted() || r.History != ours {
+		t.Fatalf("foreign member: %+v", rd)
+	}
+	if st := c.Report(2000 * ms); st.Denies[arbiter.ReasonForeignHistory.String()] != 1 {
+		t.Fatalf("denies %v", st.Denies)
+	}
+	rd = c.Step(frame(arbiter.RequestAcquire, 2, 2, 0, ours), nodeAddr, 2010*ms)
+	if !rd.MustPersist || rd.State.History != ours {
+		t.Fatalf("member of the history: %+v", rd)
+	}
+	if r := mustReply(t, c.Persisted(nil)); !r.Granted() || r.Epoch != 2 {
+		t.Fatalf("member's grant: %+v", r)
+	}
+}

@@ -13,24 +13,27 @@ import (
 	"github.com/seqbus/seqbus/arbiter"
 )
 
-// State file layout, version 2, 68 bytes, little-endian:
+// State file layout, version 3, 76 bytes, little-endian:
 //
 //	offset size field
 //	0      4    magic          "SBWE"
-//	4      4    version        2
+//	4      4    version        3
 //	8      8    epoch          the highest epoch ever granted
 //	16     8    inSyncVersion  the in-sync set's version
 //	24     4    lastHolder     the holder of epoch (0: none known)
 //	28     4    nMembers       0..8
 //	32     32   members        8 x uint32, sorted, the first nMembers used,
 //	                           the rest 0
-//	64     4    crc32c         over bytes 0..64
+//	64     8    history        the cluster's pinned history id (0: none yet)
+//	72     4    crc32c         over bytes 0..72
 //
-// Version 1 (20 bytes: magic, version 1, epoch, crc32c over 0..16) is still
-// read, as an epoch with no in-sync set and no last holder, so a witness
-// directory written before the in-sync set upgrades in place: after the
-// restart quarantine anyone may acquire, as before, and the next write is
-// version 2. Only version 2 is written.
+// Version 2 (68 bytes: the same up to the members, crc32c at 64 over
+// 0..64) is read with no history pinned: the next granted request that
+// names one pins it. Version 1 (20 bytes: magic, version 1, epoch, crc32c
+// over 0..16) is still read, as an epoch with no in-sync set and no last
+// holder, so a witness directory written before the in-sync set upgrades
+// in place: after the restart quarantine anyone may acquire, as before.
+// Only version 3 is written.
 //
 // It is rewritten whole (temp file, fsync, rename, directory fsync), so a
 // crash leaves either the old record or the new one, never a mix.
@@ -47,8 +50,10 @@ const (
 	stateMagic     = "SBWE"
 	stateVersionV1 = 1
 	stateLenV1     = 20
-	stateVersion   = 2
-	stateLen       = 68
+	stateVersionV2 = 2
+	stateLenV2     = 68
+	stateVersion   = 3
+	stateLen       = 76
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -64,7 +69,7 @@ type Store interface {
 	Save(state arbiter.PersistentState) error
 }
 
-// encodeState returns the version 2 record for state.
+// encodeState returns the version 3 record for state.
 func encodeState(state arbiter.PersistentState) [stateLen]byte {
 	var b [stateLen]byte
 	copy(b[:4], stateMagic)
@@ -76,6 +81,18 @@ func encodeState(state arbiter.PersistentState) [stateLen]byte {
 	for i, m := range state.Members.Nodes {
 		binary.LittleEndian.PutUint32(b[32+4*i:], uint32(m))
 	}
+	binary.LittleEndian.PutUint64(b[64:], state.History)
+	binary.LittleEndian.PutUint32(b[72:], crc32.Checksum(b[:72], castagnoli))
+	return b
+}
+
+// encodeStateV2 returns a version 2 record (no history). Only tests use
+// it, to prove such directories still load.
+func encodeStateV2(state arbiter.PersistentState) [stateLenV2]byte {
+	var b [stateLenV2]byte
+	v3 := encodeState(state)
+	copy(b[:64], v3[:64])
+	binary.LittleEndian.PutUint32(b[4:], stateVersionV2)
 	binary.LittleEndian.PutUint32(b[64:], crc32.Checksum(b[:64], castagnoli))
 	return b
 }
@@ -91,7 +108,7 @@ func encodeStateV1(epoch uint64) [stateLenV1]byte {
 	return b
 }
 
-// decodeState parses a version 1 or 2 state record; every failure wraps
+// decodeState parses a version 1, 2 or 3 state record; every failure wraps
 // ErrCorruptState.
 func decodeState(b []byte) (arbiter.PersistentState, error) {
 	if len(b) < 8 {
@@ -105,6 +122,8 @@ func decodeState(b []byte) (arbiter.PersistentState, error) {
 	switch version {
 	case stateVersionV1:
 		want = stateLenV1
+	case stateVersionV2:
+		want = stateLenV2
 	case stateVersion:
 		want = stateLen
 	default:
@@ -129,6 +148,9 @@ func decodeState(b []byte) (arbiter.PersistentState, error) {
 	state.Members.N = int(n)
 	for i := range state.Members.Nodes {
 		state.Members.Nodes[i] = arbiter.NodeID(binary.LittleEndian.Uint32(b[32+4*i:]))
+	}
+	if version == stateVersion {
+		state.History = binary.LittleEndian.Uint64(b[64:])
 	}
 	if err := state.Validate(); err != nil {
 		return arbiter.PersistentState{}, fmt.Errorf("%w: %v", ErrCorruptState, err)

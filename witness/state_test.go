@@ -28,6 +28,18 @@ func TestStateRoundTrip(t *testing.T) {
 		if err != nil || got != st {
 			t.Fatalf("state %+v: got %+v, %v", st, got, err)
 		}
+		// With a pinned history id; a version 2 record (before history
+		// ids) reads with none.
+		st.History = 0xfeedface12345678
+		rec = encodeState(st)
+		if got, err := decodeState(rec[:]); err != nil || got != st {
+			t.Fatalf("state %+v: got %+v, %v", st, got, err)
+		}
+		v2 := encodeStateV2(st)
+		st.History = 0
+		if got, err := decodeState(v2[:]); err != nil || got != st {
+			t.Fatalf("v2 state %+v: got %+v, %v", st, got, err)
+		}
 	}
 	// A version 1 record (before the in-sync set) reads as its epoch alone.
 	for _, epoch := range []uint64{0, 1, 1 << 40, ^uint64(0)} {
@@ -43,7 +55,7 @@ func TestStateRoundTrip(t *testing.T) {
 // only the field validation can refuse it.
 func resealed(rec [stateLen]byte, off int, v uint32) []byte {
 	binary.LittleEndian.PutUint32(rec[off:], v)
-	binary.LittleEndian.PutUint32(rec[64:], crc32.Checksum(rec[:64], castagnoli))
+	binary.LittleEndian.PutUint32(rec[72:], crc32.Checksum(rec[:72], castagnoli))
 	return rec[:]
 }
 

@@ -91,7 +91,7 @@ func parseDropReason(err error) DropReason {
 
 // denyReasonsMax bounds Stats.Denies; a reason the arbiter adds later is
 // counted in slot 0 (arbiter.ReasonNone never denies) rather than lost.
-const denyReasonsMax = int(arbiter.ReasonInSyncInvalid) + 1
+const denyReasonsMax = int(arbiter.ReasonForeignHistory) + 1
 
 // Stats is a snapshot of the server's counters.
 type Stats struct {

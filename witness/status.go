@@ -42,6 +42,10 @@ type StatusReport struct {
 	InSyncVersion uint64   `json:"in_sync_version"`
 	InSync        []uint32 `json:"in_sync"`
 	DurableEpoch  uint64   `json:"durable_epoch"`
+	// History is the cluster's pinned history id, 16 hex digits (absent
+	// until the first primary's directory has one): a node asking with
+	// another is refused (denies "foreign history").
+	History string `json:"history,omitempty"`
 	// PromotionBlocked is the last node refused as not in sync, with the
 	// set empty, since the last grant (0: none): only the last holder may
 	// lead (docs/witness.md, "When no node may be promoted").

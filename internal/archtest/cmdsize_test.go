@@ -43,8 +43,13 @@ const cmdCodeMax = 1048
 // of a safety fix: a node whose directory is new declines a later term
 // (replica.MayLeadTerm decides) and joins once caught up. Lower it as
 // node/ shrinks; put new decisions in replica (or the core they belong
-// to), not here.
-const nodeCodeMax = 1726
+// to), not here. +97 (2026-12-07, twenty-fifth sitting) for the carrying
+// out of history ids, a safety fix (a directory of another cluster's
+// history was counted in sync and could lead): recording an adopted or
+// made id, the standby's ask and its hold on applying until its
+// primary's id is heard, the refused acks' counts and logs; the
+// decisions are replica.Identity's, the arbiter's and storage's.
+const nodeCodeMax = 1823
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {

@@ -276,6 +276,9 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 	if nd, _ := s["new_directory"].(bool); nd {
 		fmt.Fprintln(w, "NEW DIRECTORY: has not caught up with a primary yet; acknowledges nothing, and leads only a term no other node can hold a history for")
 	}
+	if f, _ := s["foreign_history"].(bool); f {
+		fmt.Fprintf(w, "FOREIGN HISTORY: its directory holds history %v, and its primary or the arbiter another: acknowledges nothing and will not lead; stop it, empty its directory, restart it\n", get(s, "history"))
+	}
 	if r, _ := s["refetching"].(bool); r {
 		fmt.Fprintln(w, "REFETCHING: history discarded (or journal set aside); will not lead until caught up")
 	}

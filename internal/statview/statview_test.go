@@ -267,6 +267,13 @@ func TestWatch(t *testing.T) {
 	}
 }
 
+// TestRenderForeignHistory: a node that heard another history says so,
+// with its directory's id.
+func TestRenderForeignHistory(t *testing.T) {
+	renderWarning(t, `"foreign_history":true,"history":"00000000000000aa",`, ``,
+		"FOREIGN HISTORY: its directory holds history 00000000000000aa", "FOREIGN HISTORY", "role")
+}
+
 // TestRenderNewDirectory: a node whose directory is new says it
 // acknowledges nothing yet; an empty in-sync set (JSON null) never
 // prints as Go's <nil>.

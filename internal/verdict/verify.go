@@ -102,7 +102,11 @@ type Finding struct {
 // NodeReport is what Verify read and concluded of one node.
 type NodeReport struct {
 	Dir  string
-	Role string // primary, standby, deposed
+	Role string // primary, standby, deposed, foreign
+	// History is the directory's history id (journal.HistoryFile), 16 hex
+	// digits; "" when it has none. A node of another history than the
+	// final primary's is foreign: reported, never compared.
+	History string `json:",omitempty"`
 	// Journal records First..Last, LastEpoch the last record's epoch.
 	First, Last, LastEpoch uint64
 	// ReplayFrom is the first seq replayed (after the snapshot at
@@ -216,6 +220,7 @@ type replica struct {
 	NodeReport
 	// saysPrimary: its status file says its node led (saysPrimary).
 	saysPrimary bool
+	history     uint64         // journal.HistoryFile's id (0: none)
 	recs        []record       // seq First+i
 	snap        *engine.Engine // the snapshot at SnapshotSeq, as restored
 	hashes      []uint64       // state hash after seq ReplayFrom+i
@@ -273,10 +278,15 @@ func Verify(opts Options) (*Result, error) {
 		}
 		reps = append(reps, p)
 	}
+	if err := oneHistory(reps, opts.Primary); err != nil {
+		return nil, err
+	}
 	prim := pickPrimary(reps, opts.Primary)
 	if prim == nil {
 		return nil, fmt.Errorf("verify: --primary %s is not one of the node directories", opts.Primary)
 	}
+	all := reps
+	reps = ofHistory(reps, prim)
 	res.Primary = prim.Dir
 	if prim.First > 1 && prim.snap == nil {
 		// Every received output would count as lost: say what is wrong.
@@ -285,16 +295,7 @@ func Verify(opts Options) (*Result, error) {
 	for _, p := range reps {
 		p.replay(opts.Engine, p == prim, res)
 	}
-	for _, p := range reps {
-		switch {
-		case p == prim:
-			p.Role = "primary"
-		case p.Last != 0 && p.LastEpoch == prim.LastEpoch:
-			p.Role = "standby"
-		default:
-			p.Role = "deposed"
-		}
-	}
+	assignRoles(reps, prim)
 	// Replicas against the final primary: records at common seqs, hashes.
 	for _, p := range reps {
 		if p != prim {
@@ -314,10 +315,63 @@ func Verify(opts Options) (*Result, error) {
 		checkRecord(prim, reps, lines, applied, res)
 	}
 	res.addSessions(sessionReports(prim, rcv))
-	for _, p := range reps {
+	for _, p := range all {
+		if !slices.Contains(reps, p) {
+			p.Role = "foreign"
+		}
 		res.Nodes = append(res.Nodes, p.NodeReport)
 	}
 	return res, nil
+}
+
+// assignRoles names each node of the final primary's history: the
+// primary, a standby (its journal ends at the primary's epoch: it
+// followed it), else deposed (an old primary, or a node cut off).
+func assignRoles(reps []*replica, prim *replica) {
+	for _, p := range reps {
+		switch {
+		case p == prim:
+			p.Role = "primary"
+		case p.Last != 0 && p.LastEpoch == prim.LastEpoch:
+			p.Role = "standby"
+		default:
+			p.Role = "deposed"
+		}
+	}
+}
+
+// oneHistory refuses, when no final primary is named, directories that
+// hold different history ids (journal.HistoryFile): which history is the
+// cluster's is the operator's to say (--primary), since the longest
+// journal may be another cluster's copied in.
+func oneHistory(reps []*replica, primary string) error {
+	if primary != "" {
+		return nil
+	}
+	var first *replica
+	for _, p := range reps {
+		switch {
+		case p.history == 0:
+		case first == nil:
+			first = p
+		case p.history != first.history:
+			return fmt.Errorf("verify: the directories hold different histories (%s: %s, %s: %s): one is another cluster's, or a copy; name the final primary with --primary, and the other history's nodes are reported as foreign, not compared",
+				first.Dir, first.History, p.Dir, p.History)
+		}
+	}
+	return nil
+}
+
+// ofHistory is reps without the nodes of another history than prim's
+// (both ids known): they are reported as foreign, never compared.
+func ofHistory(reps []*replica, prim *replica) []*replica {
+	own := make([]*replica, 0, len(reps))
+	for _, p := range reps {
+		if p.history == 0 || prim.history == 0 || p.history == prim.history {
+			own = append(own, p)
+		}
+	}
+	return own
 }
 
 // checkRecord checks one client's record, in arrival order: stale
@@ -401,7 +455,14 @@ func (t tornTail) Error() string { return string(t) }
 
 func loadReplica(fsys journal.FS, dir string) (*replica, error) {
 	p := &replica{NodeReport: NodeReport{Dir: dir}, outs: map[uint64][]outAt{}, saysPrimary: saysPrimary(fsys, dir)}
-	err := journal.Scan(fsys, dir, journal.InspectOptions{}, func(r journal.Record) bool {
+	var err error
+	if p.history, err = journal.ReadHistoryID(fsys, dir); err != nil {
+		return nil, fmt.Errorf("verify: %s: %w", dir, err)
+	}
+	if p.history != 0 {
+		p.History = fmt.Sprintf("%016x", p.history)
+	}
+	err = journal.Scan(fsys, dir, journal.InspectOptions{}, func(r journal.Record) bool {
 		if p.First == 0 {
 			p.First = r.Seq
 		}
@@ -826,6 +887,9 @@ func (r *Result) Lines() []string {
 			if n.Behind != 0 {
 				line += fmt.Sprintf(", %d checked outputs beyond its journal", n.Behind)
 			}
+		}
+		if n.Role == "foreign" {
+			line += fmt.Sprintf(", history %s: another history than the final primary's, not compared", n.History)
 		}
 		if n.Damage != "" {
 			line += ", damaged: " + n.Damage

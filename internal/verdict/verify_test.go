@@ -529,3 +529,34 @@ func TestVerifySnapshotOnlyStandby(t *testing.T) {
 		t.Fatalf("the snapshot-only node: %+v\n%s", n, strings.Join(r.Lines(), "\n"))
 	}
 }
+
+// Directories of different histories (journal.HistoryFile): without
+// --primary verify refuses to guess (the longest journal, here the
+// foreign one, would be taken for the final primary); with it, the
+// other history's node is reported as foreign and never compared.
+func TestVerifyForeignHistory(t *testing.T) {
+	dir := t.TempDir()
+	p, f := filepath.Join(dir, "p"), filepath.Join(dir, "f")
+	own := plan(200, 0)
+	writeNode(t, p, own, 0, nil)
+	writeNode(t, f, plan(300, 0), 0, nil)
+	for d, id := range map[string]uint64{p: 0xaaaa, f: 0xbbbb} {
+		if err := journal.WriteHistoryID(journal.OSFS{}, d, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := filepath.Join(dir, "c.jsonl")
+	writeRecord(t, rec, seen(t, own))
+	if _, err := Verify(Options{FS: journal.OSFS{}, Nodes: []string{p, f}, Records: []string{rec}}); err == nil || !strings.Contains(err.Error(), "different histories") {
+		t.Fatalf("two histories, no --primary: %v", err)
+	}
+	r, err := Verify(Options{FS: journal.OSFS{}, Nodes: []string{p, f}, Records: []string{rec}, Primary: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(r.Lines(), "\n")
+	if !r.OK() || r.Nodes[1].Role != "foreign" || r.Nodes[1].History != "000000000000bbbb" || r.Nodes[0].History != "000000000000aaaa" ||
+		!strings.Contains(out, "another history than the final primary's") {
+		t.Fatalf("with --primary: ok %v %+v\n%s", r.OK(), r.Nodes, out)
+	}
+}

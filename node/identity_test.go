@@ -1,0 +1,169 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/nodeconfig"
+)
+
+// A standby restarted on another cluster's directory whose history is
+// SHORTER than its new primary's, with the same epochs (both clusters
+// are static primaries of epoch 1), passes every epoch and seq check: it
+// acknowledged seqs its new primary did sequence, counted as in sync, and
+// could be promoted with the other history (replica.AckAhead catches only
+// a longer one). With history ids the standby hears a primary of another
+// history in its first HEARTBEAT and latches (no ack, no lease), and the
+// primary refuses every ack stamped with the other id: nothing is
+// released on it. The directory's own records stay as they were.
+func TestForeignHistoryShorter(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	load := func(c *cluster, count int) {
+		cl := dialClient(t, c.addrs[1], 7)
+		defer cl.Close()
+		if rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 20_000, Count: uint64(count), Seed: 1, Drain: 10 * time.Second}, nil); err != nil || rep.Stats.Answered != uint64(count) {
+			t.Fatalf("load: %v (%+v)", err, rep)
+		}
+	}
+	// Cluster A: 300 commands, then stopped; its standby's directory is
+	// the foreign one.
+	a := newCluster(t, 2)
+	a.start(1, nil)
+	a.start(2, nil)
+	load(a, 300)
+	a.waitConverged(10 * time.Second)
+	foreign := a.nodes[2].Status()
+	a.closeAll()
+	// Cluster B: 1,000 commands; its standby is restarted on A's standby's
+	// directory.
+	b := newCluster(t, 2)
+	defer b.closeAll()
+	b.start(1, nil)
+	b.start(2, nil)
+	load(b, 1000)
+	b.waitConverged(10 * time.Second)
+	p := b.nodes[1].Status()
+	if p.History == 0 || foreign.History == 0 || p.History == foreign.History {
+		t.Fatalf("history ids: cluster B %v, cluster A %v: want two, distinct", p.History, foreign.History)
+	}
+	if s := b.nodes[2].Status(); s.History != p.History || s.ForeignHistory {
+		t.Fatalf("B's own standby: history %v foreign %v, want %v, false", s.History, s.ForeignHistory, p.History)
+	}
+	b.stop(2)
+	b.dirs[2] = a.dirs[2]
+	standby := b.start(2, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for !standby.Status().ForeignHistory {
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby on A's directory never found its primary's history foreign: %+v", standby.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A command now waits for standby 2's ack, which never counts.
+	cl := dialClient(t, b.addrs[1], 8)
+	defer cl.Close()
+	rep, _ := cl.Load(context.Background(), client.LoadConfig{Rate: 1000, Count: 20, Seed: 2, Drain: 500 * time.Millisecond}, nil)
+	if rep.Stats.Answered != 0 {
+		t.Fatalf("%d commands answered on a foreign standby's acks", rep.Stats.Answered)
+	}
+	s, p := standby.Status(), b.nodes[1].Status()
+	if s.Role != nodeconfig.RoleStandby.String() || s.History != foreign.History || s.Node.ForeignHistoryHeard == 0 {
+		t.Fatalf("foreign standby: role %s history %v heard %d", s.Role, s.History, s.Node.ForeignHistoryHeard)
+	}
+	if s.Journal.LastSeq != foreign.Journal.LastSeq || s.Applied != foreign.Applied {
+		t.Fatalf("foreign standby journal %d applied %d, was %d %d: it took the other history's records",
+			s.Journal.LastSeq, s.Applied, foreign.Journal.LastSeq, foreign.Applied)
+	}
+	for _, sb := range p.Standbys {
+		// B's own standby acknowledged 1,000 before it stopped.
+		if sb.ID == 2 && sb.Acked > 1000+rep.Stats.Resent {
+			t.Fatalf("the primary counts the foreign standby's acks: %+v", sb)
+		}
+	}
+	// Its ask for the history (wire.Ack.AskHistory, stamped with A's id)
+	// may reach the primary before the answer latches it: refused if so.
+	if p.Released > 1000 {
+		t.Fatalf("released %d, but B's own standby acked 1,000", p.Released)
+	}
+}
+
+// testHistory is the history id the hand-driven tests' fake primary
+// leads: a standby applies nothing before it heard one (replica.Identity).
+const testHistory = 0x7e57
+
+// TestForeignHistoryRefusedTheLease: the last holder of a witness-led
+// cluster (a standby that took over when the primary stopped, then
+// stopped itself) is restarted on another cluster's directory. The
+// witness knows it by its node ID alone; without history ids it would
+// grant it the free lease and it would lead the other history. The
+// witness pinned the cluster's history id with its first primary's
+// renew, refuses the foreign node, and the node latches (the refusal
+// names the pinned id): it never leads nor acknowledges.
+func TestForeignHistoryRefusedTheLease(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	a := newCluster(t, 2)
+	a.start(1, nil)
+	a.start(2, nil)
+	cl := dialClient(t, a.addrs[1], 7)
+	if rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 20_000, Count: 300, Seed: 1, Drain: 10 * time.Second}, nil); err != nil || rep.Stats.Answered != 300 {
+		t.Fatalf("cluster A load: %v (%+v)", err, rep)
+	}
+	cl.Close()
+	a.waitConverged(10 * time.Second)
+	foreign := a.nodes[2].Status().History
+	a.closeAll()
+
+	lease := arbiter.DefaultConfig()
+	w, waddr := startWitness(t, lease)
+	defer w.Close()
+	b := newCluster(t, 2)
+	defer b.closeAll()
+	withWitness := func(cfg *nodeconfig.Config) {
+		cfg.Role, cfg.Epoch = nodeconfig.RoleStandby, 0
+		cfg.Witness, cfg.Lease, cfg.InSyncTimeoutNs = waddr, lease, int64(2*time.Second)
+	}
+	b.start(1, withWitness)
+	b.start(2, withWitness)
+	p := b.waitPrimary(5*time.Second, 0)
+	s := 3 - p
+	cl = dialClient(t, b.addrs[p], 8)
+	if rep, err := cl.Load(context.Background(), client.LoadConfig{Rate: 20_000, Count: 500, Seed: 2, Drain: 10 * time.Second}, nil); err != nil || rep.Stats.Answered != 500 {
+		t.Fatalf("cluster B load: %v (%+v)", err, rep)
+	}
+	cl.Close()
+	b.waitInSync(p, 10*time.Second)
+	ours := b.nodes[p].Status().History
+	if ours == 0 || ours == foreign {
+		t.Fatalf("history ids: B %v, A %v", ours, foreign)
+	}
+	b.stop(p)
+	if got := b.waitPrimary(time.Duration(2*lease.LeaseDurationNs)+5*time.Second, p); got != s {
+		t.Fatalf("node %d took over, want %d", got, s)
+	}
+	b.stop(s) // the last holder, with everything released
+	b.dirs[s] = a.dirs[2]
+	standby := b.start(s, withWitness)
+	deadline := time.Now().Add(time.Duration(3*lease.LeaseDurationNs) + 5*time.Second)
+	for !standby.Status().ForeignHistory {
+		if standby.Role() == nodeconfig.RolePrimary {
+			t.Fatalf("node %d led another cluster's history", s)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d never learnt from the witness that its history is foreign: %+v", s, standby.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// It asks no more: a lease later it still does not lead.
+	time.Sleep(time.Duration(lease.LeaseDurationNs))
+	if st := standby.Status(); st.Role == nodeconfig.RolePrimary.String() || st.History != foreign || st.Journal.LastSeq != 300 || st.Epoch != 1 {
+		t.Fatalf("foreign node: role %s history %v journal %d epoch %d", st.Role, st.History, st.Journal.LastSeq, st.Epoch)
+	}
+	if ws := w.Stats(); ws.Denies[arbiter.ReasonForeignHistory] == 0 || ws.Grants == 0 {
+		t.Fatalf("witness: denies %v, none as of another history", ws.Denies)
+	}
+}
