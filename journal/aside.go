@@ -100,7 +100,7 @@ func HoldsHistory(names []string) bool {
 }
 
 // SetAside renames every file in dir but the markers (refetch, new
-// directory, joined), the history id (HistoryFile), the spare
+// directory, joined), the history id (HistoryFile), the fence (FenceFile), the spare
 // segment (SpareSegmentName: no record, reused) and the files already set
 // aside with the suffix AsideMarker+"<nowUnix>" (kept for an operator's
 // post-mortem; Open ignores them, so it then finds an empty journal),
@@ -117,7 +117,7 @@ func SetAside(fsys FS, dir string, nowUnix int64) (int, error) {
 	moved := 0
 	for _, name := range names {
 		if strings.Contains(name, AsideMarker) || name == RefetchMarker || name == NewDirMarker || name == JoinedMarker ||
-			name == HistoryFile || name == SpareSegmentName || name == LockFileName {
+			name == HistoryFile || name == FenceFile || name == SpareSegmentName || name == LockFileName {
 			continue
 		}
 		from := dir + "/" + name

@@ -252,13 +252,17 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	if rd.StepDown {
 		n.stepDown(&rd)
 	}
-	if err := n.reconcile(&rd, &ne, applied); err != nil {
+	err := n.reconcile(&rd, &ne, applied)
+	if err == nil {
+		err = n.st.RaiseFence(ne.Epoch) // durable before we ack anything of it
+	}
+	if err != nil {
 		// Each NEW_EPOCH repeat retries it; whatever it left behind, this
 		// node must never lead on it (logged once, counted every time).
 		n.tm.ResetFailed()
 		n.stats.JournalErrors++
 		if n.st.Break() {
-			n.cfg.Log.Error("reconcile with the new primary failed (the journal cut at its fork, or the rebuild): this node will not lead; restart it once the disk is fixed", "err", err)
+			n.cfg.Log.Error("reconcile with the new primary failed (the journal cut at its fork, the rebuild, or recording the new epoch): this node will not lead; restart it once the disk is fixed", "err", err)
 		}
 		return
 	}

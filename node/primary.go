@@ -23,6 +23,10 @@ func (n *Node) becomePrimary(epoch uint64) error {
 		return err
 	}
 	n.finishSnapshotWrite() // a promoted standby's last one, still valid
+	// The fence is durable before anything is released under it.
+	if err := n.st.RaiseFence(epoch); err != nil {
+		return err
+	}
 	if err := n.tm.BecomePrimary(epoch); err != nil {
 		return fmt.Errorf("node: cannot lead: %w", err)
 	}

@@ -296,7 +296,8 @@ func (r *Roles) Led() RolesReady {
 // NewEpoch decides what NEW_EPOCH ne, from node sender (known: a
 // configured peer), means to this node, which applied up to applied
 // and journaled it in log: older than our epoch, drop it; our epoch
-// repeated, learn its primary; UNSAFE NoFencing on a primary, ignore it;
+// repeated, learn its primary (and, after a restart, where its history
+// starts); UNSAFE NoFencing on a primary, ignore it;
 // from an unknown node, drop it; else a primary steps down, the history
 // is reconciled (History.Reconcile), and once the runtime carried that
 // out (Reconciled) the node follows. It does not allocate.
@@ -305,6 +306,16 @@ func (r *Roles) NewEpoch(ne *wire.NewEpoch, sender uint32, known bool, applied u
 	case NewEpochStale:
 		return RolesReady{Drop: DropStale, Epoch: ne.Epoch}
 	case NewEpochRepeat:
+		if !r.primary && r.hist.Verified() != ne.Epoch {
+			// A restart fenced at this epoch (storage.RaiseFence, or
+			// records of it): what we hold is a prefix of its history
+			// (we followed or led it before the fence was recorded), but
+			// where it starts was forgotten (History.Reset). Take it from
+			// the repeat, so the older records its primary resends under
+			// their own epochs are accepted (OlderHistory): a node fenced
+			// at the epoch with none of its records needs them.
+			r.hist.Follow(ne)
+		}
 		return RolesReady{Repeat: true, Primary: sender, Epoch: ne.Epoch}
 	case NewEpochIgnore:
 		return RolesReady{Ignored: true, Epoch: ne.Epoch}

@@ -110,7 +110,10 @@ type Storage struct {
 	// history: the directory's history id (journal.HistoryFile; 0:
 	// none yet).
 	history uint64
-	c       Counters
+	// fence: the highest epoch recorded as led or followed
+	// (journal.FenceFile; RaiseFence).
+	fence uint64
+	c     Counters
 	// spareErr and spareRoom: what WatchSpare last heard of the journal's
 	// next segment (journal.SpareError).
 	spareErr  error
@@ -175,6 +178,9 @@ func (s *Storage) open() error {
 	var err error
 	if s.history, err = journal.ReadHistoryID(cfg.FS, cfg.Dir); err != nil {
 		return fmt.Errorf("journal directory %s: %w (it names the history the records belong to; a node cannot tell whose they are without it)", cfg.Dir, err)
+	}
+	if s.fence, err = journal.ReadFence(cfg.FS, cfg.Dir); err != nil {
+		return fmt.Errorf("journal directory %s: %w (it holds the highest epoch the node led or followed; without it the node could follow an older one)", cfg.Dir, err)
 	}
 	j, rec, err := journal.Open(cfg.FS, cfg.Dir, cfg.Journal)
 	if errors.Is(err, journal.ErrCorrupt) && cfg.SetAsideCorrupt {
@@ -251,7 +257,27 @@ func (s *Storage) Spare() (roomBytes int64, err error) { return s.spareRoom, s.s
 
 // HighestEpoch is the highest epoch the history holds: its newest
 // snapshot's or its journal's (a fence must refuse anything older).
-func (s *Storage) HighestEpoch() uint64 { return max(s.snapEpoch, s.j.HighestEpoch()) }
+func (s *Storage) HighestEpoch() uint64 { return max(s.snapEpoch, s.j.HighestEpoch(), s.fence) }
+
+// RaiseFence records, durably, that the node leads or follows epoch,
+// before it releases or acknowledges anything under it (journal.FenceFile):
+// a crash before its first record of epoch would otherwise bring it back
+// fenced at an older epoch, free to follow a deposed primary's and cut
+// what it released under this one. A no-op at or below the recorded
+// fence. An error breaks the Storage: the node must not lead or follow
+// on a fence it could forget.
+func (s *Storage) RaiseFence(epoch uint64) error {
+	if epoch <= s.fence {
+		return nil
+	}
+	if err := journal.WriteFence(s.cfg.FS, s.cfg.Dir, epoch); err != nil {
+		s.broken = true
+		s.log.Error("cannot record the epoch fence; this node will not lead", "epoch", epoch, "err", err)
+		return fmt.Errorf("recording the epoch fence %d: %w", epoch, err)
+	}
+	s.fence = epoch
+	return nil
+}
 
 // EpochAt is the epoch of the record at seq (replica.Log): the journal's,
 // or, at the seq of the snapshot the state started from when the journal

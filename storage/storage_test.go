@@ -600,3 +600,22 @@ func TestMakeHistory(t *testing.T) {
 		t.Fatalf("random id: %#x %v", r, err)
 	}
 }
+
+// RaiseFence records the fence durably: HighestEpoch holds it with no
+// record of that epoch, after a reopen too; a lower one changes nothing.
+func TestRaiseFence(t *testing.T) {
+	fs := journal.NewMemFS()
+	s := open(t, config(fs, nil))
+	write(t, s, 1, 5)
+	if err := s.RaiseFence(3); err != nil || s.HighestEpoch() != 3 {
+		t.Fatalf("raise to 3: %v, highest %d", err, s.HighestEpoch())
+	}
+	if err := s.RaiseFence(2); err != nil || s.HighestEpoch() != 3 {
+		t.Fatalf("raise to 2: %v, highest %d", err, s.HighestEpoch())
+	}
+	s.Close()
+	s = open(t, config(fs, nil))
+	if s.HighestEpoch() != 3 || s.Journal().HighestEpoch() != 1 {
+		t.Fatalf("reopened: highest %d, journal's %d; want 3 and 1", s.HighestEpoch(), s.Journal().HighestEpoch())
+	}
+}

@@ -48,8 +48,10 @@ const cmdCodeMax = 1048
 // history was counted in sync and could lead): recording an adopted or
 // made id, the standby's ask and its hold on applying until its
 // primary's id is heard, the refused acks' counts and logs; the
-// decisions are replica.Identity's, the arbiter's and storage's.
-const nodeCodeMax = 1823
+// decisions are replica.Identity's, the arbiter's and storage's. +7 for
+// another safety fix the same day: the epoch fence recorded before the
+// node leads or follows an epoch (storage.RaiseFence).
+const nodeCodeMax = 1830
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {
