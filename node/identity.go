@@ -26,8 +26,8 @@ func (n *Node) ownHistory() error {
 
 // heardHistory judges the history id of a primary's HEARTBEAT or
 // NEW_EPOCH (replica.Identity): ours, none, or one we take (recorded
-// first) lets the frame through, and the first of them lets the standby
-// apply what waited; another history's is dropped, and the node stops
+// first) lets the frame through, and from the first of them the standby
+// takes DATA; another history's is dropped, and the node stops
 // acknowledging and asking for the lease for the rest of its run.
 func (n *Node) heardHistory(id uint64, from uint32) bool {
 	v, first := n.ident.HeardPrimary(id)
@@ -39,11 +39,6 @@ func (n *Node) heardHistory(id uint64, from uint32) bool {
 		}
 		n.ident.Adopted(id)
 		n.cfg.Log.Info("following history", "history", status.Hash64(id), "primary", from)
-		n.applyEntries()
-	case replica.SameHistory:
-		if first {
-			n.applyEntries() // what arrived before we knew whose it is
-		}
 	case replica.ForeignHistory:
 		if first {
 			n.foreignHistory(id, fmt.Sprintf("primary %d", from))
@@ -63,9 +58,12 @@ func (n *Node) foreignHistory(id uint64, who string) {
 }
 
 // confirmHistory reports whether the standby knows its primary leads its
-// history (replica.Identity.Confirmed); until then it asks its primary,
-// at most once a millisecond, with an ACK flagged AskHistory, which the
-// primary answers with a HEARTBEAT.
+// history (replica.Identity.Confirmed); until then the DATA it receives
+// is dropped (counted, NAKed again later: the follower's window must not
+// take what is not applied at once, since an in-order entry's payload is
+// the receive buffer's), and it asks its primary, at most once a
+// millisecond, with an ACK flagged AskHistory, which the primary answers
+// with a HEARTBEAT.
 func (n *Node) confirmHistory(now int64) bool {
 	if n.ident.Confirmed() {
 		return true

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -9,7 +10,10 @@ import (
 
 	"github.com/seqbus/seqbus/arbiter"
 	"github.com/seqbus/seqbus/client"
+	"github.com/seqbus/seqbus/engine"
+	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/nodeconfig"
+	"github.com/seqbus/seqbus/wire"
 )
 
 // A standby restarted on another cluster's directory whose history is
@@ -166,4 +170,108 @@ func TestForeignHistoryRefusedTheLease(t *testing.T) {
 	if ws := w.Stats(); ws.Denies[arbiter.ReasonForeignHistory] == 0 || ws.Grants == 0 {
 		t.Fatalf("witness: denies %v, none as of another history", ws.Denies)
 	}
+}
+
+// TestStandbyRestartUnderLoad: a standby stopped and restarted three
+// times while the primary sequences at full rate (each time it hears DATA
+// before it knows whose history its primary leads, and drops it until a
+// HEARTBEAT says) ends with the primary's journal, command for command at
+// the same seqs, and its state. TestUnconfirmedDataIsNotKept pins the
+// receive-buffer case down deterministically.
+func TestStandbyRestartUnderLoad(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 2)
+	defer c.closeAll()
+	c.start(1, nil)
+	c.start(2, nil)
+	cl := dialClient(t, c.addrs[1], 7)
+	defer cl.Close()
+	done := make(chan error, 1)
+	var rep client.LoadReport
+	go func() {
+		var err error
+		rep, err = cl.Load(context.Background(), client.LoadConfig{Rate: 20_000, Count: 40_000, Seed: 5, Drain: 20 * time.Second}, nil)
+		done <- err
+	}()
+	for i := range 3 {
+		time.Sleep(300 * time.Millisecond)
+		c.stop(2)
+		time.Sleep(time.Duration(50*(i+1)) * time.Millisecond)
+		c.start(2, nil)
+	}
+	if err := <-done; err != nil || rep.Stats.Answered != 40_000 {
+		t.Fatalf("load: %v %+v", err, rep)
+	}
+	c.waitConverged(20 * time.Second)
+	s := c.nodes[2].Status()
+	if s.Node.HashMismatches != 0 {
+		t.Fatalf("standby: %d hash mismatches", s.Node.HashMismatches)
+	}
+	c.closeAll()
+	p, sb := journalCommands(t, c.dirs[1]), journalCommands(t, c.dirs[2])
+	if len(p) != len(sb) {
+		t.Fatalf("primary journal holds %d commands, standby %d", len(p), len(sb))
+	}
+	ps, _ := journalOrderSeqs(t, c.dirs[1])
+	ss, _ := journalOrderSeqs(t, c.dirs[2])
+	for k, seq := range ps {
+		if ss[k] != seq {
+			t.Fatalf("command %v at seq %d on the primary, %d on the standby", k, seq, ss[k])
+		}
+	}
+}
+
+// A restarted standby that receives DATA before it has heard its
+// primary's history id must not keep that frame for later: the frame is
+// the receive buffer's, which the next datagram overwrites. Before, the
+// follower kept the frame's messages unapplied and took them when the
+// HEARTBEAT arrived, reading whatever the buffer then held: CI's chaos
+// run once journaled three other commands at a DATA frame's seqs. Now
+// the frame is dropped (DropAwaitingHistory) and taken again when resent.
+func TestUnconfirmedDataIsNotKept(t *testing.T) {
+	clk := &stepClock{ns: 1}
+	fs := joinedFS("/j")
+	for _, err := range []error{journal.WriteHistoryID(fs, "/j", testHistory), journal.WriteFence(fs, "/j", 1)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := handStandbyConfig(clk, nil)
+	cfg.FS = fs
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	from, o := cfg.Peers[2], wire.Origin{Stream: 9, Node: 2, Epoch: 1}
+	buf := buyData(o, 1)
+	n.Deliver(buf, from)
+	copy(buf, otherData(o, 1)) // the receive buffer, reused for another datagram
+	hb := wire.Heartbeat{Origin: o, HighestSeq: 1, History: testHistory}
+	n.Deliver(hb.Append(nil), from)
+	n.Deliver(buyData(o, 1), from) // resent after a NAK
+	if st := n.Status(); st.Applied != 1 || st.Node.DropAwaitingHistory != 1 {
+		t.Fatalf("applied %d, dropped awaiting history %d; want 1, 1", st.Applied, st.Node.DropAwaitingHistory)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var got []byte
+	if err := n.j.ReadFrom(1, func(_, _ uint64, p []byte) bool { got = bytes.Clone(p); return false }); err != nil {
+		t.Fatal(err)
+	}
+	f, _, _ := wire.Parse(buyData(o, 1))
+	msgs := f.Messages()
+	_, want, _ := msgs.Next()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("journal holds %x at seq 1, the primary sent %x", got, want)
+	}
+}
+
+// otherData is a DATA frame at seq of the same length as buyData's with
+// another command (a sell).
+func otherData(o wire.Origin, seq uint64) []byte {
+	b := wire.NewBatch(0)
+	b.Reset(wire.TypeData, o, seq)
+	b.Add(engine.AppendRequest(nil, 5, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Sell, Type: engine.Limit, Price: 11, Qty: 2}))
+	return bytes.Clone(b.Bytes())
 }

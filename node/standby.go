@@ -21,9 +21,6 @@ func (n *Node) becomeStandby() error {
 // per entry was 4 % of a standby's CPU at 1.2M commands/s.
 func (n *Node) applyEntries() {
 	now := n.nowNs()
-	if !n.confirmHistory(now) {
-		return // the window keeps them until a HEARTBEAT says whose history it is
-	}
 	n.stageBatch()
 	for {
 		seq, payload, ok := n.fol.Next()
@@ -109,6 +106,10 @@ func (n *Node) standbyFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 			// primary under the epoch they were sequenced in.
 			n.tm.History().Note(f.Seq, f.LastSeq(), f.Epoch)
 		} else if !n.acceptEpoch(f, now) {
+			return
+		}
+		if !n.confirmHistory(now) {
+			n.stats.DropAwaitingHistory++ // taken again once we know whose history it is
 			return
 		}
 		if f.Type == wire.TypeRetransmit {

@@ -233,8 +233,10 @@ type Stats struct {
 	// ForeignHistory).
 	DropForeignHistory, ForeignHistoryHeard uint64
 	// HistoryAsked: ACKs a restarted standby sent asking which history
-	// its primary leads (wire.Ack.AskHistory) before it applied anything.
-	HistoryAsked uint64
+	// its primary leads (wire.Ack.AskHistory) before it applied anything;
+	// DropAwaitingHistory: DATA and RETRANSMIT frames it dropped meanwhile
+	// (NAKed again once it knows).
+	HistoryAsked, DropAwaitingHistory uint64
 
 	// AnsweredFromTable: commands the primary answered from the state
 	// machine's dedup table (replays, resends, too-old ids) without
