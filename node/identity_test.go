@@ -275,3 +275,66 @@ func otherData(o wire.Origin, seq uint64) []byte {
 	b.Add(engine.AppendRequest(nil, 5, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: engine.Sell, Type: engine.Limit, Price: 11, Qty: 2}))
 	return bytes.Clone(b.Bytes())
 }
+
+// heldArbiter grants epoch 3 to the request its previous Tick took, so
+// a grant arrives a tick after its request left: the node can learn in
+// between that its directory holds another history.
+type heldArbiter struct {
+	scriptedArbiter
+	held    *arbiter.Request
+	deliver bool
+}
+
+func (a *heldArbiter) Tick(nowNs int64, deliver func(arbiter.Reply)) {
+	if a.held != nil && a.deliver {
+		r := arbiter.Reply{Kind: arbiter.ReplyGrant, RequestID: a.held.ID, Epoch: 3, DurationNs: arbiter.DefaultLeaseDurationNs, InSyncVersion: 3}
+		r.Deliver(a.k)
+		deliver(r)
+		a.held = nil
+	}
+	if req, ok := a.k.Tick(nowNs); ok && a.held == nil {
+		a.held = &req
+	}
+}
+
+// A standby whose request for the lease left before it heard a primary
+// of another history (it latched Foreign: it asks no more) may still be
+// granted that request. It must not lead another cluster's history: it
+// gives the grant back, declined, so the arbiter undoes it.
+func TestForeignHistoryDeclinesAGrant(t *testing.T) {
+	clk := &stepClock{ns: 1}
+	arb := &heldArbiter{}
+	cfg := handStandbyConfig(clk, func(k *arbiter.Keeper) (arbiter.Backend, error) { arb.k = k; return arb, nil })
+	if err := journal.WriteHistoryID(cfg.FS, cfg.Dir, 0xaaaa); err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	n.Tick() // the acquire leaves; its grant is held
+	if arb.held == nil {
+		t.Fatal("the standby asked for no lease")
+	}
+	ne := wire.NewEpoch{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 1}, History: 0xbbbb}
+	n.Deliver(ne.Append(nil), cfg.Peers[2])
+	if !n.Status().ForeignHistory {
+		t.Fatal("a primary of another history was not judged foreign")
+	}
+	arb.deliver = true
+	clk.ns += 1000
+	n.Tick() // the grant of epoch 3 arrives
+	st := n.Status()
+	if st.Role != nodeconfig.RoleStandby.String() || st.Node.Promotions != 0 {
+		t.Fatalf("a foreign node granted the lease: role %s, promotions %d", st.Role, st.Node.Promotions)
+	}
+	if st.Node.LeadsDeclinedForeign != 1 || st.Node.LeasesReleased != 1 {
+		t.Fatalf("declined %d, leases released %d; want 1, 1", st.Node.LeadsDeclinedForeign, st.Node.LeasesReleased)
+	}
+	arb.mu.Lock()
+	defer arb.mu.Unlock()
+	if len(arb.released) != 1 || !arb.released[0].Declined || arb.released[0].Epoch != 3 {
+		t.Fatalf("released %+v, want epoch 3's grant declined", arb.released)
+	}
+}

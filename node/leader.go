@@ -98,8 +98,8 @@ func (n *Node) leaseChanged(now int64) {
 // the new gate releases them once the standbys acknowledge them under
 // the new epoch and they are durable, exactly as for any output.
 func (n *Node) promote(rd *replica.RolesReady, now int64) {
-	if !replica.MayLeadTerm(n.st.NewDirectory(), n.isr.Version(), len(n.isr.Members())) {
-		n.declineLead(rd.Epoch)
+	if why := replica.DeclineLead(n.ident.Foreign(), n.st.NewDirectory(), n.isr.Version(), len(n.isr.Members())); why != replica.LeadGranted {
+		n.declineLead(rd.Epoch, why)
 		return
 	}
 	prev := n.ldr
@@ -156,27 +156,33 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 	}
 }
 
-// declineLead gives back a lease replica.MayLeadTerm refuses: granted to
-// a node whose directory is new for a term another node may hold a
-// history for. It never led nor caught up, and held back its acks until
+// declineLead gives back a lease replica.DeclineLead refuses, declined:
+// the arbiter undoes the grant (arbiter.Arbiter.Decline), so the
+// previous holder, which has everything released, may lead again at
+// once. A node of another history never leads this cluster's. A node
+// whose directory is new was granted a term another node may hold a
+// history for: it never led nor caught up, and held back its acks until
 // it would have, so the arbiter took it for a member (or the holder of a
 // term that added one) only because its directory was replaced or wiped
 // since. Leading would start the history over and un-happen everything
-// released before. It does not ask again until it has caught up with a
-// primary (the refetch state). The lease goes back declined: the arbiter
-// undoes the grant (arbiter.Arbiter.Decline), so the previous holder,
-// which has everything released, may lead again at once. An arbiter
-// that cannot undo it (it restarted since the grant) refuses the nodes
-// that hold the history until an operator names one (seqbus witness
-// override): the market halts rather than lose it.
-func (n *Node) declineLead(epoch uint64) {
+// released before; it does not ask again until it has caught up with a
+// primary (the refetch state). An arbiter that cannot undo the grant (it
+// restarted since) refuses the nodes that hold the history until an
+// operator names one (seqbus witness override): the market halts rather
+// than lose it.
+func (n *Node) declineLead(epoch uint64, why replica.Decline) {
 	n.tm.DrainFailed()
-	n.stats.LeadsDeclinedNewDirectory++
-	n.cfg.Log.Error("NOT LEADING: granted the lease after other terms, but this node's directory is new (replaced or wiped?): "+
-		"leading would discard the history clients saw; giving the lease back, declined. Start the node that holds the history; "+
-		"if the witness still refuses it, name it: seqbus witness override --allow ID (docs/witness.md)", "epoch", epoch, "dir", n.cfg.Dir)
-	n.st.SetRefetching(true)
-	n.giveUpLease("its directory is new; declined, so the previous holder may lead again")
+	if why == replica.DeclineForeign {
+		n.stats.LeadsDeclinedForeign++
+		n.cfg.Log.Error("NOT LEADING: granted the lease, but this node's directory holds another history; giving the lease back, declined", "epoch", epoch, "dir", n.cfg.Dir)
+	} else {
+		n.stats.LeadsDeclinedNewDirectory++
+		n.cfg.Log.Error("NOT LEADING: granted the lease after other terms, but this node's directory is new (replaced or wiped?): "+
+			"leading would discard the history clients saw; giving the lease back, declined. Start the node that holds the history; "+
+			"if the witness still refuses it, name it: seqbus witness override --allow ID (docs/witness.md)", "epoch", epoch, "dir", n.cfg.Dir)
+		n.st.SetRefetching(true)
+	}
+	n.giveUpLease("declined, so the previous holder may lead again")
 }
 
 // joined records that this node leads or caught up with a primary
@@ -206,13 +212,6 @@ func (n *Node) stepDown(rd *replica.RolesReady) {
 	n.tellClients(rd.From)
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("step-down", "err", err)
-	}
-}
-
-// primaryAnnounce repeats NEW_EPOCH when it is due.
-func (n *Node) primaryAnnounce(now int64) {
-	if n.tm.History().AnnounceDue(now) {
-		n.announce(now)
 	}
 }
 

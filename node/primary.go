@@ -230,7 +230,7 @@ func (n *Node) giveUpLease(why string) {
 	k, now := n.lease.Keeper(), n.nowNs()
 	// A standby that holds no grant has nothing to give (and its keeper's
 	// request under way is left alone).
-	if k == nil || n.cfg.Unsafe.NoFencing || (!n.tm.Primary() && !k.MayLead(now)) || !n.lease.Release(now, n.st.NewDirectory()) {
+	if k == nil || n.cfg.Unsafe.NoFencing || (!n.tm.Primary() && !k.MayLead(now)) || !n.lease.Release(now, n.st.NewDirectory() || n.ident.Foreign()) {
 		return
 	}
 	n.stats.LeasesReleased++
@@ -314,7 +314,9 @@ func (n *Node) setDurable() {
 }
 
 func (n *Node) primaryTick(now int64) {
-	n.primaryAnnounce(now)
+	if n.tm.History().AnnounceDue(now) {
+		n.announce(now) // NEW_EPOCH's repeat
+	}
 	n.hearRefusals(now)
 	n.maintainInSync(now)
 	if !n.tm.Primary() {

@@ -60,12 +60,6 @@ func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.Ad
 	}
 }
 
-func (n *Node) sendSnapshotRequest(req *wire.SnapshotRequest) {
-	req.Origin = n.origin()
-	n.frameBuf = req.Append(n.frameBuf[:0])
-	n.tr.Send(n.frameBuf, n.primaryAddr)
-}
-
 // installSnapshot replaces the state with a fetched snapshot at seq,
 // stores it locally (so a restart resumes from it), and resumes the
 // follower after it (what it buffered past seq is applied now). The

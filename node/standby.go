@@ -185,7 +185,9 @@ func (n *Node) followerReady() {
 		n.stats.NaksSent++
 	}
 	if rd.HasRequest {
-		n.sendSnapshotRequest(&rd.Request)
+		rd.Request.Origin = n.origin()
+		n.frameBuf = rd.Request.Append(n.frameBuf[:0])
+		n.tr.Send(n.frameBuf, n.primaryAddr)
 	}
 	if rd.HasAck {
 		n.sendAck(wire.Ack{Origin: n.origin(), Seq: rd.Ack}, n.primaryAddr, 1)

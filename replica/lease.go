@@ -154,6 +154,34 @@ func MayLeadTerm(newDirectory bool, inSyncVersion uint64, members int) bool {
 	return !newDirectory || inSyncVersion == FirstTermInSyncVersion || (inSyncVersion == FirstTermInSyncVersion+1 && members == 0)
 }
 
+// Decline is why a node granted the lease gives it back unled
+// (DeclineLead); the arbiter may undo such a grant (arbiter.Decline).
+type Decline uint8
+
+const (
+	// LeadGranted: nothing refuses; the node leads.
+	LeadGranted Decline = iota
+	// DeclineNewDirectory: MayLeadTerm refuses.
+	DeclineNewDirectory
+	// DeclineForeign: the directory holds another history
+	// (Identity.Foreign). Such a node asks for no lease once it knows,
+	// but a request that left before may still be granted.
+	DeclineForeign
+)
+
+// DeclineLead is whether a node granted the lease must give it back
+// unled, and why: its directory holds another history, or MayLeadTerm
+// refuses its new directory the term.
+func DeclineLead(foreign, newDirectory bool, inSyncVersion uint64, members int) Decline {
+	switch {
+	case foreign:
+		return DeclineForeign
+	case !MayLeadTerm(newDirectory, inSyncVersion, members):
+		return DeclineNewDirectory
+	}
+	return LeadGranted
+}
+
 // WantLead is whether a node asks the arbiter for the lease: only with
 // its whole state at hand and a disk that works. A node whose journal
 // failed, or whose disk has stalled (DiskWatch), must not hold the lease;

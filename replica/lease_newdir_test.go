@@ -25,3 +25,25 @@ func TestMayLeadTerm(t *testing.T) {
 		}
 	}
 }
+
+// A node of another history declines every grant, before any rule of
+// new directories; otherwise DeclineLead is MayLeadTerm's answer.
+func TestDeclineLead(t *testing.T) {
+	for _, c := range []struct {
+		foreign, newDir bool
+		version         uint64
+		members         int
+		want            Decline
+	}{
+		{false, false, 7, 2, LeadGranted},
+		{false, true, FirstTermInSyncVersion, 0, LeadGranted},
+		{false, true, 9, 1, DeclineNewDirectory},
+		{true, false, 7, 2, DeclineForeign},
+		{true, true, FirstTermInSyncVersion, 0, DeclineForeign},
+		{true, true, 9, 1, DeclineForeign},
+	} {
+		if got := DeclineLead(c.foreign, c.newDir, c.version, c.members); got != c.want {
+			t.Errorf("DeclineLead(foreign %v, new %v, version %d, %d members) = %d, want %d", c.foreign, c.newDir, c.version, c.members, got, c.want)
+		}
+	}
+}

@@ -155,6 +155,10 @@ type Stats struct {
 	// LeadsDeclinedNewDirectory: leases above the first epoch a node
 	// with a new directory was granted and gave back (NewDirectory).
 	LeadsDeclinedNewDirectory uint64
+	// LeadsDeclinedForeign: leases a node whose directory holds another
+	// history (replica.Identity.Foreign) was granted, by a request that
+	// left before it knew, and gave back declined.
+	LeadsDeclinedForeign uint64
 	// GroupMembershipErrors: leaving the replication group on promotion,
 	// or rejoining it on step-down, failed (logged).
 	GroupMembershipErrors uint64

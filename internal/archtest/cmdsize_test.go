@@ -51,8 +51,10 @@ const cmdCodeMax = 1048
 // decisions are replica.Identity's, the arbiter's and storage's. +7 for
 // another safety fix the same day: the epoch fence recorded before the
 // node leads or follows an epoch (storage.RaiseFence); 1,826 once a
-// restarted standby dropped unconfirmed DATA instead of holding it.
-const nodeCodeMax = 1826
+// restarted standby dropped unconfirmed DATA instead of holding it;
+// 1,825 with a foreign node's grant declined (replica.DeclineLead
+// decides) and two single-use helpers inlined.
+const nodeCodeMax = 1825
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {
