@@ -177,6 +177,9 @@ func (k *Keeper) Tick(nowNs int64) (Request, bool) {
 // request from now on (0: none yet).
 func (k *Keeper) SetHistory(id uint64) { k.history = id }
 
+// History is the history id the node's requests name (SetHistory).
+func (k *Keeper) History() uint64 { return k.history }
+
 // newRequest gives req the next ID and the node's history id, and
 // remembers its send time.
 func (k *Keeper) newRequest(req Request) Request {

@@ -135,14 +135,18 @@ func (c *Client) delivered(r arbiter.Reply) {
 // an episode, a refusal only the in-sync rule explains: nobody holds the lease, no restart quarantine is left, and
 // this node is not in the set the reply carries. Without it a standby
 // that never leads says nothing of why. A grant, or a refusal for
-// another reason, ends the episode.
+// another reason, ends the episode. A refusal of a node whose requests
+// name another history than the arbiter pinned is not the in-sync rule's
+// (the node logs FOREIGN HISTORY itself: replica.Identity).
 func (c *Client) noteReply(r *arbiter.Reply) {
 	if r.Kind != arbiter.ReplyGrant && r.Kind != arbiter.ReplyDeny {
 		return
 	}
 	c.noteLeaseDuration(r)
+	ours := c.link.Keeper().History()
+	foreign := r.History != 0 && ours != 0 && r.History != ours
 	refused := r.Kind == arbiter.ReplyDeny && r.Holder == arbiter.NodeNone && r.RemainingNs == 0 &&
-		!r.Members.Contains(arbiter.NodeID(c.cfg.Node))
+		!r.Members.Contains(arbiter.NodeID(c.cfg.Node)) && !foreign
 	if refused && !c.notInSync {
 		c.cfg.Log.Warn("the arbiter refuses this node the lease: it is not in the in-sync set, so it may lack output the last primary released; "+
 			"a member or the last primary leads (if none is left, an operator decides: seqbus witness override, docs/witness.md)",

@@ -181,6 +181,26 @@ func TestNotInSyncRefusalLoggedOnce(t *testing.T) {
 	}
 }
 
+// A refusal of a node of another history (the arbiter pinned another
+// id than its requests name) is not logged as the in-sync rule's: the
+// node logs FOREIGN HISTORY itself, and the in-sync advice would
+// mislead its operator.
+func TestForeignRefusalIsNotAnInSyncRefusal(t *testing.T) {
+	h := newHarness(t)
+	var logs bytes.Buffer
+	h.c.cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	h.c.Keeper().SetHistory(0xaa)
+	const msg = "not in the in-sync set"
+	h.c.noteReply(&arbiter.Reply{Kind: arbiter.ReplyDeny, Epoch: 6, History: 0xbb})
+	if strings.Contains(logs.String(), msg) || h.c.notInSync {
+		t.Fatalf("a refusal of another history was taken for an in-sync refusal:\n%s", logs.String())
+	}
+	h.c.noteReply(&arbiter.Reply{Kind: arbiter.ReplyDeny, Epoch: 6, History: 0xaa})
+	if n := strings.Count(logs.String(), msg); n != 1 {
+		t.Fatalf("a refusal of our own history logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
 // A grant for another lease than the node's --lease is warned of once:
 // the keeper stays safe (it times its view by the shorter), but a renew
 // interval past the arbiter's lease costs a new term at every renewal.
