@@ -337,7 +337,7 @@ func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Dec
 		a.runFrom = a.epochHighest + 1 // a new run starts with this grant
 	}
 	prevHolder, prevExpiresAtNs := NodeNone, int64(0)
-	if a.hadHolder && a.expiresAtNs > 0 {
+	if a.hadHolder {
 		prevHolder, prevExpiresAtNs = a.lastHolder, a.expiresAtNs
 	}
 	a.epochHighest++
@@ -352,7 +352,10 @@ func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Dec
 	a.inSyncVersion++
 	a.expiresAtNs = addSaturating(nowNs, a.leaseDurationNs)
 	a.termPrev, a.termLapsedNs = prevHolder, 0
-	if prevHolder != NodeNone {
+	switch {
+	case prevHolder != NodeNone && prevExpiresAtNs == 0:
+		a.termLapsedNs = -1 // restored: its lease's end is not known
+	case prevHolder != NodeNone:
 		a.termLapsedNs = max(nowNs-prevExpiresAtNs, 0)
 	}
 	d := a.granted(nowNs)
@@ -362,9 +365,11 @@ func (a *Arbiter) AcquireRequest(node NodeID, requestID uint64, nowNs int64) Dec
 }
 
 // LastTerm describes the lease the last new epoch followed: its holder
-// (NodeNone when there was none since this arbiter started or restored)
-// and how long before that grant it had ended. For the operator: a
-// failover's new primary took over lapsedNs after the old lease ran out.
+// (NodeNone when there was none) and how long before that grant it had
+// ended. For the operator: a failover's new primary took over lapsedNs
+// after the old lease ran out. After a restore the holder is the
+// restored last holder, and lapsedNs is -1: when its lease ended is not
+// known (the record keeps no time).
 func (a *Arbiter) LastTerm() (prev NodeID, lapsedNs int64) { return a.termPrev, a.termLapsedNs }
 
 // Renew extends the lease of node, only if node is the live holder, epoch

@@ -372,7 +372,7 @@ func TestArbiterLastTerm(t *testing.T) {
 	if d := b.AcquireRequest(2, 1, 5000); !d.Granted {
 		t.Fatalf("acquire after the quarantine %+v", d)
 	}
-	if prev, lapsed := b.LastTerm(); prev != NodeNone || lapsed != 0 {
-		t.Fatalf("after a restore, the first term follows %d, %d after it: want none (no lease end known)", prev, lapsed)
+	if prev, lapsed := b.LastTerm(); prev != 2 || lapsed != -1 {
+		t.Fatalf("after a restore, the first term follows %d, %d after it: want the restored holder 2, its lease's end unknown (-1)", prev, lapsed)
 	}
 }

@@ -226,8 +226,11 @@ func (c *Core) Persisted(err error) []byte {
 	}
 	if d := &p.entry.decision; d.PersistEpoch {
 		c.stats.GrantsNewEpoch++
-		c.log.Info("witness: new epoch granted", "node", d.Holder, "epoch", d.Epoch,
-			"prev_holder", p.termPrev, "after_prev_lease_ended", time.Duration(p.termLapsedNs))
+		after := any(time.Duration(p.termLapsedNs))
+		if p.termLapsedNs < 0 {
+			after = "unknown (the witness restarted since)"
+		}
+		c.log.Info("witness: new epoch granted", "node", d.Holder, "epoch", d.Epoch, "prev_holder", p.termPrev, "after_prev_lease_ended", after)
 	}
 	grantsBefore := c.stats.Grants
 	var reply []byte
