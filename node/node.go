@@ -156,34 +156,40 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 		return nil, err
 	}
 	n.stages, _ = n.cfg.Observer.(nodeconfig.StageObserver)
-	if err := n.openLease(); err != nil {
-		return nil, err
-	}
-	if err := n.recover(); err != nil {
-		_ = n.lease.Close() // logged by lease
-		return nil, err
-	}
-	n.commit = storage.NewCommitter(n.j, cfg.Journal.Policy, n.wakeAgent, storage.Inline{BelowNs: cfg.FsyncInlineBelowNs, NowNs: n.nowNs})
+	// The sockets first: a port in use or a group that cannot be joined
+	// fails the start before the directory is created, locked or read.
 	if err := n.tr.Open(); err != nil {
-		n.st.Close()
-		_ = n.lease.Close() // logged by lease
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if cfg.Role == nodeconfig.RolePrimary {
-		if err := n.becomePrimary(cfg.Epoch); err != nil {
-			n.tr.Close()
-			n.st.Close()
-			return nil, err
-		}
-		// A static primary's history is all its own: announce it from 0.
-		n.tm.History().Reset()
-	} else if err := n.becomeStandby(); err != nil {
-		n.tr.Close()
-		n.st.Close()
+	err := n.openLease()
+	if err == nil {
+		err = n.recover()
+	}
+	if err == nil {
+		n.commit = storage.NewCommitter(n.j, cfg.Journal.Policy, n.wakeAgent, storage.Inline{BelowNs: cfg.FsyncInlineBelowNs, NowNs: n.nowNs})
+		err = n.takeRole()
+	}
+	if err != nil {
 		_ = n.lease.Close() // logged by lease
+		n.tr.Close()
+		if n.st != nil {
+			n.st.Close()
+		}
 		return nil, err
 	}
 	return n, nil
+}
+
+// takeRole starts the node in its configured role.
+func (n *Node) takeRole() error {
+	if n.cfg.Role != nodeconfig.RolePrimary {
+		return n.becomeStandby()
+	}
+	err := n.becomePrimary(n.cfg.Epoch)
+	// A static primary's history is all its own: announce it from 0 (on
+	// an error the node is discarded).
+	n.tm.History().Reset()
+	return err
 }
 
 // nowNs is monotonic nanoseconds since the node started (Go's monotonic
@@ -212,15 +218,13 @@ func (n *Node) recover() error {
 	}
 	n.st, n.j, n.snaps = st, st.Journal(), st.Snapshots()
 	if err := n.rebuilt(st.Rebuild()); err != nil {
-		n.st.Close()
-		return fmt.Errorf("node: %w", err)
+		return fmt.Errorf("node: %w", err) // New closes the storage
 	}
 	// The status file is read before its first rewrite: the durable seq
 	// the last run reported is what the history must still reach, and
 	// the market data it knew released need not be published again.
 	if last, ok := status.ReadLast(n.cfg.StatusFile, n.cfg.ID); ok && n.cfg.StatusFile != "" {
 		if err := st.CheckDurableClaim(last.Durable, n.cfg.StatusFile); err != nil {
-			n.st.Close()
 			return fmt.Errorf("node: %w", err)
 		}
 		n.md.KnownReleased(last.MDReleased)

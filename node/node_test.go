@@ -311,3 +311,25 @@ func TestSyncFailureStopsReleases(t *testing.T) {
 		t.Fatalf("released %d, answered %d, sync errors %d after the disk failed", st.Released, cl.Stats().Answered, st.Node.SyncErrors)
 	}
 }
+
+// A node whose port is taken fails to start before it touches its
+// directory: nothing is created, locked or marked new, so fixing the
+// port and starting again finds the directory as it was (here: none).
+func TestPortInUseTouchesNoDirectory(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 1)
+	pc, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(c.addrs[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	cfg := c.config(1)
+	cfg.Dir = c.dirs[1] + "/node"
+	if n, err := New(cfg); err == nil {
+		n.Close()
+		t.Fatal("a node started on a port in use")
+	}
+	if _, err := os.Stat(cfg.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the directory after a failed bind: %v, want none", err)
+	}
+}

@@ -53,8 +53,9 @@ const cmdCodeMax = 1048
 // node leads or follows an epoch (storage.RaiseFence); 1,826 once a
 // restarted standby dropped unconfirmed DATA instead of holding it;
 // 1,825 with a foreign node's grant declined (replica.DeclineLead
-// decides) and two single-use helpers inlined.
-const nodeCodeMax = 1825
+// decides) and two single-use helpers inlined; 1,824 with the sockets
+// opened before the directory and one cleanup for a failed start.
+const nodeCodeMax = 1824
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {

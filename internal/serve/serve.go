@@ -77,6 +77,7 @@ func Node(cfg nodeconfig.Config, o NodeOptions, wait func()) error {
 	}
 	if w, _ := stagetrace.ParseWindow(o.TraceWindow, nil); w != nil && tr != nil {
 		if err := tr.Window(w.From, w.To, n.SocketSyscalls); err != nil {
+			n.Close()
 			return fmt.Errorf("--trace-window: %w", err)
 		}
 	}
