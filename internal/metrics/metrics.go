@@ -72,6 +72,7 @@ var (
 	descJournalLast    = desc("journal_last_seq", "Highest seq the journal holds.")
 	descRefetching     = desc("refetching", "1 while the node refetches its state and will not lead.")
 	descJournalFailed  = desc("journal_failed", "1 once the node's journal failed (a write, fsync or cut): it releases and acknowledges nothing more and will not lead until restarted.")
+	descForeign        = desc("foreign_history", "1 once the node heard that its directory holds another history than its cluster's (another cluster's, or a copy): it acknowledges nothing and will not lead; empty its directory and restart it.")
 	descDiskStalled    = desc("disk_stalled", "1 while the node's disk has made nothing durable for --disk-stall-after: the node will not lead.")
 	descDiskWaiting    = desc("disk_waiting_seconds", "How long written records have waited with the durable mark not moving (0: none waits).")
 	descUptime         = desc("uptime_seconds", "Time since the node started.")
@@ -91,7 +92,7 @@ var _ prometheus.Collector = NodeCollector{}
 func (NodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInfo, descEpoch, descLeaseHeld, descLeaseEpoch, descLeaseRemaining,
 		descApplied, descDurable, descReleased, descAcked, descStandbyAcked, descStandbyInSync, descInSyncSize,
-		descJournalFirst, descJournalLast, descRefetching, descJournalFailed, descDiskStalled, descDiskWaiting, descUptime, descCounter, descGauge, descSocketDrops, descLatency} {
+		descJournalFirst, descJournalLast, descRefetching, descJournalFailed, descForeign, descDiskStalled, descDiskWaiting, descUptime, descCounter, descGauge, descSocketDrops, descLatency} {
 		ch <- d
 	}
 }
@@ -121,6 +122,7 @@ func (c NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descJournalLast, float64(st.Journal.LastSeq))
 	gauge(descRefetching, b2f(st.Refetching))
 	gauge(descJournalFailed, b2f(st.JournalFailed))
+	gauge(descForeign, b2f(st.ForeignHistory))
 	gauge(descDiskStalled, b2f(st.Disk.Stalled))
 	gauge(descDiskWaiting, float64(st.Disk.WaitingNs)/1e9)
 	gauge(descUptime, float64(st.UptimeNs)/1e9)

@@ -138,12 +138,13 @@ func TestNodeMetricsScrape(t *testing.T) {
 	fams := scrape(t, srv.Addr())
 	st := n.Status()
 	for name, want := range map[string]float64{
-		"seqbus_applied_seq":    float64(st.Applied),
-		"seqbus_released_seq":   float64(st.Released),
-		"seqbus_epoch":          1,
-		"seqbus_lease_held":     b2f(st.Lease.Held),
-		"seqbus_disk_stalled":   0, // a healthy disk
-		"seqbus_journal_failed": 0,
+		"seqbus_applied_seq":     float64(st.Applied),
+		"seqbus_released_seq":    float64(st.Released),
+		"seqbus_epoch":           1,
+		"seqbus_lease_held":      b2f(st.Lease.Held),
+		"seqbus_disk_stalled":    0, // a healthy disk
+		"seqbus_journal_failed":  0,
+		"seqbus_foreign_history": 0,
 	} {
 		if got, ok := value(t, fams, name, nil); !ok || got != want {
 			t.Fatalf("%s = %v (present %v), want %v", name, got, ok, want)
