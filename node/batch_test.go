@@ -85,17 +85,17 @@ func TestLeaseLapseIsCarriedOutBetweenBatches(t *testing.T) {
 	now := n.nowNs()
 	for i := range uint64(3) {
 		n.onDatagram(commandFrame(7, i+1, 100), replayClient, now)
-		if n.stats.LeaseLost != 0 || !n.ldr.Primary().Gate().LeaseHeld() || !n.tm.Primary() {
+		if n.stats.LeaseLost != 0 || !n.rep.Leader().Primary().Gate().LeaseHeld() || !n.rep.Roles().Primary() {
 			t.Fatalf("command %d: the lapse was carried out inside the batch (LeaseLost %d, gate lease %v, role %s)",
-				i+1, n.stats.LeaseLost, n.ldr.Primary().Gate().LeaseHeld(), n.role())
+				i+1, n.stats.LeaseLost, n.rep.Leader().Primary().Gate().LeaseHeld(), n.role())
 		}
 	}
 	if n.stats.NotLeading != 3 || n.stats.Commands != 0 {
 		t.Fatalf("commands under a lapsed lease: NotLeading %d, sequenced %d; want 3, 0", n.stats.NotLeading, n.stats.Commands)
 	}
 	n.afterBatch(now)
-	if n.stats.LeaseLost != 1 || n.ldr.Primary().Gate().LeaseHeld() {
-		t.Fatalf("after the batch: LeaseLost %d, gate lease %v; want the lapse carried out", n.stats.LeaseLost, n.ldr.Primary().Gate().LeaseHeld())
+	if n.stats.LeaseLost != 1 || n.rep.Leader().Primary().Gate().LeaseHeld() {
+		t.Fatalf("after the batch: LeaseLost %d, gate lease %v; want the lapse carried out", n.stats.LeaseLost, n.rep.Leader().Primary().Gate().LeaseHeld())
 	}
 }
 
@@ -111,7 +111,7 @@ func TestNewerEpochOfOurOwnIsNotAStepDown(t *testing.T) {
 		n.Deliver(commandFrame(7, i+1, 100), replayClient)
 	}
 	n.mu.Lock()
-	queued := n.ldr.Queued()
+	queued := n.rep.Leader().Queued()
 	n.mu.Unlock()
 	if st := n.Status(); st.Applied != orders || st.Released != 0 || queued == 0 {
 		t.Fatalf("applied %d released %d queued %d; want %d applied, none released (node 2 never acked)", st.Applied, st.Released, queued, orders)
@@ -132,7 +132,7 @@ func TestNewerEpochOfOurOwnIsNotAStepDown(t *testing.T) {
 	ack := wire.Ack{Origin: wire.Origin{Stream: 9, Node: 2, Epoch: 3}, Seq: orders}
 	n.Deliver(ack.Append(nil), netip.MustParseAddrPort("10.0.0.3:1"))
 	n.mu.Lock()
-	left := n.ldr.Queued()
+	left := n.rep.Leader().Queued()
 	n.mu.Unlock()
 	if st := n.Status(); st.Released != orders || left != 0 || st.Node.OutputsReleased != uint64(queued) {
 		t.Fatalf("after the ack under epoch 3: released %d, %d outputs left, %d released; want %d, 0, %d", st.Released, left, st.Node.OutputsReleased, orders, queued)
@@ -210,7 +210,7 @@ func TestReplayAnswerChecksTheLeaseBeforeItLeaves(t *testing.T) {
 		n.mu.Lock()
 		n.tr.Begin()
 		q := session.Request{Session: 7, From: 1, NowNs: clk.ns, Leading: true,
-			Released: n.ldr.Primary().Gate().Released(), Durable: n.j.Durable(), Epoch: n.tm.Epoch()}
+			Released: n.rep.Leader().Primary().Gate().Released(), Durable: n.j.Durable(), Epoch: n.rep.Roles().Epoch()}
 		a := n.replay.Request(q) // the lease held when the request was read...
 		if a.Action != session.Send || len(a.Outputs) == 0 {
 			n.tr.End()

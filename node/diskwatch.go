@@ -17,11 +17,11 @@ import (
 func (n *Node) watchDisk(now int64) {
 	_, written := n.j.Last()
 	durable := n.j.Durable()
-	switch n.disk.Observe(written, durable, now) {
+	switch n.rep.Disk().Observe(written, durable, now) {
 	case replica.DiskStalled:
 		n.stats.DiskStalls++
 		n.cfg.Log.Error("DISK STALLED: nothing written became durable for --disk-stall-after (the in-sync timeout unless set); this node does not lead until its disk catches up",
-			"waited", time.Duration(n.disk.WaitedNs(now)), "written", written, "durable", durable, "primary", n.tm.Primary())
+			"waited", time.Duration(n.rep.Disk().WaitedNs(now)), "written", written, "durable", durable, "primary", n.rep.Roles().Primary())
 		n.giveUpLease("the disk stalled")
 	case replica.DiskRecovered:
 		n.cfg.Log.Info("disk making writes durable again; may lead", "written", written, "durable", durable)

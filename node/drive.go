@@ -65,7 +65,7 @@ func (n *Node) tickLocked(now int64) {
 	n.tr.NoteTruncations()
 	n.watchDisk(now)
 	n.leaseTick(now)
-	if n.tm.Primary() {
+	if n.rep.Roles().Primary() {
 		n.primaryTick(now)
 	} else {
 		n.standbyTick(now)
@@ -84,8 +84,8 @@ func (n *Node) syncFailedLocked(err error) {
 	// cache may have dropped it): the journal is broken as for a failed
 	// write. A primary stops and gives its lease up (nothing it holds can
 	// be released any more); a standby will not be promoted.
-	if n.st.Break() && n.tm.Primary() {
-		n.ldr.JournalFailed()
+	if n.st.Break() && n.rep.Roles().Primary() {
+		n.rep.Leader().JournalFailed()
 		n.giveUpLease("the journal's fsync failed")
 	}
 }

@@ -35,7 +35,7 @@ func TestStandbyWindowFarEdge(t *testing.T) {
 	if st.Applied != 1 {
 		t.Fatalf("applied %d, want 1", st.Applied)
 	}
-	if p := n.fol.Window().Pending(); p != 1 {
+	if p := n.rep.Follower().Window().Pending(); p != 1 {
 		t.Fatalf("%d buffered, want the far edge's 1", p)
 	}
 }

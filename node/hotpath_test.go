@@ -286,7 +286,7 @@ func TestPrimaryLeavesGroupAndRejoinsOnStepDown(t *testing.T) {
 		t.Fatalf("leading, still joined (%v) or role %v", mc.joined, n.Role())
 	}
 	n.mu.Lock()
-	rd := n.tm.Lease(replica.Decision{Do: replica.StepDown, Epoch: 2})
+	rd := n.rep.Roles().Lease(replica.Decision{Do: replica.StepDown, Epoch: 2})
 	n.stepDown(&rd)
 	n.mu.Unlock()
 	if !mc.joined || n.Role() != nodeconfig.RoleStandby {

@@ -19,7 +19,7 @@ func (n *Node) ownHistory() error {
 	}
 	id, err := n.st.MakeHistory(seed)
 	if err == nil {
-		n.ident.Adopted(id) // leading it: confirmed
+		n.rep.Identity().Adopted(id) // leading it: confirmed
 	}
 	return err
 }
@@ -30,22 +30,19 @@ func (n *Node) ownHistory() error {
 // takes DATA; another history's is dropped, and the node stops
 // acknowledging and asking for the lease for the rest of its run.
 func (n *Node) heardHistory(id uint64, from uint32) bool {
-	v, first := n.ident.HeardPrimary(id)
-	switch v {
-	case replica.AdoptHistory:
+	take, adopt, latched := n.rep.HeardHistory(id)
+	if latched {
+		n.foreignHistory(id, fmt.Sprintf("primary %d", from))
+	}
+	if adopt {
 		if err := n.st.SetHistory(id); err != nil {
 			n.journalFailed(err)
 			return false
 		}
-		n.ident.Adopted(id)
+		n.rep.Identity().Adopted(id)
 		n.cfg.Log.Info("following history", "history", status.Hash64(id), "primary", from)
-	case replica.ForeignHistory:
-		if first {
-			n.foreignHistory(id, fmt.Sprintf("primary %d", from))
-		}
-		return false
 	}
-	return true
+	return take
 }
 
 // foreignHistory carries out Identity's latch (logged once): acks held,
@@ -54,30 +51,12 @@ func (n *Node) foreignHistory(id uint64, who string) {
 	n.holdAcks()
 	n.cfg.Log.Error("FOREIGN HISTORY: "+who+" knows another history than this directory holds (another cluster's, or a copy): "+
 		"this node acknowledges nothing and will not lead; stop it, empty its directory, restart it",
-		"theirs", status.Hash64(id), "ours", status.Hash64(n.ident.ID()), "dir", n.cfg.Dir)
-}
-
-// confirmHistory reports whether the standby knows its primary leads its
-// history (replica.Identity.Confirmed); until then the DATA it receives
-// is dropped (counted, NAKed again later: the follower's window must not
-// take what is not applied at once, since an in-order entry's payload is
-// the receive buffer's), and it asks its primary, at most once a
-// millisecond, with an ACK flagged AskHistory, which the primary answers
-// with a HEARTBEAT.
-func (n *Node) confirmHistory(now int64) bool {
-	if n.ident.Confirmed() {
-		return true
-	}
-	if !n.ident.Foreign() && n.primaryAddr.IsValid() && n.fol.Standby().Primary() != 0 && n.fol.Standby().AskNewEpoch(now) {
-		n.sendAck(wire.Ack{Origin: n.origin(), Seq: n.fol.Standby().AckSent(), AskHistory: true}, n.primaryAddr, 1)
-		n.stats.HistoryAsked++
-	}
-	return false
+		"theirs", status.Hash64(id), "ours", status.Hash64(n.rep.Identity().ID()), "dir", n.cfg.Dir)
 }
 
 // holdAcks holds the follower's acks while the directory is new or holds
 // another history than its primary's.
-func (n *Node) holdAcks() { n.fol.HoldAcks(n.st.NewDirectory() || n.ident.Foreign()) }
+func (n *Node) holdAcks() { n.rep.HoldAcks(n.st.NewDirectory()) }
 
 // foreignAck counts and logs (the 1st, 2nd, 4th... time) an ACK of
 // another history (replica.AckAhead, replica.AckForeign).

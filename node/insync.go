@@ -13,21 +13,21 @@ import (
 // set a grant carries, which a primary requires at once; what the reply
 // decides of the lease is carried out by leaseChanged.
 func (n *Node) onLeaseReply(r arbiter.Reply, now int64) {
-	if n.ident.HeardArbiter(r.History) {
+	if n.rep.Identity().HeardArbiter(r.History) {
 		n.foreignHistory(r.History, "the arbiter")
 	}
-	if n.tm.WitnessGrant(r.Granted(), r.Epoch) {
-		n.cfg.Log.Error("WITNESS BEHIND: the witness granted an epoch this cluster already used: its state was lost or replaced, or it is another cluster's; no node leads until an operator raises its epoch: seqbus witness override --epoch (docs/witness.md)", "granted", r.Epoch, "highest_known", n.tm.Fence().Highest())
+	if n.rep.Roles().WitnessGrant(r.Granted(), r.Epoch) {
+		n.cfg.Log.Error("WITNESS BEHIND: the witness granted an epoch this cluster already used: its state was lost or replaced, or it is another cluster's; no node leads until an operator raises its epoch: seqbus witness override --epoch (docs/witness.md)", "granted", r.Epoch, "highest_known", n.rep.Roles().Fence().Highest())
 	}
-	if !n.tm.Primary() {
-		n.isr.Confirm(&r)
+	if !n.rep.Roles().Primary() {
+		n.rep.InSync().Confirm(&r)
 		return
 	}
-	if !n.ldr.Primary().ConfirmInSync(&r, now) {
+	if !n.rep.Leader().Primary().ConfirmInSync(&r, now) {
 		return
 	}
-	n.stats.InSyncMembers = uint64(n.ldr.Primary().Required())
-	n.cfg.Log.Info("in-sync set confirmed by the witness", "version", n.isr.Version(), "members", n.isr.Members())
+	n.stats.InSyncMembers = uint64(n.rep.Leader().Primary().Required())
+	n.cfg.Log.Info("in-sync set confirmed by the witness", "version", n.rep.InSync().Version(), "members", n.rep.InSync().Members())
 	n.release(now)
 }
 
@@ -35,11 +35,11 @@ func (n *Node) onLeaseReply(r arbiter.Reply, now int64) {
 // members and additions of caught-up standbys (witness mode); the
 // proposal leaves with the next release.
 func (n *Node) maintainInSync(now int64) {
-	if n.lease == nil || !n.tm.Primary() {
+	if n.lease == nil || !n.rep.Roles().Primary() {
 		return
 	}
-	n.ldr.Primary().Tick(now)
-	n.stats.InSyncMembers = uint64(n.ldr.Primary().Required())
+	n.rep.Leader().Primary().Tick(now)
+	n.stats.InSyncMembers = uint64(n.rep.Leader().Primary().Required())
 }
 
 // proposeInSync hands a Ready's in-sync proposal to the arbiter.
@@ -48,7 +48,7 @@ func (n *Node) proposeInSync(base uint64, members []arbiter.NodeID, lagging []ui
 		n.cfg.Log.Error("in-sync proposal", "err", err)
 		return
 	}
-	n.ldr.Primary().Proposed(members, n.lease.Keeper().Epoch(), now)
+	n.rep.Leader().Primary().Proposed(members, n.lease.Keeper().Epoch(), now)
 	n.stats.InSyncProposals++
 	n.cfg.Log.Info("proposing in-sync set", "base_version", base, "members", members, "lagging", lagging)
 }
@@ -59,11 +59,11 @@ func (n *Node) proposeInSync(base uint64, members []arbiter.NodeID, lagging []ui
 // hearRefusals finds at a later tick.
 func (n *Node) probe(ids []uint32, now int64) {
 	for _, id := range ids {
-		addr, ok := n.cfg.Peers[id]
+		addr, ok := n.rep.Peer(id)
 		if !ok {
 			continue
 		}
-		n.frameBuf = n.ldr.ProbeFrame(n.frameBuf[:0])
+		n.frameBuf = n.rep.Leader().ProbeFrame(n.frameBuf[:0])
 		n.tr.Probe(id, addr, n.frameBuf, now)
 	}
 }
@@ -74,7 +74,7 @@ func (n *Node) probe(ids []uint32, now int64) {
 // stops waiting for its acks).
 func (n *Node) hearRefusals(now int64) {
 	for _, id := range n.tr.Refused(now) {
-		if !n.ldr.Primary().Unreachable(id) {
+		if !n.rep.Leader().Primary().Unreachable(id) {
 			continue
 		}
 		n.stats.StandbysUnreachable++

@@ -39,10 +39,9 @@ func (n *Node) leaseTick(now int64) {
 		return
 	}
 	if k := n.lease.Keeper(); k != nil {
-		k.SetHistory(n.ident.ID())
+		k.SetHistory(n.rep.Identity().ID())
 	}
-	want := replica.WantLead(n.st.Broken() || n.disk.Stalled() || n.fol.Diverged() || n.ident.Foreign(), n.st.Refetching(), n.tm.Primary(), n.fol.Fetching())
-	if n.lease.Tick(now, want) {
+	if n.lease.Tick(now, n.rep.WantLead(n.st.Broken(), n.st.Refetching())) {
 		n.stats.WitnessSilent++
 	}
 	n.leaseChanged(now)
@@ -67,13 +66,7 @@ func (n *Node) onLease(pkt []byte, from netip.AddrPort, now int64) {
 // (replica.PrimaryLease, replica.StandbyLease) as the term's role change
 // (replica.Roles.Lease).
 func (n *Node) leaseChanged(now int64) {
-	var d replica.Decision
-	if n.tm.Primary() {
-		d = n.ldr.Primary().LeaseChanged(now)
-	} else {
-		d = replica.StandbyLease(n.lease.Keeper(), n.tm.Epoch(), now)
-	}
-	switch rd := n.tm.Lease(d); {
+	switch rd := n.rep.Roles().Lease(n.rep.LeaseDecision(n.lease.Keeper(), now)); {
 	case rd.Drain:
 		n.promote(&rd, now)
 	case rd.StepDown:
@@ -81,7 +74,7 @@ func (n *Node) leaseChanged(now int64) {
 	case rd.Regained:
 		n.cfg.Log.Info("lease held again; releasing", "epoch", rd.Epoch)
 	case rd.LeaseLost:
-		dropped := n.ldr.DropQueued()
+		dropped := n.rep.Leader().DropQueued()
 		n.stats.LeaseLost++
 		n.stats.OutputsDroppedAtGate += uint64(dropped)
 		n.cfg.Log.Warn("lease not held: releases stop, queued outputs dropped (clients resend)", "epoch", rd.Epoch, "dropped", dropped)
@@ -98,17 +91,17 @@ func (n *Node) leaseChanged(now int64) {
 // the new gate releases them once the standbys acknowledge them under
 // the new epoch and they are durable, exactly as for any output.
 func (n *Node) promote(rd *replica.RolesReady, now int64) {
-	if why := replica.DeclineLead(n.ident.Foreign(), n.st.NewDirectory(), n.isr.Version(), len(n.isr.Members())); why != replica.LeadGranted {
+	if why := n.rep.DeclineLead(n.st.NewDirectory()); why != replica.LeadGranted {
 		n.declineLead(rd.Epoch, why)
 		return
 	}
-	prev := n.ldr
+	prev := n.rep.Leader()
 	if rd.NewTerm {
 		n.stats.NewTerms++
 		n.cfg.Log.Info("NEW TERM: the witness granted this node a newer epoch; leading on, queued outputs kept",
-			"ours", n.tm.Epoch(), "new", rd.Epoch, "queued_outputs", prev.Queued())
+			"ours", n.rep.Roles().Epoch(), "new", rd.Epoch, "queued_outputs", prev.Queued())
 	}
-	detectNs := now - n.fol.Standby().LastPrimaryNs()
+	detectNs := now - n.rep.Follower().Standby().LastPrimaryNs()
 	// Drain: the window applies every contiguous message as it arrives,
 	// so what is left is to make what we applied durable before leading.
 	drainStart := n.nowNs()
@@ -121,27 +114,27 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 		// durable here, so this node must never lead, and the lease it
 		// cannot lead under goes back at once (journalFailed) for another
 		// standby's.
-		n.tm.DrainFailed()
+		n.rep.Roles().DrainFailed()
 		n.journalFailed(err)
 		return
 	}
 	drainNs := n.nowNs() - drainStart
 	promoteStart := n.nowNs()
-	lead := n.tm.Drained(n.eng().AppliedSeq(), n.st)
+	lead := n.rep.Roles().Drained(n.eng().AppliedSeq(), n.st)
 	if err := n.becomePrimary(lead.Epoch); err != nil {
 		n.cfg.Log.Error("promotion failed", "epoch", lead.Epoch, "err", err)
-		n.tm.LeadFailed()
+		n.rep.Roles().LeadFailed()
 		n.becomeStandby()
 		n.giveUpLease("the promotion failed") // not held again until asked for again
 		return
 	}
-	n.ldr.Primary().SetLease(n.lease.Keeper().MayLead(now))
-	led := n.tm.Led() // our own history is this epoch's
+	n.rep.Leader().Primary().SetLease(n.lease.Keeper().MayLead(now))
+	led := n.rep.Roles().Led() // our own history is this epoch's
 	if led.Announce {
 		n.announce(now)
 	}
 	n.stats.Promotions++
-	n.ldr.Promoted(now)
+	n.rep.Leader().Promoted(now)
 	n.cfg.Log.Info("PROMOTED",
 		"epoch", lead.Epoch, "from_seq", lead.LeadFrom, "prev_epoch", lead.PrevEpoch,
 		"since_last_primary_frame", time.Duration(detectNs),
@@ -149,10 +142,10 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 		"drain", time.Duration(drainNs),
 		"promotion", time.Duration(n.nowNs()-promoteStart))
 	if led.KeepQueued {
-		n.ldr.TakeQueued(prev)
+		n.rep.Leader().TakeQueued(prev)
 	}
 	if prev != nil {
-		n.spare = prev.Memory() // the previous term's, for the next
+		n.rep.Retired(prev) // its memory, for the next term
 	}
 }
 
@@ -171,7 +164,7 @@ func (n *Node) promote(rd *replica.RolesReady, now int64) {
 // operator names one (seqbus witness override): the market halts rather
 // than lose it.
 func (n *Node) declineLead(epoch uint64, why replica.Decline) {
-	n.tm.DrainFailed()
+	n.rep.Roles().DrainFailed()
 	if why == replica.DeclineForeign {
 		n.stats.LeadsDeclinedForeign++
 		n.cfg.Log.Error("NOT LEADING: granted the lease, but this node's directory holds another history; giving the lease back, declined", "epoch", epoch, "dir", n.cfg.Dir)
@@ -199,16 +192,14 @@ func (n *Node) joined() error {
 // not history); the node follows as a standby and reconciles its history
 // when the new primary's NEW_EPOCH arrives.
 func (n *Node) stepDown(rd *replica.RolesReady) {
-	dropped := n.ldr.DropQueued()
-	n.stats.StepDowns++
-	n.lastStepDown = stepDownRecord{Count: n.stats.StepDowns, From: rd.From, To: rd.To}
+	var keeperEpoch uint64
 	if n.lease.Keeper() != nil {
-		n.lastStepDown.KeeperEpoch = n.lease.Keeper().Epoch()
+		keeperEpoch = n.lease.Keeper().Epoch()
 	}
+	dropped := n.rep.EndTerm(rd.From, rd.To, keeperEpoch)
+	n.stats.StepDowns++
 	n.stats.OutputsDroppedAtGate += uint64(dropped)
 	n.cfg.Log.Warn("STEPPING DOWN: a newer epoch leads", "ours", rd.From, "newer", rd.To, "dropped_outputs", dropped)
-	n.spare = n.ldr.Memory()
-	n.ldr = nil
 	n.tellClients(rd.From)
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("step-down", "err", err)
@@ -217,10 +208,10 @@ func (n *Node) stepDown(rd *replica.RolesReady) {
 
 // announce sends NEW_EPOCH: where this epoch's history forks.
 func (n *Node) announce(now int64) {
-	prev, last := n.tm.History().Announcement()
-	n.ldr.Announce(prev, last, now)
+	prev, last := n.rep.Roles().History().Announcement()
+	n.rep.Leader().Announce(prev, last, now)
 	n.leaderReady()
-	n.tm.History().Announced(now)
+	n.rep.Roles().History().Announced(now)
 }
 
 // onNewEpoch carries out what a new primary's NEW_EPOCH means to this
@@ -232,9 +223,8 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	if !n.heardHistory(ne.History, f.Node) {
 		return
 	}
-	_, known := n.cfg.Peers[f.Node]
 	applied := n.eng().AppliedSeq()
-	rd := n.tm.NewEpoch(&ne, f.Node, known, applied, n.st)
+	rd := n.rep.NewEpoch(&ne, f.Node, applied, n.st)
 	switch {
 	case rd.Drop == replica.DropStale:
 		n.stats.DropStaleEpoch++
@@ -258,14 +248,14 @@ func (n *Node) onNewEpoch(f *wire.Frame, now int64) {
 	if err != nil {
 		// Each NEW_EPOCH repeat retries it; whatever it left behind, this
 		// node must never lead on it (logged once, counted every time).
-		n.tm.ResetFailed()
+		n.rep.Roles().ResetFailed()
 		n.stats.JournalErrors++
 		if n.st.Break() {
 			n.cfg.Log.Error("reconcile with the new primary failed (the journal cut at its fork, the rebuild, or recording the new epoch): this node will not lead; restart it once the disk is fixed", "err", err)
 		}
 		return
 	}
-	rd = n.tm.Reconciled()
+	rd = n.rep.Roles().Reconciled()
 	if err := n.becomeStandby(); err != nil {
 		n.cfg.Log.Error("follow new epoch", "err", err)
 		return
@@ -294,30 +284,22 @@ func (n *Node) reconcile(rd *replica.RolesReady, ne *wire.NewEpoch, applied uint
 // resetHistory cuts the journal after seq (0: all of it) and rebuilds
 // the state machine from what is left (storage.Storage.ResetTo).
 func (n *Node) resetHistory(seq uint64) error {
-	n.fol.ResetHashes()
+	n.rep.Follower().ResetHashes()
 	return n.rebuilt(n.st.ResetTo(seq))
 }
 
 // epochOf is the epoch a standby journals seq under
 // (replica.History.EpochOf).
 func (n *Node) epochOf(seq uint64) uint64 {
-	return n.tm.History().EpochOf(seq, n.tm.Epoch(), n.eng().AppliedSeq(), n.j.HighestEpoch())
+	return n.rep.EpochOf(seq, n.eng().AppliedSeq(), n.j.HighestEpoch())
 }
 
 // leaseView reports the lease as the node sees it, for status.
 func (n *Node) leaseView(now int64) (held bool, remainingNs int64, epoch uint64) {
 	if n.lease == nil {
-		return n.tm.Primary(), 0, n.tm.Epoch()
+		return n.rep.Roles().Primary(), 0, n.rep.Roles().Epoch()
 	}
 	return n.lease.Lease(now)
-}
-
-// stepDownRecord describes the latest step-down, for checkers: the epoch
-// led, the newer epoch that deposed it, and the epoch the node's own
-// keeper held at that moment (a keeper epoch at or above To would mean
-// the node stepped down from an epoch it was granted itself).
-type stepDownRecord struct {
-	Count, From, To, KeeperEpoch uint64
 }
 
 // LastStepDown returns how many times this node stepped down and the
@@ -327,7 +309,7 @@ type stepDownRecord struct {
 func (n *Node) LastStepDown() (count, from, to, keeperEpoch uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	r := n.lastStepDown
+	r := n.rep.LastStepDown()
 	return r.Count, r.From, r.To, r.KeeperEpoch
 }
 
@@ -336,5 +318,5 @@ func (n *Node) LastStepDown() (count, from, to, keeperEpoch uint64) {
 func (n *Node) Epoch() uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.tm.Epoch()
+	return n.rep.Roles().Epoch()
 }

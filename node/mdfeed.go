@@ -17,7 +17,8 @@ import (
 // mdState is the node's feed, and the emitter a standby applies with.
 type mdState struct {
 	*mdfeed.Feed[netip.AddrPort]
-	n *Node
+	n     *Node
+	batch *wire.Batch // the frames the ring publishes, reused
 }
 
 // Emit keeps a standby's market data in the ring.
@@ -33,7 +34,7 @@ func (n *Node) mdInit() error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", nodeconfig.ErrConfig, err)
 	}
-	n.md = mdState{Feed: md, n: n}
+	n.md = mdState{Feed: md, n: n, batch: wire.NewBatch(n.cfg.DatagramLen())}
 	return nil
 }
 
@@ -54,23 +55,23 @@ func (n *Node) mdPublish(released uint64) {
 	o, state := n.origin(), n.engineMDSeq()
 	// Each Publish that packs something resets the batch first and fills
 	// it; the frame leaves at once (sendNow), before the next reuses it.
-	for k := n.md.Publish(n.mdBatch, o, released, state); k > 0; k = n.md.Publish(n.mdBatch, o, released, state) {
+	for k := n.md.Publish(n.md.batch, o, released, state); k > 0; k = n.md.Publish(n.md.batch, o, released, state) {
 		n.stats.OutputsReleased += uint64(k)
-		n.tr.SendMarketData(n.mdBatch.Bytes())
+		n.tr.SendMarketData(n.md.batch.Bytes())
 	}
 }
 
 // mdAfterRelease publishes, tells the sequencer what heartbeats carry,
 // sends one when due, and serves a snapshot released now.
 func (n *Node) mdAfterRelease(now int64) {
-	if !n.tm.Primary() {
+	if !n.rep.Roles().Primary() {
 		return
 	}
-	r := n.ldr.Primary().Gate().Released()
+	r := n.rep.Leader().Primary().Gate().Released()
 	n.mdPublish(r)
-	n.ldr.SetReleased(r, n.md.Released())
+	n.rep.Leader().SetReleased(r, n.md.Released())
 	if n.md.HeartbeatDue(r, now) {
-		n.ldr.Heartbeat(now)
+		n.rep.Leader().Heartbeat(now)
 		n.leaderReady()
 	}
 	n.md.ServeSnapshot(now)

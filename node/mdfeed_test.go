@@ -319,9 +319,9 @@ func TestMDLeaseLostKeepsMarketData(t *testing.T) {
 	for seq := uint64(51); seq <= 80; seq++ {
 		side := engine.Side(1 + seq%2)
 		cmd := engine.AppendRequest(nil, 7, seq, &engine.Request{Op: engine.OpNewOrder, Instrument: 1, Side: side, Type: engine.Limit, Price: 100 + int64(seq%3), Qty: 5})
-		n.eng().Apply(seq, cmd, n.ldr.Emitter(seq))
+		n.eng().Apply(seq, cmd, n.rep.Leader().Emitter(seq))
 	}
-	dropped := n.ldr.DropQueued() // what leaseChanged does when the lease lapses
+	dropped := n.rep.Leader().DropQueued() // what leaseChanged does when the lease lapses
 	n.mdPublish(80)
 	last := n.eng().(*engine.Engine).MDSeq()
 	n.mu.Unlock()
@@ -613,7 +613,7 @@ func TestMDHotPathAllocatesNothing(t *testing.T) {
 	seq := uint64(10)
 	a := testing.AllocsPerRun(1000, func() {
 		seq++
-		n.eng().Apply(seq, cmds[seq-11], n.ldr.Emitter(seq))
+		n.eng().Apply(seq, cmds[seq-11], n.rep.Leader().Emitter(seq))
 		n.mdPublish(seq)
 	})
 	if a != 0 {

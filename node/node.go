@@ -36,13 +36,17 @@ type Node struct {
 	j     *journal.Journal
 	snaps *snapshot.Store
 
-	// The node's state, grouped by who owns it (each group's fields are
-	// promoted, so methods name them directly):
-	term         // the epoch, its fence and history, lease, in-sync set
-	primaryState // the leader core (sequencer, gate, publisher), the session table
-	replayState  // session replay: the output history and its budget
-	standbyState // the follower core (window, NAKs, fetch, acks), the primary's address
-	lifecycle    // the agent, the fsync thread's kick, stop, status writer
+	// rep: the protocol's state across roles (replica.Replica): the
+	// term (role, epoch, fence, history), the in-sync set, the disk
+	// watch, the history id, the follower core, the leader core of the
+	// term led, the session table and the followed primary's address;
+	// node carries out what it decides.
+	rep   *replica.Replica[netip.AddrPort]
+	lease *lease.Client // keeper and backend (nil for a static node)
+	rel   releaseTrack  // assign -> release latency, first release, observer
+
+	replayState // session replay: the output history and its budget
+	lifecycle   // the agent, the fsync thread's kick, stop, status writer
 
 	// tr: the sockets, the MACs and the pass's send queue.
 	tr       *transport.Transport
@@ -53,34 +57,6 @@ type Node struct {
 	md     mdState // market-data ring and recovery (mdfeed.go)
 }
 
-// term is what the node knows of its term and whether it may lead:
-// kept across roles.
-type term struct {
-	// tm: the role, the epoch led or followed, its fence and history, and
-	// the role changes (replica.Roles); node carries out its RolesReady.
-	tm           replica.Roles
-	lease        *lease.Client  // keeper and backend (nil for a static node)
-	isr          replica.InSync // kept across roles: a grant's set
-	lastStepDown stepDownRecord
-	// disk: whether the disk makes what was written durable (diskwatch.go).
-	disk replica.DiskWatch
-	// ident: the history the directory holds (identity.go).
-	ident replica.Identity
-}
-
-// primaryState is the leading role's (nil or idle while a standby).
-type primaryState struct {
-	// ldr: the command path, the sequencer, the gate (its Primary) and
-	// the publisher (replica.Leader); node carries out its Ready.
-	ldr      *replica.Leader[netip.AddrPort]
-	sessions *replica.Sessions[netip.AddrPort] // kept across terms
-	mdBatch  *wire.Batch                       // the market-data ring's frames (mdfeed.go)
-	rel      releaseTrack                      // assign -> release latency, first release, observer
-	// spare: the next term's memory (replica.LeaderMemory), made at
-	// start and left by each term, so no promotion allocates it.
-	spare *replica.LeaderMemory
-}
-
 // replayState is session replay's (sessionreplay.go): the core (the
 // output history, the request budget, the recompute slot, the replay
 // frame), a standby's recording emitter and the recompute's goroutine
@@ -89,14 +65,6 @@ type replayState struct {
 	replay      *session.Replay
 	recompute   replayRecompute // the journal fallback (sessionrecompute.go)
 	histEmitter historyEmitter
-}
-
-// standbyState is the following role's.
-type standbyState struct {
-	// fol: the window, NAKs, snapshot fetch, hash check, fence and acks
-	// (replica.Follower); node carries out its Ready.
-	fol         *replica.Follower
-	primaryAddr netip.AddrPort
 }
 
 // lifecycle is the node's threads and their signals.
@@ -126,32 +94,24 @@ func New(cfg nodeconfig.Config) (*Node, error) {
 		cfg:      cfg,
 		tr:       transport.New(cfg.TransportConfig()),
 		frameBuf: make([]byte, 0, wire.MaxFrameLen),
-		primaryState: primaryState{
-			sessions: replica.NewSessions[netip.AddrPort](cfg.MaxSessions),
-			mdBatch:  wire.NewBatch(cfg.DatagramLen()),
-			rel:      newReleaseTrack(),
-		},
-		term: term{
-			tm:   replica.NewRoles(replica.RolesConfig{NoFencing: cfg.Unsafe.NoFencing}),
-			disk: replica.NewDiskWatch(cfg.DiskStallNs),
-		},
-		standbyState: standbyState{
-			fol: replica.NewFollower(cfg.FollowerConfig()),
-		},
+		rel:      newReleaseTrack(),
 		lifecycle: lifecycle{
 			start: time.Now(),
 			stop:  make(chan struct{}),
 		},
 	}
-	n.replay = session.New(cfg.ReplayConfig())
+	rc := replica.ReplicaConfig[netip.AddrPort]{Roles: replica.RolesConfig{NoFencing: cfg.Unsafe.NoFencing}, DiskStallNs: cfg.DiskStallNs,
+		Follower: cfg.FollowerConfig(), MaxSessions: cfg.MaxSessions, Peers: cfg.Peers}
 	if cfg.Clock == nil {
 		// Not under the simulator, whose thousands of node starts a run
 		// would each pay it: the first promotion allocates there.
 		var err error
-		if n.spare, err = replica.NewLeaderMemory(replica.LeaderConfig{Sequencer: cfg.SequencerConfig(), PublisherCapacity: cfg.PublisherCapacity}); err != nil {
+		if rc.Memory, err = replica.NewLeaderMemory(replica.LeaderConfig{Sequencer: cfg.SequencerConfig(), PublisherCapacity: cfg.PublisherCapacity}); err != nil {
 			return nil, err
 		}
 	}
+	n.rep = replica.NewReplica(rc)
+	n.replay = session.New(cfg.ReplayConfig())
 	if err := n.mdInit(); err != nil {
 		return nil, err
 	}
@@ -188,7 +148,7 @@ func (n *Node) takeRole() error {
 	err := n.becomePrimary(n.cfg.Epoch)
 	// A static primary's history is all its own: announce it from 0 (on
 	// an error the node is discarded).
-	n.tm.History().Reset()
+	n.rep.Roles().History().Reset()
 	return err
 }
 
@@ -229,9 +189,9 @@ func (n *Node) recover() error {
 		}
 		n.md.KnownReleased(last.MDReleased)
 	}
-	n.tm.Recovered()
-	n.ident.Set(st.History())
-	n.cfg.Log.Info("recovered", "applied", n.eng().AppliedSeq(), "epoch", n.tm.Epoch(), "journal_first", n.j.First(), "history", status.Hash64(st.History()))
+	n.rep.Roles().Recovered()
+	n.rep.Identity().Set(st.History())
+	n.cfg.Log.Info("recovered", "applied", n.eng().AppliedSeq(), "epoch", n.rep.Roles().Epoch(), "journal_first", n.j.First(), "history", status.Hash64(st.History()))
 	n.holdAcks()
 	return nil
 }
@@ -245,7 +205,7 @@ func (n *Node) rebuilt(err error) error {
 	if err != nil {
 		return err
 	}
-	n.tm.Fence().Accept(n.st.HighestEpoch())
+	n.rep.Roles().Fence().Accept(n.st.HighestEpoch())
 	n.stats.Applied = n.eng().AppliedSeq()
 	return nil
 }
@@ -317,7 +277,7 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 		n.stats.CountDrop(err)
 		return
 	}
-	if n.cfg.Key != nil && !n.tr.Verify(&f, n.tm.Fence().Highest(), now) { // without a key, no call at all
+	if n.cfg.Key != nil && !n.tr.Verify(&f, n.rep.Roles().Fence().Highest(), now) { // without a key, no call at all
 		return
 	}
 	if wire.IsLease(f.Type) {
@@ -346,7 +306,7 @@ func (n *Node) onDatagram(pkt []byte, from netip.AddrPort, now int64) {
 	if !n.tr.Fresh(&f) {
 		return
 	}
-	if n.tm.Primary() {
+	if n.rep.Roles().Primary() {
 		n.primaryFrame(&f, from, now)
 	} else {
 		n.standbyFrame(&f, from, now)
@@ -359,7 +319,7 @@ func (n *Node) afterBatch(now int64) {
 		// step-down, a lapse) is carried out here, between batches.
 		n.leaseChanged(now)
 	}
-	if n.tm.Primary() {
+	if n.rep.Roles().Primary() {
 		n.primaryAfterBatch(now)
 	} else {
 		n.standbyAfterBatch(now)
@@ -367,17 +327,17 @@ func (n *Node) afterBatch(now int64) {
 }
 
 func (n *Node) onDurable(now int64) {
-	if n.tm.Primary() {
+	if n.rep.Roles().Primary() {
 		n.setDurable()
 		n.release(now)
 	} else {
-		n.fol.DurableAck(n.j.Durable(), now)
+		n.rep.Follower().DurableAck(n.j.Durable(), now)
 		n.followerReady()
 	}
 }
 
 func (n *Node) origin() wire.Origin {
-	return wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: n.tm.Epoch()}
+	return wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: n.rep.Roles().Epoch()}
 }
 
 // Released is the primary's released watermark (0 on a standby); cheap,
@@ -385,10 +345,10 @@ func (n *Node) origin() wire.Origin {
 func (n *Node) Released() uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.tm.Primary() {
+	if !n.rep.Roles().Primary() {
 		return 0
 	}
-	return n.ldr.Primary().Gate().Released()
+	return n.rep.Leader().Primary().Gate().Released()
 }
 
 // SocketReports says what the kernel granted each socket (buffers,
@@ -404,7 +364,7 @@ func (n *Node) Role() nodeconfig.Role {
 
 // role is the current role (the lock held).
 func (n *Node) role() nodeconfig.Role {
-	if n.tm.Primary() {
+	if n.rep.Roles().Primary() {
 		return nodeconfig.RolePrimary
 	}
 	return nodeconfig.RoleStandby

@@ -27,7 +27,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if err := n.st.RaiseFence(epoch); err != nil {
 		return err
 	}
-	if err := n.tm.BecomePrimary(epoch); err != nil {
+	if err := n.rep.Roles().BecomePrimary(epoch); err != nil {
 		return fmt.Errorf("node: cannot lead: %w", err)
 	}
 	n.j.RaiseEpoch(epoch)
@@ -38,23 +38,22 @@ func (n *Node) becomePrimary(epoch uint64) error {
 	if n.lease.Keeper() != nil {
 		lease = n.lease.Keeper()
 	}
-	prim, err := replica.NewPrimary(n.cfg.PrimaryConfig(epoch), &n.isr, lease, applied, n.j.Durable(), n.nowNs())
+	prim, err := replica.NewPrimary(n.cfg.PrimaryConfig(epoch), n.rep.InSync(), lease, applied, n.j.Durable(), n.nowNs())
 	if err != nil {
 		return err
 	}
 	sc := n.cfg.SequencerConfig()
-	sc.History = n.ident.ID()
+	sc.History = n.rep.Identity().ID()
 	l, err := replica.NewLeader(replica.LeaderConfig{
 		Sequencer: sc,
 		Epoch:     epoch, Applied: applied, PublisherCapacity: n.cfg.PublisherCapacity,
 		HashEvery: n.cfg.HashEvery, SnapshotEvery: n.cfg.SnapshotEvery, JournalBroken: n.st.Broken(),
-		DatagramLen: n.tr.DatagramLen(), MarketData: n.tr.MarketData(), Track: n.rel.core, Memory: n.spare,
-	}, prim, n.eng(), n.j, n.sessions, n.replay, n.md.Feed)
+		DatagramLen: n.tr.DatagramLen(), MarketData: n.tr.MarketData(), Track: n.rel.core, Memory: n.rep.Memory(),
+	}, prim, n.eng(), n.j, n.rep.Sessions(), n.replay, n.md.Feed)
 	if err != nil {
 		return err
 	}
-	n.spare = nil // the term's now
-	n.ldr = l
+	n.rep.Lead(l) // its memory is the term's now
 	n.mdPromoted()
 	if seq, ok := n.snaps.Latest(); ok {
 		l.SnapshotWritten(seq)
@@ -71,7 +70,7 @@ func (n *Node) becomePrimary(epoch uint64) error {
 // Tick through flushData), so each frame meets the node's send path (the
 // pass's queue, transport.Transport) in the order the sequencer sealed it.
 func (n *Node) leaderReady() {
-	l := n.ldr
+	l := n.rep.Leader()
 	if !l.HasReady() {
 		return
 	}
@@ -79,7 +78,7 @@ func (n *Node) leaderReady() {
 	for _, o := range rd.Frames {
 		if o.Group {
 			n.tr.Multicast(o.Frame)
-		} else if addr, ok := n.cfg.Peers[o.Node]; ok {
+		} else if addr, ok := n.rep.Peer(o.Node); ok {
 			n.tr.Send(o.Frame, addr)
 		} else {
 			n.stats.DropUnknownNode++
@@ -97,7 +96,7 @@ func (n *Node) leaderReady() {
 	if snap != 0 {
 		n.tr.Flush() // the encoding must not hold back the frames sealed so far
 		// A seq this term sequenced: a record of our epoch.
-		n.periodicSnapshot(snap, n.tm.Epoch())
+		n.periodicSnapshot(snap, n.rep.Roles().Epoch())
 	}
 }
 
@@ -108,34 +107,34 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 	case wire.TypeAck: // f.Node is a peer: onDatagram checked every non-COMMAND frame
 		if f.Flags&wire.FlagAskHistory != 0 {
 			// It has not heard which history we lead: a HEARTBEAT says.
-			n.frameBuf = n.ldr.ProbeFrame(n.frameBuf[:0])
+			n.frameBuf = n.rep.Leader().ProbeFrame(n.frameBuf[:0])
 			n.tr.Send(n.frameBuf, n.cfg.Peers[f.Node])
 		}
-		v, leaving := n.ack(f, now)
-		switch v {
+		a := n.rep.Ack(f, now)
+		switch a.Verdict {
 		case replica.AckOlderEpoch, replica.AckOtherEpoch:
 			n.stats.DropStaleEpoch++
-			if v == replica.AckOlderEpoch && n.tm.History().StaleAck(now) {
-				n.announce(now) // a standby still on an older epoch: repeat NEW_EPOCH now
+			if a.Announce {
+				n.announce(now)
 			}
 			return
 		case replica.AckAhead, replica.AckForeign:
-			n.foreignAck(f, v)
+			n.foreignAck(f, a.Verdict)
 			return
 		}
 		n.stats.AcksReceived++
 		if from != n.cfg.Peers[f.Node] {
 			n.stats.AcksFromOtherAddr++ // the status writer warns (a wrong --peer)
 		}
-		if leaving {
+		if a.Leaving {
 			n.standbyLeaving(f.Node, now)
 		}
 		if n.stages != nil {
-			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, n.ldr.Primary().RequiredAck(), now)
+			n.stages.Acked(n.cfg.ID, f.Node, f.Seq, n.rep.Leader().Primary().RequiredAck(), now)
 		}
 	case wire.TypeNak:
 		nak, _ := wire.DecodeNak(f)
-		n.ldr.Nak(&nak, now)
+		n.rep.Leader().Nak(&nak, now)
 		n.leaderReady()
 	case wire.TypeSnapshotRequest:
 		req, _ := wire.DecodeSnapshotRequest(f)
@@ -150,7 +149,7 @@ func (n *Node) primaryFrame(f *wire.Frame, from netip.AddrPort, now int64) {
 // frames sealed so far, is appended to the journal and only then applied;
 // an append that fails stops the path before the apply.
 func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
-	l := n.ldr
+	l := n.rep.Leader()
 	l.Commands(f, from, now)
 	n.stageBatch()
 	for {
@@ -159,26 +158,16 @@ func (n *Node) onCommands(f *wire.Frame, from netip.AddrPort, now int64) {
 		if !ok {
 			return
 		}
-		if err := n.j.Append(n.tm.Epoch(), e.Seq, e.Cmd, now); err != nil {
+		if err := n.j.Append(n.rep.Roles().Epoch(), e.Seq, e.Cmd, now); err != nil {
 			n.journalFailed(err)
 			return
 		}
 		l.Apply(e)
 		if o := n.cfg.Observer; o != nil {
-			o.Applied(n.cfg.ID, n.tm.Epoch(), e.Seq, e.Cmd)
+			o.Applied(n.cfg.ID, n.rep.Roles().Epoch(), e.Seq, e.Cmd)
 		}
 		n.leaderReady() // a HASH, a snapshot due
 	}
-}
-
-// ack gives the leader core an ACK, its last one before a planned stop
-// (wire.Ack.Leaving) as such: leaving reports that an in-sync member
-// started leaving with it.
-func (n *Node) ack(f *wire.Frame, now int64) (v replica.AckVerdict, leaving bool) {
-	if f.Flags&wire.FlagLeaving != 0 {
-		return n.ldr.AckLeaving(f.Node, f.Epoch, f.Seq, wire.HistoryOf(f), now)
-	}
-	return n.ldr.Ack(f.Node, f.Epoch, f.Seq, wire.HistoryOf(f), now), false
 }
 
 // standbyLeaving acts on an in-sync standby's word that it is stopping
@@ -203,15 +192,15 @@ func (n *Node) journalFailed(err error) {
 		return
 	}
 	switch {
-	case !n.tm.Primary():
+	case !n.rep.Roles().Primary():
 		n.cfg.Log.Error("standby journal append failed; acks stop, will not lead: restart the node once the disk is fixed", "err", err)
 	case errors.Is(err, journal.ErrStaleEpoch):
-		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.tm.Epoch(), "err", err)
+		n.cfg.Log.Error("journal refuses our epoch: a newer primary exists", "epoch", n.rep.Roles().Epoch(), "err", err)
 	default:
 		n.cfg.Log.Error("journal append failed: this process releases and sequences nothing more and gives up its lease; restart the node once the disk is fixed", "err", err)
 	}
-	if n.tm.Primary() {
-		n.ldr.JournalFailed()
+	if n.rep.Roles().Primary() {
+		n.rep.Leader().JournalFailed()
 	}
 	n.giveUpLease("the journal failed") // a standby's, only a grant it holds (a promotion's drain)
 }
@@ -230,17 +219,17 @@ func (n *Node) giveUpLease(why string) {
 	k, now := n.lease.Keeper(), n.nowNs()
 	// A standby that holds no grant has nothing to give (and its keeper's
 	// request under way is left alone).
-	if k == nil || n.cfg.Unsafe.NoFencing || (!n.tm.Primary() && !k.MayLead(now)) || !n.lease.Release(now, n.st.NewDirectory() || n.ident.Foreign()) {
+	if k == nil || n.cfg.Unsafe.NoFencing || (!n.rep.Roles().Primary() && !k.MayLead(now)) || !n.lease.Release(now, n.rep.GiveBackDeclined(n.st.NewDirectory())) {
 		return
 	}
 	n.stats.LeasesReleased++
 	n.cfg.Log.Info("lease given up: "+why, "epoch", k.Epoch()) // Release keeps the view's epoch
-	if n.tm.Primary() {
+	if n.rep.Roles().Primary() {
 		// Tell the standbys, so one asks for the lease now rather than at
 		// its next retry (up to --retry later), and the clients.
-		n.ldr.LeaseReleased(now)
+		n.rep.Leader().LeaseReleased(now)
 		n.leaderReady()
-		n.tellClients(n.tm.Epoch())
+		n.tellClients(n.rep.Roles().Epoch())
 	}
 }
 
@@ -257,7 +246,7 @@ const maxNotLeading = nodeconfig.DefaultMaxSessions
 func (n *Node) tellClients(epoch uint64) {
 	nl := wire.NotLeading{Origin: wire.Origin{Stream: n.cfg.Stream, Node: n.cfg.ID, Epoch: epoch}}
 	n.frameBuf = nl.Append(n.frameBuf[:0])
-	for _, addr := range n.sessions.Addrs(nil, maxNotLeading) {
+	for _, addr := range n.rep.Sessions().Addrs(nil, maxNotLeading) {
 		n.tr.Send(n.frameBuf, addr)
 		n.stats.NotLeadingSent++
 	}
@@ -265,7 +254,7 @@ func (n *Node) tellClients(epoch uint64) {
 }
 
 func (n *Node) primaryAfterBatch(now int64) {
-	n.ldr.EndBatch(now)
+	n.rep.Leader().EndBatch(now)
 	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
@@ -307,22 +296,22 @@ func (n *Node) kickSync() {
 // setDurable tells the gate how far the journal is durable.
 func (n *Node) setDurable() {
 	d := n.j.Durable()
-	if n.stages != nil && !n.cfg.Unsafe.NoGating && d > n.ldr.Primary().Gate().Durable() {
+	if n.stages != nil && !n.cfg.Unsafe.NoGating && d > n.rep.Leader().Primary().Gate().Durable() {
 		n.stages.Durable(n.cfg.ID, d, n.nowNs())
 	}
-	n.ldr.Durable(d) // UNSAFE NoGating: the core counts applied as durable
+	n.rep.Leader().Durable(d) // UNSAFE NoGating: the core counts applied as durable
 }
 
 func (n *Node) primaryTick(now int64) {
-	if n.tm.History().AnnounceDue(now) {
+	if n.rep.Roles().History().AnnounceDue(now) {
 		n.announce(now) // NEW_EPOCH's repeat
 	}
 	n.hearRefusals(now)
 	n.maintainInSync(now)
-	if !n.tm.Primary() {
+	if !n.rep.Roles().Primary() {
 		return // stepped down while releasing
 	}
-	n.ldr.Tick(now)
+	n.rep.Leader().Tick(now)
 	n.flushData()
 	n.afterAppend(now)
 	n.release(now)
@@ -348,7 +337,7 @@ func (n *Node) release(now int64) {
 	// leave.
 	n.tr.Flush()
 	now = n.nowNs()
-	l := n.ldr
+	l := n.rep.Leader()
 	rr := l.Release(now, replica.ReleaseInput{
 		Origin: n.origin(), Durable: n.j.Durable(),
 		LeaseHeld: n.lease.Keeper() == nil || n.lease.Keeper().MayLead(now),
@@ -435,14 +424,7 @@ func (n *Node) sendReleased(fr replica.Frame) {
 		n.tr.SendMarketData(fr.Bytes)
 		return
 	}
-	if addr, ok := n.sessions.Addr(fr.Session); ok {
+	if addr, ok := n.rep.Sessions().Addr(fr.Session); ok {
 		n.tr.Send(fr.Bytes, addr)
 	}
-}
-
-// mayLeadNow is the pure query before a command is accepted: this node
-// leads, its journal works and the lease holds now. It changes nothing:
-// a lapse is carried out after the batch (primaryAfterBatch).
-func (n *Node) mayLeadNow(now int64) bool {
-	return n.tm.Primary() && n.ldr.MayLead(now)
 }

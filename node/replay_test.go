@@ -122,7 +122,7 @@ type progress struct{ applied, journalLast, sequenced, dataFrames, commands uint
 
 func progressOf(n *Node) progress {
 	st := n.Status()
-	sq := n.ldr.Sequencer().Stats()
+	sq := n.rep.Leader().Sequencer().Stats()
 	return progress{st.Applied, st.Journal.LastSeq, sq.Commands, sq.Frames, st.Node.Commands}
 }
 

@@ -65,7 +65,7 @@ func (n *Node) recomputePass(l *passLock) (int, bool) {
 // the simulator's goroutine): Refused after a change of term meanwhile,
 // which may have truncated what it read.
 func (n *Node) finishRecompute(r *session.Result) {
-	current := r.Err == nil && n.tm.Epoch() == r.Job.Epoch && n.mayLeadNow(n.nowNs())
+	current := r.Err == nil && n.rep.Roles().Epoch() == r.Job.Epoch && n.rep.MayLeadNow(n.nowNs())
 	q, _ := n.eng().(session.OutSeqer)
 	a := n.replay.Finish(r, current, q)
 	if a.Err != nil {

@@ -65,9 +65,9 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 		return
 	}
 	// Leading by the clock now, not the pass's time (see release).
-	q := session.Request{Session: req.Session, From: req.From, NowNs: now, Leading: n.mayLeadNow(n.nowNs())}
+	q := session.Request{Session: req.Session, From: req.From, NowNs: now, Leading: n.rep.MayLeadNow(n.nowNs())}
 	if q.Leading {
-		q.Released, q.Durable, q.Epoch = n.ldr.Primary().Gate().Released(), n.j.Durable(), n.tm.Epoch()
+		q.Released, q.Durable, q.Epoch = n.rep.Leader().Primary().Gate().Released(), n.j.Durable(), n.rep.Roles().Epoch()
 	}
 	q.Engine, _ = n.eng().(session.OutSeqer)
 	n.carryOut(n.replay.Request(q), from)
@@ -77,7 +77,7 @@ func (n *Node) onReplayRequest(f *wire.Frame, from netip.AddrPort, now int64) {
 // session is, then start a recompute, or send the replayed OUTPUT frames
 // and REPLAY_END.
 func (n *Node) carryOut(a session.Answer, to netip.AddrPort) {
-	if a.NoteSession && !n.sessions.Note(a.End.Session, to) {
+	if a.NoteSession && !n.rep.Sessions().Note(a.End.Session, to) {
 		n.stats.SessionsFull++
 	}
 	switch a.Action {

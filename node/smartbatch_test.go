@@ -65,7 +65,7 @@ func TestPassSendsItsDataFramesInOneCall(t *testing.T) {
 			calls = append(calls, c)
 		}
 	}
-	frames := n.ldr.Sequencer().Stats().Frames
+	frames := n.rep.Leader().Sequencer().Stats().Frames
 	if frames < 2 {
 		t.Fatalf("the pass filled %d DATA frames; the test needs several", frames)
 	}
@@ -99,7 +99,7 @@ func TestPassSendsDataBeforeItsJournalWrite(t *testing.T) {
 	now := n.nowNs()
 	n.tr.Begin()
 	n.onDatagram(commandsFrame(7, 1, 10), replayClient, now)
-	n.ldr.EndBatch(now)
+	n.rep.Leader().EndBatch(now)
 	n.flushData()
 	sentBeforeWrite := len(*log)
 	_, written := n.j.Last()
@@ -268,7 +268,7 @@ func TestLongPassSendsDataInBoundedCalls(t *testing.T) {
 	}
 	log = log[:0]
 	onePass(n, pkts...)
-	frames := int(n.ldr.Sequencer().Stats().Frames)
+	frames := int(n.rep.Leader().Sequencer().Stats().Frames)
 	if frames <= transport.FramesPerSend {
 		t.Fatalf("the pass filled %d DATA frames; the test needs more than %d", frames, transport.FramesPerSend)
 	}

@@ -44,15 +44,15 @@ func (n *Node) finishSnapshotWrite() {
 // snapshotsWritten tells a primary's sequencer of the latest snapshot
 // written (a NAK below it is answered from the snapshot).
 func (n *Node) snapshotsWritten() {
-	if seq, ok := n.snaps.Written(); ok && n.ldr != nil && n.tm.Primary() {
-		n.ldr.SnapshotWritten(seq)
+	if seq, ok := n.snaps.Written(); ok && n.rep.Leader() != nil && n.rep.Roles().Primary() {
+		n.rep.Leader().SnapshotWritten(seq)
 	}
 }
 
 // serveSnapshot answers a SNAPSHOT_REQUEST from standby node with a burst
 // of chunks.
 func (n *Node) serveSnapshot(req *wire.SnapshotRequest, node uint32, to netip.AddrPort) {
-	n.snaps.Serve(req, node, n.eng(), n.tm.Epoch())
+	n.snaps.Serve(req, node, n.eng(), n.rep.Roles().Epoch())
 	n.snapshotsWritten()
 	for frame, ok := n.snaps.Next(n.origin(), n.nowNs(), n.frameBuf[:0]); ok; frame, ok = n.snaps.Next(n.origin(), n.nowNs(), n.frameBuf[:0]) {
 		n.frameBuf = frame
@@ -75,9 +75,9 @@ func (n *Node) installSnapshot(seq uint64, data []byte) {
 		return
 	}
 	n.st.Installed(seq, epoch)
-	n.fol.Install(seq)
+	n.rep.Follower().Install(seq)
 	n.applyEntries()
-	n.fol.Installed()
+	n.rep.Follower().Installed()
 	n.replay.Reset()
 	if o := n.cfg.Observer; o != nil {
 		o.Installed(n.cfg.ID, seq)

@@ -27,7 +27,7 @@ func (n *Node) statusLocked() status.Status {
 	st := status.Status{
 		ID:            n.cfg.ID,
 		Role:          n.role().String(),
-		Epoch:         n.tm.Epoch(),
+		Epoch:         n.rep.Roles().Epoch(),
 		Applied:       n.eng().AppliedSeq(),
 		Durable:       n.j.Durable(),
 		StateHash:     status.Hash64(n.eng().StateHash()),
@@ -37,22 +37,22 @@ func (n *Node) statusLocked() status.Status {
 		Node:          n.stats,
 		UptimeNs:      n.nowNs(),
 	}
-	st.Node.Counters, st.Node.WitnessBehind = n.replay.Counters(), n.tm.BehindGrants()
+	st.Node.Counters, st.Node.WitnessBehind = n.replay.Counters(), n.rep.Roles().BehindGrants()
 	st.SetStorage(n.st)
-	st.SetIdentity(&n.ident)
+	st.SetIdentity(n.rep.Identity())
 	st.Fsync = n.commit.Counters()
-	st.Disk = status.DiskStatus{Stalled: n.disk.Stalled(), WaitingNs: n.disk.WaitedNs(st.UptimeNs), StallAfterNs: n.cfg.DiskStallNs}
+	st.Disk = status.DiskStatus{Stalled: n.rep.Disk().Stalled(), WaitingNs: n.rep.Disk().WaitedNs(st.UptimeNs), StallAfterNs: n.cfg.DiskStallNs}
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
-	st.SetInSync(&n.isr)
+	st.SetInSync(n.rep.InSync())
 	st.SetSockets(n.tr)
 	n.rel.lat.Rotate()
-	if n.tm.Primary() {
+	if n.rep.Roles().Primary() {
 		st.Primary = n.cfg.ID
-		st.SetLeader(n.ldr, n.cfg.Peers, n.isr.Members(), st.UptimeNs)
+		st.SetLeader(n.rep.Leader(), n.cfg.Peers, n.rep.InSync().Members(), st.UptimeNs)
 	} else {
-		st.Primary = n.fol.Standby().Primary()
-		st.SetFollower(n.fol)
+		st.Primary = n.rep.Follower().Standby().Primary()
+		st.SetFollower(n.rep.Follower())
 	}
 	return st
 }
@@ -92,6 +92,6 @@ func (n *Node) SocketSyscalls() uint64 { return n.tr.Syscalls() }
 // sequenced or applied are one pass's.
 func (n *Node) stageBatch() {
 	if n.stages != nil {
-		n.stages.Batch(n.cfg.ID, n.tm.Primary())
+		n.stages.Batch(n.cfg.ID, n.rep.Roles().Primary())
 	}
 }
