@@ -13,17 +13,14 @@ import (
 // set a grant carries, which a primary requires at once; what the reply
 // decides of the lease is carried out by leaseChanged.
 func (n *Node) onLeaseReply(r arbiter.Reply, now int64) {
-	if n.rep.Identity().HeardArbiter(r.History) {
+	s := n.rep.LeaseReply(&r, now)
+	if s.Latched {
 		n.foreignHistory(r.History, "the arbiter")
 	}
-	if n.rep.Roles().WitnessGrant(r.Granted(), r.Epoch) {
+	if s.WitnessBehind {
 		n.cfg.Log.Error("WITNESS BEHIND: the witness granted an epoch this cluster already used: its state was lost or replaced, or it is another cluster's; no node leads until an operator raises its epoch: seqbus witness override --epoch (docs/witness.md)", "granted", r.Epoch, "highest_known", n.rep.Roles().Fence().Highest())
 	}
-	if !n.rep.Roles().Primary() {
-		n.rep.InSync().Confirm(&r)
-		return
-	}
-	if !n.rep.Leader().Primary().ConfirmInSync(&r, now) {
+	if !s.InSyncConfirmed {
 		return
 	}
 	n.stats.InSyncMembers = uint64(n.rep.Leader().Primary().Required())

@@ -197,9 +197,7 @@ func (n *Node) followerReady() {
 func (n *Node) standbyAfterBatch(now int64) {
 	n.snaps.Poll()
 	n.snapshotsWritten()
-	// Only a new or refetching node asks whether it caught up: a steady
-	// standby's batch does none of it.
-	caughtUp := (n.st.NewDirectory() || n.st.Refetching()) && n.rep.Follower().Standby().Primary() != 0 && n.rep.Follower().CaughtUp()
+	caughtUp := n.rep.CaughtUp(n.st.NewDirectory(), n.st.Refetching())
 	if caughtUp && n.st.NewDirectory() {
 		_ = n.joined() // an error is logged and breaks the storage: no ack, no lead
 	}

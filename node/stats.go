@@ -27,7 +27,6 @@ func (n *Node) statusLocked() status.Status {
 	st := status.Status{
 		ID:            n.cfg.ID,
 		Role:          n.role().String(),
-		Epoch:         n.rep.Roles().Epoch(),
 		Applied:       n.eng().AppliedSeq(),
 		Durable:       n.j.Durable(),
 		StateHash:     status.Hash64(n.eng().StateHash()),
@@ -37,23 +36,14 @@ func (n *Node) statusLocked() status.Status {
 		Node:          n.stats,
 		UptimeNs:      n.nowNs(),
 	}
-	st.Node.Counters, st.Node.WitnessBehind = n.replay.Counters(), n.rep.Roles().BehindGrants()
+	st.Node.Counters = n.replay.Counters()
 	st.SetStorage(n.st)
-	st.SetIdentity(n.rep.Identity())
+	st.SetReplica(n.rep, n.cfg.ID, n.cfg.Peers, n.cfg.DiskStallNs, st.UptimeNs)
 	st.Fsync = n.commit.Counters()
-	st.Disk = status.DiskStatus{Stalled: n.rep.Disk().Stalled(), WaitingNs: n.rep.Disk().WaitedNs(st.UptimeNs), StallAfterNs: n.cfg.DiskStallNs}
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
-	st.SetInSync(n.rep.InSync())
 	st.SetSockets(n.tr)
 	n.rel.lat.Rotate()
-	if n.rep.Roles().Primary() {
-		st.Primary = n.cfg.ID
-		st.SetLeader(n.rep.Leader(), n.cfg.Peers, n.rep.InSync().Members(), st.UptimeNs)
-	} else {
-		st.Primary = n.rep.Follower().Standby().Primary()
-		st.SetFollower(n.rep.Follower())
-	}
 	return st
 }
 

@@ -1,6 +1,9 @@
 package replica
 
-import "github.com/seqbus/seqbus/wire"
+import (
+	"github.com/seqbus/seqbus/arbiter"
+	"github.com/seqbus/seqbus/wire"
+)
 
 // Replica is one node's protocol state across its roles, in the shape of
 // etcd/raft's RawNode: it owns the term (Roles), the in-sync set, the
@@ -309,6 +312,45 @@ func (r *Replica[A]) LearnPrimary(id uint32, nowNs int64) (changed, known bool) 
 	r.fol.Addressed()
 	r.fol.PrimaryChanged(nowNs)
 	return true, true
+}
+
+// ReplyStep is what a reply of the arbiter means (Replica.LeaseReply),
+// beyond the lease itself (LeaseDecision, between batches).
+type ReplyStep struct {
+	// Latched: the arbiter pinned another history than the directory's,
+	// the first time (log it; acks are held from now on: HoldAcks).
+	Latched bool
+	// WitnessBehind: the first grant of an epoch this cluster already
+	// used (Roles.WitnessGrant: log it; no node leads under it).
+	WitnessBehind bool
+	// InSyncConfirmed: a primary's proposed in-sync set was confirmed
+	// (the gate requires it now): log it and release.
+	InSyncConfirmed bool
+}
+
+// LeaseReply takes a reply the lease keeper took: the history id the
+// arbiter pinned (Identity.HeardArbiter), a grant behind what this node
+// knows used (Roles.WitnessGrant), and the in-sync set a grant carries,
+// which a primary's gate requires at once (Primary.ConfirmInSync) and a
+// standby keeps for when it leads (InSync.Confirm).
+func (r *Replica[A]) LeaseReply(rp *arbiter.Reply, nowNs int64) ReplyStep {
+	var s ReplyStep
+	s.Latched = r.ident.HeardArbiter(rp.History)
+	s.WitnessBehind = r.roles.WitnessGrant(rp.Granted(), rp.Epoch)
+	if r.roles.Primary() {
+		s.InSyncConfirmed = r.ldr.Primary().ConfirmInSync(rp, nowNs)
+	} else {
+		r.isr.Confirm(rp)
+	}
+	return s
+}
+
+// CaughtUp reports whether a standby whose directory is new, or which
+// is rebuilding a history it discarded (refetching), has caught up with
+// a primary it follows: only such a standby asks, so a steady one's
+// batch does none of it.
+func (r *Replica[A]) CaughtUp(newDirectory, refetching bool) bool {
+	return (newDirectory || refetching) && r.fol.Standby().Primary() != 0 && r.fol.CaughtUp()
 }
 
 // AckStep is what a standby's ACK means to the primary (Replica.Ack),

@@ -96,6 +96,24 @@ func (s *Status) SetLeader(l *replica.Leader[netip.AddrPort], peers map[uint32]n
 	}
 }
 
+// SetReplica fills what the protocol core knows (replica.Replica): the
+// epoch, the history id, the in-sync set, the disk watch (its timeout
+// stallAfterNs), the grants found behind, and the role's rows, a
+// primary's (SetLeader, self leading) or a standby's (SetFollower).
+func (s *Status) SetReplica(r *replica.Replica[netip.AddrPort], self uint32, peers map[uint32]netip.AddrPort, stallAfterNs, nowNs int64) {
+	s.Epoch, s.Node.WitnessBehind = r.Roles().Epoch(), r.Roles().BehindGrants()
+	s.SetIdentity(r.Identity())
+	s.SetInSync(r.InSync())
+	s.Disk = DiskStatus{Stalled: r.Disk().Stalled(), WaitingNs: r.Disk().WaitedNs(nowNs), StallAfterNs: stallAfterNs}
+	if r.Roles().Primary() {
+		s.Primary = self
+		s.SetLeader(r.Leader(), peers, r.InSync().Members(), nowNs)
+	} else {
+		s.Primary = r.Follower().Standby().Primary()
+		s.SetFollower(r.Follower())
+	}
+}
+
 // SetFollower fills a standby's rows: its ack, window, NAKs, snapshot
 // fetch and hash checks.
 func (s *Status) SetFollower(f *replica.Follower) {

@@ -55,10 +55,11 @@ const cmdCodeMax = 1048
 // 1,825 with a foreign node's grant declined (replica.DeclineLead
 // decides) and two single-use helpers inlined; 1,824 with the sockets
 // opened before the directory and one cleanup for a failed start;
-// 1,749 once replica.Replica owned the cores across roles and the
-// standby's admission of a frame, the primary's ACK step and the lease
-// rules that span them (2026-12-07, twenty-seventh sitting).
-const nodeCodeMax = 1749
+// 1,736 once replica.Replica owned the cores across roles and the
+// standby's admission of a frame, the primary's ACK step, the arbiter's
+// reply and the lease rules that span them (2026-12-07, twenty-seventh
+// sitting).
+const nodeCodeMax = 1736
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {
