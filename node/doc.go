@@ -52,7 +52,11 @@
 // (replica.History), and the two sides as whole cores: the command path
 // (replica.Leader: admission, sequencing, the engine's emitter; node
 // appends each entry it hands out before applying it) and the standby
-// side (replica.Follower). The node feeds them and carries out what they
+// side (replica.Follower). One replica.Replica owns them all across roles
+// (n.rep), with the rules that span them: what a standby takes of the
+// replication stream before its payload (Admit), a primary's ACK step,
+// an arbiter's reply, whether to ask for the lease or decline a grant,
+// and the term's hand-overs. The node feeds them and carries out what they
 // return; a promotion, a step-down or a lapse of the lease is carried
 // out between batches (afterBatch), never in the middle of one.
 package node
