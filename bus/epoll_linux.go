@@ -183,6 +183,15 @@ func (p *Poller) wait(timeoutNs int64) (int, syscall.Errno) {
 	return int(n), errno
 }
 
+// WaitNs is how long a Wait of timeoutNs may block: the timeout itself,
+// or rounded up to a millisecond on a kernel without epoll_pwait2.
+func (p *Poller) WaitNs(timeoutNs int64) int64 {
+	if timeoutNs <= 0 || p.pwait2.Load() {
+		return timeoutNs
+	}
+	return (timeoutNs + 999_999) / 1_000_000 * 1_000_000
+}
+
 // Close releases the epoll instance and the eventfd.
 func (p *Poller) Close() error {
 	if p.closed.Swap(true) {

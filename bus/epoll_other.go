@@ -29,3 +29,6 @@ func (p *Poller) Wait(int64) (uint64, error) { return 0, ErrUnsupported }
 
 // Close does nothing off Linux.
 func (p *Poller) Close() error { return nil }
+
+// WaitNs is timeoutNs: Wait never blocks off Linux.
+func (p *Poller) WaitNs(timeoutNs int64) int64 { return timeoutNs }

@@ -46,6 +46,58 @@ type AgentRunner struct {
 	done    chan struct{}
 
 	passes, parks, pollErrors atomic.Uint64
+	// The agent's longest absence from its sockets (Stalls).
+	stalls stallWatch
+}
+
+// StallNs is the absence Stalls counts: the thread away from its
+// sockets longer than this delays every datagram that arrives meanwhile
+// by as much.
+const StallNs = int64(time.Millisecond)
+
+// AgentStalls is what a runner saw of its agent's time away from its
+// sockets, over the runner's life: the longest pass that did work (its
+// own work: a slow journal write, a large snapshot cut); the longest
+// stall, a turn of the duty cycle less its pass's work and the wait its
+// park was allowed (the thread did not run when it should have:
+// descheduled by the kernel, a yield that gave the core away for a
+// timeslice, a stopped process, a park that overslept); and how many
+// stalls were longer than StallNs. The runner's clock is read once more
+// after each pass that did work; nothing else is added to a pass.
+type AgentStalls struct {
+	LongestPassNs, LongestStallNs int64
+	Stalls                        uint64
+}
+
+// stallWatch keeps AgentStalls: written on the runner's thread only,
+// read from any goroutine.
+type stallWatch struct {
+	longestPass, longestStall atomic.Int64
+	stalls                    atomic.Uint64
+}
+
+// pass notes a pass that did work and took d.
+func (w *stallWatch) pass(d int64) {
+	if d > w.longestPass.Load() {
+		w.longestPass.Store(d)
+	}
+}
+
+// turn notes a turn of the duty cycle that took d beyond its pass's
+// work and what its park was allowed to wait.
+func (w *stallWatch) turn(d int64) {
+	if d > w.longestStall.Load() {
+		w.longestStall.Store(d)
+	}
+	if d > StallNs {
+		w.stalls.Add(1)
+	}
+}
+
+// Stalls reports the agent's time away from its sockets (AgentStalls);
+// safe from any goroutine.
+func (r *AgentRunner) Stalls() AgentStalls {
+	return AgentStalls{LongestPassNs: r.stalls.longestPass.Load(), LongestStallNs: r.stalls.longestStall.Load(), Stalls: r.stalls.stalls.Load()}
 }
 
 // Agent is the work an AgentRunner runs (Agrona's Agent). Every method
@@ -258,16 +310,23 @@ func (r *AgentRunner) run(started chan<- error) {
 	// few milliseconds then parks at once, so an idle agent costs what
 	// block costs; a stream of commands never parks (Idle.AgentPhaseAt).
 	lastWork, hot, empty := r.cfg.NowNs(), false, 0
+	// prev, busy and allowed: when the last turn began, how long its pass
+	// worked and how long its park was allowed to wait (Stalls).
+	prev, busy, allowed := lastWork, int64(0), int64(0)
 	for !r.stop.Load() {
 		now := r.cfg.NowNs()
+		r.stalls.turn(now - prev - busy - allowed)
+		prev, busy, allowed = now, 0, 0
 		if r.pass(now) > 0 {
+			busy = r.cfg.NowNs() - now
+			r.stalls.pass(busy)
 			hot = now-lastWork < window
 			empty, lastWork = 0, now
 			if parkAtOnce {
 				// block: back to epoll_wait at once. It is level-triggered,
 				// so it returns at once when more arrived, for the cost of
 				// the poll an empty pass would make.
-				r.park(now)
+				allowed = r.park(now)
 			}
 			continue
 		}
@@ -280,7 +339,7 @@ func (r *AgentRunner) run(started chan<- error) {
 		case PhaseYield:
 			Yield()
 		case PhasePark:
-			r.park(now)
+			allowed = r.park(now)
 		}
 	}
 }
@@ -331,20 +390,23 @@ func (r *AgentRunner) buffered() uint64 {
 }
 
 // park waits for an arrival, a Wake or the agent's deadline, whichever
-// comes first (the handshake is Wake's).
-func (r *AgentRunner) park(now int64) {
+// comes first (the handshake is Wake's), and returns how long from now
+// it was allowed to wait (the deadline's distance; 0: it did not park).
+func (r *AgentRunner) park(now int64) (allowed int64) {
 	timeout := max(r.agent.DeadlineNs()-now, 0)
 	r.parks.Add(1)
 	if r.poller == nil {
 		if !r.stop.Load() && !r.agent.Pending() && r.buffered() == 0 {
-			r.parkWithoutFds(min(timeout, memParkNsMax))
+			timeout = min(timeout, memParkNsMax)
+			r.parkWithoutFds(timeout)
+			return timeout
 		}
-		return
+		return 0
 	}
 	r.parked.Store(true)
 	if r.stop.Load() || r.agent.Pending() || r.buffered() != 0 {
 		r.parked.Store(false)
-		return
+		return 0
 	}
 	ready, err := r.poller.Wait(timeout)
 	if err != nil {
@@ -354,6 +416,7 @@ func (r *AgentRunner) park(now int64) {
 	}
 	r.parked.Store(false)
 	r.ready, r.readyKnown = ready, true
+	return r.poller.WaitNs(timeout)
 }
 
 // parkWithoutFds is the park of endpoints without fds (in-memory): a

@@ -458,3 +458,64 @@ func pollerAvailable() bool {
 	p.Close()
 	return true
 }
+
+// stallAgent runs on a clock of its own that only it moves: its third
+// pass takes 50 ms of it, and before the park after its sixth pass the
+// thread is away 80 ms (descheduled, as far as the runner can tell).
+type stallAgent struct {
+	clock  *atomic.Int64
+	passes atomic.Int64
+	away   bool
+}
+
+func (a *stallAgent) DoWork(now int64, rx *Received) int {
+	switch a.passes.Add(1) {
+	case 3:
+		a.clock.Add(int64(50 * time.Millisecond))
+		return 1
+	case 6:
+		return 0
+	}
+	return 1
+}
+
+func (a *stallAgent) DeadlineNs() int64 { return a.clock.Load() + int64(time.Millisecond) }
+
+func (a *stallAgent) Pending() bool {
+	if a.passes.Load() == 6 && !a.away {
+		a.away = true
+		a.clock.Add(int64(80 * time.Millisecond))
+	}
+	return false
+}
+
+// The runner reports its agent's time away from its sockets on its own
+// clock: the longest pass that did work (the 50 ms one), and the longest
+// turn of the duty cycle less its pass's work and the 1 ms its park was
+// allowed (the 80 ms away before a park), with such stalls over StallNs
+// counted. A long pass is not a stall, and turns that parked only as
+// long as they were allowed count nothing.
+func TestRunnerStalls(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1)
+	ag := &stallAgent{clock: &clock}
+	r, err := NewAgentRunner(AgentRunnerConfig{Idle: Idle{Kind: IdleBlock}, NowNs: clock.Load}, ag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ten passes", func() bool { return ag.passes.Load() >= 10 })
+	r.Stop()
+	r.Close()
+	s := r.Stalls()
+	parkNs := int64(time.Millisecond) // the deadline's distance
+	if !r.Polling() {
+		parkNs = memParkNsMax // a bounded wait: no epoll here
+	}
+	want := AgentStalls{LongestPassNs: int64(50 * time.Millisecond), LongestStallNs: int64(80*time.Millisecond) - parkNs, Stalls: 1}
+	if s != want {
+		t.Fatalf("stalls %+v, want %+v", s, want)
+	}
+}

@@ -43,6 +43,9 @@ func (n *Node) statusLocked() status.Status {
 	st.MD = n.md.Stats()
 	st.Lease.Held, st.Lease.RemainingNs, st.Lease.Epoch = n.leaseView(st.UptimeNs)
 	st.SetSockets(n.tr)
+	if n.agent != nil {
+		st.SetAgent(n.agent.runner)
+	}
 	n.rel.lat.Rotate()
 	return st
 }

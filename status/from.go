@@ -67,6 +67,13 @@ func (s *Status) SetStorage(st *storage.Storage) {
 	s.Node.SnapshotEncodeNsMax, s.Node.SnapshotWriteNsMax, s.Node.SnapshotWaitNsMax = sc.EncodeNsMax, sc.WriteNsMax, sc.WaitNsMax
 }
 
+// SetAgent fills the agent's row from its runner (atomics: any
+// goroutine).
+func (s *Status) SetAgent(r *bus.AgentRunner) {
+	st := r.Stalls()
+	s.Agent = AgentStatus{Passes: r.Passes(), Parks: r.Parks(), LongestPassNs: st.LongestPassNs, LongestStallNs: st.LongestStallNs, Stalls: st.Stalls}
+}
+
 // SetInSync copies the in-sync set (the status is marshalled elsewhere
 // while the node may change it).
 func (s *Status) SetInSync(isr *replica.InSync) {

@@ -260,6 +260,19 @@ func (s *Stats) CountDrop(err error) {
 	}
 }
 
+// AgentStatus is what the agent's runner counted (bus.AgentRunner): its
+// passes and parks, the longest pass that did work, the longest stall
+// (a turn of the duty cycle less its pass's work and its park's allowed
+// wait: the thread did not run when it should have) and the stalls
+// longer than bus.StallNs. A datagram that arrives during a pass or a
+// stall waits for it: a latency outlier that matches one is the node's
+// own (a pass) or its machine's (a stall), not the network's.
+type AgentStatus struct {
+	Passes, Parks                 uint64
+	LongestPassNs, LongestStallNs int64
+	Stalls                        uint64
+}
+
 // DiskStatus is what a node's disk watch sees (replica.DiskWatch).
 type DiskStatus struct {
 	// Stalled: nothing written became durable for StallAfterNs while
@@ -331,6 +344,9 @@ type Status struct {
 	SnapshotsWriting int `json:"snapshots_writing"`
 	// Disk is the node's watch on its own disk (replica.DiskWatch).
 	Disk DiskStatus `json:"disk"`
+	// Agent: the agent thread's passes and parks, and its time away from
+	// its sockets (bus.AgentStalls); zero for a node driven by hand.
+	Agent AgentStatus `json:"agent"`
 	// Fsync: the journal's fsyncs run inline on the agent and on the
 	// fsync thread, and their moving average (storage.Committer).
 	Fsync storage.CommitterCounters `json:"fsync"`

@@ -341,6 +341,23 @@ func WriteProcesses(w io.Writer, ps []cluster.ProcessInfo) {
 		fmt.Fprintf(w, "  %-10s %8d %6s %6s %10.2f %14.2f %12s %14s %14s %14s\n", p.Role, p.Pid, p.CPUs, procs, p.CPUSeconds, p.CPUSPerMillion,
 			cpu, mallocs, syscalls, life)
 	}
+	writeAgentStalls(w, ps)
+}
+
+// writeAgentStalls writes each node's agent thread's time away from its
+// sockets over its life (status.AgentStatus): a latency outlier as long
+// as a stall was the machine's, one as long as a pass the node's own.
+func writeAgentStalls(w io.Writer, ps []cluster.ProcessInfo) {
+	var parts []string
+	for _, p := range ps {
+		if a := p.Agent; a != nil {
+			parts = append(parts, fmt.Sprintf("%s longest pass %.2f ms, longest stall %.2f ms, %d stalls over 1 ms",
+				p.Role, float64(a.LongestPassNs)/1e6, float64(a.LongestStallNs)/1e6, a.Stalls))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "  agent threads (each node's life; a stall: the thread did not run when it should have): %s\n", strings.Join(parts, "; "))
+	}
 }
 
 // processWindowNote says what the per-process columns count.

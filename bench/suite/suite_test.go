@@ -13,6 +13,7 @@ import (
 	"github.com/seqbus/seqbus/bench"
 	"github.com/seqbus/seqbus/internal/cluster"
 	"github.com/seqbus/seqbus/internal/stagetrace"
+	"github.com/seqbus/seqbus/status"
 )
 
 func hist(t *testing.T, valuesNs ...int64) *hdrhistogram.Histogram {
@@ -78,7 +79,8 @@ func TestLatencyRunReport(t *testing.T) {
 	out := t.TempDir()
 	cfg := cluster.BenchConfig{Size: 32, Fsync: "none", Engine: "matching", Idle: "block", Standbys: 1, Rate: 1000, Count: 2}
 	run, err := latencyRunOf(cfg, &cluster.BenchResult{Merged: m, AchievedPerSec: 999,
-		Processes: []cluster.ProcessInfo{{Role: "client", Pid: 7, Window: true}}}, floors, out)
+		Processes: []cluster.ProcessInfo{{Role: "client", Pid: 7, Window: true},
+			{Role: "primary", Pid: 8, Agent: &status.AgentStatus{Passes: 9, LongestPassNs: 420_000, LongestStallNs: 101_500_000, Stalls: 2}}}}, floors, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,8 @@ func TestLatencyRunReport(t *testing.T) {
 	WriteLatencyRun(&buf, run)
 	for _, want := range []string{"size 32 B, fsync none, auth off, engine matching: 999 cmd/s achieved", "floor-2hop (block)",
 		"end-to-end / floor-4hop", "syscalls/cmd", "client",
-		"floor-4hop-block       client 20.0, relay 60.0 (a primary's socket calls), echo 40.0 (a standby's)"} {
+		"floor-4hop-block       client 20.0, relay 60.0 (a primary's socket calls), echo 40.0 (a standby's)",
+		"primary longest pass 0.42 ms, longest stall 101.50 ms, 2 stalls over 1 ms"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, buf.String())
 		}

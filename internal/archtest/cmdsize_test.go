@@ -58,8 +58,8 @@ const cmdCodeMax = 1048
 // 1,736 once replica.Replica owned the cores across roles and the
 // standby's admission of a frame, the primary's ACK step, the arbiter's
 // reply and the lease rules that span them (2026-12-07, twenty-seventh
-// sitting).
-const nodeCodeMax = 1736
+// sitting); +3 the same day for the agent's stalls in status.json.
+const nodeCodeMax = 1739
 
 // cmdFiles are cmd/seqbus's non-test Go files.
 func cmdFiles(t *testing.T) []string {

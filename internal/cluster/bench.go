@@ -16,6 +16,7 @@ import (
 
 	"github.com/seqbus/seqbus/auth"
 	"github.com/seqbus/seqbus/internal/stagetrace"
+	"github.com/seqbus/seqbus/status"
 )
 
 // The process harness of `seqbus bench latency` and `bench throughput`:
@@ -207,6 +208,11 @@ type ProcessInfo struct {
 	// steady state costs, without the start-up (the trace's prefaulting),
 	// warm-up and drain that CPUSPerMillion includes.
 	WindowCPUUsPerCommand float64 `json:"window_cpu_us_per_command,omitempty"`
+	// Agent is a node's agent thread over its life, from its last
+	// status.json (status.AgentStatus: the longest pass, the longest
+	// stall and the stalls over 1 ms); nil for the client and the
+	// witness, or when the node wrote none.
+	Agent *status.AgentStatus `json:"agent,omitempty"`
 }
 
 // BenchResult is what one run measured.
@@ -426,6 +432,11 @@ func (c *benchCluster) merge(states map[string]*os.ProcessState, clientTrace, cl
 			p.GOMAXPROCS = int(t.GOMAXPROCS)
 			if int(t.Pid) != p.Pid {
 				p.Pid = int(t.Pid) // the trace is the process's own word
+			}
+		}
+		if role != "client" {
+			if st, err := ReadStatus(filepath.Join(c.Dir, name)); err == nil && st.Agent.Passes > 0 {
+				p.Agent = &st.Agent
 			}
 		}
 		res.Processes = append(res.Processes, p)

@@ -40,6 +40,7 @@ type Status struct {
 		DatagramsReceived uint64
 		ReceiveOverflows  uint64
 	} `json:"multicast"`
+	Agent status.AgentStatus `json:"agent"`
 }
 
 // ReadStatus reads dir/status.json.

@@ -39,7 +39,7 @@ var LatencyBucketsUs = []float64{5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_0
 	10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000}
 
 // counterSections are the status.json sections whose numbers are counters.
-var counterSections = []string{"node", "fsync", "sequencer", "window", "naks", "fetch", "hashes", "gate", "unicast", "multicast"}
+var counterSections = []string{"node", "fsync", "sequencer", "window", "naks", "fetch", "hashes", "gate", "unicast", "multicast", "agent"}
 
 // isGauge says which numbers of those sections are levels, not counts:
 // watermarks (…Seq, Applied, Released), durations (…Ns) and sizes.

@@ -150,6 +150,13 @@ func TestNodeMetricsScrape(t *testing.T) {
 			t.Fatalf("%s = %v (present %v), want %v", name, got, ok, want)
 		}
 	}
+	// The agent's section: its passes count, its longest stall is a level.
+	if got, ok := value(t, fams, "seqbus_counter_total", map[string]string{"section": "agent", "name": "Passes"}); !ok || got == 0 {
+		t.Fatalf("agent passes = %v (present %v), want the running agent's", got, ok)
+	}
+	if _, ok := value(t, fams, "seqbus_gauge", map[string]string{"section": "agent", "name": "LongestStallNs"}); !ok {
+		t.Fatal("no seqbus_gauge{section=agent,name=LongestStallNs}")
+	}
 	if got, ok := value(t, fams, "seqbus_node_info", map[string]string{"role": "primary", "id": "1"}); !ok || got != 1 {
 		t.Fatal("no seqbus_node_info{role=primary}")
 	}

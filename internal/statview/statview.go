@@ -294,6 +294,10 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 		fmt.Fprintf(w, "DISK: the journal cannot prepare its next segment (%v); it fails when the current one fills, in %.1f MiB of records: free disk space\n",
 			get(j, "next_segment_error"), toF(get(j, "room_bytes"))/(1<<20))
 	}
+	if a := sub(s, "agent"); a != nil && toF(get(a, "Stalls")) > 0 {
+		fmt.Fprintf(w, "AGENT STALLS: %v times the agent thread was away from its sockets over 1 ms beyond its work and its parks (longest %.1f ms; longest pass %.1f ms): the machine did not run it when it should have (an overloaded or shared core, a stopped process); every datagram meanwhile waited (docs/tuning.md)\n",
+			get(a, "Stalls"), toF(get(a, "LongestStallNs"))/1e6, toF(get(a, "LongestPassNs"))/1e6)
+	}
 	if l := sub(s, "latency_us"); l != nil {
 		fmt.Fprintf(w, "assign->release µs: p50 %v  p99 %v  p99.9 %v  max %v\n", get(l, "p50"), get(l, "p99"), get(l, "p99.9"), get(l, "max"))
 	}
@@ -306,7 +310,7 @@ func printStat(w io.Writer, st loadedStatus, now time.Time) {
 			fmt.Fprintf(w, "%s socket drops: %s\n", k, text)
 		}
 	}
-	for _, k := range []string{"node", "fsync", "sequencer", "window", "naks", "gate", "unicast", "multicast"} {
+	for _, k := range []string{"node", "fsync", "sequencer", "window", "naks", "gate", "unicast", "multicast", "agent"} {
 		m := sub(s, k)
 		if m == nil {
 			continue
@@ -383,6 +387,13 @@ var clusterRows = []struct {
 			}
 		}
 		return strings.Join(parts, " ")
+	}},
+	{"stalls", func(s map[string]any) string {
+		// The agent's time away from its sockets: count over 1 ms, longest.
+		if a := sub(s, "agent"); a != nil && toF(get(a, "Passes")) > 0 {
+			return fmt.Sprintf("%.0f, %.1f ms", toF(get(a, "Stalls")), toF(get(a, "LongestStallNs"))/1e6)
+		}
+		return "-"
 	}},
 	{"naks sent", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "node"), "NaksSent")) }},
 	{"retransmits", func(s map[string]any) string { return fmt.Sprint(get(sub(s, "sequencer"), "RetransmitFrames")) }},

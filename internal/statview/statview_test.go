@@ -182,6 +182,19 @@ func TestRenderDiskStalled(t *testing.T) {
 	}
 }
 
+// TestRenderAgentStalls: a node whose agent was away from its sockets
+// over a millisecond says how often and how long, in its own view and
+// in the cluster's stalls row; one that never was has no such line.
+func TestRenderAgentStalls(t *testing.T) {
+	f := renderWarning(t, `"agent":{"Passes":10,"Parks":5,"LongestPassNs":2000000,"LongestStallNs":104000000,"Stalls":3},`,
+		`"agent":{"Passes":10,"Parks":5,"LongestPassNs":30000,"LongestStallNs":400000},`,
+		"AGENT STALLS: 3 times the agent thread was away from its sockets over 1 ms beyond its work and its parks (longest 104.0 ms; longest pass 2.0 ms)",
+		"AGENT STALLS", "stalls")
+	if len(f) != 6 || f[0] != "3," || f[1] != "104.0" || f[3] != "0," || f[4] != "0.4" {
+		t.Fatalf("stalls row %q", f)
+	}
+}
+
 // TestRenderJournalFailed: a node whose journal failed says so, and that
 // it needs a restart, in its own view and in the cluster's disk row; a
 // healthy one does neither.
