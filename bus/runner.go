@@ -56,8 +56,9 @@ type AgentRunner struct {
 const StallNs = int64(time.Millisecond)
 
 // AgentStalls is what a runner saw of its agent's time away from its
-// sockets, over the runner's life: the longest pass that did work (its
-// own work: a slow journal write, a large snapshot cut); the longest
+// sockets, over the runner's life: the longest pass that did work (wall
+// time: its own work, a slow journal write, or the thread descheduled in
+// the middle of it); the longest
 // stall, a turn of the duty cycle less its pass's work and the wait its
 // park was allowed (the thread did not run when it should have:
 // descheduled by the kernel, a yield that gave the core away for a
