@@ -91,7 +91,7 @@ func (n *Node) leaseChanged(now int64) {
 // the new gate releases them once the standbys acknowledge them under
 // the new epoch and they are durable, exactly as for any output.
 func (n *Node) promote(rd *replica.RolesReady, now int64) {
-	if why := n.rep.DeclineLead(n.st.NewDirectory()); why != replica.LeadGranted {
+	if why := n.rep.DeclineLead(n.st.NewDirectory(), rd.Epoch); why != replica.LeadGranted {
 		n.declineLead(rd.Epoch, why)
 		return
 	}

@@ -135,23 +135,39 @@ func MayRelease(k Lease, held bool, nowNs int64) bool {
 // --epoch, which starts the history over, also leaves 0).
 const FirstTermInSyncVersion = 1
 
-// MayLeadTerm is whether a node granted the lease with the in-sync set
-// at inSyncVersion, of members members, may lead: always, unless its
-// directory is new (it has never led nor caught up with a primary, and
-// acknowledged nothing: storage.Storage.NewDirectory) and some node may
-// hold a history. None can in the arbiter's first term, nor in the
-// second when the set is still empty: the first term's holder granted
-// again before it ever added a standby (a grant lost for a whole lease,
-// a holder that failed before its first pass; the simulator found a
-// new cluster halted for good by a witness crash right after its first
-// grant). A new node any other term is granted was taken for a member,
-// or the holder of a term that added one, only because its directory
-// was replaced or wiped since: leading would start the history over and
-// un-happen everything released before, so it declines. (A first holder
-// that ran alone, released and then lost its directory took the only
-// copy with it: its second term starts over, as it did before the rule.)
-func MayLeadTerm(newDirectory bool, inSyncVersion uint64, members int) bool {
-	return !newDirectory || inSyncVersion == FirstTermInSyncVersion || (inSyncVersion == FirstTermInSyncVersion+1 && members == 0)
+// MayLeadTerm is whether a node granted the lease of epoch with the
+// in-sync set at inSyncVersion, of members members, may lead: always,
+// unless its directory is new (it has never led nor caught up with a
+// primary, and acknowledged nothing: storage.Storage.NewDirectory) and
+// some node may hold a history. None can in the arbiter's first term,
+// nor in the second when the set is still empty: the first term's holder
+// granted again before it ever added a standby (a grant lost for a whole
+// lease, a holder that failed before its first pass; the simulator found
+// a new cluster halted for good by a witness crash right after its first
+// grant). Nor while the version still equals the epoch with the set
+// empty: the version grows with every term and every change of the set,
+// the epoch with every term, from the same 0, so no change of the set
+// was ever accepted, no standby was ever in sync, and with the set empty
+// only the first holder was ever granted again; this is it, granted term
+// after term (grants lost or late for whole leases: the simulator found
+// a new cluster's only holder declining its fourth term, seed 2872666).
+// A witness whose epoch an operator rewrote starts the version at 0
+// below the epoch, and an etcd arbiter's epochs are revisions, so there
+// the rule falls back to the first two terms. A new node any other term
+// is granted was taken for a member, or the holder of a term that added
+// one, only because its directory was replaced or wiped since: leading
+// would start the history over and un-happen everything released
+// before, so it declines. (A holder that only ever ran alone, released
+// and then lost its directory took the only copy with it: its next term
+// starts over, as it did before the rule.)
+func MayLeadTerm(newDirectory bool, inSyncVersion, epoch uint64, members int) bool {
+	switch {
+	case !newDirectory || inSyncVersion == FirstTermInSyncVersion:
+		return true
+	case members != 0:
+		return false
+	}
+	return inSyncVersion == FirstTermInSyncVersion+1 || (inSyncVersion == epoch && epoch > FirstTermInSyncVersion)
 }
 
 // Decline is why a node granted the lease gives it back unled
@@ -169,14 +185,14 @@ const (
 	DeclineForeign
 )
 
-// DeclineLead is whether a node granted the lease must give it back
-// unled, and why: its directory holds another history, or MayLeadTerm
-// refuses its new directory the term.
-func DeclineLead(foreign, newDirectory bool, inSyncVersion uint64, members int) Decline {
+// DeclineLead is whether a node granted the lease of epoch must give it
+// back unled, and why: its directory holds another history, or
+// MayLeadTerm refuses its new directory the term.
+func DeclineLead(foreign, newDirectory bool, inSyncVersion, epoch uint64, members int) Decline {
 	switch {
 	case foreign:
 		return DeclineForeign
-	case !MayLeadTerm(newDirectory, inSyncVersion, members):
+	case !MayLeadTerm(newDirectory, inSyncVersion, epoch, members):
 		return DeclineNewDirectory
 	}
 	return LeadGranted

@@ -149,11 +149,11 @@ func (r *Replica[A]) WantLead(broken, refetching bool) bool {
 	return WantLead(unusable, refetching, r.roles.Primary(), r.fol.Fetching())
 }
 
-// DeclineLead is whether a grant must be given back unled, and why
-// (the package's DeclineLead over the identity and the in-sync set);
-// newDirectory is the runtime's directory marker.
-func (r *Replica[A]) DeclineLead(newDirectory bool) Decline {
-	return DeclineLead(r.ident.Foreign(), newDirectory, r.isr.Version(), len(r.isr.Members()))
+// DeclineLead is whether a grant of epoch must be given back unled, and
+// why (the package's DeclineLead over the identity and the in-sync set
+// the grant carried); newDirectory is the runtime's directory marker.
+func (r *Replica[A]) DeclineLead(newDirectory bool, epoch uint64) Decline {
+	return DeclineLead(r.ident.Foreign(), newDirectory, r.isr.Version(), epoch, len(r.isr.Members()))
 }
 
 // HoldAcks holds the follower's acks while the directory is new or

@@ -80,7 +80,7 @@ func (h *repHarness) run(w *strings.Builder, line string) {
 		}
 		fmt.Fprintf(w, "take=%v adopt=%v latched=%v\n", take, adopt, latched)
 	case "lease":
-		fmt.Fprintf(w, "want-lead=%v decline=%s\n", h.r.WantLead(a.has("broken"), a.has("refetching")), declineName(h.r.DeclineLead(a.has("new-dir"))))
+		fmt.Fprintf(w, "want-lead=%v decline=%s\n", h.r.WantLead(a.has("broken"), a.has("refetching")), declineName(h.r.DeclineLead(a.has("new-dir"), h.u64(a, "epoch", h.r.Roles().Epoch()+1))))
 	default:
 		h.t.Fatalf("unknown command %q", cmd)
 	}
