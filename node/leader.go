@@ -291,7 +291,7 @@ func (n *Node) resetHistory(seq uint64) error {
 // epochOf is the epoch a standby journals seq under
 // (replica.History.EpochOf).
 func (n *Node) epochOf(seq uint64) uint64 {
-	return n.rep.EpochOf(seq, n.eng().AppliedSeq(), n.j.HighestEpoch())
+	return n.rep.Roles().History().EpochOf(seq, n.rep.Roles().Epoch(), n.eng().AppliedSeq(), n.j.HighestEpoch()) // inlined: no call a command
 }
 
 // leaseView reports the lease as the node sees it, for status.

@@ -14,8 +14,7 @@ import (
 //
 // It holds the rules that need more than one of these cores (which
 // frames a standby takes, whether to ask for the lease or decline a
-// grant, when acks are held, the epoch a standby journals a seq under)
-// and the term's hand-overs (Lead, EndTerm, the memory kept between
+// grant, when acks are held) and the term's hand-overs (Lead, EndTerm, the memory kept between
 // terms). Like the cores it composes, it has no clock, socket, file,
 // lock or goroutine: the runtime passes in what its storage knows (the
 // journal broken, the directory new, the highest epoch it holds) and
@@ -175,13 +174,6 @@ func (r *Replica[A]) LeaseDecision(k Lease, nowNs int64) Decision {
 		return r.ldr.Primary().LeaseChanged(nowNs)
 	}
 	return StandbyLease(k, r.roles.Epoch(), nowNs)
-}
-
-// EpochOf is the epoch a standby journals seq under (History.EpochOf),
-// applied being what its state machine applied and journalHighest the
-// highest epoch its journal holds.
-func (r *Replica[A]) EpochOf(seq, applied, journalHighest uint64) uint64 {
-	return r.roles.hist.EpochOf(seq, r.roles.Epoch(), applied, journalHighest)
 }
 
 // Admission is what a standby does with a frame of the replication
