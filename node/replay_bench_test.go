@@ -16,13 +16,18 @@ import (
 // that send nowhere: what is left is the primary's own cost per COMMAND
 // frame (parse, dedup, sequence, journal, DATA, apply, gate, OUTPUT).
 func benchPrimary(b *testing.B) *Node {
+	return benchNode(b, nodeconfig.RolePrimary, 1, map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")})
+}
+
+// benchNode is a node of role driven by hand on a MemFS with fsync off
+// and sockets that send nowhere (a standby follows epoch 1 once told).
+func benchNode(b *testing.B, role nodeconfig.Role, id uint32, peers map[uint32]netip.AddrPort) *Node {
 	b.Helper()
 	cfg := nodeconfig.Config{
-		ID: 1, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: &stepClock{ns: 1},
+		ID: id, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: &stepClock{ns: 1},
 		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
-		Peers:           map[uint32]netip.AddrPort{replayStandby: netip.MustParseAddrPort("10.0.0.3:1")},
-		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: nodeconfig.RolePrimary, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 64 << 20},
+		Peers: peers, NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Role: role, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 64 << 20},
 		PublisherCapacity: 1024, MaxSessions: 4,
 	}
 	n, err := New(cfg)

@@ -1,13 +1,10 @@
 package node
 
 import (
-	"io"
-	"log/slog"
 	"net/netip"
 	"testing"
 
 	"github.com/seqbus/seqbus/engine"
-	"github.com/seqbus/seqbus/journal"
 	"github.com/seqbus/seqbus/nodeconfig"
 	"github.com/seqbus/seqbus/wire"
 )
@@ -18,20 +15,8 @@ import (
 // journal append and the apply of each command, and the ack. It reports
 // ns a frame; divide by 30 for a command.
 func BenchmarkStandbyData(b *testing.B) {
-	cfg := nodeconfig.Config{
-		ID: 2, Stream: 9, Dir: "/j", FS: journal.NewMemFS(), Network: nopNetwork{}, Clock: &stepClock{ns: 1},
-		Listen: netip.MustParseAddrPort("10.0.0.1:1"), Group: netip.MustParseAddrPort("239.1.1.1:2"),
-		Peers:           map[uint32]netip.AddrPort{1: netip.MustParseAddrPort("10.0.0.2:1")},
-		NewStateMachine: smallEngine, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Role: nodeconfig.RoleStandby, Epoch: 1, Journal: journal.Options{Policy: journal.SyncNone, SegmentBytes: 64 << 20},
-		PublisherCapacity: 256, MaxSessions: 4,
-	}
-	n, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { n.Close() })
-	from := cfg.Peers[1]
+	from := netip.MustParseAddrPort("10.0.0.2:1")
+	n := benchNode(b, nodeconfig.RoleStandby, 2, map[uint32]netip.AddrPort{1: from})
 	o := wire.Origin{Stream: 9, Node: 1, Epoch: 1}
 	ne := wire.NewEpoch{Origin: o, History: testHistory} // epoch 1 forks from nothing
 	n.Deliver(ne.Append(nil), from)
