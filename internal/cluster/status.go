@@ -41,6 +41,10 @@ type Status struct {
 		ReceiveOverflows  uint64
 	} `json:"multicast"`
 	Agent status.AgentStatus `json:"agent"`
+	// WrittenAt is when the node wrote the file (RFC 3339, wall clock):
+	// what it says is as of its last copy, at most one status interval
+	// before.
+	WrittenAt string `json:"written_at"`
 }
 
 // ReadStatus reads dir/status.json.
